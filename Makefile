@@ -1,0 +1,115 @@
+# heapprof build.  `make` builds build/heapprof and build/libheapprof.so;
+# `make test` builds and runs the test suite; `make demo` profiles the
+# bundled example.  Both install missing Debian packages first.
+
+CC      ?= gcc
+PREFIX  ?= /usr/local
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+CFLAGS  ?= $(OPT) -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -Iinclude $(CFLAGS) $(SAN)
+
+# The client lives inside the profiled program: hidden visibility, only the
+# malloc family and the public API exported (src/client/libheapprof.map).
+LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -fexceptions \
+              -fno-omit-frame-pointer -ftls-model=initial-exec
+LIB_LIBS   := -lunwind -lm -ldl -pthread
+
+CLI_LIBS   := -lsqlite3 -ldw -lelf -lz -lm -lstdc++ -pthread
+
+LAYOUT_SRCS := $(wildcard src/layout/*.c)
+CLIENT_SRCS := $(wildcard src/client/*.c) $(LAYOUT_SRCS)
+CLI_SRCS    := $(wildcard src/cli/*.c src/collector/*.c src/profile/*.c \
+                 src/symbolize/*.c src/util/*.c) $(LAYOUT_SRCS)
+
+CLIENT_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_SRCS))
+CLI_OBJS    := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+# Everything but main(), for unit tests.
+CORE_OBJS   := $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJS))
+
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+PROG_SRCS   := $(wildcard tests/integration/progs/*.c)
+PROG_CXX    := $(wildcard tests/integration/progs/*.cc)
+PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SRCS)) \
+               $(patsubst tests/integration/progs/%.cc,$(BUILD)/progs/%,$(PROG_CXX))
+EXAMPLE_BINS := $(BUILD)/examples/demo
+BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+
+.PHONY: all deps test unit integration demo bench install clean format check-format
+all: $(BUILD)/heapprof $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libheapprof.so: $(CLIENT_OBJS) src/client/libheapprof.map
+	$(CC) -shared -o $@ $(CLIENT_OBJS) $(SAN) \
+	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
+	  -Wl,-soname,libheapprof.so $(LIB_LIBS)
+
+$(BUILD)/heapprof: $(CLI_OBJS)
+	$(CC) -o $@ $(CLI_OBJS) $(SAN) $(CLI_LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJS) $(CLI_LIBS)
+
+# Integration test programs: -O0 so every test function keeps its frame.
+$(BUILD)/progs/%: tests/integration/progs/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread -o $@ $< -ldl
+
+$(BUILD)/progs/%: tests/integration/progs/%.cc
+	@mkdir -p $(dir $@)
+	g++ -std=c++17 -O0 -g -fno-inline -pthread -o $@ $<
+
+$(BUILD)/examples/%: examples/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -fno-inline -pthread -o $@ $<
+
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -pthread -o $@ $<
+
+unit: deps all $(UNIT_BINS)
+	@tests/run-unit.sh $(BUILD)
+
+integration: deps all $(PROG_BINS)
+	@tests/run-integration.sh $(BUILD)
+
+# The quick start's second command.
+test: deps all $(UNIT_BINS) $(PROG_BINS)
+	@tests/run-all.sh $(BUILD)
+
+# The quick start's first command: profile the bundled example.
+demo: deps all
+	@scripts/demo.sh $(BUILD)
+
+bench: deps all $(BENCH_BINS)
+	@bench/run.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(BUILD)/heapprof $(DESTDIR)$(PREFIX)/bin/heapprof
+	install -m 755 $(BUILD)/libheapprof.so $(DESTDIR)$(PREFIX)/lib/libheapprof.so
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+check-format:
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs the Debian packages heapprof needs, only when something is missing.
+set -e
+need=""
+have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/x86_64-linux-gnu/$1" ]; }
+command -v gcc >/dev/null 2>&1 || need="$need gcc"
+command -v g++ >/dev/null 2>&1 || need="$need g++"
+command -v make >/dev/null 2>&1 || need="$need make"
+have_hdr libunwind.h || need="$need libunwind-dev"
+have_hdr elfutils/libdwfl.h || need="$need libdw-dev"
+have_hdr libelf.h || need="$need libelf-dev"
+have_hdr sqlite3.h || need="$need libsqlite3-dev"
+have_hdr zlib.h || need="$need zlib1g-dev"
+command -v sqlite3 >/dev/null 2>&1 || need="$need sqlite3"
+if [ -n "$need" ]; then
+	echo "heapprof: installing Debian packages:$need"
+	if [ "$(id -u)" != 0 ]; then
+		echo "heapprof: run as root, or install them first: apt-get install$need" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends $need >/dev/null
+fi

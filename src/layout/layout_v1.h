@@ -1,0 +1,206 @@
+/*
+ * The shared-memory format, version 1: the only definitions that both the
+ * client (inside the profiled program) and the collector rely on.
+ *
+ * One region per profiled process, created by the collector (memfd), mapped
+ * read-write by the client and by the collector.  The client writes; the
+ * collector reads at any time, also after the client has exited, without the
+ * client's help.  Every record is fixed-width with explicit alignment and a
+ * size check, the version comes first, and the collector never trusts a
+ * value the client could have written: it keeps its own copy of the geometry
+ * it planned and clamps every count and index it reads.
+ *
+ * See docs/LAYOUT.md for the prose description.
+ */
+#ifndef HEAPPROF_LAYOUT_V1_H
+#define HEAPPROF_LAYOUT_V1_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HP_MAGIC 0x31464f5250504148ull /* "HAPPROF1" little endian */
+#define HP_LAYOUT_VERSION 1u
+
+#define HP_MAX_FRAMES 256u      /* hard cap on --max-frames */
+#define HP_DEFAULT_FRAMES 64u   /* default --max-frames */
+#define HP_BUILD_ID_MAX 32u     /* bytes of a GNU build ID we keep */
+#define HP_MAX_HEAPS 64u        /* heap ids 0..63; 0 is libc.malloc */
+#define HP_HEAP_NAME_MAX 64u
+
+enum hp_unwind_mode {
+	HP_UNWIND_DWARF = 0, /* libunwind, DWARF CFI */
+	HP_UNWIND_FP = 1,    /* frame-pointer chain */
+};
+
+/* header.client_state, written by the client. */
+enum hp_client_state {
+	HP_STATE_OFFERED = 0,  /* collector made the region, client not yet on */
+	HP_STATE_ACTIVE = 1,   /* client is recording */
+	HP_STATE_STOPPED = 2,  /* client stopped recording; see stop_reason */
+};
+
+/* header.stop_reason: why the client stopped (HP_STATE_STOPPED). */
+enum hp_stop_reason {
+	HP_STOP_NONE = 0,
+	HP_STOP_REQUESTED = 1,    /* collector set control = HP_CONTROL_STOP */
+	HP_STOP_EXEC = 2,         /* the process image was replaced */
+	HP_STOP_INTERNAL = 3,     /* internal failure inside the client */
+	HP_STOP_EXIT = 4,         /* the process ran its exit handlers */
+};
+
+/* header.control, written by the collector, read by the client. */
+enum hp_control {
+	HP_CONTROL_RUN = 0,
+	HP_CONTROL_STOP = 1,
+};
+
+/* Counters the client keeps in the header (index into header.counters). */
+enum hp_counter {
+	HP_CTR_SAMPLES = 0,         /* sampled allocations recorded */
+	HP_CTR_FREES_MATCHED,       /* frees of sampled allocations */
+	HP_CTR_STACK_FULL,          /* samples charged to the overflow stack */
+	HP_CTR_STACK_FULL_BYTES,    /* ... and their charged bytes */
+	HP_CTR_LIVE_FULL,           /* samples whose free could not be tracked */
+	HP_CTR_LIVE_FULL_BYTES,     /* ... and their charged bytes */
+	HP_CTR_MODULE_FULL,         /* modules that did not fit */
+	HP_CTR_UNWIND_ERRORS,       /* unwinds that returned no frame */
+	HP_CTR_TRUNCATED_STACKS,    /* stacks cut at max_frames */
+	HP_CTR_REENTRANT,           /* calls skipped because already in a hook */
+	HP_CTR_COUNT = 16
+};
+
+/* Tables in the region; header.tables[i] describes table i. */
+enum hp_table {
+	HP_TAB_STACK_INDEX = 0, /* uint64 slots: (hash32 << 32) | (stack_id + 1) */
+	HP_TAB_STACKS,          /* struct hp_stack_v1 */
+	HP_TAB_FRAMES,          /* uint64 program counters */
+	HP_TAB_LIVE_KEYS,       /* uint64 addresses, buckets of HP_LIVE_BUCKET */
+	HP_TAB_LIVE_VALUES,     /* struct hp_live_v1, parallel to LIVE_KEYS */
+	HP_TAB_MODULES,         /* struct hp_module_v1 */
+	HP_TAB_STRINGS,         /* bytes: module paths, NUL terminated */
+	HP_TAB_HEAPS,           /* struct hp_heap_v1 [HP_MAX_HEAPS] */
+	HP_TAB_COUNT = 16
+};
+
+struct hp_table_desc {
+	uint64_t offset;     /* from the start of the region, 64-aligned */
+	uint64_t capacity;   /* entries */
+	uint32_t entry_size; /* bytes */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct hp_table_desc) == 24, "hp_table_desc size");
+
+/*
+ * The region header, at offset 0.  Written once by the collector before it
+ * hands the region to the client (magic .. tables), then only the atomic
+ * fields change.
+ */
+struct hp_header_v1 {
+	uint64_t magic;          /* HP_MAGIC */
+	uint32_t version;        /* HP_LAYOUT_VERSION */
+	uint32_t header_size;    /* sizeof(struct hp_header_v1) */
+	uint64_t region_size;    /* bytes */
+
+	/* Configuration, chosen by the collector. */
+	uint64_t sampling_interval; /* bytes; 1 = every allocation */
+	uint32_t unwind_mode;       /* enum hp_unwind_mode */
+	uint32_t max_frames;        /* 1..HP_MAX_FRAMES */
+	uint64_t session_id;        /* collector's id of the session */
+	uint64_t heap_enable_mask;  /* bit h: heap id h is profiled */
+
+	struct hp_table_desc tables[HP_TAB_COUNT];
+
+	/* Written by the client. */
+	_Atomic uint32_t client_state; /* enum hp_client_state */
+	_Atomic uint32_t stop_reason;  /* enum hp_stop_reason */
+	_Atomic uint32_t control;      /* enum hp_control, written by collector */
+	int32_t pid;                   /* of the client, set at attach */
+
+	_Atomic uint64_t stacks_used;  /* next free stack id */
+	_Atomic uint64_t frames_used;  /* next free frame slot */
+	_Atomic uint64_t modules_used; /* next free module slot */
+	_Atomic uint64_t strings_used; /* next free string byte */
+	_Atomic uint64_t heaps_used;   /* next free heap id (0 = libc.malloc) */
+	_Atomic uint64_t counters[HP_CTR_COUNT];
+	_Atomic uint64_t attach_time_ns; /* CLOCK_BOOTTIME at client attach */
+	uint8_t reserved[136];
+};
+_Static_assert(sizeof(struct hp_header_v1) % 64 == 0, "header 64-aligned");
+_Static_assert(sizeof(struct hp_header_v1) == 768, "hp_header_v1 size");
+
+/*
+ * An interned call stack.  The stack is the identity of a callsite: its
+ * counters are the per-callsite counters of the four views.  `ready` is
+ * stored last with release order; a reader ignores a record whose ready is 0.
+ * Frames are leaf first, in HP_TAB_FRAMES[frames_off .. frames_off+nframes).
+ */
+struct hp_stack_v1 {
+	_Atomic uint32_t ready; /* 1 once the fields below are written */
+	uint32_t heap_id;
+	uint32_t nframes;
+	uint32_t flags; /* HP_STACK_* */
+	uint64_t frames_off;
+	uint64_t hash;
+	_Atomic uint64_t alloc_count;  /* sampled allocations */
+	_Atomic uint64_t alloc_bytes;  /* charged (estimated) bytes */
+	_Atomic uint64_t alloc_objects_fp; /* estimated objects, 16.16 fixed */
+	_Atomic uint64_t free_count;
+	_Atomic uint64_t free_bytes;
+	_Atomic uint64_t free_objects_fp;
+	uint64_t reserved[2];
+};
+_Static_assert(sizeof(struct hp_stack_v1) == 96, "hp_stack_v1 size");
+
+#define HP_STACK_TRUNCATED 0x1u /* more frames than max_frames */
+#define HP_STACK_OVERFLOW 0x2u  /* stack id 0: stands for "table full" */
+#define HP_OBJ_FP_ONE 65536ull  /* 1.0 in 16.16 fixed point */
+
+/*
+ * A live sampled allocation.  Keys (addresses) live in their own array so a
+ * lookup reads one cache line per bucket.  A key is published in two steps:
+ * slot takes HP_LIVE_BUSY, the value is written, the key is stored with
+ * release order.  A reader skips EMPTY and BUSY slots.
+ */
+#define HP_LIVE_EMPTY 0ull
+#define HP_LIVE_BUSY 1ull
+#define HP_LIVE_BUCKET 8u /* keys per bucket: one cache line */
+
+struct hp_live_v1 {
+	uint32_t stack_id;
+	uint32_t heap_id;
+	uint64_t size;    /* requested bytes */
+	uint64_t charged; /* bytes charged to the stack */
+	uint64_t objects_fp; /* objects charged, 16.16 fixed */
+};
+_Static_assert(sizeof(struct hp_live_v1) == 32, "hp_live_v1 size");
+
+/*
+ * A loaded module's executable segment.  `ready` stored last (release).
+ * Address of a PC inside the module as the ELF file sees it (what a
+ * symbolizer wants): pc - base.
+ */
+struct hp_module_v1 {
+	_Atomic uint32_t ready;
+	uint32_t build_id_len;
+	uint64_t path_off;   /* into HP_TAB_STRINGS, NUL terminated */
+	uint64_t start;      /* first byte of the executable mapping */
+	uint64_t end;        /* one past the last byte */
+	uint64_t base;       /* dlpi_addr: ELF vaddr 0 is at this address */
+	uint64_t load_bias;  /* p_vaddr - p_offset of the executable segment */
+	uint64_t exact_offset; /* file offset of the mapping (page aligned) */
+	uint64_t generation;   /* module scan that found it */
+	uint8_t build_id[HP_BUILD_ID_MAX];
+};
+_Static_assert(sizeof(struct hp_module_v1) == 96, "hp_module_v1 size");
+
+/* A named heap (custom allocator API); heap 0 is "libc.malloc". */
+struct hp_heap_v1 {
+	_Atomic uint32_t ready;
+	uint32_t flags;
+	uint64_t interval; /* sampling interval used for this heap */
+	char name[HP_HEAP_NAME_MAX];
+};
+_Static_assert(sizeof(struct hp_heap_v1) == 80, "hp_heap_v1 size");
+
+#endif

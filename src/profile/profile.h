@@ -1,0 +1,93 @@
+/*
+ * The profile file: a SQLite database with Perfetto's stack_profile_* and
+ * heap_profile_allocation tables plus heapprof's process and dump metadata.
+ *
+ * The collector hands the writer one `prof_dump` per process per dump, with
+ * cumulative counters since the process attached; the writer interns
+ * mappings, frames and callsites, symbolizes new frames from ELF symbols,
+ * and stores per-dump deltas (a positive row for allocations, a negative
+ * row for frees), so that summing rows up to a dump's ts gives the state at
+ * that dump.
+ *
+ * Errors: functions return 0 or a negative errno and print one line,
+ * prefixed "heapprof: profile:", to stderr.
+ */
+#ifndef HEAPPROF_PROFILE_H
+#define HEAPPROF_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout/layout_v1.h"
+
+struct profile; /* opaque writer handle */
+
+struct prof_module {
+	const char *path;      /* as the client saw it; "" if unknown */
+	const uint8_t *build_id;
+	uint32_t build_id_len; /* 0 if none */
+	uint64_t start, end;   /* executable mapping in the target */
+	uint64_t base;         /* ELF vaddr 0 is at this address (dlpi_addr) */
+	uint64_t load_bias;    /* p_vaddr - p_offset of the exec segment */
+	uint64_t exact_offset; /* file offset of the mapping */
+};
+
+struct prof_stack {
+	uint32_t heap_id;
+	uint32_t nframes;
+	const uint64_t *pcs; /* leaf first; return addresses */
+	uint32_t flags;      /* HP_STACK_* */
+	/* Cumulative since the process attached. */
+	uint64_t alloc_count, alloc_bytes, alloc_objects_fp;
+	uint64_t free_count, free_bytes, free_objects_fp;
+};
+
+struct prof_heap {
+	const char *name;
+	uint64_t interval;
+};
+
+struct prof_dump {
+	uint64_t ts_ns;  /* CLOCK_BOOTTIME */
+	const char *reason; /* "end", "signal", ... */
+	const struct prof_module *modules;
+	size_t nmodules;
+	const struct prof_stack *stacks;
+	size_t nstacks;
+	const struct prof_heap *heaps; /* index = heap id */
+	size_t nheaps;
+	uint64_t counters[HP_CTR_COUNT]; /* from the region header */
+	uint32_t client_state, stop_reason;
+};
+
+struct prof_process {
+	int pid;
+	const char *name;    /* short command name */
+	const char *cmdline; /* arguments joined by spaces */
+	uint64_t sampling_interval;
+	const char *unwind; /* "dwarf" or "fp" */
+	uint32_t max_frames;
+	uint64_t shmem_size;
+	int from_startup;
+	uint64_t start_ts_ns; /* CLOCK_BOOTTIME */
+};
+
+struct prof_process_end {
+	uint64_t end_ts_ns;
+	int exit_status;        /* 0..255, or 128+signal; -1 if unknown */
+	int disconnected;       /* client went away before the session ended */
+	int rejected_concurrent;
+};
+
+/* Create (truncate) the database at path. NULL on error (message printed). */
+struct profile *profile_create(const char *path, const char *record_cmdline);
+int profile_begin_process(struct profile *p, const struct prof_process *info,
+			  int64_t *upid_out);
+int profile_write_dump(struct profile *p, int64_t upid,
+		       const struct prof_dump *d);
+int profile_end_process(struct profile *p, int64_t upid,
+			const struct prof_process_end *e);
+/* Commit and close; 0 or negative errno. Frees p in every case. */
+int profile_close(struct profile *p);
+
+#endif
