@@ -1,0 +1,185 @@
+/*
+ * Loaded modules, recorded into the region so the collector can map every
+ * PC to a file and build ID without asking the target, even after it has
+ * exited.  One record per executable PT_LOAD segment.  Scans run at attach
+ * and again when a new stack holds a PC outside every known module (a
+ * library was loaded since); dl_iterate_phdr's load counter makes the
+ * no-change case cheap.  Scans are serialized by a trylock: a thread that
+ * finds another one scanning simply goes on.
+ */
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/client.h"
+
+static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long last_adds = ~0ull;
+static uint64_t scan_generation;
+static char exe_path[1024];
+static size_t exe_path_len;
+
+void modules_init(void)
+{
+	ssize_t n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
+	if (n > 0) {
+		exe_path[n] = '\0';
+		exe_path_len = (size_t)n;
+	}
+}
+
+static uint32_t find_build_id(const struct dl_phdr_info *info, uint8_t *out)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			size_t namesz = (nh->n_namesz + 3u) & ~3u;
+			size_t descsz = (nh->n_descsz + 3u) & ~3u;
+			const uint8_t *name = p + sizeof(*nh);
+			const uint8_t *desc = name + namesz;
+			if (desc + descsz > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    memcmp(name, "GNU", 4) == 0) {
+				uint32_t len = nh->n_descsz;
+				if (len > HP_BUILD_ID_MAX)
+					len = HP_BUILD_ID_MAX;
+				memcpy(out, desc, len);
+				return len;
+			}
+			p = desc + descsz;
+		}
+	}
+	return 0;
+}
+
+static bool known(struct hp_region *r, uint64_t start, uint64_t base)
+{
+	uint64_t used = atomic_load_explicit(&r->hdr->modules_used,
+					     memory_order_acquire);
+	for (uint64_t i = 0; i < used && i < r->modules_cap; i++)
+		if (r->modules[i].start == start && r->modules[i].base == base)
+			return true;
+	return false;
+}
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct hp_region *r = arg;
+	long page = sysconf(_SC_PAGESIZE);
+	const char *path = info->dlpi_name;
+	size_t path_len = strlen(path);
+	if (path_len == 0) {
+		path = exe_path;
+		path_len = exe_path_len;
+	}
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uint64_t vaddr = ph->p_vaddr & ~(uint64_t)(page - 1);
+		uint64_t off = ph->p_offset & ~(uint64_t)(page - 1);
+		uint64_t start = info->dlpi_addr + vaddr;
+		uint64_t end = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz +
+				page - 1) & ~(uint64_t)(page - 1);
+		if (known(r, start, info->dlpi_addr))
+			continue;
+		uint64_t idx = atomic_load_explicit(&r->hdr->modules_used,
+						    memory_order_relaxed);
+		if (idx >= r->modules_cap) {
+			region_count(r, HP_CTR_MODULE_FULL, 1);
+			continue;
+		}
+		struct hp_module_v1 *m = &r->modules[idx];
+		m->path_off = strtab_append(r, path, path_len);
+		m->start = start;
+		m->end = end;
+		m->base = info->dlpi_addr;
+		m->load_bias = vaddr - off;
+		m->exact_offset = off;
+		m->generation = scan_generation;
+		m->build_id_len = find_build_id(info, m->build_id);
+		atomic_store_explicit(&m->ready, 1, memory_order_release);
+		atomic_store_explicit(&r->hdr->modules_used, idx + 1,
+				      memory_order_release);
+	}
+	return 0;
+}
+
+static int peek_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1; /* the first object is enough */
+}
+
+void modules_scan(struct hp_region *r)
+{
+	if (pthread_mutex_trylock(&scan_lock) != 0)
+		return;
+	unsigned long long adds = 0;
+	dl_iterate_phdr(peek_adds, &adds);
+	if (adds != last_adds) {
+		last_adds = adds;
+		scan_generation++;
+		dl_iterate_phdr(scan_one, r);
+	}
+	pthread_mutex_unlock(&scan_lock);
+}
+
+void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
+{
+	uint64_t used = atomic_load_explicit(&r->hdr->modules_used,
+					     memory_order_acquire);
+	if (used > r->modules_cap)
+		used = r->modules_cap;
+	for (uint32_t i = 0; i < n; i++) {
+		bool found = false;
+		for (uint64_t j = 0; j < used && !found; j++)
+			found = pcs[i] >= r->modules[j].start &&
+				pcs[i] < r->modules[j].end;
+		if (!found) {
+			modules_scan(r);
+			return;
+		}
+	}
+}
+
+struct range_query {
+	uintptr_t addr, lo, hi;
+	bool found;
+};
+
+static int range_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct range_query *q = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		uintptr_t hi = lo + ph->p_memsz;
+		if (q->addr >= lo && q->addr < hi) {
+			q->lo = lo;
+			q->hi = hi;
+			q->found = true;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+bool modules_text_range(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+	struct range_query q = {.addr = (uintptr_t)addr};
+	dl_iterate_phdr(range_one, &q);
+	*lo = q.found ? q.lo : 0;
+	*hi = q.found ? q.hi : 0;
+	return q.found;
+}

@@ -1,0 +1,66 @@
+/*
+ * Poisson sampling per byte (the maths is in docs/SAMPLING.md).  Each thread
+ * walks the stream of bytes it allocates; sample points are spaced by
+ * exponentially distributed gaps of mean `interval`.  An allocation that
+ * covers k sample points is charged k * interval bytes, so the expected
+ * charge equals its size.  The fast path (client_on_alloc) only subtracts.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+
+static uint64_t rng_next(struct client_tls *t)
+{
+	/* xorshift64*: fast, good enough to place sample points. */
+	uint64_t x = t->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	t->rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static int64_t draw_gap(struct client_tls *t)
+{
+	/* u in (0, 1]: 53 random bits, never 0 so log(u) is finite. */
+	double u = (double)((rng_next(t) >> 11) + 1) * 0x1.0p-53;
+	double gap = -log(u) * (double)hp_client.interval;
+	if (gap > 9.0e18)
+		gap = 9.0e18;
+	return (int64_t)(gap + 0.5);
+}
+
+static void seed(struct client_tls *t)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
+		     ((uint64_t)syscall(SYS_gettid) << 17) ^ (uintptr_t)t;
+	s ^= s >> 33;
+	s *= 0xff51afd7ed558ccdull;
+	s ^= s >> 33;
+	t->rng = s ? s : 0x9e3779b97f4a7c15ull;
+	t->seeded = 1;
+}
+
+uint64_t sampler_slow(struct client_tls *t, size_t size)
+{
+	if (HP_UNLIKELY(!t->seeded)) {
+		/* First allocation of this thread: bytes_left was 0 - size.
+		 * Place the first sample point and re-test. */
+		seed(t);
+		t->bytes_left += draw_gap(t);
+		if (t->bytes_left > 0)
+			return 0;
+	}
+	uint64_t k = 0;
+	while (t->bytes_left <= 0) {
+		k++;
+		t->bytes_left += draw_gap(t);
+	}
+	return k * hp_client.interval;
+}

@@ -1,0 +1,358 @@
+/*
+ * The v1 region's geometry and its lock-free tables.  This file is compiled
+ * into both the client library and the collector, so it uses no libc
+ * function that could allocate or lock.
+ */
+#include "layout/region.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
+
+static uint64_t pow2_floor(uint64_t x)
+{
+	uint64_t p = 1;
+	while (p * 2 <= x)
+		p *= 2;
+	return p;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	/* splitmix64 finalizer: cheap and spreads low-entropy keys. */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+int region_format(void *base, uint64_t size, const struct hp_config *cfg)
+{
+	if (!base || size < HP_REGION_MIN_SIZE || !cfg ||
+	    cfg->sampling_interval == 0 || cfg->max_frames == 0 ||
+	    cfg->max_frames > HP_MAX_FRAMES)
+		return -EINVAL;
+
+	struct hp_header_v1 *h = base;
+	memset(h, 0, sizeof(*h));
+	h->magic = HP_MAGIC;
+	h->version = HP_LAYOUT_VERSION;
+	h->header_size = sizeof(*h);
+	h->region_size = size;
+	h->sampling_interval = cfg->sampling_interval;
+	h->unwind_mode = cfg->unwind_mode;
+	h->max_frames = cfg->max_frames;
+	h->session_id = cfg->session_id;
+	h->heap_enable_mask = cfg->heap_enable_mask;
+
+	/*
+	 * Budget: fixed small tables first, then the rest split between the
+	 * live table and the stack tables.  With interval 1 every live block
+	 * needs a slot, so the live table gets the larger share; when
+	 * sampling, live slots are rarely used and stacks get more.
+	 */
+	uint64_t off = ALIGN64(sizeof(*h));
+	struct hp_table_desc *t = h->tables;
+
+	t[HP_TAB_HEAPS] = (struct hp_table_desc){off, HP_MAX_HEAPS,
+						 sizeof(struct hp_heap_v1), 0};
+	off = ALIGN64(off + HP_MAX_HEAPS * sizeof(struct hp_heap_v1));
+
+	uint64_t nmod = 1024;
+	t[HP_TAB_MODULES] = (struct hp_table_desc){
+		off, nmod, sizeof(struct hp_module_v1), 0};
+	off = ALIGN64(off + nmod * sizeof(struct hp_module_v1));
+
+	uint64_t nstr = 256 * 1024;
+	t[HP_TAB_STRINGS] = (struct hp_table_desc){off, nstr, 1, 0};
+	off = ALIGN64(off + nstr);
+
+	if (off >= size)
+		return -EINVAL;
+	uint64_t rest = size - off;
+	uint64_t live_share = cfg->sampling_interval == 1 ? rest / 2 : rest / 8;
+	uint64_t per_live = sizeof(uint64_t) + sizeof(struct hp_live_v1);
+	uint64_t live_cap = pow2_floor(live_share / per_live);
+	if (live_cap < HP_LIVE_BUCKET * 2)
+		return -EINVAL;
+	t[HP_TAB_LIVE_KEYS] =
+		(struct hp_table_desc){off, live_cap, sizeof(uint64_t), 0};
+	off = ALIGN64(off + live_cap * sizeof(uint64_t));
+	t[HP_TAB_LIVE_VALUES] = (struct hp_table_desc){
+		off, live_cap, sizeof(struct hp_live_v1), 0};
+	off = ALIGN64(off + live_cap * sizeof(struct hp_live_v1));
+
+	/* Stack budget: index slots (2 per stack), records, and ~16 frames
+	 * per stack on average. */
+	rest = size - off;
+	uint64_t per_stack = 2 * sizeof(uint64_t) + sizeof(struct hp_stack_v1) +
+			     16 * sizeof(uint64_t);
+	uint64_t nstack = pow2_floor(rest / per_stack);
+	if (nstack < 16)
+		return -EINVAL;
+	t[HP_TAB_STACK_INDEX] =
+		(struct hp_table_desc){off, nstack * 2, sizeof(uint64_t), 0};
+	off = ALIGN64(off + nstack * 2 * sizeof(uint64_t));
+	t[HP_TAB_STACKS] = (struct hp_table_desc){
+		off, nstack, sizeof(struct hp_stack_v1), 0};
+	off = ALIGN64(off + nstack * sizeof(struct hp_stack_v1));
+	uint64_t nframes = (size - off) / sizeof(uint64_t);
+	t[HP_TAB_FRAMES] =
+		(struct hp_table_desc){off, nframes, sizeof(uint64_t), 0};
+
+	/* Stack 0 stands for samples whose stack did not fit. */
+	struct hp_stack_v1 *s0 = (struct hp_stack_v1 *)((uint8_t *)base +
+							t[HP_TAB_STACKS].offset);
+	memset(s0, 0, sizeof(*s0));
+	s0->flags = HP_STACK_OVERFLOW;
+	atomic_store_explicit(&s0->ready, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->stacks_used, 1, memory_order_relaxed);
+
+	/* Heap 0 is the default malloc heap. */
+	struct hp_heap_v1 *hp0 = (struct hp_heap_v1 *)((uint8_t *)base +
+						       t[HP_TAB_HEAPS].offset);
+	memset(hp0, 0, sizeof(*hp0));
+	memcpy(hp0->name, "libc.malloc", sizeof("libc.malloc"));
+	hp0->interval = cfg->sampling_interval;
+	atomic_store_explicit(&hp0->ready, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->heaps_used, 1, memory_order_release);
+	return 0;
+}
+
+static bool table_ok(const struct hp_table_desc *t, uint64_t size,
+		     uint32_t entry_size)
+{
+	if (t->entry_size != entry_size || t->offset % 64 != 0)
+		return false;
+	if (t->offset > size || t->capacity > (size - t->offset) / entry_size)
+		return false;
+	return true;
+}
+
+int region_bind(struct hp_region *r, void *base, uint64_t size)
+{
+	memset(r, 0, sizeof(*r));
+	if (!base || size < sizeof(struct hp_header_v1))
+		return -EINVAL;
+	struct hp_header_v1 *h = base;
+	if (h->magic != HP_MAGIC || h->version != HP_LAYOUT_VERSION ||
+	    h->header_size != sizeof(*h))
+		return -EPROTO;
+	if (h->region_size != size)
+		return -EINVAL;
+	static const uint32_t esz[HP_TAB_COUNT] = {
+		[HP_TAB_STACK_INDEX] = sizeof(uint64_t),
+		[HP_TAB_STACKS] = sizeof(struct hp_stack_v1),
+		[HP_TAB_FRAMES] = sizeof(uint64_t),
+		[HP_TAB_LIVE_KEYS] = sizeof(uint64_t),
+		[HP_TAB_LIVE_VALUES] = sizeof(struct hp_live_v1),
+		[HP_TAB_MODULES] = sizeof(struct hp_module_v1),
+		[HP_TAB_STRINGS] = 1,
+		[HP_TAB_HEAPS] = sizeof(struct hp_heap_v1),
+	};
+	for (int i = 0; i <= HP_TAB_HEAPS; i++)
+		if (!table_ok(&h->tables[i], size, esz[i]))
+			return -EINVAL;
+	const struct hp_table_desc *t = h->tables;
+	uint64_t icap = t[HP_TAB_STACK_INDEX].capacity;
+	uint64_t lcap = t[HP_TAB_LIVE_KEYS].capacity;
+	if (icap == 0 || (icap & (icap - 1)) || lcap < HP_LIVE_BUCKET ||
+	    (lcap & (lcap - 1)) || t[HP_TAB_LIVE_VALUES].capacity != lcap ||
+	    t[HP_TAB_STACKS].capacity == 0 || t[HP_TAB_HEAPS].capacity == 0 ||
+	    h->max_frames == 0 || h->max_frames > HP_MAX_FRAMES ||
+	    h->sampling_interval == 0)
+		return -EINVAL;
+
+	uint8_t *b = base;
+	r->base = b;
+	r->size = size;
+	r->hdr = h;
+	r->stack_index = (_Atomic uint64_t *)(b + t[HP_TAB_STACK_INDEX].offset);
+	r->stack_index_cap = icap;
+	r->stacks = (struct hp_stack_v1 *)(b + t[HP_TAB_STACKS].offset);
+	r->stacks_cap = t[HP_TAB_STACKS].capacity;
+	r->frames = (uint64_t *)(b + t[HP_TAB_FRAMES].offset);
+	r->frames_cap = t[HP_TAB_FRAMES].capacity;
+	r->live_keys = (_Atomic uint64_t *)(b + t[HP_TAB_LIVE_KEYS].offset);
+	r->live_values = (struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES].offset);
+	r->live_cap = lcap;
+	r->modules = (struct hp_module_v1 *)(b + t[HP_TAB_MODULES].offset);
+	r->modules_cap = t[HP_TAB_MODULES].capacity;
+	r->strings = (char *)(b + t[HP_TAB_STRINGS].offset);
+	r->strings_cap = t[HP_TAB_STRINGS].capacity;
+	r->heaps = (struct hp_heap_v1 *)(b + t[HP_TAB_HEAPS].offset);
+	r->heaps_cap = t[HP_TAB_HEAPS].capacity;
+	return 0;
+}
+
+/* ---- stack table ---------------------------------------------------- */
+
+static uint64_t stack_hash(uint32_t heap_id, const uint64_t *pcs, uint32_t n)
+{
+	uint64_t h = 0x6a09e667f3bcc909ull ^ ((uint64_t)heap_id << 32) ^ n;
+	for (uint32_t i = 0; i < n; i++)
+		h = mix64(h ^ pcs[i]);
+	return h | 1; /* never 0 */
+}
+
+static bool stack_equal(const struct hp_region *r, uint64_t id,
+			uint32_t heap_id, const uint64_t *pcs, uint32_t n)
+{
+	const struct hp_stack_v1 *s = &r->stacks[id];
+	if (!atomic_load_explicit(&s->ready, memory_order_acquire))
+		return false;
+	if (s->heap_id != heap_id || s->nframes != n)
+		return false;
+	if (s->frames_off > r->frames_cap || n > r->frames_cap - s->frames_off)
+		return false;
+	return memcmp(&r->frames[s->frames_off], pcs, n * sizeof(*pcs)) == 0;
+}
+
+/* Reserves and fills a record; returns its id or 0 when a table is full. */
+static uint64_t stack_new(struct hp_region *r, uint64_t hash, uint32_t heap_id,
+			  const uint64_t *pcs, uint32_t n, uint32_t flags)
+{
+	struct hp_header_v1 *h = r->hdr;
+	uint64_t id = atomic_fetch_add_explicit(&h->stacks_used, 1,
+						memory_order_relaxed);
+	if (id >= r->stacks_cap) {
+		atomic_store_explicit(&h->stacks_used, r->stacks_cap,
+				      memory_order_relaxed);
+		return 0;
+	}
+	uint64_t off = atomic_fetch_add_explicit(&h->frames_used, n,
+						 memory_order_relaxed);
+	if (off > r->frames_cap || n > r->frames_cap - off) {
+		/* Frames full: leave the record unready, it is never used. */
+		atomic_store_explicit(&h->frames_used, r->frames_cap,
+				      memory_order_relaxed);
+		return 0;
+	}
+	memcpy(&r->frames[off], pcs, n * sizeof(*pcs));
+	struct hp_stack_v1 *s = &r->stacks[id];
+	s->heap_id = heap_id;
+	s->nframes = n;
+	s->flags = flags;
+	s->frames_off = off;
+	s->hash = hash;
+	atomic_store_explicit(&s->ready, 1, memory_order_release);
+	return id;
+}
+
+#define STACK_MAX_PROBE 64u
+
+uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
+			 const uint64_t *pcs, uint32_t n, uint32_t flags,
+			 bool *is_new)
+{
+	uint64_t hash = stack_hash(heap_id, pcs, n);
+	uint64_t tag = hash >> 32;
+	uint64_t mask = r->stack_index_cap - 1;
+	uint64_t mine = 0; /* record we made, if any */
+	*is_new = false;
+
+	for (uint32_t probe = 0; probe < STACK_MAX_PROBE; probe++) {
+		_Atomic uint64_t *slot = &r->stack_index[(hash + probe) & mask];
+		uint64_t v = atomic_load_explicit(slot, memory_order_acquire);
+		while (v == 0) {
+			if (!mine) {
+				mine = stack_new(r, hash, heap_id, pcs, n,
+						 flags);
+				if (!mine)
+					return 0;
+			}
+			uint64_t want = (tag << 32) | (mine + 1);
+			if (atomic_compare_exchange_strong_explicit(
+				    slot, &v, want, memory_order_acq_rel,
+				    memory_order_acquire)) {
+				*is_new = true;
+				return (uint32_t)mine;
+			}
+			/* Lost the race: v now holds the winner; check it. */
+		}
+		uint64_t id = (v & 0xffffffffu) - 1;
+		if ((v >> 32) == tag && id < r->stacks_cap &&
+		    stack_equal(r, id, heap_id, pcs, n))
+			return (uint32_t)id;
+	}
+	/* Probe limit reached: the index is too full; charge overflow.
+	 * A record we made stays unreferenced and has zero counters. */
+	return 0;
+}
+
+/* ---- live table ----------------------------------------------------- */
+
+static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
+				   int which)
+{
+	uint64_t h = mix64(addr);
+	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
+	uint64_t b = which ? (h >> 32) : h;
+	return (b & (nb - 1)) * HP_LIVE_BUCKET;
+}
+
+int livetab_insert(struct hp_region *r, uint64_t addr,
+		   const struct hp_live_v1 *v)
+{
+	for (int which = 0; which < 2; which++) {
+		uint64_t b = live_bucket(r, addr, which);
+		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
+			_Atomic uint64_t *k = &r->live_keys[b + i];
+			uint64_t cur = atomic_load_explicit(
+				k, memory_order_relaxed);
+			if (cur != HP_LIVE_EMPTY)
+				continue;
+			if (!atomic_compare_exchange_strong_explicit(
+				    k, &cur, HP_LIVE_BUSY,
+				    memory_order_acquire,
+				    memory_order_relaxed))
+				continue;
+			r->live_values[b + i] = *v;
+			atomic_store_explicit(k, addr, memory_order_release);
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
+{
+	for (int which = 0; which < 2; which++) {
+		uint64_t b = live_bucket(r, addr, which);
+		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
+			_Atomic uint64_t *k = &r->live_keys[b + i];
+			if (atomic_load_explicit(k, memory_order_relaxed) !=
+			    addr)
+				continue;
+			uint64_t want = addr;
+			atomic_thread_fence(memory_order_acquire);
+			*out = r->live_values[b + i];
+			/* CAS, not store: two racing frees of one pointer
+			 * (a program bug) must not both take it back. */
+			if (atomic_compare_exchange_strong_explicit(
+				    k, &want, HP_LIVE_EMPTY,
+				    memory_order_acq_rel,
+				    memory_order_relaxed))
+				return true;
+			return false;
+		}
+	}
+	return false;
+}
+
+uint64_t strtab_append(struct hp_region *r, const char *s, size_t len)
+{
+	struct hp_header_v1 *h = r->hdr;
+	uint64_t off = atomic_load_explicit(&h->strings_used,
+					    memory_order_relaxed);
+	if (off > r->strings_cap || len + 1 > r->strings_cap - off)
+		return UINT64_MAX;
+	memcpy(r->strings + off, s, len);
+	r->strings[off + len] = '\0';
+	atomic_store_explicit(&h->strings_used, off + len + 1,
+			      memory_order_release);
+	return off;
+}

@@ -1,0 +1,53 @@
+/*
+ * The control-socket protocol between a client and a collector, version 1.
+ * A client connects to the collector's Unix stream socket, sends one
+ * hp_hello; the collector answers one hp_welcome and, when it accepts,
+ * passes the region's memfd with SCM_RIGHTS.  After that the connection
+ * stays open: its end tells the collector the client is gone.
+ * Fixed-width little-endian fields; every size is checked by the reader.
+ */
+#ifndef HEAPPROF_WIRE_V1_H
+#define HEAPPROF_WIRE_V1_H
+
+#include <stdint.h>
+
+#define HP_WIRE_MAGIC 0x4c4c4548u /* "HELL" */
+#define HP_WIRE_VERSION 1u
+
+/* Environment variable naming the collector's socket for a launched
+ * program. */
+#define HP_ENV_SOCKET "HEAPPROF_SOCKET"
+
+enum hp_hello_flags {
+	HP_HELLO_AT_STARTUP = 0x1, /* sent from the library constructor */
+};
+
+struct hp_hello {
+	uint32_t magic;   /* HP_WIRE_MAGIC */
+	uint32_t version; /* HP_WIRE_VERSION */
+	uint32_t layout_version; /* highest region layout the client speaks */
+	uint32_t flags;          /* hp_hello_flags */
+	int32_t pid;             /* informative; the collector uses SO_PEERCRED */
+	int32_t ppid;
+	uint64_t reserved[4];
+};
+_Static_assert(sizeof(struct hp_hello) == 56, "hp_hello size");
+
+enum hp_welcome_status {
+	HP_WELCOME_ACCEPT = 0,     /* region fd attached */
+	HP_WELCOME_NOT_TARGET = 1, /* this process is not profiled */
+	HP_WELCOME_REJECTED_CONCURRENT = 2,
+	HP_WELCOME_ERROR = 3,
+};
+
+struct hp_welcome {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t status;         /* hp_welcome_status */
+	uint32_t layout_version; /* of the region */
+	uint64_t region_size;
+	uint64_t reserved[4];
+};
+_Static_assert(sizeof(struct hp_welcome) == 56, "hp_welcome size");
+
+#endif

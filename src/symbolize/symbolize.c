@@ -1,0 +1,265 @@
+/*
+ * Online symbolization with elfutils' libdwfl in offline mode (see
+ * symbolize.h).  Each module file gets its own Dwfl, reported at load base
+ * 0 so that module addresses are the file's ELF virtual addresses: exactly
+ * the rel_pc the profile stores.  Files are verified by GNU build ID before
+ * any name is taken from them.
+ */
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "symbolize/symbolize.h"
+#include "util/hmap.h"
+
+/* From libstdc++ (linked into heapprof); declared here to stay in C. */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
+			    int *status);
+
+/* Open Dwfl handles kept at once; each holds a file descriptor. */
+#define SYM_MAX_OPEN 256
+/* Client records keep this many build-ID bytes; longer IDs are truncated. */
+#define SYM_BUILD_ID_KEPT 32
+
+enum sym_state {
+	SYM_UNTRIED = 0, /* not opened yet, or closed to save descriptors */
+	SYM_OPEN,        /* dwfl/mod valid, build ID verified */
+	SYM_FAILED,      /* missing, unreadable or wrong build ID: never retried */
+};
+
+struct sym_module {
+	char *path;
+	uint8_t *build_id;
+	size_t build_id_len;
+	enum sym_state state;
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	uint64_t last_use;
+};
+
+struct symbolizer {
+	struct hmap index; /* path NUL build-id -> index into mods */
+	struct sym_module *mods;
+	size_t nmods, cap;
+	size_t nopen;
+	uint64_t clock;
+};
+
+static const Dwfl_Callbacks offline_callbacks = {
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+};
+
+struct symbolizer *symbolizer_new(void)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+
+	if (s)
+		hmap_init(&s->index);
+	return s;
+}
+
+static void module_close(struct symbolizer *s, struct sym_module *m)
+{
+	if (m->dwfl) {
+		dwfl_end(m->dwfl);
+		s->nopen--;
+	}
+	m->dwfl = NULL;
+	m->mod = NULL;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nmods; i++) {
+		module_close(s, &s->mods[i]);
+		free(s->mods[i].path);
+		free(s->mods[i].build_id);
+	}
+	free(s->mods);
+	hmap_free(&s->index);
+	free(s);
+}
+
+void sym_result_fini(struct sym_result *r)
+{
+	free(r->name);
+	free(r->system_name);
+	r->name = NULL;
+	r->system_name = NULL;
+}
+
+char *symbolize_demangle(const char *name)
+{
+	int status = 0;
+
+	if (!name || strncmp(name, "_Z", 2) != 0)
+		return NULL;
+	char *out = __cxa_demangle(name, NULL, NULL, &status);
+	if (status != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+char *symbolize_hex(char *buf, const uint8_t *id, size_t len)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++) {
+		buf[2 * i] = digits[id[i] >> 4];
+		buf[2 * i + 1] = digits[id[i] & 15];
+	}
+	buf[2 * len] = '\0';
+	return buf;
+}
+
+static int build_id_matches(const struct sym_module *m, const uint8_t *bits,
+			    int len)
+{
+	if (len < 0)
+		return 0;
+	size_t flen = (size_t)len;
+	if (flen == m->build_id_len)
+		return flen == 0 || !memcmp(bits, m->build_id, flen);
+	/* The client keeps only a prefix of very long build IDs. */
+	if (m->build_id_len == SYM_BUILD_ID_KEPT && flen > SYM_BUILD_ID_KEPT)
+		return !memcmp(bits, m->build_id, SYM_BUILD_ID_KEPT);
+	return 0;
+}
+
+/* Close the least recently used open module, to bound open descriptors. */
+static void evict_one(struct symbolizer *s)
+{
+	struct sym_module *lru = NULL;
+
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct sym_module *m = &s->mods[i];
+		if (m->state == SYM_OPEN && (!lru || m->last_use < lru->last_use))
+			lru = m;
+	}
+	if (lru) {
+		module_close(s, lru);
+		lru->state = SYM_UNTRIED;
+	}
+}
+
+/* Open m's file and check its build ID; sets m->state. */
+static void module_open(struct symbolizer *s, struct sym_module *m)
+{
+	const unsigned char *bits = NULL;
+	GElf_Addr vaddr;
+
+	if (s->nopen >= SYM_MAX_OPEN)
+		evict_one(s);
+	m->dwfl = dwfl_begin(&offline_callbacks);
+	if (!m->dwfl) {
+		m->state = SYM_FAILED;
+		return;
+	}
+	s->nopen++;
+	/* Base 0 plus p_vaddr: module addresses are the file's vaddrs. */
+	m->mod = dwfl_report_elf(m->dwfl, m->path, m->path, -1, 0, true);
+	dwfl_report_end(m->dwfl, NULL, NULL);
+	if (!m->mod ||
+	    !build_id_matches(m, bits,
+			      dwfl_module_build_id(m->mod, &bits, &vaddr))) {
+		module_close(s, m);
+		m->state = SYM_FAILED;
+		return;
+	}
+	m->state = SYM_OPEN;
+}
+
+/* Find or add the module record for (path, build ID); NULL if no memory. */
+static struct sym_module *module_get(struct symbolizer *s, const char *path,
+				     const uint8_t *id, size_t id_len)
+{
+	size_t plen = strlen(path);
+	size_t klen = plen + 1 + id_len;
+	uint8_t *key = malloc(klen);
+	struct sym_module *m = NULL;
+
+	if (!key)
+		return NULL;
+	memcpy(key, path, plen + 1);
+	if (id_len)
+		memcpy(key + plen + 1, id, id_len);
+	int64_t *idx = hmap_find(&s->index, key, klen);
+	if (idx) {
+		m = &s->mods[*idx];
+		goto out;
+	}
+	if (s->nmods == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct sym_module *mods = realloc(s->mods, cap * sizeof(*mods));
+		if (!mods)
+			goto out;
+		s->mods = mods;
+		s->cap = cap;
+	}
+	m = &s->mods[s->nmods];
+	memset(m, 0, sizeof(*m));
+	m->path = strdup(path);
+	m->build_id = id_len ? malloc(id_len) : NULL;
+	if (!m->path || (id_len && !m->build_id) ||
+	    hmap_put(&s->index, key, klen, (int64_t)s->nmods) < 0) {
+		free(m->path);
+		free(m->build_id);
+		m = NULL;
+		goto out;
+	}
+	if (id_len)
+		memcpy(m->build_id, id, id_len);
+	m->build_id_len = id_len;
+	s->nmods++;
+out:
+	free(key);
+	return m;
+}
+
+static int fill_result(const char *sym, struct sym_result *out)
+{
+	out->system_name = strdup(sym);
+	out->name = symbolize_demangle(sym);
+	if (!out->name)
+		out->name = strdup(sym);
+	if (!out->name || !out->system_name) {
+		sym_result_fini(out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int symbolizer_lookup(struct symbolizer *s, const char *path,
+		      const uint8_t *build_id, size_t build_id_len,
+		      uint64_t rel_pc, struct sym_result *out)
+{
+	out->name = NULL;
+	out->system_name = NULL;
+	/* Only real files: not "", "[vdso]", "[heapprof]"... */
+	if (!path || path[0] != '/' || rel_pc == 0)
+		return 0;
+	struct sym_module *m = module_get(s, path, build_id, build_id_len);
+	if (!m)
+		return -ENOMEM;
+	if (m->state == SYM_UNTRIED)
+		module_open(s, m);
+	if (m->state != SYM_OPEN)
+		return 0;
+	m->last_use = ++s->clock;
+
+	GElf_Off off;
+	GElf_Sym sym;
+	/* A return address: the call instruction ends just before it. */
+	const char *name = dwfl_module_addrinfo(m->mod, rel_pc - 1, &off, &sym,
+						NULL, NULL, NULL);
+	if (!name || !name[0])
+		return 0;
+	return fill_result(name, out);
+}

@@ -1,0 +1,55 @@
+/*
+ * Online symbolization: function names from the ELF symbol tables
+ * (.symtab, else .dynsym, or a separate debug file found by build ID) of
+ * the modules a profiled process had loaded, demangled for C++.
+ *
+ * A module file is used only if its GNU build ID equals the one the client
+ * recorded, so a library rebuilt or upgraded since the recording never
+ * yields a wrong name: the name is left unknown instead.  Each module file
+ * is opened at most once per symbolizer.
+ */
+#ifndef HEAPPROF_SYMBOLIZE_H
+#define HEAPPROF_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct symbolizer; /* opaque; owns one Dwfl per module file */
+
+/* A resolved symbol.  Both strings are malloc'd; sym_result_fini frees. */
+struct sym_result {
+	char *name;        /* demangled (or the plain C name); NULL if unknown */
+	char *system_name; /* as in the symbol table (mangled); NULL if unknown */
+};
+
+/* New symbolizer, or NULL if out of memory. */
+struct symbolizer *symbolizer_new(void);
+void symbolizer_free(struct symbolizer *s);
+
+/*
+ * Look up the function containing the return address rel_pc of the module
+ * at path (rel_pc is an ELF virtual address: pc - load base).  The
+ * instruction at rel_pc - 1 is looked up, since a return address may be the
+ * first byte of the next function.
+ *
+ * build_id/build_id_len: as recorded by the client (len 0: none recorded;
+ * then the file must have none either).  Missing or mismatching files,
+ * non-absolute paths ("[vdso]", "") and addresses with no symbol leave both
+ * names NULL and return 0.  Returns -ENOMEM on allocation failure.
+ */
+int symbolizer_lookup(struct symbolizer *s, const char *path,
+		      const uint8_t *build_id, size_t build_id_len,
+		      uint64_t rel_pc, struct sym_result *out);
+
+void sym_result_fini(struct sym_result *r);
+
+/*
+ * Demangle a C++ (Itanium ABI) symbol name.  Returns a malloc'd string, or
+ * NULL if name is not a mangled name (or out of memory).
+ */
+char *symbolize_demangle(const char *name);
+
+/* Lowercase hex of a build ID into buf (2*len+1 bytes).  Returns buf. */
+char *symbolize_hex(char *buf, const uint8_t *id, size_t len);
+
+#endif

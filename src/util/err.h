@@ -1,0 +1,13 @@
+/*
+ * One-line error messages for the heapprof command and its subsystems:
+ * "heapprof: <subsystem>: <message>" on stderr.  Out-of-target code only;
+ * the client inside the profiled program has its own fd writer.
+ */
+#ifndef HEAPPROF_UTIL_ERR_H
+#define HEAPPROF_UTIL_ERR_H
+
+/* Print "heapprof: subsys: <fmt ...>\n" to stderr. */
+void hp_err(const char *subsys, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif
