@@ -74,14 +74,14 @@ for my $f (0 .. $nfunc - 1) {
 	print "\tlong acc = ", rnd(1000), ";\n";
 	print "\tint i;\n";
 	print "\tif (!p)\n\t\treturn k;\n";
-	my $blocks = 2 + rnd(4);
+	my $blocks = 1 + rnd(3);
 	for my $b (1 .. $blocks) {
 		my $kind = rnd(4);
 		if ($kind == 0) {
-			my $cases = 4 + rnd(12);
+			my $cases = 3 + rnd(6);
 			print "\tswitch ((k + $b) % ", $cases + 1, ") {\n";
 			for my $c (0 .. $cases - 1) {
-				print "\tcase $c:\n\t\tacc += ", expr($s, 2), ";\n";
+				print "\tcase $c:\n\t\tacc += ", expr($s, 1), ";\n";
 				print "\t\tbreak;\n" if rnd(4);
 			}
 			print "\tdefault:\n\t\tacc ^= names[(k + $b) & 255][0];\n";
@@ -90,11 +90,11 @@ for my $f (0 .. $nfunc - 1) {
 			print "\tfor (i = 0; i < ", 4 + rnd(12), "; i++) {\n";
 			print "\t\tacc += p->arr[i & 3] * ", 1 + rnd(13), ";\n";
 			print "\t\tif (acc > ", rnd(100000), ")\n";
-			print "\t\t\tacc -= ", expr($s, 2), ";\n";
+			print "\t\t\tacc -= ", expr($s, 1), ";\n";
 			print "\t}\n";
 		} elsif ($kind == 2) {
 			print "\tif (", expr($s, 1), " > ", rnd(500), ") {\n";
-			print "\t\tacc = acc * 3 + ", expr($s, 3), ";\n";
+			print "\t\tacc = acc * 3 + ", expr($s, 2), ";\n";
 			print "\t} else if (k & ", 1 << rnd(8), ") {\n";
 			print "\t\twhile (acc > ", rnd(1000), ")\n";
 			print "\t\t\tacc /= 2;\n";

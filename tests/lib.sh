@@ -15,8 +15,9 @@
 #   t_summary                    prints "N passed, N failed[, N skipped]",
 #                                exits 1 if anything failed
 #
-# Each assertion prints nothing on success and "  FAIL: ..." on failure and
-# returns 0/1, so a caller may write `assert_eq ... || return`.
+# Each assertion prints nothing on success and "  FAIL: ..." (to stderr) on
+# failure and returns 0/1, so a caller may write `assert_eq ... || return`.
+# Assertions work inside $(...) too: failures are also recorded in a file.
 # A test case counts as passed when none of its assertions failed.
 #
 # Every script gets its own temp dir $T_DIR (under $TMPDIR), removed at exit
@@ -42,9 +43,18 @@ t_cleanup() {
 	fi
 }
 trap t_cleanup EXIT
+# Failures are also appended to this file, so that an assertion that fails
+# inside a command substitution (a subshell) still fails the test.
+T_FAIL_FILE="$T_DIR/.t_failures"
+: >"$T_FAIL_FILE"
+T_CUR_MARK=0
+t_fail_lines() {
+	wc -l <"$T_FAIL_FILE" 2>/dev/null | tr -d ' '
+}
 
 t_end() {
 	[ -n "$T_CUR" ] || return 0
+	[ "$(t_fail_lines)" = "$T_CUR_MARK" ] || T_CUR_FAILED=1
 	if [ "$T_CUR_FAILED" != 0 ]; then
 		T_FAIL=$((T_FAIL + 1))
 		T_FAILED_NAMES="$T_FAILED_NAMES
@@ -65,12 +75,14 @@ t_begin() {
 	T_CUR="$1"
 	T_CUR_FAILED=0
 	T_CUR_SKIPPED=0
+	T_CUR_MARK=$(t_fail_lines)
 }
 
 t_fail() {
 	[ -n "$T_CUR" ] || t_begin "(top level)"
 	T_CUR_FAILED=1
-	echo "  FAIL: $T_CUR: $*"
+	echo "$T_CUR: $*" >>"$T_FAIL_FILE"
+	echo "  FAIL: $T_CUR: $*" >&2
 	return 1
 }
 

@@ -97,7 +97,6 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 		region_count(r, HP_CTR_LIVE_FULL, 1);
 		region_count(r, HP_CTR_LIVE_FULL_BYTES, charged);
 	}
-	region_count(r, HP_CTR_SAMPLES, 1);
 	t->in_hook = 0;
 }
 
@@ -112,7 +111,6 @@ void recorder_apply_free(const struct hp_live_v1 *v)
 	if (v->stack_id >= r->stacks_cap)
 		return;
 	discharge(&r->stacks[v->stack_id], v->charged, v->objects_fp);
-	region_count(r, HP_CTR_FREES_MATCHED, 1);
 }
 
 void recorder_put_back(void *ptr, const struct hp_live_v1 *v)

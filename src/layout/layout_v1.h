@@ -57,8 +57,11 @@ enum hp_control {
 
 /* Counters the client keeps in the header (index into header.counters). */
 enum hp_counter {
-	HP_CTR_SAMPLES = 0,         /* sampled allocations recorded */
-	HP_CTR_FREES_MATCHED,       /* frees of sampled allocations */
+	/* Not kept by the client: one shared counter bumped by every thread
+	 * costs too much.  Samples and matched frees are the sums of the
+	 * stacks' alloc_count and free_count. */
+	HP_CTR_SAMPLES = 0,
+	HP_CTR_FREES_MATCHED,
 	HP_CTR_STACK_FULL,          /* samples charged to the overflow stack */
 	HP_CTR_STACK_FULL_BYTES,    /* ... and their charged bytes */
 	HP_CTR_LIVE_FULL,           /* samples whose free could not be tracked */
@@ -80,6 +83,7 @@ enum hp_table {
 	HP_TAB_MODULES,         /* struct hp_module_v1 */
 	HP_TAB_STRINGS,         /* bytes: module paths, NUL terminated */
 	HP_TAB_HEAPS,           /* struct hp_heap_v1 [HP_MAX_HEAPS] */
+	HP_TAB_LIVE_FILL,       /* uint8 per live bucket: slots in use */
 	HP_TAB_COUNT = 16
 };
 

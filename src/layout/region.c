@@ -84,6 +84,9 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	t[HP_TAB_LIVE_VALUES] = (struct hp_table_desc){
 		off, live_cap, sizeof(struct hp_live_v1), 0};
 	off = ALIGN64(off + live_cap * sizeof(struct hp_live_v1));
+	t[HP_TAB_LIVE_FILL] = (struct hp_table_desc){
+		off, live_cap / HP_LIVE_BUCKET, 1, 0};
+	off = ALIGN64(off + live_cap / HP_LIVE_BUCKET);
 
 	/* Stack budget: index slots (2 per stack), records, and ~16 frames
 	 * per stack on average. */
@@ -152,8 +155,9 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 		[HP_TAB_MODULES] = sizeof(struct hp_module_v1),
 		[HP_TAB_STRINGS] = 1,
 		[HP_TAB_HEAPS] = sizeof(struct hp_heap_v1),
+		[HP_TAB_LIVE_FILL] = 1,
 	};
-	for (int i = 0; i <= HP_TAB_HEAPS; i++)
+	for (int i = 0; i <= HP_TAB_LIVE_FILL; i++)
 		if (!table_ok(&h->tables[i], size, esz[i]))
 			return -EINVAL;
 	const struct hp_table_desc *t = h->tables;
@@ -161,6 +165,7 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	uint64_t lcap = t[HP_TAB_LIVE_KEYS].capacity;
 	if (icap == 0 || (icap & (icap - 1)) || lcap < HP_LIVE_BUCKET ||
 	    (lcap & (lcap - 1)) || t[HP_TAB_LIVE_VALUES].capacity != lcap ||
+	    t[HP_TAB_LIVE_FILL].capacity != lcap / HP_LIVE_BUCKET ||
 	    t[HP_TAB_STACKS].capacity == 0 || t[HP_TAB_HEAPS].capacity == 0 ||
 	    h->max_frames == 0 || h->max_frames > HP_MAX_FRAMES ||
 	    h->sampling_interval == 0)
@@ -179,6 +184,7 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	r->live_keys = (_Atomic uint64_t *)(b + t[HP_TAB_LIVE_KEYS].offset);
 	r->live_values = (struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES].offset);
 	r->live_cap = lcap;
+	r->live_fill = (_Atomic uint8_t *)(b + t[HP_TAB_LIVE_FILL].offset);
 	r->modules = (struct hp_module_v1 *)(b + t[HP_TAB_MODULES].offset);
 	r->modules_cap = t[HP_TAB_MODULES].capacity;
 	r->strings = (char *)(b + t[HP_TAB_STRINGS].offset);
@@ -288,9 +294,11 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
 static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 				   int which)
 {
-	uint64_t h = mix64(addr);
+	/* One multiply (Fibonacci hashing): this runs on every free. The two
+	 * candidate buckets come from different bits of the product. */
+	uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ull;
 	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
-	uint64_t b = which ? (h >> 32) : h;
+	uint64_t b = which ? (h >> 20) : (h >> 40);
 	return (b & (nb - 1)) * HP_LIVE_BUCKET;
 }
 
@@ -310,6 +318,9 @@ int livetab_insert(struct hp_region *r, uint64_t addr,
 				    memory_order_acquire,
 				    memory_order_relaxed))
 				continue;
+			atomic_fetch_add_explicit(
+				&r->live_fill[b / HP_LIVE_BUCKET], 1,
+				memory_order_relaxed);
 			r->live_values[b + i] = *v;
 			atomic_store_explicit(k, addr, memory_order_release);
 			return 0;
@@ -322,6 +333,9 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 {
 	for (int which = 0; which < 2; which++) {
 		uint64_t b = live_bucket(r, addr, which);
+		if (atomic_load_explicit(&r->live_fill[b / HP_LIVE_BUCKET],
+					 memory_order_relaxed) == 0)
+			continue;
 		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
 			_Atomic uint64_t *k = &r->live_keys[b + i];
 			if (atomic_load_explicit(k, memory_order_relaxed) !=
@@ -332,12 +346,15 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 			*out = r->live_values[b + i];
 			/* CAS, not store: two racing frees of one pointer
 			 * (a program bug) must not both take it back. */
-			if (atomic_compare_exchange_strong_explicit(
+			if (!atomic_compare_exchange_strong_explicit(
 				    k, &want, HP_LIVE_EMPTY,
 				    memory_order_acq_rel,
 				    memory_order_relaxed))
-				return true;
-			return false;
+				return false;
+			atomic_fetch_sub_explicit(
+				&r->live_fill[b / HP_LIVE_BUCKET], 1,
+				memory_order_relaxed);
+			return true;
 		}
 	}
 	return false;

@@ -265,6 +265,8 @@ static int open_db(struct profile *p, const char *path)
 	return err;
 }
 
+static int destroy(struct profile *p, int fold);
+
 struct profile *profile_create(const char *path, const char *record_cmdline)
 {
 	struct profile *p = calloc(1, sizeof(*p));
@@ -288,7 +290,7 @@ struct profile *profile_create(const char *path, const char *record_cmdline)
 	if (err) {
 		if (err == -ENOMEM)
 			fprintf(stderr, SUBSYS "out of memory\n");
-		profile_close(p);
+		destroy(p, 0);
 		return NULL;
 	}
 	return p;
@@ -1008,17 +1010,16 @@ static void free_state(struct profile *p)
 	symbolizer_free(p->sym);
 }
 
-int profile_close(struct profile *p)
+/* Close the database (folding the WAL back in if fold) and free p. */
+static int destroy(struct profile *p, int fold)
 {
 	int err = 0;
 
-	if (!p)
-		return 0;
 	for (int i = 0; i < ST_COUNT; i++)
 		sqlite3_finalize(p->st[i]);
 	if (p->db) {
 		/* Fold the WAL back in: one self-contained file. */
-		if (sqlite3_get_autocommit(p->db))
+		if (fold && sqlite3_get_autocommit(p->db))
 			err = exec(p,
 				   "PRAGMA wal_checkpoint(TRUNCATE);"
 				   " PRAGMA journal_mode=DELETE;",
@@ -1033,4 +1034,9 @@ int profile_close(struct profile *p)
 	free_state(p);
 	free(p);
 	return err;
+}
+
+int profile_close(struct profile *p)
+{
+	return p ? destroy(p, 1) : 0;
 }

@@ -1,0 +1,893 @@
+/*
+ * `heapprof report FILE`: a text summary of a profile.  For each process:
+ * how it was recorded, what was dropped, totals of the four views at one
+ * dump, and the functions holding the most memory, both as the direct
+ * caller of malloc (self) and anywhere on the stack (inclusive), with the
+ * call path of the top self entries so a reader sees where they come from.
+ *
+ * The state at a dump is the sum of heap_profile_allocation rows up to its
+ * ts (rows are per-dump deltas); alloc_* views sum only the positive rows.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "layout/layout_v1.h"
+#include "profile/reader.h"
+#include "util/err.h"
+#include "util/hmap.h"
+#include "util/human.h"
+
+#define SUBSYS "report"
+
+enum view { V_SPACE, V_ALLOC_SPACE, V_OBJECTS, V_ALLOC_OBJECTS, V_COUNT };
+
+static const char *const view_names[V_COUNT] = {"space", "alloc_space",
+						"objects", "alloc_objects"};
+static const char *const view_help[V_COUNT] = {
+	"allocated and not freed at the dump",
+	"allocated since the start, freed or not",
+	"objects allocated and not freed at the dump",
+	"objects allocated since the start, freed or not",
+};
+
+#define PATH_FRAMES 4 /* callers shown under a top self entry */
+#define NAME_MAX_W  60 /* function names are cut to this width in tables */
+
+struct report_opts {
+	const char *file;
+	enum view view;
+	long top;
+	long dump; /* 1-based; negative counts from the last; 0 = last */
+	int have_pid;
+	long pid;
+};
+
+struct proc_info {
+	int64_t upid;
+	long pid;
+	char *name, *cmdline, *unwind;
+	int64_t start_ts, end_ts;
+	int has_end, has_exit;
+	int64_t interval, max_frames, exit_status;
+	int64_t from_startup, rejected, disconnected, stop_reason;
+};
+
+struct dump_sel {
+	size_t count, index; /* index is 1-based */
+	int64_t ts;
+	char reason[32];
+};
+
+/* Per leaf callsite of one heap: its values in the four views. */
+struct leaf {
+	int64_t callsite;
+	int64_t v[V_COUNT];
+};
+
+/* A function (name + module, or an unnamed frame) and its amounts. */
+struct fn {
+	const char *name; /* NULL: unknown, shown as 0x<rel_pc> */
+	const char *module;
+	int64_t rel_pc;
+	int64_t self, incl;
+	int64_t best_callsite, best_value; /* heaviest stack ending here */
+	size_t nstacks;
+	size_t stamp; /* last stack counted into incl */
+};
+
+struct agg {
+	struct hmap idx;
+	struct fn *fns;
+	size_t n, cap;
+};
+
+/* ---- arguments ---------------------------------------------------------- */
+
+static void report_usage(FILE *f)
+{
+	fputs("usage: heapprof report FILE [--view VIEW] [--top N] [--dump N]"
+	      " [--pid P]\n"
+	      "\n"
+	      "  --view VIEW  space (default), alloc_space, objects or"
+	      " alloc_objects\n"
+	      "  --top N      show the N largest entries (default 10)\n"
+	      "  --dump N     use the N-th dump of each process (1 = first,"
+	      " -1 = last;\n"
+	      "               default: the last)\n"
+	      "  --pid P      only the process with PID P\n",
+	      f);
+}
+
+static int parse_long(const char *s, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Value of option `name` at argv[*i] ("--x V" or "--x=V"); NULL if not it. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name,
+			     int *missing)
+{
+	size_t n = strlen(name);
+	const char *a = argv[*i];
+
+	if (strncmp(a, name, n) != 0)
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n] != '\0')
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = 1;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+static int parse_view(const char *v, enum view *out)
+{
+	for (int i = 0; i < V_COUNT; i++)
+		if (!strcmp(v, view_names[i])) {
+			*out = (enum view)i;
+			return 0;
+		}
+	hp_err(SUBSYS, "invalid --view '%s' (want space, alloc_space, objects "
+	       "or alloc_objects)", v);
+	return -1;
+}
+
+/* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
+static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
+{
+	int missing = 0;
+	const char *v;
+
+	if ((v = opt_value(argc, argv, i, "--view", &missing)))
+		return parse_view(v, &o->view);
+	if ((v = opt_value(argc, argv, i, "--top", &missing))) {
+		if (parse_long(v, &o->top) < 0 || o->top < 1) {
+			hp_err(SUBSYS, "invalid --top '%s' (want a positive "
+			       "number)", v);
+			return -1;
+		}
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--dump", &missing))) {
+		if (parse_long(v, &o->dump) < 0 || o->dump == 0) {
+			hp_err(SUBSYS, "invalid --dump '%s' (want 1 for the "
+			       "first dump, -1 for the last)", v);
+			return -1;
+		}
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
+		if (parse_long(v, &o->pid) < 0 || o->pid <= 0) {
+			hp_err(SUBSYS, "invalid --pid '%s'", v);
+			return -1;
+		}
+		o->have_pid = 1;
+		return 0;
+	}
+	if (missing) {
+		hp_err(SUBSYS, "option '%s' needs a value", argv[*i]);
+		return -1;
+	}
+	return 1;
+}
+
+/* 0 ok, 1 --help printed, 2 usage error (message printed). */
+static int parse_args(int argc, char **argv, struct report_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->view = V_SPACE;
+	o->top = 10;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			report_usage(stdout);
+			return 1;
+		}
+		int r = parse_opt(argc, argv, &i, o);
+		if (r < 0)
+			return 2;
+		if (r == 0)
+			continue;
+		if (a[0] == '-' && a[1]) {
+			hp_err(SUBSYS, "unknown option '%s'", a);
+			return 2;
+		}
+		if (o->file) {
+			hp_err(SUBSYS, "unexpected argument '%s'", a);
+			return 2;
+		}
+		o->file = a;
+	}
+	if (!o->file) {
+		hp_err(SUBSYS, "missing FILE");
+		report_usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+/* ---- small formatting helpers ------------------------------------------- */
+
+static const char *basename_of(const char *path)
+{
+	const char *s = path ? strrchr(path, '/') : NULL;
+
+	if (!path || !path[0])
+		return "?";
+	return s && s[1] ? s + 1 : path;
+}
+
+static char *fmt_value(char *buf, size_t len, enum view v, int64_t x)
+{
+	if (v == V_SPACE || v == V_ALLOC_SPACE)
+		return hp_fmt_bytes(buf, len, x);
+	snprintf(buf, len, "%" PRId64, x);
+	return buf;
+}
+
+static char *fmt_pct(char *buf, size_t len, int64_t part, int64_t total)
+{
+	if (total <= 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f%%", 100.0 * (double)part / total);
+	return buf;
+}
+
+/* Seconds from ns, for boot-time timestamps and durations. */
+static double secs(int64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+/* Print s cut to at most w bytes (with "..."), then pad to w if pad. */
+static void put_cut(const char *s, int w, int pad)
+{
+	int n = (int)strlen(s);
+
+	if (n > w)
+		printf("%.*s...", w - 3, s);
+	else
+		printf("%s%*s", s, pad ? w - n : 0, "");
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+static char *col_dup(sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	return strdup(t ? (const char *)t : "");
+}
+
+static void proc_free(struct proc_info *p)
+{
+	free(p->name);
+	free(p->cmdline);
+	free(p->unwind);
+}
+
+static void proc_fill(struct proc_info *p, sqlite3_stmt *st)
+{
+	memset(p, 0, sizeof(*p));
+	p->upid = sqlite3_column_int64(st, 0);
+	p->pid = (long)sqlite3_column_int64(st, 1);
+	p->name = col_dup(st, 2);
+	p->cmdline = col_dup(st, 3);
+	p->start_ts = sqlite3_column_int64(st, 4);
+	p->has_end = sqlite3_column_type(st, 5) != SQLITE_NULL;
+	p->end_ts = sqlite3_column_int64(st, 5);
+	p->interval = sqlite3_column_int64(st, 6);
+	p->unwind = col_dup(st, 7);
+	p->max_frames = sqlite3_column_int64(st, 8);
+	p->from_startup = sqlite3_column_int64(st, 9);
+	p->rejected = sqlite3_column_int64(st, 10);
+	p->disconnected = sqlite3_column_int64(st, 11);
+	p->has_exit = sqlite3_column_type(st, 12) != SQLITE_NULL;
+	p->exit_status = sqlite3_column_int64(st, 12);
+	p->stop_reason = sqlite3_column_int64(st, 13);
+}
+
+static int64_t stat_get(sqlite3 *db, int64_t upid, const char *name)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = 0;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT value FROM heapprof_process_stats"
+			       " WHERE upid = ? AND name = ?",
+			       -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			v = sqlite3_column_int64(st, 0);
+	}
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Pick the dump opts->dump of process upid.  0, or -1 (message printed). */
+static int select_dump(sqlite3 *db, const struct proc_info *p,
+		       const struct report_opts *o, struct dump_sel *d)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db,
+				    "SELECT ts, reason FROM heapprof_dump"
+				    " WHERE upid = ? ORDER BY ts, id",
+				    -1, &st, NULL);
+	memset(d, 0, sizeof(*d));
+	if (rc != SQLITE_OK) {
+		hp_err(SUBSYS, "reading dumps: %s", sqlite3_errmsg(db));
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, p->upid);
+	while (sqlite3_step(st) == SQLITE_ROW)
+		d->count++;
+	long want = o->dump ? o->dump : -1;
+	long idx = want > 0 ? want : (long)d->count + 1 + want;
+	if (d->count && (idx < 1 || (size_t)idx > d->count)) {
+		hp_err(SUBSYS, "process %ld has %zu dump%s; --dump %ld is out "
+		       "of range", p->pid, d->count, d->count == 1 ? "" : "s",
+		       o->dump);
+		sqlite3_finalize(st);
+		return -1;
+	}
+	sqlite3_reset(st);
+	for (long i = 1; d->count && sqlite3_step(st) == SQLITE_ROW; i++) {
+		if (i != idx)
+			continue;
+		const unsigned char *r = sqlite3_column_text(st, 1);
+		d->index = (size_t)i;
+		d->ts = sqlite3_column_int64(st, 0);
+		snprintf(d->reason, sizeof(d->reason), "%s",
+			 r ? (const char *)r : "");
+		break;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* Values per leaf callsite of heap at the dump.  Count or -1. */
+static ssize_t load_leaves(sqlite3 *db, int64_t upid, int64_t ts,
+			   const char *heap, struct leaf **out)
+{
+	sqlite3_stmt *st = NULL;
+	size_t n = 0, cap = 0;
+	struct leaf *a = NULL;
+	int rc = sqlite3_prepare_v2(
+		db,
+		"SELECT callsite_id, sum(size), sum(max(size, 0)), sum(count),"
+		" sum(max(count, 0)) FROM heap_profile_allocation"
+		" WHERE upid = ? AND ts <= ? AND heap_name = ?"
+		" GROUP BY callsite_id",
+		-1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_int64(st, 2, ts);
+		sqlite3_bind_text(st, 3, heap, -1, SQLITE_STATIC);
+	}
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			struct leaf *b = realloc(a, cap * sizeof(*b));
+			if (!b) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			a = b;
+		}
+		a[n].callsite = sqlite3_column_int64(st, 0);
+		for (int v = 0; v < V_COUNT; v++)
+			a[n].v[v] = sqlite3_column_int64(st, 1 + v);
+		n++;
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		hp_err(SUBSYS, "reading allocations: %s",
+		       rc == SQLITE_NOMEM ? "out of memory"
+					  : sqlite3_errmsg(db));
+		free(a);
+		return -1;
+	}
+	*out = a;
+	return (ssize_t)n;
+}
+
+/* ---- aggregation by function -------------------------------------------- */
+
+static void agg_free(struct agg *g)
+{
+	hmap_free(&g->idx);
+	free(g->fns);
+}
+
+/* The function of frame_id, added to g if new; NULL if out of memory. */
+static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
+			 int64_t frame_id)
+{
+	const struct rd_frame *f = rd_frame_get(s, frame_id);
+	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
+	const char *module = m ? m->name : "";
+	char key[1024];
+	int klen;
+
+	/* Named frames group by (name, module); unnamed ones by frame. */
+	if (f && f->name)
+		klen = snprintf(key, sizeof(key), "N%s%c%s", f->name, 0,
+				module);
+	else
+		klen = snprintf(key, sizeof(key), "F%" PRId64, frame_id);
+	if (klen < 0 || (size_t)klen >= sizeof(key))
+		klen = sizeof(key) - 1;
+	int64_t *idx = hmap_find(&g->idx, key, (size_t)klen);
+	if (idx)
+		return &g->fns[*idx];
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 256;
+		struct fn *a = realloc(g->fns, cap * sizeof(*a));
+		if (!a)
+			return NULL;
+		g->fns = a;
+		g->cap = cap;
+	}
+	if (hmap_put(&g->idx, key, (size_t)klen, (int64_t)g->n) < 0)
+		return NULL;
+	struct fn *fn = &g->fns[g->n++];
+	memset(fn, 0, sizeof(*fn));
+	fn->name = f ? f->name : NULL;
+	fn->module = module;
+	fn->rel_pc = f ? f->rel_pc : 0;
+	return fn;
+}
+
+/* Charge one stack's value to its leaf (self) and every function on it. */
+static int agg_stack(struct agg *g, const struct rd_stacks *s,
+		     const struct leaf *l, int64_t value, size_t stamp)
+{
+	const struct rd_callsite *c = rd_callsite_get(s, l->callsite);
+
+	for (int depth = 0; c && depth < RD_MAX_DEPTH; depth++) {
+		struct fn *fn = agg_fn(g, s, c->frame);
+		if (!fn)
+			return -ENOMEM;
+		if (depth == 0) {
+			fn->self += value;
+			fn->nstacks++;
+			if (!fn->best_callsite || value > fn->best_value) {
+				fn->best_callsite = l->callsite;
+				fn->best_value = value;
+			}
+		}
+		/* Recursion: count a function once per stack. */
+		if (fn->stamp != stamp) {
+			fn->stamp = stamp;
+			fn->incl += value;
+		}
+		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	}
+	return 0;
+}
+
+static int agg_build(struct agg *g, const struct rd_stacks *s,
+		     const struct leaf *leaves, size_t n, enum view v)
+{
+	memset(g, 0, sizeof(*g));
+	hmap_init(&g->idx);
+	for (size_t i = 0; i < n; i++) {
+		if (leaves[i].v[v] == 0)
+			continue;
+		if (agg_stack(g, s, &leaves[i], leaves[i].v[v], i + 1) < 0) {
+			hp_err(SUBSYS, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static const struct fn *sort_base;
+static int sort_self;
+
+static int cmp_fn(const void *a, const void *b)
+{
+	const struct fn *x = &sort_base[*(const size_t *)a];
+	const struct fn *y = &sort_base[*(const size_t *)b];
+	int64_t vx = sort_self ? x->self : x->incl;
+	int64_t vy = sort_self ? y->self : y->incl;
+
+	if (vx != vy)
+		return vx > vy ? -1 : 1;
+	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* Indices of g's functions with a nonzero amount, largest first. */
+static size_t *agg_order(const struct agg *g, int self, size_t *n)
+{
+	size_t *order = malloc((g->n ? g->n : 1) * sizeof(*order));
+
+	*n = 0;
+	if (!order)
+		return NULL;
+	for (size_t i = 0; i < g->n; i++)
+		if (self ? g->fns[i].self : g->fns[i].incl)
+			order[(*n)++] = i;
+	sort_base = g->fns;
+	sort_self = self;
+	qsort(order, *n, sizeof(*order), cmp_fn);
+	return order;
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static void fn_label(char *buf, size_t len, const char *name, int64_t rel_pc)
+{
+	if (name)
+		snprintf(buf, len, "%s", name);
+	else
+		snprintf(buf, len, "0x%" PRIx64, (uint64_t)rel_pc);
+}
+
+/* The callers of the heaviest stack of a self entry, a few levels up. */
+static void print_path(const struct rd_stacks *s, const struct fn *fn)
+{
+	const struct rd_callsite *c = rd_callsite_get(s, fn->best_callsite);
+	char label[256];
+	int shown = 0, depth = 0;
+
+	if (fn->nstacks > 1)
+		printf("        (from %zu call stacks; the largest:)\n",
+		       fn->nstacks);
+	c = c && c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	for (; c && depth < RD_MAX_DEPTH; depth++) {
+		if (shown < PATH_FRAMES) {
+			const struct rd_frame *f = rd_frame_get(s, c->frame);
+			const struct rd_mapping *m =
+				f ? rd_mapping_get(s, f->mapping) : NULL;
+			fn_label(label, sizeof(label), f ? f->name : NULL,
+				 f ? f->rel_pc : 0);
+			fputs("        <- ", stdout);
+			put_cut(label, 90, 0);
+			printf("  (%s)\n", basename_of(m ? m->name : NULL));
+			shown++;
+		}
+		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	}
+	if (depth > shown)
+		printf("        <- ... %d more frame%s\n", depth - shown,
+		       depth - shown == 1 ? "" : "s");
+}
+
+static void print_top(const struct rd_stacks *s, const struct agg *g,
+		      enum view v, int64_t total, long top, int self)
+{
+	size_t n = 0;
+	size_t *order = agg_order(g, self, &n);
+	char val[HP_FMT_BYTES_MAX], pct[16], label[256];
+
+	if (!order) {
+		hp_err(SUBSYS, "out of memory");
+		return;
+	}
+	printf("\n  Top %ld functions by %s %s%s:\n", top,
+	       self ? "self" : "inclusive", view_names[v],
+	       self ? " (the function that called the allocator)"
+		    : " (anywhere on the stack)");
+	if (n == 0)
+		printf("    (none)\n");
+	else
+		printf("    %3s  %-24s %7s  %-*s  %s\n", "#", view_names[v], "%",
+		       NAME_MAX_W, "function", "module");
+	for (size_t i = 0; i < n && i < (size_t)top; i++) {
+		const struct fn *fn = &g->fns[order[i]];
+		int64_t x = self ? fn->self : fn->incl;
+		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
+		printf("    %3zu  %-24s %7s  ", i + 1,
+		       fmt_value(val, sizeof(val), v, x),
+		       fmt_pct(pct, sizeof(pct), x, total));
+		put_cut(label, NAME_MAX_W, 1);
+		printf("  %s\n", basename_of(fn->module));
+		if (self)
+			print_path(s, fn);
+	}
+	if (n > (size_t)top)
+		printf("    ... %zu more\n", n - (size_t)top);
+	free(order);
+}
+
+static void print_counter_warnings(sqlite3 *db, const struct proc_info *p)
+{
+	char b[HP_FMT_BYTES_MAX];
+	int64_t full = stat_get(db, p->upid, "stack_table_full");
+	int64_t live = stat_get(db, p->upid, "live_table_full");
+	int64_t mods = stat_get(db, p->upid, "module_table_full");
+	int64_t unw = stat_get(db, p->upid, "unwind_errors");
+	int64_t trunc = stat_get(db, p->upid, "truncated_stacks");
+
+	if (full)
+		printf("  warning: %" PRId64 " samples (%s) were charged to "
+		       "[stack table full]: the stack table was full; raise "
+		       "--shmem-size\n",
+		       full,
+		       hp_fmt_bytes(b, sizeof(b),
+				    stat_get(db, p->upid,
+					     "stack_table_full_bytes")));
+	if (live)
+		printf("  warning: %" PRId64 " samples (%s) could not be "
+		       "tracked until freed (live table full): space and "
+		       "objects overstate live memory\n",
+		       live,
+		       hp_fmt_bytes(b, sizeof(b),
+				    stat_get(db, p->upid,
+					     "live_table_full_bytes")));
+	if (mods)
+		printf("  warning: %" PRId64 " loaded modules did not fit in "
+		       "the module table: their frames are [unknown]\n",
+		       mods);
+	if (unw)
+		printf("  warning: %" PRId64 " stacks could not be unwound\n",
+		       unw);
+	if (trunc)
+		printf("  warning: %" PRId64 " stacks were cut at %" PRId64
+		       " frames (raise --max-frames)\n",
+		       trunc, p->max_frames);
+}
+
+static void print_warnings(sqlite3 *db, const struct proc_info *p)
+{
+	print_counter_warnings(db, p);
+	if (p->rejected)
+		printf("  warning: the process was already profiled by "
+		       "another session: nothing was recorded here\n");
+	if (p->disconnected)
+		printf("  warning: the process disconnected before the "
+		       "session ended\n");
+	if (p->stop_reason == HP_STOP_INTERNAL)
+		printf("  warning: the profiler stopped recording early after "
+		       "an internal failure in the process\n");
+}
+
+static void print_process_header(sqlite3 *db, const struct proc_info *p)
+{
+	printf("Process %ld (%s)\n", p->pid, p->name[0] ? p->name : "?");
+	printf("  command line   %s\n", p->cmdline);
+	printf("  sampling       ");
+	if (p->interval == 1)
+		printf("every allocation");
+	else
+		printf("one sample per %" PRId64 " bytes on average",
+		       p->interval);
+	printf(", unwind %s, max %" PRId64 " frames\n",
+	       p->unwind[0] ? p->unwind : "?", p->max_frames);
+	printf("  recorded       %s", p->from_startup ? "from startup"
+						      : "attached while running");
+	if (p->has_end)
+		printf(", %.3f s (boot time %.3f s to %.3f s)\n",
+		       secs(p->end_ts - p->start_ts), secs(p->start_ts),
+		       secs(p->end_ts));
+	else
+		printf(", from boot time %.3f s; no end recorded\n",
+		       secs(p->start_ts));
+	printf("  exit status    ");
+	if (!p->has_exit)
+		printf("unknown\n");
+	else if (p->exit_status > 128 && p->exit_status < 128 + 65)
+		printf("%" PRId64 " (128 + signal %" PRId64 ": %s)\n",
+		       p->exit_status, p->exit_status - 128,
+		       strsignal((int)(p->exit_status - 128)));
+	else
+		printf("%" PRId64 "\n", p->exit_status);
+	printf("  samples        %" PRId64 " allocations sampled, %" PRId64
+	       " frees matched, %" PRId64 " reentrant calls skipped\n",
+	       stat_get(db, p->upid, "samples"),
+	       stat_get(db, p->upid, "frees_matched"),
+	       stat_get(db, p->upid, "reentrant_skipped"));
+}
+
+static void print_totals(const char *heap, const int64_t t[V_COUNT])
+{
+	char b[HP_FMT_BYTES_MAX];
+
+	printf("  heap %s at this dump:\n", heap);
+	for (int v = 0; v < V_COUNT; v++)
+		printf("    %-14s %-26s %s\n", view_names[v],
+		       fmt_value(b, sizeof(b), (enum view)v, t[v]),
+		       view_help[v]);
+}
+
+/* ---- one process -------------------------------------------------------- */
+
+struct heap_totals {
+	char *name;
+	int64_t t[V_COUNT];
+};
+
+/* Heaps with rows up to ts, libc.malloc first, with their totals. */
+static ssize_t load_heaps(sqlite3 *db, int64_t upid, int64_t ts,
+			  struct heap_totals **out)
+{
+	sqlite3_stmt *st = NULL;
+	struct heap_totals *h = NULL;
+	size_t n = 0;
+	int rc = sqlite3_prepare_v2(
+		db,
+		"SELECT heap_name, sum(size), sum(max(size, 0)), sum(count),"
+		" sum(max(count, 0)) FROM heap_profile_allocation"
+		" WHERE upid = ? AND ts <= ? GROUP BY heap_name"
+		" ORDER BY heap_name != 'libc.malloc', heap_name",
+		-1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_int64(st, 2, ts);
+	}
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct heap_totals *a = realloc(h, (n + 1) * sizeof(*a));
+		if (!a) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		h = a;
+		h[n].name = col_dup(st, 0);
+		for (int v = 0; v < V_COUNT; v++)
+			h[n].t[v] = sqlite3_column_int64(st, 1 + v);
+		n++;
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		hp_err(SUBSYS, "reading allocations: %s",
+		       rc == SQLITE_NOMEM ? "out of memory"
+					  : sqlite3_errmsg(db));
+		for (size_t i = 0; i < n; i++)
+			free(h[i].name);
+		free(h);
+		return -1;
+	}
+	*out = h;
+	return (ssize_t)n;
+}
+
+static int report_heap(sqlite3 *db, const struct rd_stacks *s,
+		       const struct proc_info *p, const struct dump_sel *d,
+		       const struct heap_totals *h,
+		       const struct report_opts *o)
+{
+	struct leaf *leaves = NULL;
+	struct agg g;
+	ssize_t n = load_leaves(db, p->upid, d->ts, h->name, &leaves);
+
+	if (n < 0)
+		return -1;
+	int err = agg_build(&g, s, leaves, (size_t)n, o->view);
+	if (!err) {
+		printf("\n  Heap %s, view %s (%s):", h->name,
+		       view_names[o->view], view_help[o->view]);
+		print_top(s, &g, o->view, h->t[o->view], o->top, 1);
+		print_top(s, &g, o->view, h->t[o->view], o->top, 0);
+	}
+	agg_free(&g);
+	free(leaves);
+	return err;
+}
+
+static int report_process(sqlite3 *db, const struct rd_stacks *s,
+			  const struct proc_info *p,
+			  const struct report_opts *o)
+{
+	struct dump_sel d;
+	struct heap_totals *heaps = NULL;
+	int err = 0;
+
+	print_process_header(db, p);
+	if (select_dump(db, p, o, &d) < 0)
+		return -1;
+	if (!d.count) {
+		printf("  dumps          none\n");
+		print_warnings(db, p);
+		return 0;
+	}
+	printf("  dumps          %zu; showing dump %zu at +%.3f s (%s)%s\n",
+	       d.count, d.index, secs(d.ts - p->start_ts),
+	       d.reason[0] ? d.reason : "?",
+	       d.index == d.count && p->has_exit
+		       ? "; space still allocated at exit = leaks"
+		       : "");
+	ssize_t nheaps = load_heaps(db, p->upid, d.ts, &heaps);
+	if (nheaps < 0)
+		return -1;
+	for (ssize_t i = 0; i < nheaps; i++)
+		print_totals(heaps[i].name, heaps[i].t);
+	if (nheaps == 0)
+		printf("  no allocations were sampled up to this dump\n");
+	print_warnings(db, p);
+	for (ssize_t i = 0; !err && i < nheaps; i++)
+		err = report_heap(db, s, p, &d, &heaps[i], o);
+	for (ssize_t i = 0; i < nheaps; i++)
+		free(heaps[i].name);
+	free(heaps);
+	return err;
+}
+
+static int report_all(sqlite3 *db, const struct rd_stacks *s,
+		      const struct report_opts *o)
+{
+	sqlite3_stmt *st = NULL;
+	int nproc = 0, err = 0;
+	int rc = sqlite3_prepare_v2(
+		db,
+		"SELECT p.upid, p.pid, p.name, p.cmdline, p.start_ts,"
+		" p.end_ts, h.sampling_interval, h.unwind, h.max_frames,"
+		" h.from_startup, h.rejected_concurrent, h.disconnected,"
+		" h.exit_status, h.stop_reason FROM process p"
+		" LEFT JOIN heapprof_process h ON h.upid = p.upid"
+		" WHERE ?1 = 0 OR p.pid = ?2 ORDER BY p.upid",
+		-1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		hp_err(SUBSYS, "reading processes: %s", sqlite3_errmsg(db));
+		return -1;
+	}
+	sqlite3_bind_int(st, 1, o->have_pid);
+	sqlite3_bind_int64(st, 2, o->pid);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct proc_info p;
+		proc_fill(&p, st);
+		if (!p.name || !p.cmdline || !p.unwind) {
+			hp_err(SUBSYS, "out of memory");
+			err = -1;
+		} else {
+			if (nproc++)
+				printf("\n");
+			err = report_process(db, s, &p, o);
+		}
+		proc_free(&p);
+	}
+	if (!err && rc != SQLITE_DONE) {
+		hp_err(SUBSYS, "reading processes: %s", sqlite3_errmsg(db));
+		err = -1;
+	}
+	sqlite3_finalize(st);
+	if (!err && nproc == 0 && o->have_pid) {
+		hp_err(SUBSYS, "%s: no process with pid %ld", o->file, o->pid);
+		err = -1;
+	} else if (!err && nproc == 0) {
+		printf("No processes in this profile.\n");
+	}
+	return err;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_opts o;
+	struct rd_stacks s;
+	int rc = parse_args(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	sqlite3 *db = reader_open(o.file, SUBSYS);
+	if (!db)
+		return 1;
+	int err = reader_load_stacks(db, SUBSYS, &s);
+	if (!err) {
+		err = report_all(db, &s, &o);
+		reader_free_stacks(&s);
+	}
+	sqlite3_close(db);
+	if (fflush(stdout) != 0) {
+		hp_err(SUBSYS, "writing output failed");
+		return 1;
+	}
+	return err ? 1 : 0;
+}

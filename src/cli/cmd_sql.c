@@ -1,0 +1,430 @@
+/*
+ * `heapprof sql FILE [QUERY] [--csv]`: run SQL on a profile, opened
+ * read-only, and print each statement's result as an aligned text table
+ * (numbers right-aligned) or as CSV.  The profile keeps Perfetto's table
+ * names, so the queries of Perfetto's heapprofd documentation run as is.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "profile/reader.h"
+#include "util/err.h"
+
+#define SUBSYS "sql"
+
+struct sql_opts {
+	const char *file;
+	const char *query; /* NULL: read stdin */
+	int csv;
+};
+
+/* One result set, buffered so column widths are known before printing. */
+struct table {
+	int ncols;
+	char **cells; /* row-major, header row first; NULL cell = SQL NULL */
+	size_t nrows; /* including the header */
+	size_t cap;
+	int *numeric; /* per column: every non-NULL value is a number */
+};
+
+static void sql_usage(FILE *f)
+{
+	fputs("usage: heapprof sql FILE [QUERY] [--csv]\n"
+	      "\n"
+	      "Run QUERY (one or more SQL statements) on the profile FILE,\n"
+	      "opened read-only, and print each result as a table.  Without\n"
+	      "QUERY, the query is read from standard input.\n"
+	      "\n"
+	      "  --csv    print CSV (RFC 4180 quoting) instead of a table\n"
+	      "\n"
+	      "Example:\n"
+	      "  heapprof sql prof.db 'select name, sum(size) from"
+	      " heap_profile_allocation a\n"
+	      "    join stack_profile_callsite c on a.callsite_id = c.id\n"
+	      "    join stack_profile_frame f on c.frame_id = f.id"
+	      " group by 1 order by 2 desc'\n",
+	      f);
+}
+
+/* "--word" or "-x"; not an SQL comment like "-- text" or "--\nselect". */
+static int looks_like_option(const char *a)
+{
+	if (a[0] != '-' || !a[1])
+		return 0;
+	if (a[1] != '-')
+		return a[2] == '\0';
+	return a[2] && !strpbrk(a, " \t\r\n");
+}
+
+/* 0 ok, 1 --help printed, 2 usage error (message printed). */
+static int parse_args(int argc, char **argv, struct sql_opts *o)
+{
+	int no_more_opts = 0;
+	int npos = 0;
+
+	memset(o, 0, sizeof(*o));
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!no_more_opts && !strcmp(a, "--")) {
+			no_more_opts = 1;
+		} else if (!no_more_opts && !strcmp(a, "--csv")) {
+			o->csv = 1;
+		} else if (!no_more_opts &&
+			   (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
+			sql_usage(stdout);
+			return 1;
+		} else if (!no_more_opts && looks_like_option(a)) {
+			hp_err(SUBSYS, "unknown option '%s'", a);
+			return 2;
+		} else if (npos == 0) {
+			o->file = a;
+			npos++;
+		} else if (npos == 1) {
+			o->query = a;
+			npos++;
+		} else {
+			hp_err(SUBSYS, "unexpected argument '%s' (quote the "
+			       "query as one argument)", a);
+			return 2;
+		}
+	}
+	if (!o->file) {
+		hp_err(SUBSYS, "missing FILE");
+		sql_usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+/* Read all of stdin; NULL on error (message printed). */
+static char *read_stdin(void)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+
+	while (buf) {
+		if (len + 1 >= cap) {
+			char *b = realloc(buf, cap * 2);
+			if (!b)
+				break;
+			buf = b;
+			cap *= 2;
+		}
+		size_t n = fread(buf + len, 1, cap - len - 1, stdin);
+		len += n;
+		if (n == 0) {
+			if (ferror(stdin)) {
+				hp_err(SUBSYS, "reading the query from stdin "
+				       "failed");
+				free(buf);
+				return NULL;
+			}
+			buf[len] = '\0';
+			return buf;
+		}
+	}
+	free(buf);
+	hp_err(SUBSYS, "out of memory");
+	return NULL;
+}
+
+static void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->nrows * (size_t)t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	free(t->numeric);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Text of a blob: lowercase hex. */
+static char *blob_text(const unsigned char *p, int n)
+{
+	static const char digits[] = "0123456789abcdef";
+	char *s = malloc(2 * (size_t)n + 1);
+
+	if (!s)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		s[2 * i] = digits[p[i] >> 4];
+		s[2 * i + 1] = digits[p[i] & 15];
+	}
+	s[2 * n] = '\0';
+	return s;
+}
+
+/* Copy of column col of the current row; *oom set on allocation failure. */
+static char *cell_text(sqlite3_stmt *st, int col, int *oom)
+{
+	char *s = NULL;
+
+	switch (sqlite3_column_type(st, col)) {
+	case SQLITE_NULL:
+		return NULL;
+	case SQLITE_BLOB:
+		s = blob_text(sqlite3_column_blob(st, col),
+			      sqlite3_column_bytes(st, col));
+		break;
+	default:
+		s = strdup((const char *)sqlite3_column_text(st, col));
+		break;
+	}
+	if (!s)
+		*oom = 1;
+	return s;
+}
+
+static int table_add_row(struct table *t)
+{
+	if (t->nrows == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		char **c = realloc(t->cells, cap * t->ncols * sizeof(*c));
+		if (!c)
+			return -1;
+		t->cells = c;
+		t->cap = cap;
+	}
+	memset(&t->cells[t->nrows * t->ncols], 0, t->ncols * sizeof(char *));
+	t->nrows++;
+	return 0;
+}
+
+static int table_init(struct table *t, sqlite3_stmt *st)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = sqlite3_column_count(st);
+	t->numeric = calloc(t->ncols, sizeof(*t->numeric));
+	if (!t->numeric || table_add_row(t) < 0)
+		return -1;
+	for (int c = 0; c < t->ncols; c++) {
+		const char *name = sqlite3_column_name(st, c);
+		t->cells[c] = strdup(name ? name : "");
+		if (!t->cells[c])
+			return -1;
+		t->numeric[c] = -1; /* unknown until a non-NULL value */
+	}
+	return 0;
+}
+
+/* Append the current row of st; -1 out of memory. */
+static int table_push(struct table *t, sqlite3_stmt *st)
+{
+	int oom = 0;
+
+	if (table_add_row(t) < 0)
+		return -1;
+	char **row = &t->cells[(t->nrows - 1) * t->ncols];
+	for (int c = 0; c < t->ncols; c++) {
+		int type = sqlite3_column_type(st, c);
+		row[c] = cell_text(st, c, &oom);
+		if (type == SQLITE_NULL)
+			continue;
+		int num = type == SQLITE_INTEGER || type == SQLITE_FLOAT;
+		t->numeric[c] = t->numeric[c] == -1 ? num
+						    : (t->numeric[c] && num);
+	}
+	return oom ? -1 : 0;
+}
+
+/* Columns a UTF-8 string takes on a terminal (one per code point). */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	return w;
+}
+
+/* Table cells show control characters as '?', so rows stay one line. */
+static void put_cell(const char *s, size_t width, int right)
+{
+	size_t w = text_width(s);
+
+	if (right)
+		for (size_t i = w; i < width; i++)
+			putchar(' ');
+	for (; *s; s++)
+		putchar((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
+	if (!right)
+		for (size_t i = w; i < width; i++)
+			putchar(' ');
+}
+
+static void print_table(const struct table *t)
+{
+	size_t *width = calloc(t->ncols ? t->ncols : 1, sizeof(*width));
+
+	if (!width) {
+		hp_err(SUBSYS, "out of memory");
+		return;
+	}
+	for (size_t r = 0; r < t->nrows; r++)
+		for (int c = 0; c < t->ncols; c++) {
+			const char *s = t->cells[r * t->ncols + c];
+			size_t w = text_width(s ? s : "NULL");
+			if (w > width[c])
+				width[c] = w;
+		}
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (int c = 0; c < t->ncols; c++) {
+			const char *s = t->cells[r * t->ncols + c];
+			int last = c == t->ncols - 1;
+			int right = t->numeric[c] == 1;
+			if (c)
+				fputs("  ", stdout);
+			/* No trailing blanks after a left-aligned last cell. */
+			put_cell(s ? s : "NULL", last && !right ? 0 : width[c],
+				 right);
+		}
+		putchar('\n');
+		if (r == 0) {
+			for (int c = 0; c < t->ncols; c++) {
+				if (c)
+					fputs("  ", stdout);
+				for (size_t i = 0; i < width[c]; i++)
+					putchar('-');
+			}
+			putchar('\n');
+		}
+	}
+	printf("(%zu row%s)\n", t->nrows - 1, t->nrows == 2 ? "" : "s");
+	free(width);
+}
+
+/* RFC 4180: quote fields holding a comma, quote, CR or LF; double quotes. */
+static void put_csv_field(const char *s)
+{
+	if (!s)
+		return;
+	if (!strpbrk(s, ",\"\r\n")) {
+		fputs(s, stdout);
+		return;
+	}
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"')
+			putchar('"');
+		putchar(*s);
+	}
+	putchar('"');
+}
+
+static void print_csv(const struct table *t)
+{
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (int c = 0; c < t->ncols; c++) {
+			if (c)
+				putchar(',');
+			put_csv_field(t->cells[r * t->ncols + c]);
+		}
+		putchar('\n');
+	}
+}
+
+/* Step st to the end, printing its rows if it has columns.  0 or -1. */
+static int run_statement(sqlite3 *db, sqlite3_stmt *st, int csv,
+			 int *printed)
+{
+	struct table t;
+	int rc;
+
+	if (sqlite3_column_count(st) == 0) {
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			;
+		if (rc == SQLITE_DONE)
+			return 0;
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	if (table_init(&t, st) < 0) {
+		table_free(&t);
+		hp_err(SUBSYS, "out of memory");
+		return -1;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (table_push(&t, st) < 0) {
+			table_free(&t);
+			hp_err(SUBSYS, "out of memory");
+			return -1;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		table_free(&t);
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	if ((*printed)++)
+		putchar('\n'); /* blank line between result sets */
+	if (csv)
+		print_csv(&t);
+	else
+		print_table(&t);
+	table_free(&t);
+	return 0;
+}
+
+/* Run every statement of sql in order; 0, or -1 after the first error. */
+static int run_all(sqlite3 *db, const char *sql, int csv)
+{
+	const char *tail = sql;
+	int printed = 0, nstmts = 0;
+
+	while (tail && *tail) {
+		sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db, tail, -1, &st, &tail) != SQLITE_OK) {
+			hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+			return -1;
+		}
+		if (!st)
+			continue; /* whitespace or a comment */
+		nstmts++;
+		int err = run_statement(db, st, csv, &printed);
+		sqlite3_finalize(st);
+		if (err)
+			return -1;
+	}
+	if (!nstmts) {
+		hp_err(SUBSYS, "empty query");
+		return -2;
+	}
+	return 0;
+}
+
+int cmd_sql(int argc, char **argv)
+{
+	struct sql_opts o;
+	char *owned = NULL;
+	int rc = parse_args(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (!o.query && isatty(STDIN_FILENO)) {
+		hp_err(SUBSYS, "no QUERY given, and the interactive shell is "
+		       "not available yet: pass a query or pipe one on stdin");
+		return 2;
+	}
+	sqlite3 *db = reader_open(o.file, SUBSYS);
+	if (!db)
+		return 1;
+	if (!o.query) {
+		owned = read_stdin();
+		if (!owned) {
+			sqlite3_close(db);
+			return 1;
+		}
+		o.query = owned;
+	}
+	rc = run_all(db, o.query, o.csv);
+	sqlite3_close(db);
+	free(owned);
+	if (fflush(stdout) != 0) {
+		hp_err(SUBSYS, "writing output failed");
+		return 1;
+	}
+	return rc == 0 ? 0 : rc == -2 ? 2 : 1;
+}

@@ -1,0 +1,389 @@
+#!/usr/bin/env bash
+# test_exact.sh BUILD: with -i 1 every allocation is recorded exactly, so the
+# four views per function of the known programs must match the arithmetic of
+# their code, through SQL and through `heapprof report`; stacks are complete
+# (also through code without frame pointers), names resolve and demangle,
+# the exit status is the program's, and --unwind fp gives the same numbers.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/helpers.sh"
+t_setup_build "$1"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/known_cxx"
+
+# ---------------------------------------------------------------------------
+# Expected views for progs/known.c, as
+#   FUNC ALLOC_OBJECTS ALLOC_SPACE OBJECTS SPACE
+# (alloc_* = sum of the positive rows; objects/space = sum of all rows).
+#
+# do_malloc          100 x malloc(1000), 40 freed:
+#                    100, 100*1000 = 100000; 60, 60*1000 = 60000
+# do_calloc          50 x calloc(10, 300) = 3000 B each, all freed:
+#                    50, 150000; 0, 0
+# do_realloc         malloc(1000), then realloc to 2000 .. 10000 (9 reallocs,
+#                    each a free of the old block and an allocation of the
+#                    new size): 10 allocations, 1000+2000+..+10000 = 55000;
+#                    9 frees of 1000..9000 = 45000; live 1 block, 10000
+# do_reallocarray    reallocarray(NULL,10,100) = 1000, reallocarray(p,20,100)
+#                    = free 1000 + 2000, free: 2, 3000; 0, 0
+# do_posix_memalign  20 x posix_memalign(64, 4096), 10 freed:
+#                    20, 81920; 10, 40960
+# do_aligned_alloc   4 x aligned_alloc(256, 512), all freed: 4, 2048; 0, 0
+# do_memalign        3 x memalign(128, 1000), live: 3, 3000; 3, 3000
+# do_valloc          2 x valloc(5000), 1 freed: 2, 10000; 1, 5000
+# thread_alloc       thread i = 0..3: 10(i+1) x malloc(100(i+1)):
+#                    counts 10+20+30+40 = 100,
+#                    bytes 10*100+20*200+30*300+40*400 = 30000;
+#                    each thread frees its first half: 5+10+15+20 = 50 blocks,
+#                    500+2000+4500+8000 = 15000 B; main frees one more per
+#                    thread: 4 blocks, 100+200+300+400 = 1000 B;
+#                    live 100-54 = 46, 30000-16000 = 14000
+# deep_alloc         3 x malloc(777), live: 3, 2331; 3, 2331
+# do_pvalloc         2 x pvalloc(100), both freed: 2 objects, 0 live; its
+#                    size is 100 requested or a page usable: checked apart.
+KNOWN_EXPECT="
+do_malloc 100 100000 60 60000
+do_calloc 50 150000 0 0
+do_realloc 10 55000 1 10000
+do_reallocarray 2 3000 0 0
+do_posix_memalign 20 81920 10 40960
+do_aligned_alloc 4 2048 0 0
+do_memalign 3 3000 3 3000
+do_valloc 2 10000 1 5000
+thread_alloc 100 30000 46 14000
+deep_alloc 3 2331 3 2331
+"
+# Functions that never call the allocator themselves: no rows as a leaf.
+KNOWN_NOT_LEAF="main do_threads thread_main do_deep recurse"
+
+# progs/known_cxx.cc (demangled names):
+# do_new()               30 x new Obj48 = operator new(48), 10 deleted:
+#                        30, 1440; 20, 960
+# do_new_array()         20 x new char[1000], all deleted: 20, 20000; 0, 0
+# do_new_array_cookie()  4 x new WithDtor[10] = operator new[](10*16 + 8
+#                        cookie = 168), 2 deleted: 4, 672; 2, 336
+# do_nothrow_new()       15 x new (nothrow) Obj200, 5 deleted:
+#                        15, 3000; 10, 2000
+# do_aligned_new()       8 x new Aligned64 (192 B, align 64), 3 deleted;
+#                        4 x operator new(1024, align 128), 4 deleted;
+#                        2 x new Aligned64[3] (576 B), live:
+#                        8+4+2 = 14, 1536+4096+1152 = 6784;
+#                        5+0+2 = 7, 960+0+1152 = 2112
+# do_cxx_malloc()        5 x malloc(64), live: 5, 320; 5, 320
+CXX_EXPECT="
+do_new() 30 1440 20 960
+do_new_array() 20 20000 0 0
+do_new_array_cookie() 4 672 2 336
+do_nothrow_new() 15 3000 10 2000
+do_aligned_new() 14 6784 7 2112
+do_cxx_malloc() 5 320 5 320
+"
+
+# Allocator entry points (and the profiler's hooks, which carry the same
+# names) must never be the leaf: the leaf is the allocator's caller, and an
+# allocator calling another one internally (operator new -> malloc, new[] ->
+# new, aligned new -> aligned_alloc) must not be counted twice.
+ALLOCATOR_LEAF_SQL="f.name IN ('malloc','calloc','realloc','free',
+  'reallocarray','posix_memalign','aligned_alloc','memalign','valloc',
+  'pvalloc','__libc_malloc','__libc_calloc','__libc_realloc','__libc_memalign')
+  OR f.name LIKE 'operator new%' OR f.name LIKE 'operator delete%'
+  OR f.name LIKE '_Znw%' OR f.name LIKE '_Zna%' OR f.name LIKE '_ZdlPv%'"
+
+check_expect_table() { # DB TABLE
+	local db=$1 fn ao as o s
+	while read -r fn ao as o s; do
+		[ -n "$fn" ] || continue
+		check_views "$db" "$fn" "$ao" "$as" "$o" "$s"
+	done <<<"$2"
+}
+
+check_known_common() { # DB: checks shared by the dwarf and fp profiles
+	local db=$1
+	check_expect_table "$db" "$KNOWN_EXPECT"
+	local v ao as o s
+	v=$(leaf_views "$db" do_pvalloc)
+	read -r ao as o s <<<"$v"
+	assert_eq 2 "$ao" "do_pvalloc alloc_objects"
+	assert_eq 0 "$o" "do_pvalloc objects"
+	assert_eq 0 "$s" "do_pvalloc space"
+	case "$as" in
+	200 | 8192) ;;
+	*) t_fail "do_pvalloc alloc_space: expected 200 (requested) or 8192 (pages), got '$as'" ;;
+	esac
+	local fn n
+	for fn in $KNOWN_NOT_LEAF; do
+		n=$(leaf_rows "$db" "$fn")
+		assert_eq 0 "$n" "rows with leaf frame $fn (it never calls the allocator)"
+	done
+}
+
+# ---------------------------------------------------------------------------
+KDB="$T_DIR/known.db"
+t_begin "known -i 1: runs, exit status 7 propagated, output unchanged"
+bare_run known "$PROGS/known"
+hp_record known -i 1 -o "$KDB" -- "$PROGS/known"
+assert_eq 7 "$BARE_RC" "bare known exit status"
+assert_eq 7 "$REC_RC" "heapprof record exit status" || show_err known
+assert_eq "$(cat "$T_DIR/known.bare.out")" "$(cat "$T_DIR/known.out")" "stdout under the profiler"
+db_valid "$KDB"
+KNOWN_OK=$?
+
+if [ "$KNOWN_OK" = 0 ]; then
+	t_begin "known -i 1: process and dump metadata"
+	KPID=$(sed -n 's/^known: pid \([0-9]*\)$/\1/p' "$T_DIR/known.err" | head -n1)
+	assert_eq 1 "$(sqlq "$KDB" "SELECT count(*) FROM process;")" "one process"
+	assert_eq "$KPID" "$(sqlq "$KDB" "SELECT pid FROM process;")" "process.pid is the program's pid"
+	assert_match 'known$' "$(sqlq "$KDB" "SELECT name FROM process;")" "process.name"
+	assert_eq "1|dwarf|64|7" \
+		"$(sqlq "$KDB" "SELECT sampling_interval, unwind, max_frames, exit_status FROM heapprof_process;")" \
+		"heapprof_process sampling_interval|unwind|max_frames|exit_status"
+	assert_eq "1|end" "$(sqlq "$KDB" "SELECT count(*), max(reason) FROM heapprof_dump;")" \
+		"one dump, reason end"
+	assert_eq 0 "$(sqlq "$KDB" "SELECT count(*) FROM heap_profile_allocation a
+	  WHERE a.ts NOT IN (SELECT ts FROM heapprof_dump);")" \
+		"every allocation row belongs to a dump ts"
+	assert_eq 0 "$(sqlq "$KDB" "SELECT count(*) FROM heap_profile_allocation
+	  WHERE NOT ((count > 0 AND size >= 0) OR (count < 0 AND size <= 0));")" \
+		"rows are allocations (count > 0) or frees (count < 0), sizes of the same sign"
+
+	t_begin "known -i 1: exact four views per function (SQL, dwarf)"
+	check_known_common "$KDB"
+
+	t_begin "known -i 1: no allocator or profiler frames; names resolve"
+	assert_eq 0 "$(sqlq "$KDB" "SELECT count(*) FROM heap_profile_allocation a
+	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
+	  JOIN stack_profile_frame f ON c.frame_id = f.id
+	  WHERE $ALLOCATOR_LEAF_SQL;")" "rows whose leaf is an allocator function"
+	assert_eq 0 "$(sqlq "$KDB" "SELECT count(*) FROM stack_profile_frame f
+	  JOIN stack_profile_mapping m ON f.mapping = m.id
+	  WHERE m.name LIKE '%libheapprof%';")" "frames in libheapprof.so"
+	# Every frame in the program's own mapping has a name.
+	assert_eq 0 "$(sqlq "$KDB" "SELECT count(*) FROM stack_profile_frame f
+	  JOIN stack_profile_mapping m ON f.mapping = m.id
+	  WHERE m.name LIKE '%/progs/known' AND (f.name IS NULL OR f.name = '');")" \
+		"unnamed frames in the known binary"
+	assert_match "/progs/known$" "$(sqlq "$KDB" "SELECT m.name FROM stack_profile_frame f
+	  JOIN stack_profile_mapping m ON f.mapping = m.id WHERE f.name = 'do_malloc' LIMIT 1;")" \
+		"mapping of do_malloc"
+	bid=$(sqlq "$KDB" "SELECT m.build_id FROM stack_profile_frame f
+	  JOIN stack_profile_mapping m ON f.mapping = m.id WHERE f.name = 'do_malloc' LIMIT 1;")
+	want_bid=$(readelf -n "$PROGS/known" 2>/dev/null | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -n1)
+	if [ -n "$want_bid" ]; then
+		assert_eq "$want_bid" "$bid" "build_id of the known mapping"
+	fi
+
+	t_begin "known -i 1: stacks complete (dwarf)"
+	for fn in do_malloc do_calloc do_realloc do_posix_memalign do_memalign deep_alloc; do
+		for cs in $(leaf_callsites "$KDB" "$fn"); do
+			st=$(stack_of "$KDB" "$cs")
+			assert_eq "$fn" "$(printf '%s\n' "$st" | head -n1)" "leaf of callsite $cs"
+			if ! printf '%s\n' "$st" | grep -qx main; then
+				t_fail "callsite $cs ($fn): no main frame in stack: $(printf '%s' "$st" | tr '\n' ' ')"
+			fi
+		done
+	done
+	for cs in $(leaf_callsites "$KDB" do_malloc); do
+		st=$(stack_of "$KDB" "$cs")
+		assert_eq "do_malloc main" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
+			"first two frames of do_malloc's stack"
+	done
+	for cs in $(leaf_callsites "$KDB" thread_alloc); do
+		st=$(stack_of "$KDB" "$cs")
+		assert_eq "thread_alloc thread_main" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
+			"first two frames of thread_alloc's stack"
+	done
+	# deep_alloc <- recurse x 20 <- do_deep <- main
+	cs_list=$(leaf_callsites "$KDB" deep_alloc)
+	assert_eq 1 "$(printf '%s\n' "$cs_list" | grep -c .)" "one callsite for deep_alloc"
+	for cs in $cs_list; do
+		st=$(stack_of "$KDB" "$cs")
+		assert_eq 20 "$(printf '%s\n' "$st" | grep -cx recurse)" "recurse frames in deep_alloc's stack"
+		assert_eq "deep_alloc $(printf 'recurse %.0s' $(seq 20))do_deep main" \
+			"$(printf '%s\n' "$st" | head -n 23 | tr '\n' ' ' | sed 's/ $//')" \
+			"deep_alloc's stack"
+	done
+
+	t_begin "known -i 1: heapprof sql agrees with sqlite3; seed query runs"
+	want=$(sqlq "$KDB" "SELECT sum(count), sum(size), count(*) FROM heap_profile_allocation;" | tr '|' ',')
+	got=$(hp_sql_csv "$KDB" "SELECT sum(count), sum(size), count(*) FROM heap_profile_allocation")
+	assert_eq "$want" "$got" "totals via heapprof sql --csv"
+	got=$(hp_sql_csv "$KDB" "SELECT f.name, sum(a.size) FROM heap_profile_allocation a JOIN stack_profile_callsite c ON (a.callsite_id = c.id) JOIN stack_profile_frame f ON (c.frame_id = f.id) WHERE f.name = 'do_malloc' GROUP BY f.name")
+	assert_eq "do_malloc,60000" "$got" "do_malloc space via heapprof sql --csv"
+	# The seed's first example query, verbatim.
+	SEED_Q1="select a.callsite_id, a.ts, a.upid, f.name, f.rel_pc, m.build_id, m.name as mapping_name,
+sum(a.size) as space_size, sum(a.count) as space_count
+from heap_profile_allocation a join
+stack_profile_callsite c ON (a.callsite_id = c.id) join
+stack_profile_frame f ON (c.frame_id = f.id) join
+stack_profile_mapping m ON (f.mapping = m.id)
+group by 1, 2, 3, 4, 5, 6, 7 order by space_size desc;"
+	out=$(run_bounded 60 "$HP" sql "$KDB" "$SEED_Q1" 2>&1)
+	rc=$?
+	assert_eq 0 "$rc" "seed query 1 exit status" && {
+		assert_match 'do_malloc' "$out" "seed query 1 output"
+		assert_match '60000' "$out" "seed query 1 output has do_malloc's space"
+	}
+	out=$(run_bounded 60 "$HP" sql "$KDB" "$SEED_Q1" --csv 2>&1)
+	assert_match '^callsite_id,ts,upid,name,rel_pc,build_id,mapping_name,space_size,space_count' \
+		"$(printf '%s\n' "$out" | head -n1)" "seed query 1 --csv header"
+
+	t_begin "known -i 1: seed query 2 (experimental_flamegraph)"
+	ts=$(sqlq "$KDB" "SELECT max(ts) FROM heapprof_dump;")
+	upid=$(sqlq "$KDB" "SELECT upid FROM process LIMIT 1;")
+	got=$(hp_sql_csv "$KDB" "select name, map_name, cumulative_size
+from experimental_flamegraph($ts,$upid,'native')
+order by abs(cumulative_size) desc;")
+	if [ -n "$got" ]; then
+		dm=$(printf '%s\n' "$got" | awk -F, '$1 == "do_malloc" { s += $NF } END { print s + 0 }')
+		assert_eq 60000 "$dm" "cumulative_size of do_malloc"
+		mn=$(printf '%s\n' "$got" | awk -F, '$1 == "main" { s += $NF } END { print s + 0 }')
+		# main holds everything the known functions keep, except the threads'.
+		assert_ge "$mn" $((60000 + 10000 + 40960 + 3000 + 5000 + 2331)) "cumulative_size of main"
+	fi
+
+	t_begin "known -i 1: report shows the exact numbers per view"
+	# Self values per view (leaf functions: inclusive = self).
+	for spec in \
+		"alloc_objects do_malloc 100" "alloc_objects do_calloc 50" \
+		"alloc_objects thread_alloc 100" "alloc_objects do_realloc 10" \
+		"alloc_space do_malloc 100000" "alloc_space do_calloc 150000" \
+		"alloc_space do_realloc 55000" "alloc_space thread_alloc 30000" \
+		"objects do_malloc 60" "objects thread_alloc 46" "objects do_posix_memalign 10" \
+		"space do_malloc 60000" "space thread_alloc 14000" "space do_posix_memalign 40960"; do
+		read -r view fn val <<<"$spec"
+		rep="$T_DIR/report.$view"
+		if [ ! -f "$rep" ]; then
+			rc=0
+			run_bounded 60 "$HP" report "$KDB" --view "$view" --top 100 >"$rep" 2>"$rep.err" || rc=$?
+			if [ "$rc" != 0 ]; then
+				t_fail "heapprof report --view $view: exit $rc: $(head -c 300 "$rep.err")"
+				continue
+			fi
+		fi
+		check_report_value "$rep" "$fn" "$val" "report --view $view: $fn"
+	done
+	# The default view is space.
+	run_bounded 60 "$HP" report "$KDB" >"$T_DIR/report.default" 2>&1
+	check_report_value "$T_DIR/report.default" do_malloc 60000 "report (default view): do_malloc"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "known -i 1 --unwind fp: same numbers"
+FDB="$T_DIR/known-fp.db"
+hp_record known-fp -i 1 --unwind fp -o "$FDB" -- "$PROGS/known"
+assert_eq 7 "$REC_RC" "exit status" || show_err known-fp
+if db_valid "$FDB"; then
+	assert_eq "fp" "$(sqlq "$FDB" "SELECT unwind FROM heapprof_process;")" "heapprof_process.unwind"
+	check_known_common "$FDB"
+	for cs in $(leaf_callsites "$FDB" do_malloc); do
+		st=$(stack_of "$FDB" "$cs")
+		assert_eq "do_malloc main" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
+			"fp: first two frames of do_malloc's stack"
+	done
+	for cs in $(leaf_callsites "$FDB" thread_alloc); do
+		st=$(stack_of "$FDB" "$cs")
+		assert_eq "thread_alloc thread_main" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
+			"fp: first two frames of thread_alloc's stack"
+	done
+	for cs in $(leaf_callsites "$FDB" deep_alloc); do
+		st=$(stack_of "$FDB" "$cs")
+		assert_eq 20 "$(printf '%s\n' "$st" | grep -cx recurse)" "fp: recurse frames in deep_alloc's stack"
+	done
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "known --max-frames 3: stacks cut, leaf numbers unchanged"
+MDB="$T_DIR/known-mf.db"
+hp_record known-mf -i 1 --max-frames 3 -o "$MDB" -- "$PROGS/known" deep-only
+assert_eq 7 "$REC_RC" "exit status" || show_err known-mf
+if db_valid "$MDB"; then
+	assert_eq 3 "$(sqlq "$MDB" "SELECT max_frames FROM heapprof_process;")" "heapprof_process.max_frames"
+	check_views "$MDB" deep_alloc 3 2331 3 2331
+	# Leaf first: deep_alloc, recurse, recurse (at most one extra frame
+	# marking the cut is tolerated).
+	for cs in $(leaf_callsites "$MDB" deep_alloc); do
+		st=$(stack_of "$MDB" "$cs")
+		assert_le "$(printf '%s\n' "$st" | grep -c .)" 4 "frames in deep_alloc's stack"
+		assert_eq "deep_alloc recurse recurse" "$(printf '%s\n' "$st" | head -n3 | tr '\n' ' ' | sed 's/ $//')" \
+			"kept frames are the innermost"
+	done
+	tr=$(sqlq "$MDB" "SELECT value FROM heapprof_process_stats WHERE name = 'truncated_stacks';")
+	[ -n "$tr" ] && assert_ge "$tr" 1 "heapprof_process_stats truncated_stacks"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "record without -o writes heapprof.<cmd>.<pid>.db in the current dir"
+mkdir -p "$T_DIR/defname"
+rc=0
+(cd "$T_DIR/defname" && exec timeout -k 5 120 "$HP" record -i 1 -- "$PROGS/known" deep-only) \
+	>"$T_DIR/defname.out" 2>"$T_DIR/defname.err" </dev/null || rc=$?
+assert_eq 7 "$rc" "exit status"
+dpid=$(sed -n 's/^known: pid \([0-9]*\)$/\1/p' "$T_DIR/defname.err" | head -n1)
+assert_eq "heapprof.known.$dpid.db" "$(cd "$T_DIR/defname" && ls)" "files written"
+[ -f "$T_DIR/defname/heapprof.known.$dpid.db" ] &&
+	check_views "$T_DIR/defname/heapprof.known.$dpid.db" deep_alloc 3 2331 3 2331
+
+# ---------------------------------------------------------------------------
+CDB="$T_DIR/known_cxx.db"
+t_begin "known_cxx -i 1: exit status 9, exact views per function (demangled)"
+bare_run known_cxx "$PROGS/known_cxx"
+hp_record known_cxx -i 1 -o "$CDB" -- "$PROGS/known_cxx"
+assert_eq 9 "$BARE_RC" "bare exit status"
+assert_eq 9 "$REC_RC" "heapprof record exit status" || show_err known_cxx
+assert_eq "$(cat "$T_DIR/known_cxx.bare.out")" "$(cat "$T_DIR/known_cxx.out")" "stdout under the profiler"
+if db_valid "$CDB"; then
+	check_expect_table "$CDB" "$CXX_EXPECT"
+	assert_eq 9 "$(sqlq "$CDB" "SELECT exit_status FROM heapprof_process;")" "heapprof_process.exit_status"
+
+	t_begin "known_cxx -i 1: no double counting inside operator new, no mangled names"
+	bad=$(sqlq "$CDB" "SELECT f.name || ' ' || sum(a.count) FROM heap_profile_allocation a
+	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
+	  JOIN stack_profile_frame f ON c.frame_id = f.id
+	  WHERE $ALLOCATOR_LEAF_SQL GROUP BY f.name;")
+	assert_eq "" "$bad" "leaf frames that are allocator functions"
+	assert_eq 0 "$(sqlq "$CDB" "SELECT count(*) FROM stack_profile_frame f
+	  JOIN stack_profile_mapping m ON f.mapping = m.id
+	  WHERE m.name LIKE '%/progs/known_cxx' AND f.name LIKE '\_Z%' ESCAPE '\\';")" \
+		"mangled names in the known_cxx binary"
+	for fn in "do_new()" "do_aligned_new()"; do
+		for cs in $(leaf_callsites "$CDB" "$fn"); do
+			st=$(stack_of "$CDB" "$cs")
+			assert_eq "$fn main" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
+				"first two frames of $fn's stack"
+		done
+	done
+
+	t_begin "known_cxx -i 1: report shows demangled names and exact numbers"
+	run_bounded 60 "$HP" report "$CDB" --view alloc_objects --top 100 >"$T_DIR/cxx.report" 2>&1
+	check_report_value "$T_DIR/cxx.report" "do_new()" 30 "report alloc_objects: do_new()"
+	check_report_value "$T_DIR/cxx.report" "do_aligned_new()" 14 "report alloc_objects: do_aligned_new()"
+fi
+
+t_begin "known_cxx -i 1 --unwind fp: same numbers"
+CFDB="$T_DIR/known_cxx-fp.db"
+hp_record known_cxx-fp -i 1 --unwind fp -o "$CFDB" -- "$PROGS/known_cxx"
+assert_eq 9 "$REC_RC" "exit status" || show_err known_cxx-fp
+db_valid "$CFDB" && check_expect_table "$CFDB" "$CXX_EXPECT"
+
+# ---------------------------------------------------------------------------
+t_begin "nofp (-O2 -fomit-frame-pointer): dwarf unwinds the whole stack"
+NOFP="$T_DIR/nofp-O2"
+if ! gcc -std=gnu11 -O2 -g -fomit-frame-pointer -fno-optimize-sibling-calls \
+	-o "$NOFP" "$HERE/progs/nofp.c" 2>"$T_DIR/nofp.cc.err"; then
+	t_skip "cannot build nofp.c: $(head -c 200 "$T_DIR/nofp.cc.err")"
+else
+	NDB="$T_DIR/nofp.db"
+	hp_record nofp -i 1 -o "$NDB" -- "$NOFP"
+	assert_eq 13 "$REC_RC" "exit status" || show_err nofp
+	if db_valid "$NDB"; then
+		# nofp_leaf: 7 x malloc(333), live.
+		check_views "$NDB" nofp_leaf 7 2331 7 2331
+		for cs in $(leaf_callsites "$NDB" nofp_leaf); do
+			st=$(stack_of "$NDB" "$cs")
+			assert_eq "nofp_leaf $(printf 'nofp_recurse %.0s' $(seq 10))nofp_outer main" \
+				"$(printf '%s\n' "$st" | head -n 13 | tr '\n' ' ' | sed 's/ $//')" \
+				"nofp_leaf's stack"
+		done
+	fi
+fi
+
+t_summary

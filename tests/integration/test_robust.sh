@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# test_robust.sh BUILD: fork, exec, vfork/posix_spawn, signal handlers and
+# thread churn under `heapprof record`: each program runs to completion
+# with its own exit status and the same stdout as without the profiler, the
+# profile is a valid database, only the launched process is profiled, and
+# with -i 1 the numbers are exact.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/helpers.sh"
+t_setup_build "$1"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/forker" "$PROGS/execer" \
+	"$PROGS/vforker" "$PROGS/sighandler" "$PROGS/thread_churn"
+
+# run_both TAG EXPECTED_STATUS RECORD_OPTS -- PROG ARGS: a bare run and a
+# recorded run (profile $T_DIR/TAG.db); checks both statuses and that stdout
+# is identical; returns 0 when the profile is there and valid.
+run_both() {
+	local tag=$1 want=$2
+	shift 2
+	local opts=()
+	while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+		opts+=("$1")
+		shift
+	done
+	shift
+	bare_run "$tag" "$@"
+	assert_eq "$want" "$BARE_RC" "$tag: bare exit status"
+	hp_record "$tag" "${opts[@]}" -o "$T_DIR/$tag.db" -- "$@"
+	assert_eq "$want" "$REC_RC" "$tag: exit status under heapprof record" || show_err "$tag"
+	if ! cmp -s "$T_DIR/$tag.bare.out" "$T_DIR/$tag.out"; then
+		t_fail "$tag: stdout differs under the profiler: $(diff "$T_DIR/$tag.bare.out" "$T_DIR/$tag.out" | head -n 10 | tr '\n' ' ')"
+	fi
+	db_valid "$T_DIR/$tag.db" || return 1
+	assert_eq "$want" "$(sqlq "$T_DIR/$tag.db" "SELECT exit_status FROM heapprof_process;")" \
+		"$tag: heapprof_process.exit_status"
+	assert_eq 1 "$(sqlq "$T_DIR/$tag.db" "SELECT count(*) FROM process;")" \
+		"$tag: processes in the profile (only the launched one)"
+	assert_ge "$(sqlq "$T_DIR/$tag.db" "SELECT count(*) FROM heapprof_dump;")" 1 \
+		"$tag: dumps"
+	return 0
+}
+
+# ---------------------------------------------------------------------------
+t_begin "forker: fork without exec; the child's allocations and frees never show"
+if run_both forker 5 -i 1 -- "$PROGS/forker"; then
+	db="$T_DIR/forker.db"
+	ppid=$(sed -n 's/^forker: parent pid \([0-9]*\) child pid.*/\1/p' "$T_DIR/forker.err" | head -n1)
+	assert_eq "$ppid" "$(sqlq "$db" "SELECT pid FROM process;")" "profiled pid is the parent's"
+	# parent_before: 50 x malloc(1000), all live in the parent (the child's
+	# 25 frees are in its own copy of the heap).
+	check_views "$db" parent_before 50 50000 50 50000
+	# parent_after: 30 x malloc(2000), 10 freed.
+	check_views "$db" parent_after 30 60000 20 40000
+	assert_eq 0 "$(leaf_rows "$db" child_only_alloc)" "rows of child_only_alloc"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "execer: exec of itself; the new image is not profiled"
+if run_both execer 6 -i 1 -- "$PROGS/execer"; then
+	db="$T_DIR/execer.db"
+	# before_exec: 20 x malloc(500), 5 freed.
+	check_views "$db" before_exec 20 10000 15 7500
+	assert_eq 0 "$(leaf_rows "$db" after_exec_alloc)" "rows of after_exec_alloc"
+fi
+
+t_begin "execer true: exec of /bin/true"
+if run_both execer-true 0 -i 1 -- "$PROGS/execer" true; then
+	check_views "$T_DIR/execer-true.db" before_exec 20 10000 15 7500
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "vforker: vfork + exec and posix_spawn; children not profiled"
+if run_both vforker 8 -i 1 -- "$PROGS/vforker"; then
+	db="$T_DIR/vforker.db"
+	# vparent_before: 10 x malloc(1500), live.
+	check_views "$db" vparent_before 10 15000 10 15000
+	# vparent_after: 12 x malloc(2500), 2 freed.
+	check_views "$db" vparent_after 12 30000 10 25000
+	assert_eq 0 "$(leaf_rows "$db" vchild_alloc)" "rows of vchild_alloc"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "sighandler: allocations in signal handlers, exact"
+if run_both sighandler 10 -i 1 -- "$PROGS/sighandler"; then
+	db="$T_DIR/sighandler.db"
+	line=$(grep -m1 '^sighandler: main_alloc' "$T_DIR/sighandler.err")
+	read -r _ _ n _ a _ u _ <<<"$line"
+	t_note "$line"
+	if ! t_is_num "$n" || ! t_is_num "$a" || ! t_is_num "$u"; then
+		t_fail "no counts from sighandler on stderr: '$line'"
+	else
+		# main_alloc: n x malloc(16 + 16 * (i % 64)), a ring of 64 slots:
+		# the last 64 stay live, 16 * (64 + 0 + 1 + .. + 63) = 33280 B.
+		as=$(awk -v n="$n" 'BEGIN { s = 0; for (i = 0; i < n; i++) s += 16 + 16 * (i % 64); printf "%.0f", s }')
+		check_views "$db" main_alloc "$n" "$as" 64 33280
+		# handler_alloc: a x malloc(128), a ring of 16 slots.
+		live=$((a < 16 ? a : 16))
+		check_views "$db" handler_alloc "$a" $((128 * a)) "$live" $((128 * live))
+		# usr2_alloc: u x (malloc(256), free).
+		check_views "$db" usr2_alloc "$u" $((256 * u)) 0 0
+		for cs in $(leaf_callsites "$db" handler_alloc); do
+			st=$(stack_of "$db" "$cs")
+			assert_eq "handler_alloc on_alarm" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
+				"handler_alloc's stack (callsite $cs)"
+			printf '%s\n' "$st" | grep -qx main ||
+				t_fail "handler_alloc's stack (callsite $cs) does not reach main through the signal frame: $(printf '%s' "$st" | tr '\n' ' ')"
+		done
+		for cs in $(leaf_callsites "$db" usr2_alloc); do
+			st=$(stack_of "$db" "$cs")
+			assert_eq "usr2_alloc on_usr2" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
+				"usr2_alloc's stack (callsite $cs)"
+			printf '%s\n' "$st" | grep -qx main_loop ||
+				t_fail "usr2_alloc's stack (callsite $cs) does not reach main_loop through the signal frame: $(printf '%s' "$st" | tr '\n' ' ')"
+		done
+	fi
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "thread_churn: 200 short-lived threads, TLS destructors, exact"
+if run_both thread_churn 11 -i 1 -- "$PROGS/thread_churn"; then
+	db="$T_DIR/thread_churn.db"
+	# churn_alloc: 200 threads x 100 x malloc(64), 90 freed per thread:
+	# 20000, 1280000; live 2000, 128000.
+	check_views "$db" churn_alloc 20000 1280000 2000 128000
+	# tls_value_alloc: 200 x malloc(32), freed by the key destructor.
+	check_views "$db" tls_value_alloc 200 6400 0 0
+	# tls_dtor_alloc: in the destructor at thread exit, 200 x malloc(48), freed.
+	check_views "$db" tls_dtor_alloc 200 9600 0 0
+fi
+
+# ---------------------------------------------------------------------------
+# The same programs at the default interval and with frame-pointer
+# unwinding: they must still run unchanged.
+for prog in forker:5 execer:6 vforker:8 sighandler:10 thread_churn:11; do
+	name=${prog%%:*}
+	want=${prog##*:}
+	t_begin "$name at the default interval: runs unchanged"
+	run_both "$name-default" "$want" -- "$PROGS/$name" >/dev/null
+	t_begin "$name -i 1 --unwind fp: runs unchanged"
+	run_both "$name-fp" "$want" -i 1 --unwind fp -- "$PROGS/$name" >/dev/null
+done
+
+# ---------------------------------------------------------------------------
+t_begin "a program killed by a signal: heapprof record exits 128+signal"
+for sig in TERM:143 HUP:129; do
+	s=${sig%%:*}
+	want=${sig##*:}
+	hp_record "killed-$s" -o "$T_DIR/killed-$s.db" -- /bin/sh -c "kill -$s \$\$"
+	assert_eq "$want" "$REC_RC" "exit status for SIG$s" || show_err "killed-$s"
+	if db_valid "$T_DIR/killed-$s.db"; then
+		assert_eq "$want" "$(sqlq "$T_DIR/killed-$s.db" "SELECT exit_status FROM heapprof_process;")" \
+			"heapprof_process.exit_status for SIG$s"
+	fi
+done
+
+t_summary

@@ -1,0 +1,164 @@
+/*
+ * The Poisson sampler: the charged bytes must be an unbiased estimate of
+ * the allocated bytes with the spread the maths predicts (docs/SAMPLING.md),
+ * the object-count estimate must be unbiased, and allocations at or above
+ * the interval must be charged exactly.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "unit.h"
+
+/* The sampler is internal to the client library; test it in place. */
+#include "../../src/client/sampler.c"
+#include "../../src/client/recorder.c"
+
+struct client_state hp_client;
+__thread struct client_tls hp_tls;
+_Atomic int hp_active;
+/* recorder.c needs these; the sampler tests never reach them. */
+uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
+			bool *truncated)
+{
+	return 0;
+}
+void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
+{
+}
+void client_stop(uint32_t reason)
+{
+}
+
+/* Charge for one allocation, as client_on_alloc computes it. */
+static uint64_t charge_of(size_t size, bool *sampled, bool *exact)
+{
+	*exact = size >= hp_client.exact_from;
+	if (*exact) {
+		*sampled = true;
+		return size;
+	}
+	hp_tls.bytes_left -= (int64_t)size;
+	if (hp_tls.bytes_left > 0) {
+		*sampled = false;
+		return 0;
+	}
+	uint64_t c = sampler_slow(&hp_tls, size);
+	*sampled = c != 0;
+	return c;
+}
+
+static void set_interval(uint64_t i)
+{
+	hp_client.interval = i;
+	hp_client.exact_from = i == 1 ? 0 : i;
+	hp_tls = (struct client_tls){0};
+}
+
+/* Runs `trials` independent streams of n allocations of `size` bytes and
+ * checks the mean and spread of the byte and object estimates. */
+static void check_stream(uint64_t interval, size_t size, unsigned n,
+			 unsigned trials)
+{
+	set_interval(interval);
+	double bytes = (double)size * n;
+	double sum = 0, sumsq = 0, objsum = 0;
+	for (unsigned t = 0; t < trials; t++) {
+		hp_tls = (struct client_tls){0};
+		double est = 0, obj = 0;
+		for (unsigned i = 0; i < n; i++) {
+			bool sampled, exact;
+			uint64_t c = charge_of(size, &sampled, &exact);
+			est += (double)c;
+			if (sampled)
+				obj += (double)recorder_objects_fp(size, exact) /
+				       HP_OBJ_FP_ONE;
+		}
+		sum += est;
+		sumsq += est * est;
+		objsum += obj;
+	}
+	double mean = sum / trials;
+	double var = sumsq / trials - mean * mean;
+	/* Sample points form a Poisson process of rate 1/interval over the
+	 * byte stream: the charge is interval * Poisson(bytes / interval),
+	 * variance interval * bytes. */
+	double sd_theory = sqrt((double)interval * bytes);
+	double se_mean = sd_theory / sqrt((double)trials);
+	if (fabs(mean - bytes) > 4 * se_mean)
+		fprintf(stderr, "mean %.0f vs %.0f (4 se = %.0f)\n", mean,
+			bytes, 4 * se_mean);
+	CHECK(fabs(mean - bytes) <= 4 * se_mean);
+	double sd = sqrt(var > 0 ? var : 0);
+	if (fabs(sd - sd_theory) > 0.1 * sd_theory)
+		fprintf(stderr, "sd %.0f vs theory %.0f\n", sd, sd_theory);
+	CHECK(fabs(sd - sd_theory) <= 0.1 * sd_theory);
+	/* Object estimate: mean count within 3% of n (it has its own spread,
+	 * far smaller than 3% at these trial counts). */
+	double objmean = objsum / trials;
+	if (fabs(objmean - n) > 0.03 * n)
+		fprintf(stderr, "objects %.1f vs %u\n", objmean, n);
+	CHECK(fabs(objmean - n) <= 0.03 * n);
+}
+
+static void test_small_allocations(void)
+{
+	check_stream(4096, 100, 10000, 2000);
+}
+
+static void test_mid_allocations(void)
+{
+	check_stream(4096, 1500, 2000, 2000);
+}
+
+static void test_other_interval(void)
+{
+	check_stream(65536, 512, 20000, 1000);
+}
+
+static void test_large_is_exact(void)
+{
+	set_interval(4096);
+	bool sampled, exact;
+	CHECK_EQ_U64(charge_of(4096, &sampled, &exact), 4096);
+	CHECK(sampled && exact);
+	CHECK_EQ_U64(charge_of(1 << 20, &sampled, &exact), 1 << 20);
+	CHECK_EQ_U64(recorder_objects_fp(1 << 20, true), HP_OBJ_FP_ONE);
+}
+
+static void test_interval_one_records_everything(void)
+{
+	set_interval(1);
+	for (size_t s = 0; s < 100; s++) {
+		bool sampled, exact;
+		CHECK_EQ_U64(charge_of(s, &sampled, &exact), s);
+		CHECK(sampled && exact);
+	}
+}
+
+static void test_charge_is_multiple_of_interval(void)
+{
+	set_interval(4096);
+	for (int i = 0; i < 100000; i++) {
+		bool sampled, exact;
+		uint64_t c = charge_of(300, &sampled, &exact);
+		CHECK(c % 4096 == 0);
+		if (c % 4096)
+			break;
+	}
+}
+
+int main(void)
+{
+	static const struct unit_test tests[] = {
+		{"small_allocations", test_small_allocations},
+		{"mid_allocations", test_mid_allocations},
+		{"other_interval", test_other_interval},
+		{"large_is_exact", test_large_is_exact},
+		{"interval_one_records_everything",
+		 test_interval_one_records_everything},
+		{"charge_is_multiple_of_interval",
+		 test_charge_is_multiple_of_interval},
+		{NULL, NULL},
+	};
+	return unit_main("sampler", tests);
+}
