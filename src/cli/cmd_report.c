@@ -27,15 +27,15 @@
 enum view { V_SPACE, V_ALLOC_SPACE, V_OBJECTS, V_ALLOC_OBJECTS, V_COUNT };
 
 static const char *const view_names[V_COUNT] = {"space", "alloc_space",
-						"objects", "alloc_objects"};
+                                                "objects", "alloc_objects"};
 static const char *const view_help[V_COUNT] = {
-	"allocated and not freed at the dump",
-	"allocated since the start, freed or not",
-	"objects allocated and not freed at the dump",
-	"objects allocated since the start, freed or not",
+        "allocated and not freed at the dump",
+        "allocated since the start, freed or not",
+        "objects allocated and not freed at the dump",
+        "objects allocated since the start, freed or not",
 };
 
-#define PATH_FRAMES 4 /* callers shown under a top self entry */
+#define PATH_FRAMES 4  /* callers shown under a top self entry */
 #define NAME_MAX_W  60 /* function names are cut to this width in tables */
 
 struct report_opts {
@@ -117,7 +117,7 @@ static int parse_long(const char *s, long *out)
 
 /* Value of option `name` at argv[*i] ("--x V" or "--x=V"); NULL if not it. */
 static const char *opt_value(int argc, char **argv, int *i, const char *name,
-			     int *missing)
+                             int *missing)
 {
 	size_t n = strlen(name);
 	const char *a = argv[*i];
@@ -142,8 +142,10 @@ static int parse_view(const char *v, enum view *out)
 			*out = (enum view)i;
 			return 0;
 		}
-	hp_err(SUBSYS, "invalid --view '%s' (want space, alloc_space, objects "
-	       "or alloc_objects)", v);
+	hp_err(SUBSYS,
+	       "invalid --view '%s' (want space, alloc_space, objects "
+	       "or alloc_objects)",
+	       v);
 	return -1;
 }
 
@@ -157,16 +159,20 @@ static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
 		return parse_view(v, &o->view);
 	if ((v = opt_value(argc, argv, i, "--top", &missing))) {
 		if (parse_long(v, &o->top) < 0 || o->top < 1) {
-			hp_err(SUBSYS, "invalid --top '%s' (want a positive "
-			       "number)", v);
+			hp_err(SUBSYS,
+			       "invalid --top '%s' (want a positive "
+			       "number)",
+			       v);
 			return -1;
 		}
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "--dump", &missing))) {
 		if (parse_long(v, &o->dump) < 0 || o->dump == 0) {
-			hp_err(SUBSYS, "invalid --dump '%s' (want 1 for the "
-			       "first dump, -1 for the last)", v);
+			hp_err(SUBSYS,
+			       "invalid --dump '%s' (want 1 for the "
+			       "first dump, -1 for the last)",
+			       v);
 			return -1;
 		}
 		return 0;
@@ -308,9 +314,9 @@ static int64_t stat_get(sqlite3 *db, int64_t upid, const char *name)
 	int64_t v = 0;
 
 	if (sqlite3_prepare_v2(db,
-			       "SELECT value FROM heapprof_process_stats"
-			       " WHERE upid = ? AND name = ?",
-			       -1, &st, NULL) == SQLITE_OK) {
+	                       "SELECT value FROM heapprof_process_stats"
+	                       " WHERE upid = ? AND name = ?",
+	                       -1, &st, NULL) == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, upid);
 		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) == SQLITE_ROW)
@@ -322,13 +328,13 @@ static int64_t stat_get(sqlite3 *db, int64_t upid, const char *name)
 
 /* Pick the dump opts->dump of process upid.  0, or -1 (message printed). */
 static int select_dump(sqlite3 *db, const struct proc_info *p,
-		       const struct report_opts *o, struct dump_sel *d)
+                       const struct report_opts *o, struct dump_sel *d)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = sqlite3_prepare_v2(db,
-				    "SELECT ts, reason FROM heapprof_dump"
-				    " WHERE upid = ? ORDER BY ts, id",
-				    -1, &st, NULL);
+	                            "SELECT ts, reason FROM heapprof_dump"
+	                            " WHERE upid = ? ORDER BY ts, id",
+	                            -1, &st, NULL);
 	memset(d, 0, sizeof(*d));
 	if (rc != SQLITE_OK) {
 		hp_err(SUBSYS, "reading dumps: %s", sqlite3_errmsg(db));
@@ -340,9 +346,10 @@ static int select_dump(sqlite3 *db, const struct proc_info *p,
 	long want = o->dump ? o->dump : -1;
 	long idx = want > 0 ? want : (long)d->count + 1 + want;
 	if (d->count && (idx < 1 || (size_t)idx > d->count)) {
-		hp_err(SUBSYS, "process %ld has %zu dump%s; --dump %ld is out "
-		       "of range", p->pid, d->count, d->count == 1 ? "" : "s",
-		       o->dump);
+		hp_err(SUBSYS,
+		       "process %ld has %zu dump%s; --dump %ld is out "
+		       "of range",
+		       p->pid, d->count, d->count == 1 ? "" : "s", o->dump);
 		sqlite3_finalize(st);
 		return -1;
 	}
@@ -354,7 +361,7 @@ static int select_dump(sqlite3 *db, const struct proc_info *p,
 		d->index = (size_t)i;
 		d->ts = sqlite3_column_int64(st, 0);
 		snprintf(d->reason, sizeof(d->reason), "%s",
-			 r ? (const char *)r : "");
+		         r ? (const char *)r : "");
 		break;
 	}
 	sqlite3_finalize(st);
@@ -363,18 +370,18 @@ static int select_dump(sqlite3 *db, const struct proc_info *p,
 
 /* Values per leaf callsite of heap at the dump.  Count or -1. */
 static ssize_t load_leaves(sqlite3 *db, int64_t upid, int64_t ts,
-			   const char *heap, struct leaf **out)
+                           const char *heap, struct leaf **out)
 {
 	sqlite3_stmt *st = NULL;
 	size_t n = 0, cap = 0;
 	struct leaf *a = NULL;
 	int rc = sqlite3_prepare_v2(
-		db,
-		"SELECT callsite_id, sum(size), sum(max(size, 0)), sum(count),"
-		" sum(max(count, 0)) FROM heap_profile_allocation"
-		" WHERE upid = ? AND ts <= ? AND heap_name = ?"
-		" GROUP BY callsite_id",
-		-1, &st, NULL);
+	        db,
+	        "SELECT callsite_id, sum(size), sum(max(size, 0)), sum(count),"
+	        " sum(max(count, 0)) FROM heap_profile_allocation"
+	        " WHERE upid = ? AND ts <= ? AND heap_name = ?"
+	        " GROUP BY callsite_id",
+	        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, upid);
 		sqlite3_bind_int64(st, 2, ts);
@@ -400,7 +407,7 @@ static ssize_t load_leaves(sqlite3 *db, int64_t upid, int64_t ts,
 	if (rc != SQLITE_DONE) {
 		hp_err(SUBSYS, "reading allocations: %s",
 		       rc == SQLITE_NOMEM ? "out of memory"
-					  : sqlite3_errmsg(db));
+		                          : sqlite3_errmsg(db));
 		free(a);
 		return -1;
 	}
@@ -418,7 +425,7 @@ static void agg_free(struct agg *g)
 
 /* The function of frame_id, added to g if new; NULL if out of memory. */
 static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
-			 int64_t frame_id)
+                         int64_t frame_id)
 {
 	const struct rd_frame *f = rd_frame_get(s, frame_id);
 	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
@@ -429,7 +436,7 @@ static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
 	/* Named frames group by (name, module); unnamed ones by frame. */
 	if (f && f->name)
 		klen = snprintf(key, sizeof(key), "N%s%c%s", f->name, 0,
-				module);
+		                module);
 	else
 		klen = snprintf(key, sizeof(key), "F%" PRId64, frame_id);
 	if (klen < 0 || (size_t)klen >= sizeof(key))
@@ -457,7 +464,7 @@ static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
 
 /* Charge one stack's value to its leaf (self) and every function on it. */
 static int agg_stack(struct agg *g, const struct rd_stacks *s,
-		     const struct leaf *l, int64_t value, size_t stamp)
+                     const struct leaf *l, int64_t value, size_t stamp)
 {
 	const struct rd_callsite *c = rd_callsite_get(s, l->callsite);
 
@@ -484,7 +491,7 @@ static int agg_stack(struct agg *g, const struct rd_stacks *s,
 }
 
 static int agg_build(struct agg *g, const struct rd_stacks *s,
-		     const struct leaf *leaves, size_t n, enum view v)
+                     const struct leaf *leaves, size_t n, enum view v)
 {
 	memset(g, 0, sizeof(*g));
 	hmap_init(&g->idx);
@@ -549,17 +556,17 @@ static void print_path(const struct rd_stacks *s, const struct fn *fn)
 	int shown = 0, depth = 0;
 
 	if (fn->nstacks > 1)
-		printf("        (from %zu call stacks; the largest:)\n",
+		printf("         (%zu call stacks; the largest:)\n",
 		       fn->nstacks);
 	c = c && c->parent ? rd_callsite_get(s, c->parent) : NULL;
 	for (; c && depth < RD_MAX_DEPTH; depth++) {
 		if (shown < PATH_FRAMES) {
 			const struct rd_frame *f = rd_frame_get(s, c->frame);
 			const struct rd_mapping *m =
-				f ? rd_mapping_get(s, f->mapping) : NULL;
+			        f ? rd_mapping_get(s, f->mapping) : NULL;
 			fn_label(label, sizeof(label), f ? f->name : NULL,
-				 f ? f->rel_pc : 0);
-			fputs("        <- ", stdout);
+			         f ? f->rel_pc : 0);
+			fputs("         <- ", stdout);
 			put_cut(label, 90, 0);
 			printf("  (%s)\n", basename_of(m ? m->name : NULL));
 			shown++;
@@ -567,44 +574,67 @@ static void print_path(const struct rd_stacks *s, const struct fn *fn)
 		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
 	}
 	if (depth > shown)
-		printf("        <- ... %d more frame%s\n", depth - shown,
+		printf("         <- ... %d more frame%s\n", depth - shown,
 		       depth - shown == 1 ? "" : "s");
 }
 
+/* Widths of the value and function columns for the first `rows` entries. */
+static void top_widths(const struct agg *g, const size_t *order, size_t rows,
+                       enum view v, int self, int *val_w, int *fn_w)
+{
+	char val[HP_FMT_BYTES_MAX], label[256];
+
+	*val_w = (int)strlen(view_names[v]);
+	*fn_w = (int)strlen("function");
+	for (size_t i = 0; i < rows; i++) {
+		const struct fn *fn = &g->fns[order[i]];
+		int w = (int)strlen(fmt_value(val, sizeof(val), v,
+		                              self ? fn->self : fn->incl));
+		*val_w = w > *val_w ? w : *val_w;
+		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
+		w = (int)strlen(label);
+		*fn_w = w > *fn_w ? w : *fn_w;
+	}
+	*fn_w = *fn_w > NAME_MAX_W ? NAME_MAX_W : *fn_w;
+}
+
 static void print_top(const struct rd_stacks *s, const struct agg *g,
-		      enum view v, int64_t total, long top, int self)
+                      enum view v, int64_t total, long top, int self)
 {
 	size_t n = 0;
 	size_t *order = agg_order(g, self, &n);
 	char val[HP_FMT_BYTES_MAX], pct[16], label[256];
+	int val_w, fn_w;
 
 	if (!order) {
 		hp_err(SUBSYS, "out of memory");
 		return;
 	}
-	printf("\n  Top %ld functions by %s %s%s:\n", top,
-	       self ? "self" : "inclusive", view_names[v],
+	size_t rows = n < (size_t)top ? n : (size_t)top;
+	printf("\n  Top %ld by %s %s%s:\n", top, self ? "self" : "inclusive",
+	       view_names[v],
 	       self ? " (the function that called the allocator)"
-		    : " (anywhere on the stack)");
+	            : " (the function anywhere on the stack)");
+	top_widths(g, order, rows, v, self, &val_w, &fn_w);
 	if (n == 0)
 		printf("    (none)\n");
 	else
-		printf("    %3s  %-24s %7s  %-*s  %s\n", "#", view_names[v], "%",
-		       NAME_MAX_W, "function", "module");
-	for (size_t i = 0; i < n && i < (size_t)top; i++) {
+		printf("    %3s  %*s  %6s  %-*s  %s\n", "#", val_w,
+		       view_names[v], "%", fn_w, "function", "module");
+	for (size_t i = 0; i < rows; i++) {
 		const struct fn *fn = &g->fns[order[i]];
 		int64_t x = self ? fn->self : fn->incl;
 		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
-		printf("    %3zu  %-24s %7s  ", i + 1,
+		printf("    %3zu  %*s  %6s  ", i + 1, val_w,
 		       fmt_value(val, sizeof(val), v, x),
 		       fmt_pct(pct, sizeof(pct), x, total));
-		put_cut(label, NAME_MAX_W, 1);
+		put_cut(label, fn_w, 1);
 		printf("  %s\n", basename_of(fn->module));
 		if (self)
 			print_path(s, fn);
 	}
-	if (n > (size_t)top)
-		printf("    ... %zu more\n", n - (size_t)top);
+	if (n > rows)
+		printf("    ... %zu more\n", n - rows);
 	free(order);
 }
 
@@ -623,16 +653,16 @@ static void print_counter_warnings(sqlite3 *db, const struct proc_info *p)
 		       "--shmem-size\n",
 		       full,
 		       hp_fmt_bytes(b, sizeof(b),
-				    stat_get(db, p->upid,
-					     "stack_table_full_bytes")));
+		                    stat_get(db, p->upid,
+		                             "stack_table_full_bytes")));
 	if (live)
 		printf("  warning: %" PRId64 " samples (%s) could not be "
 		       "tracked until freed (live table full): space and "
 		       "objects overstate live memory\n",
 		       live,
-		       hp_fmt_bytes(b, sizeof(b),
-				    stat_get(db, p->upid,
-					     "live_table_full_bytes")));
+		       hp_fmt_bytes(
+		               b, sizeof(b),
+		               stat_get(db, p->upid, "live_table_full_bytes")));
 	if (mods)
 		printf("  warning: %" PRId64 " loaded modules did not fit in "
 		       "the module table: their frames are [unknown]\n",
@@ -672,8 +702,8 @@ static void print_process_header(sqlite3 *db, const struct proc_info *p)
 		       p->interval);
 	printf(", unwind %s, max %" PRId64 " frames\n",
 	       p->unwind[0] ? p->unwind : "?", p->max_frames);
-	printf("  recorded       %s", p->from_startup ? "from startup"
-						      : "attached while running");
+	printf("  recorded       %s",
+	       p->from_startup ? "from startup" : "attached while running");
 	if (p->has_end)
 		printf(", %.3f s (boot time %.3f s to %.3f s)\n",
 		       secs(p->end_ts - p->start_ts), secs(p->start_ts),
@@ -717,18 +747,18 @@ struct heap_totals {
 
 /* Heaps with rows up to ts, libc.malloc first, with their totals. */
 static ssize_t load_heaps(sqlite3 *db, int64_t upid, int64_t ts,
-			  struct heap_totals **out)
+                          struct heap_totals **out)
 {
 	sqlite3_stmt *st = NULL;
 	struct heap_totals *h = NULL;
 	size_t n = 0;
 	int rc = sqlite3_prepare_v2(
-		db,
-		"SELECT heap_name, sum(size), sum(max(size, 0)), sum(count),"
-		" sum(max(count, 0)) FROM heap_profile_allocation"
-		" WHERE upid = ? AND ts <= ? GROUP BY heap_name"
-		" ORDER BY heap_name != 'libc.malloc', heap_name",
-		-1, &st, NULL);
+	        db,
+	        "SELECT heap_name, sum(size), sum(max(size, 0)), sum(count),"
+	        " sum(max(count, 0)) FROM heap_profile_allocation"
+	        " WHERE upid = ? AND ts <= ? GROUP BY heap_name"
+	        " ORDER BY heap_name != 'libc.malloc', heap_name",
+	        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, upid);
 		sqlite3_bind_int64(st, 2, ts);
@@ -750,7 +780,7 @@ static ssize_t load_heaps(sqlite3 *db, int64_t upid, int64_t ts,
 	if (rc != SQLITE_DONE) {
 		hp_err(SUBSYS, "reading allocations: %s",
 		       rc == SQLITE_NOMEM ? "out of memory"
-					  : sqlite3_errmsg(db));
+		                          : sqlite3_errmsg(db));
 		for (size_t i = 0; i < n; i++)
 			free(h[i].name);
 		free(h);
@@ -761,9 +791,8 @@ static ssize_t load_heaps(sqlite3 *db, int64_t upid, int64_t ts,
 }
 
 static int report_heap(sqlite3 *db, const struct rd_stacks *s,
-		       const struct proc_info *p, const struct dump_sel *d,
-		       const struct heap_totals *h,
-		       const struct report_opts *o)
+                       const struct proc_info *p, const struct dump_sel *d,
+                       const struct heap_totals *h, const struct report_opts *o)
 {
 	struct leaf *leaves = NULL;
 	struct agg g;
@@ -773,7 +802,7 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
 		return -1;
 	int err = agg_build(&g, s, leaves, (size_t)n, o->view);
 	if (!err) {
-		printf("\n  Heap %s, view %s (%s):", h->name,
+		printf("\n  Heap %s, view %s: %s\n", h->name,
 		       view_names[o->view], view_help[o->view]);
 		print_top(s, &g, o->view, h->t[o->view], o->top, 1);
 		print_top(s, &g, o->view, h->t[o->view], o->top, 0);
@@ -784,8 +813,8 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
 }
 
 static int report_process(sqlite3 *db, const struct rd_stacks *s,
-			  const struct proc_info *p,
-			  const struct report_opts *o)
+                          const struct proc_info *p,
+                          const struct report_opts *o)
 {
 	struct dump_sel d;
 	struct heap_totals *heaps = NULL;
@@ -803,8 +832,8 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	       d.count, d.index, secs(d.ts - p->start_ts),
 	       d.reason[0] ? d.reason : "?",
 	       d.index == d.count && p->has_exit
-		       ? "; space still allocated at exit = leaks"
-		       : "");
+	               ? "; space still allocated at exit = leaks"
+	               : "");
 	ssize_t nheaps = load_heaps(db, p->upid, d.ts, &heaps);
 	if (nheaps < 0)
 		return -1;
@@ -822,19 +851,19 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 }
 
 static int report_all(sqlite3 *db, const struct rd_stacks *s,
-		      const struct report_opts *o)
+                      const struct report_opts *o)
 {
 	sqlite3_stmt *st = NULL;
 	int nproc = 0, err = 0;
 	int rc = sqlite3_prepare_v2(
-		db,
-		"SELECT p.upid, p.pid, p.name, p.cmdline, p.start_ts,"
-		" p.end_ts, h.sampling_interval, h.unwind, h.max_frames,"
-		" h.from_startup, h.rejected_concurrent, h.disconnected,"
-		" h.exit_status, h.stop_reason FROM process p"
-		" LEFT JOIN heapprof_process h ON h.upid = p.upid"
-		" WHERE ?1 = 0 OR p.pid = ?2 ORDER BY p.upid",
-		-1, &st, NULL);
+	        db,
+	        "SELECT p.upid, p.pid, p.name, p.cmdline, p.start_ts,"
+	        " p.end_ts, h.sampling_interval, h.unwind, h.max_frames,"
+	        " h.from_startup, h.rejected_concurrent, h.disconnected,"
+	        " h.exit_status, h.stop_reason FROM process p"
+	        " LEFT JOIN heapprof_process h ON h.upid = p.upid"
+	        " WHERE ?1 = 0 OR p.pid = ?2 ORDER BY p.upid",
+	        -1, &st, NULL);
 	if (rc != SQLITE_OK) {
 		hp_err(SUBSYS, "reading processes: %s", sqlite3_errmsg(db));
 		return -1;

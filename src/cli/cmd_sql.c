@@ -73,7 +73,7 @@ static int parse_args(int argc, char **argv, struct sql_opts *o)
 		} else if (!no_more_opts && !strcmp(a, "--csv")) {
 			o->csv = 1;
 		} else if (!no_more_opts &&
-			   (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
+		           (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
 			sql_usage(stdout);
 			return 1;
 		} else if (!no_more_opts && looks_like_option(a)) {
@@ -86,8 +86,10 @@ static int parse_args(int argc, char **argv, struct sql_opts *o)
 			o->query = a;
 			npos++;
 		} else {
-			hp_err(SUBSYS, "unexpected argument '%s' (quote the "
-			       "query as one argument)", a);
+			hp_err(SUBSYS,
+			       "unexpected argument '%s' (quote the "
+			       "query as one argument)",
+			       a);
 			return 2;
 		}
 	}
@@ -118,7 +120,7 @@ static char *read_stdin(void)
 		if (n == 0) {
 			if (ferror(stdin)) {
 				hp_err(SUBSYS, "reading the query from stdin "
-				       "failed");
+				               "failed");
 				free(buf);
 				return NULL;
 			}
@@ -166,7 +168,7 @@ static char *cell_text(sqlite3_stmt *st, int col, int *oom)
 		return NULL;
 	case SQLITE_BLOB:
 		s = blob_text(sqlite3_column_blob(st, col),
-			      sqlite3_column_bytes(st, col));
+		              sqlite3_column_bytes(st, col));
 		break;
 	default:
 		s = strdup((const char *)sqlite3_column_text(st, col));
@@ -223,8 +225,8 @@ static int table_push(struct table *t, sqlite3_stmt *st)
 		if (type == SQLITE_NULL)
 			continue;
 		int num = type == SQLITE_INTEGER || type == SQLITE_FLOAT;
-		t->numeric[c] = t->numeric[c] == -1 ? num
-						    : (t->numeric[c] && num);
+		t->numeric[c] =
+		        t->numeric[c] == -1 ? num : (t->numeric[c] && num);
 	}
 	return oom ? -1 : 0;
 }
@@ -279,7 +281,7 @@ static void print_table(const struct table *t)
 				fputs("  ", stdout);
 			/* No trailing blanks after a left-aligned last cell. */
 			put_cell(s ? s : "NULL", last && !right ? 0 : width[c],
-				 right);
+			         right);
 		}
 		putchar('\n');
 		if (r == 0) {
@@ -327,8 +329,7 @@ static void print_csv(const struct table *t)
 }
 
 /* Step st to the end, printing its rows if it has columns.  0 or -1. */
-static int run_statement(sqlite3 *db, sqlite3_stmt *st, int csv,
-			 int *printed)
+static int run_statement(sqlite3 *db, sqlite3_stmt *st, int csv, int *printed)
 {
 	struct table t;
 	int rc;
@@ -404,7 +405,8 @@ int cmd_sql(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : 2;
 	if (!o.query && isatty(STDIN_FILENO)) {
-		hp_err(SUBSYS, "no QUERY given, and the interactive shell is "
+		hp_err(SUBSYS,
+		       "no QUERY given, and the interactive shell is "
 		       "not available yet: pass a query or pipe one on stdin");
 		return 2;
 	}

@@ -18,9 +18,9 @@ static int check_tables(sqlite3 *db, const char *path, const char *subsys)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = sqlite3_prepare_v2(db,
-				    "SELECT count(*) FROM sqlite_master"
-				    " WHERE type = 'table' AND name = ?",
-				    -1, &st, NULL);
+	                            "SELECT count(*) FROM sqlite_master"
+	                            " WHERE type = 'table' AND name = ?",
+	                            -1, &st, NULL);
 	if (rc != SQLITE_OK) {
 		if ((rc & 0xff) == SQLITE_NOTADB)
 			hp_err(subsys, "%s: not a SQLite database", path);
@@ -31,13 +31,14 @@ static int check_tables(sqlite3 *db, const char *path, const char *subsys)
 	}
 	for (size_t i = 0; profile_required_tables[i]; i++) {
 		sqlite3_bind_text(st, 1, profile_required_tables[i], -1,
-				  SQLITE_STATIC);
+		                  SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		int found = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
 		sqlite3_reset(st);
 		if (!found) {
-			hp_err(subsys, "%s: not a heapprof profile (no %s table)",
-			       path, profile_required_tables[i]);
+			hp_err(subsys,
+			       "%s: not a heapprof profile (no %s table)", path,
+			       profile_required_tables[i]);
 			sqlite3_finalize(st);
 			return -EINVAL;
 		}
@@ -52,9 +53,9 @@ static int check_version(sqlite3 *db, const char *path, const char *subsys)
 	int version = PROFILE_FORMAT_VERSION;
 
 	if (sqlite3_prepare_v2(db,
-			       "SELECT value FROM heapprof_meta"
-			       " WHERE key = 'format_version'",
-			       -1, &st, NULL) == SQLITE_OK &&
+	                       "SELECT value FROM heapprof_meta"
+	                       " WHERE key = 'format_version'",
+	                       -1, &st, NULL) == SQLITE_OK &&
 	    sqlite3_step(st) == SQLITE_ROW)
 		version = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
@@ -124,7 +125,7 @@ static int load_mappings(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct rd_mapping *a =
-			grow(s->mappings, &cap, s->nmappings, sizeof(*a));
+		        grow(s->mappings, &cap, s->nmappings, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->mappings = a;
@@ -147,7 +148,7 @@ static int load_frames(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct rd_frame *a =
-			grow(s->frames, &cap, s->nframes, sizeof(*a));
+		        grow(s->frames, &cap, s->nframes, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->frames = a;
@@ -167,7 +168,7 @@ static int load_callsites(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct rd_callsite *a =
-			grow(s->callsites, &cap, s->ncallsites, sizeof(*a));
+		        grow(s->callsites, &cap, s->ncallsites, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->callsites = a;
@@ -183,7 +184,7 @@ static int load_callsites(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
 typedef int (*loader_fn)(sqlite3 *, struct rd_stacks *, sqlite3_stmt *);
 
 static int run_loader(sqlite3 *db, const char *subsys, const char *sql,
-		      loader_fn fn, struct rd_stacks *s)
+                      loader_fn fn, struct rd_stacks *s)
 {
 	sqlite3_stmt *st = NULL;
 	int err = -EIO;
@@ -202,19 +203,19 @@ int reader_load_stacks(sqlite3 *db, const char *subsys, struct rd_stacks *s)
 {
 	memset(s, 0, sizeof(*s));
 	int err = run_loader(db, subsys,
-			     "SELECT id, name, build_id FROM"
-			     " stack_profile_mapping ORDER BY id",
-			     load_mappings, s);
+	                     "SELECT id, name, build_id FROM"
+	                     " stack_profile_mapping ORDER BY id",
+	                     load_mappings, s);
 	if (!err)
 		err = run_loader(db, subsys,
-				 "SELECT id, mapping, rel_pc, name FROM"
-				 " stack_profile_frame ORDER BY id",
-				 load_frames, s);
+		                 "SELECT id, mapping, rel_pc, name FROM"
+		                 " stack_profile_frame ORDER BY id",
+		                 load_frames, s);
 	if (!err)
 		err = run_loader(db, subsys,
-				 "SELECT id, parent_id, frame_id, depth FROM"
-				 " stack_profile_callsite ORDER BY id",
-				 load_callsites, s);
+		                 "SELECT id, parent_id, frame_id, depth FROM"
+		                 " stack_profile_callsite ORDER BY id",
+		                 load_callsites, s);
 	if (err)
 		reader_free_stacks(s);
 	return err;
@@ -260,8 +261,7 @@ const struct rd_frame *rd_frame_get(const struct rd_stacks *s, int64_t id)
 	FIND_BY_ID(s->frames, s->nframes, id);
 }
 
-const struct rd_callsite *rd_callsite_get(const struct rd_stacks *s,
-					  int64_t id)
+const struct rd_callsite *rd_callsite_get(const struct rd_stacks *s, int64_t id)
 {
 	FIND_BY_ID(s->callsites, s->ncallsites, id);
 }

@@ -55,11 +55,10 @@ struct rd_stacks {
 int reader_load_stacks(sqlite3 *db, const char *subsys, struct rd_stacks *s);
 void reader_free_stacks(struct rd_stacks *s);
 
-const struct rd_mapping *rd_mapping_get(const struct rd_stacks *s,
-					int64_t id);
+const struct rd_mapping *rd_mapping_get(const struct rd_stacks *s, int64_t id);
 const struct rd_frame *rd_frame_get(const struct rd_stacks *s, int64_t id);
 const struct rd_callsite *rd_callsite_get(const struct rd_stacks *s,
-					  int64_t id);
+                                          int64_t id);
 
 /* Longest caller chain followed; guards against loops in a bad file. */
 #define RD_MAX_DEPTH 4096

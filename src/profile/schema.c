@@ -9,51 +9,51 @@
 #include "profile/schema.h"
 
 const char profile_schema_sql[] =
-	"CREATE TABLE heapprof_meta(key TEXT PRIMARY KEY, value TEXT);\n"
-	"CREATE TABLE stack_profile_mapping(id INTEGER PRIMARY KEY, type TEXT,"
-	" build_id TEXT, exact_offset INT, start_offset INT, start INT,"
-	" \"end\" INT, load_bias INT, name TEXT);\n"
-	"CREATE TABLE stack_profile_frame(id INTEGER PRIMARY KEY, type TEXT,"
-	" name TEXT, mapping INT, rel_pc INT, symbol_set_id INT,"
-	" deobfuscated_name TEXT, system_name TEXT);\n"
-	"CREATE TABLE stack_profile_callsite(id INTEGER PRIMARY KEY, type TEXT,"
-	" depth INT, parent_id INT, frame_id INT);\n"
-	"CREATE TABLE stack_profile_symbol(id INTEGER PRIMARY KEY, type TEXT,"
-	" symbol_set_id INT, name TEXT, source_file TEXT, line_number INT);\n"
-	"CREATE TABLE heap_profile_allocation(id INTEGER PRIMARY KEY,"
-	" type TEXT, ts INT, upid INT, heap_name TEXT, callsite_id INT,"
-	" count INT, size INT);\n"
-	"CREATE TABLE process(upid INTEGER PRIMARY KEY, pid INT, name TEXT,"
-	" cmdline TEXT, start_ts INT, end_ts INT);\n"
-	"CREATE TABLE heapprof_process(upid INTEGER PRIMARY KEY,"
-	" sampling_interval INT, unwind TEXT, max_frames INT, shmem_size INT,"
-	" from_startup INT, rejected_concurrent INT, disconnected INT,"
-	" exit_status INT, client_state INT, stop_reason INT);\n"
-	"CREATE TABLE heapprof_process_stats(upid INT, name TEXT, value INT);\n"
-	"CREATE TABLE heapprof_heap(upid INT, heap_id INT, name TEXT,"
-	" sampling_interval INT, PRIMARY KEY(upid, heap_id));\n"
-	"CREATE TABLE heapprof_dump(id INTEGER PRIMARY KEY, ts INT, upid INT,"
-	" reason TEXT);\n"
-	"CREATE INDEX heap_profile_allocation_upid_ts"
-	" ON heap_profile_allocation(upid, ts);\n"
-	"CREATE INDEX heap_profile_allocation_callsite"
-	" ON heap_profile_allocation(callsite_id);\n"
-	"CREATE INDEX stack_profile_callsite_parent"
-	" ON stack_profile_callsite(parent_id);\n"
-	"CREATE INDEX heapprof_process_stats_upid"
-	" ON heapprof_process_stats(upid, name);\n"
-	"CREATE INDEX heapprof_dump_upid_ts ON heapprof_dump(upid, ts);\n";
+        "CREATE TABLE heapprof_meta(key TEXT PRIMARY KEY, value TEXT);\n"
+        "CREATE TABLE stack_profile_mapping(id INTEGER PRIMARY KEY, type TEXT,"
+        " build_id TEXT, exact_offset INT, start_offset INT, start INT,"
+        " \"end\" INT, load_bias INT, name TEXT);\n"
+        "CREATE TABLE stack_profile_frame(id INTEGER PRIMARY KEY, type TEXT,"
+        " name TEXT, mapping INT, rel_pc INT, symbol_set_id INT,"
+        " deobfuscated_name TEXT, system_name TEXT);\n"
+        "CREATE TABLE stack_profile_callsite(id INTEGER PRIMARY KEY, type TEXT,"
+        " depth INT, parent_id INT, frame_id INT);\n"
+        "CREATE TABLE stack_profile_symbol(id INTEGER PRIMARY KEY, type TEXT,"
+        " symbol_set_id INT, name TEXT, source_file TEXT, line_number INT);\n"
+        "CREATE TABLE heap_profile_allocation(id INTEGER PRIMARY KEY,"
+        " type TEXT, ts INT, upid INT, heap_name TEXT, callsite_id INT,"
+        " count INT, size INT);\n"
+        "CREATE TABLE process(upid INTEGER PRIMARY KEY, pid INT, name TEXT,"
+        " cmdline TEXT, start_ts INT, end_ts INT);\n"
+        "CREATE TABLE heapprof_process(upid INTEGER PRIMARY KEY,"
+        " sampling_interval INT, unwind TEXT, max_frames INT, shmem_size INT,"
+        " from_startup INT, rejected_concurrent INT, disconnected INT,"
+        " exit_status INT, client_state INT, stop_reason INT);\n"
+        "CREATE TABLE heapprof_process_stats(upid INT, name TEXT, value INT);\n"
+        "CREATE TABLE heapprof_heap(upid INT, heap_id INT, name TEXT,"
+        " sampling_interval INT, PRIMARY KEY(upid, heap_id));\n"
+        "CREATE TABLE heapprof_dump(id INTEGER PRIMARY KEY, ts INT, upid INT,"
+        " reason TEXT);\n"
+        "CREATE INDEX heap_profile_allocation_upid_ts"
+        " ON heap_profile_allocation(upid, ts);\n"
+        "CREATE INDEX heap_profile_allocation_callsite"
+        " ON heap_profile_allocation(callsite_id);\n"
+        "CREATE INDEX stack_profile_callsite_parent"
+        " ON stack_profile_callsite(parent_id);\n"
+        "CREATE INDEX heapprof_process_stats_upid"
+        " ON heapprof_process_stats(upid, name);\n"
+        "CREATE INDEX heapprof_dump_upid_ts ON heapprof_dump(upid, ts);\n";
 
 const char *const profile_required_tables[] = {
-	"heapprof_meta",
-	"stack_profile_mapping",
-	"stack_profile_frame",
-	"stack_profile_callsite",
-	"stack_profile_symbol",
-	"heap_profile_allocation",
-	"process",
-	"heapprof_process",
-	"heapprof_process_stats",
-	"heapprof_dump",
-	NULL,
+        "heapprof_meta",
+        "stack_profile_mapping",
+        "stack_profile_frame",
+        "stack_profile_callsite",
+        "stack_profile_symbol",
+        "heap_profile_allocation",
+        "process",
+        "heapprof_process",
+        "heapprof_process_stats",
+        "heapprof_dump",
+        NULL,
 };

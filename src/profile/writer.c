@@ -70,41 +70,44 @@ enum stmt_id {
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
-	[ST_MAPPING] = "INSERT INTO stack_profile_mapping(id, type, build_id,"
-		       " exact_offset, start_offset, start, \"end\", load_bias,"
-		       " name) VALUES(?, 'stack_profile_mapping', ?, ?, 0, ?,"
-		       " ?, ?, ?)",
-	[ST_FRAME] = "INSERT INTO stack_profile_frame(id, type, name, mapping,"
-		     " rel_pc, symbol_set_id, deobfuscated_name, system_name)"
-		     " VALUES(?, 'stack_profile_frame', ?, ?, ?, NULL, NULL, ?)",
-	[ST_CALLSITE] = "INSERT INTO stack_profile_callsite(id, type, depth,"
-			" parent_id, frame_id) VALUES(?, 'stack_profile_callsite',"
-			" ?, ?, ?)",
-	[ST_ALLOC] = "INSERT INTO heap_profile_allocation(type, ts, upid,"
-		     " heap_name, callsite_id, count, size)"
-		     " VALUES('heap_profile_allocation', ?, ?, ?, ?, ?, ?)",
-	[ST_DUMP] = "INSERT INTO heapprof_dump(ts, upid, reason) VALUES(?, ?, ?)",
-	[ST_STAT] = "INSERT INTO heapprof_process_stats(upid, name, value)"
-		    " VALUES(?, ?, ?)",
-	[ST_DEL_STATS] = "DELETE FROM heapprof_process_stats WHERE upid = ?",
-	[ST_PROC_STATE] = "UPDATE heapprof_process SET client_state = ?,"
-			  " stop_reason = ? WHERE upid = ?",
-	[ST_HEAP] = "INSERT OR REPLACE INTO heapprof_heap(upid, heap_id, name,"
-		    " sampling_interval) VALUES(?, ?, ?, ?)",
+        [ST_MAPPING] = "INSERT INTO stack_profile_mapping(id, type, build_id,"
+                       " exact_offset, start_offset, start, \"end\", load_bias,"
+                       " name) VALUES(?, 'stack_profile_mapping', ?, ?, 0, ?,"
+                       " ?, ?, ?)",
+        [ST_FRAME] =
+                "INSERT INTO stack_profile_frame(id, type, name, mapping,"
+                " rel_pc, symbol_set_id, deobfuscated_name, system_name)"
+                " VALUES(?, 'stack_profile_frame', ?, ?, ?, NULL, NULL, ?)",
+        [ST_CALLSITE] =
+                "INSERT INTO stack_profile_callsite(id, type, depth,"
+                " parent_id, frame_id) VALUES(?, 'stack_profile_callsite',"
+                " ?, ?, ?)",
+        [ST_ALLOC] = "INSERT INTO heap_profile_allocation(type, ts, upid,"
+                     " heap_name, callsite_id, count, size)"
+                     " VALUES('heap_profile_allocation', ?, ?, ?, ?, ?, ?)",
+        [ST_DUMP] =
+                "INSERT INTO heapprof_dump(ts, upid, reason) VALUES(?, ?, ?)",
+        [ST_STAT] = "INSERT INTO heapprof_process_stats(upid, name, value)"
+                    " VALUES(?, ?, ?)",
+        [ST_DEL_STATS] = "DELETE FROM heapprof_process_stats WHERE upid = ?",
+        [ST_PROC_STATE] = "UPDATE heapprof_process SET client_state = ?,"
+                          " stop_reason = ? WHERE upid = ?",
+        [ST_HEAP] = "INSERT OR REPLACE INTO heapprof_heap(upid, heap_id, name,"
+                    " sampling_interval) VALUES(?, ?, ?, ?)",
 };
 
 /* Names of the header counters (enum hp_counter) in heapprof_process_stats. */
 static const char *const counter_names[] = {
-	[HP_CTR_SAMPLES] = "samples",
-	[HP_CTR_FREES_MATCHED] = "frees_matched",
-	[HP_CTR_STACK_FULL] = "stack_table_full",
-	[HP_CTR_STACK_FULL_BYTES] = "stack_table_full_bytes",
-	[HP_CTR_LIVE_FULL] = "live_table_full",
-	[HP_CTR_LIVE_FULL_BYTES] = "live_table_full_bytes",
-	[HP_CTR_MODULE_FULL] = "module_table_full",
-	[HP_CTR_UNWIND_ERRORS] = "unwind_errors",
-	[HP_CTR_TRUNCATED_STACKS] = "truncated_stacks",
-	[HP_CTR_REENTRANT] = "reentrant_skipped",
+        [HP_CTR_SAMPLES] = "samples",
+        [HP_CTR_FREES_MATCHED] = "frees_matched",
+        [HP_CTR_STACK_FULL] = "stack_table_full",
+        [HP_CTR_STACK_FULL_BYTES] = "stack_table_full_bytes",
+        [HP_CTR_LIVE_FULL] = "live_table_full",
+        [HP_CTR_LIVE_FULL_BYTES] = "live_table_full_bytes",
+        [HP_CTR_MODULE_FULL] = "module_table_full",
+        [HP_CTR_UNWIND_ERRORS] = "unwind_errors",
+        [HP_CTR_TRUNCATED_STACKS] = "truncated_stacks",
+        [HP_CTR_REENTRANT] = "reentrant_skipped",
 };
 
 /* Row ids we assign; saved at BEGIN so a rollback can restore them. */
@@ -128,8 +131,8 @@ struct profile {
 struct dump_ctx {
 	struct profile *p;
 	const struct prof_dump *d;
-	size_t *order;    /* module indices sorted by start */
-	int64_t *map_ids; /* per module: mapping id, 0 until interned */
+	size_t *order;          /* module indices sorted by start */
+	int64_t *map_ids;       /* per module: mapping id, 0 until interned */
 	struct hmap merged_idx; /* (callsite, heap id) -> index into merged */
 	struct merged *merged;
 	size_t nmerged, capmerged;
@@ -156,7 +159,7 @@ static int errno_of(int rc)
 static int sql_err(struct profile *p, int rc, const char *what)
 {
 	fprintf(stderr, SUBSYS "%s: %s\n", what,
-		p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
+	        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
 	return errno_of(rc);
 }
 
@@ -179,7 +182,8 @@ static int step(struct profile *p, enum stmt_id id, const char *what)
 
 static int64_t i64(uint64_t v)
 {
-	/* SQLite integers are signed; addresses above 2^63 wrap, as intended. */
+	/* SQLite integers are signed; addresses above 2^63 wrap, as intended.
+	 */
 	return (int64_t)v;
 }
 
@@ -195,15 +199,15 @@ static int write_meta(struct profile *p, const char *record_cmdline)
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	snprintf(version, sizeof(version), "%d", PROFILE_FORMAT_VERSION);
 	const char *kv[][2] = {
-		{"format_version", version},
-		{"heapprof_version", HEAPPROF_VERSION},
-		{"record_cmdline", record_cmdline ? record_cmdline : ""},
-		{"created_at", created},
+	        {"format_version", version},
+	        {"heapprof_version", HEAPPROF_VERSION},
+	        {"record_cmdline", record_cmdline ? record_cmdline : ""},
+	        {"created_at", created},
 	};
 	rc = sqlite3_prepare_v2(p->db,
-				"INSERT INTO heapprof_meta(key, value)"
-				" VALUES(?, ?)",
-				-1, &st, NULL);
+	                        "INSERT INTO heapprof_meta(key, value)"
+	                        " VALUES(?, ?)",
+	                        -1, &st, NULL);
 	for (size_t i = 0; rc == SQLITE_OK && i < 4; i++) {
 		sqlite3_bind_text(st, 1, kv[i][0], -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, kv[i][1], -1, SQLITE_STATIC);
@@ -228,7 +232,7 @@ static int remove_old(const char *path)
 		if (unlink(buf) < 0 && errno != ENOENT) {
 			int err = -errno;
 			fprintf(stderr, SUBSYS "%s: cannot remove: %s\n", buf,
-				strerror(errno));
+			        strerror(errno));
 			return err;
 		}
 	}
@@ -237,12 +241,11 @@ static int remove_old(const char *path)
 
 static int open_db(struct profile *p, const char *path)
 {
-	int rc = sqlite3_open_v2(path, &p->db,
-				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-				 NULL);
+	int rc = sqlite3_open_v2(
+	        path, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
 		fprintf(stderr, SUBSYS "%s: %s\n", path,
-			p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
+		        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
 		return errno_of(rc);
 	}
 	/*
@@ -250,15 +253,15 @@ static int open_db(struct profile *p, const char *path)
 	 * mid-dump leaves earlier dumps intact in .db + .db-wal.
 	 */
 	int err = exec(p, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-		       "setting journal mode");
+	               "setting journal mode");
 	if (!err)
 		err = exec(p, "BEGIN", "creating schema");
 	if (!err)
 		err = exec(p, profile_schema_sql, "creating schema");
 	for (int i = 0; !err && i < ST_COUNT; i++) {
 		int prc = sqlite3_prepare_v3(p->db, stmt_sql[i], -1,
-					     SQLITE_PREPARE_PERSISTENT,
-					     &p->st[i], NULL);
+		                             SQLITE_PREPARE_PERSISTENT,
+		                             &p->st[i], NULL);
 		if (prc != SQLITE_OK)
 			err = sql_err(p, prc, "preparing statements");
 	}
@@ -305,13 +308,14 @@ static struct proc_state *proc_find(struct profile *p, int64_t upid)
 }
 
 static int insert_process(struct profile *p, const struct prof_process *info,
-			  int64_t *upid)
+                          int64_t *upid)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(p->db,
-				    "INSERT INTO process(pid, name, cmdline,"
-				    " start_ts, end_ts) VALUES(?, ?, ?, ?, NULL)",
-				    -1, &st, NULL);
+	int rc = sqlite3_prepare_v2(
+	        p->db,
+	        "INSERT INTO process(pid, name, cmdline,"
+	        " start_ts, end_ts) VALUES(?, ?, ?, ?, NULL)",
+	        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int(st, 1, info->pid);
 		sqlite3_bind_text(st, 2, info->name, -1, SQLITE_STATIC);
@@ -325,12 +329,13 @@ static int insert_process(struct profile *p, const struct prof_process *info,
 		return sql_err(p, rc, "adding process");
 	*upid = sqlite3_last_insert_rowid(p->db);
 
-	rc = sqlite3_prepare_v2(p->db,
-				"INSERT INTO heapprof_process(upid,"
-				" sampling_interval, unwind, max_frames,"
-				" shmem_size, from_startup, rejected_concurrent,"
-				" disconnected) VALUES(?, ?, ?, ?, ?, ?, 0, 0)",
-				-1, &st, NULL);
+	rc = sqlite3_prepare_v2(
+	        p->db,
+	        "INSERT INTO heapprof_process(upid,"
+	        " sampling_interval, unwind, max_frames,"
+	        " shmem_size, from_startup, rejected_concurrent,"
+	        " disconnected) VALUES(?, ?, ?, ?, ?, ?, 0, 0)",
+	        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, *upid);
 		sqlite3_bind_int64(st, 2, i64(info->sampling_interval));
@@ -346,10 +351,10 @@ static int insert_process(struct profile *p, const struct prof_process *info,
 }
 
 int profile_begin_process(struct profile *p, const struct prof_process *info,
-			  int64_t *upid_out)
+                          int64_t *upid_out)
 {
 	struct proc_state *procs =
-		realloc(p->procs, (p->nprocs + 1) * sizeof(*procs));
+	        realloc(p->procs, (p->nprocs + 1) * sizeof(*procs));
 	int64_t upid = 0;
 
 	if (!procs) {
@@ -375,13 +380,12 @@ int profile_begin_process(struct profile *p, const struct prof_process *info,
 }
 
 int profile_end_process(struct profile *p, int64_t upid,
-			const struct prof_process_end *e)
+                        const struct prof_process_end *e)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = sqlite3_prepare_v2(
-		p->db,
-		"UPDATE process SET end_ts = ?1 WHERE upid = ?2;", -1, &st,
-		NULL);
+	        p->db, "UPDATE process SET end_ts = ?1 WHERE upid = ?2;", -1,
+	        &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, i64(e->end_ts_ns));
 		sqlite3_bind_int64(st, 2, upid);
@@ -392,11 +396,11 @@ int profile_end_process(struct profile *p, int64_t upid,
 	st = NULL;
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(p->db,
-					"UPDATE heapprof_process SET"
-					" exit_status = ?1, disconnected = ?2,"
-					" rejected_concurrent = ?3"
-					" WHERE upid = ?4",
-					-1, &st, NULL);
+		                        "UPDATE heapprof_process SET"
+		                        " exit_status = ?1, disconnected = ?2,"
+		                        " rejected_concurrent = ?3"
+		                        " WHERE upid = ?4",
+		                        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		/* -1 (unknown) is stored as NULL. */
 		if (e->exit_status >= 0)
@@ -424,7 +428,7 @@ struct mapping_row {
 static uint8_t *mapping_key(const struct mapping_row *m, size_t *len)
 {
 	uint64_t hdr[6] = {m->start,     m->end,          m->base,
-			   m->load_bias, m->exact_offset, m->build_id_len};
+	                   m->load_bias, m->exact_offset, m->build_id_len};
 	size_t nlen = strlen(m->name);
 	uint8_t *key = malloc(sizeof(hdr) + m->build_id_len + nlen);
 
@@ -439,17 +443,16 @@ static uint8_t *mapping_key(const struct mapping_row *m, size_t *len)
 }
 
 static int insert_mapping(struct profile *p, int64_t id,
-			  const struct mapping_row *m)
+                          const struct mapping_row *m)
 {
 	sqlite3_stmt *st = p->st[ST_MAPPING];
 	char hex[2 * 256 + 1];
 
 	sqlite3_bind_int64(st, 1, id);
 	if (m->build_id_len && m->build_id_len <= 256)
-		sqlite3_bind_text(st, 2,
-				  symbolize_hex(hex, m->build_id,
-						m->build_id_len),
-				  -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(
+		        st, 2, symbolize_hex(hex, m->build_id, m->build_id_len),
+		        -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 3, i64(m->exact_offset));
 	sqlite3_bind_int64(st, 4, i64(m->start));
 	sqlite3_bind_int64(st, 5, i64(m->end));
@@ -459,7 +462,7 @@ static int insert_mapping(struct profile *p, int64_t id,
 }
 
 static int intern_mapping(struct profile *p, const struct mapping_row *m,
-			  int64_t *id)
+                          int64_t *id)
 {
 	size_t klen = 0;
 	uint8_t *key = mapping_key(m, &klen);
@@ -483,14 +486,14 @@ static int intern_mapping(struct profile *p, const struct mapping_row *m,
 }
 
 static int intern_special_mapping(struct profile *p, const char *name,
-				  int64_t *id)
+                                  int64_t *id)
 {
 	struct mapping_row m = {.name = name};
 	return intern_mapping(p, &m, id);
 }
 
 static int insert_frame(struct profile *p, int64_t id, int64_t mapping,
-			uint64_t rel_pc, const struct sym_result *sym)
+                        uint64_t rel_pc, const struct sym_result *sym)
 {
 	sqlite3_stmt *st = p->st[ST_FRAME];
 
@@ -509,8 +512,8 @@ static int insert_frame(struct profile *p, int64_t id, int64_t mapping,
  * synthetic frames, else from module `mod` (NULL: unknown).
  */
 static int intern_frame(struct profile *p, int64_t mapping, uint64_t rel_pc,
-			const struct prof_module *mod, const char *fixed,
-			int64_t *id)
+                        const struct prof_module *mod, const char *fixed,
+                        int64_t *id)
 {
 	int64_t key[2] = {mapping, i64(rel_pc)};
 	int64_t *found = hmap_find(&p->frames, key, sizeof(key));
@@ -525,7 +528,7 @@ static int intern_frame(struct profile *p, int64_t mapping, uint64_t rel_pc,
 		sym.name = (char *)fixed;
 	} else if (mod) {
 		err = symbolizer_lookup(p->sym, mod->path, mod->build_id,
-					mod->build_id_len, rel_pc, &sym);
+		                        mod->build_id_len, rel_pc, &sym);
 		if (err)
 			return err;
 	}
@@ -541,7 +544,7 @@ static int intern_frame(struct profile *p, int64_t mapping, uint64_t rel_pc,
 }
 
 static int intern_callsite(struct profile *p, int64_t parent, int64_t frame,
-			   uint32_t depth, int64_t *id)
+                           uint32_t depth, int64_t *id)
 {
 	int64_t key[2] = {parent, frame};
 	int64_t *found = hmap_find(&p->callsites, key, sizeof(key));
@@ -577,7 +580,7 @@ static int cmp_module_start(const void *a, const void *b)
 }
 
 static int ctx_init(struct dump_ctx *c, struct profile *p,
-		    const struct prof_dump *d)
+                    const struct prof_dump *d)
 {
 	size_t n = d->nmodules;
 
@@ -633,14 +636,14 @@ static int module_mapping(struct dump_ctx *c, size_t i, int64_t *id)
 		return 0;
 	}
 	struct mapping_row row = {
-		.name = m->path ? m->path : "",
-		.build_id = m->build_id,
-		.build_id_len = m->build_id ? m->build_id_len : 0,
-		.start = m->start,
-		.end = m->end,
-		.base = m->base,
-		.load_bias = m->load_bias,
-		.exact_offset = m->exact_offset,
+	        .name = m->path ? m->path : "",
+	        .build_id = m->build_id,
+	        .build_id_len = m->build_id ? m->build_id_len : 0,
+	        .start = m->start,
+	        .end = m->end,
+	        .base = m->base,
+	        .load_bias = m->load_bias,
+	        .exact_offset = m->exact_offset,
 	};
 	int err = intern_mapping(c->p, &row, id);
 	if (!err)
@@ -658,17 +661,17 @@ static int pc_frame(struct dump_ctx *c, uint64_t pc, int64_t *frame)
 	if (i < 0) {
 		err = intern_special_mapping(c->p, MAPPING_UNKNOWN, &mapping);
 		return err ? err
-			   : intern_frame(c->p, mapping, pc, NULL, NULL, frame);
+		           : intern_frame(c->p, mapping, pc, NULL, NULL, frame);
 	}
 	const struct prof_module *m = &c->d->modules[i];
 	err = module_mapping(c, (size_t)i, &mapping);
 	return err ? err
-		   : intern_frame(c->p, mapping, pc - m->base, m, NULL, frame);
+	           : intern_frame(c->p, mapping, pc - m->base, m, NULL, frame);
 }
 
 /* Intern a stack's callsites, outermost first; *leaf gets the last one. */
 static int stack_callsite(struct dump_ctx *c, const struct prof_stack *s,
-			  int64_t *leaf)
+                          int64_t *leaf)
 {
 	int64_t parent = 0, frame, mapping;
 	int err;
@@ -677,17 +680,17 @@ static int stack_callsite(struct dump_ctx *c, const struct prof_stack *s,
 		int full = (s->flags & HP_STACK_OVERFLOW) != 0;
 		err = intern_special_mapping(c->p, MAPPING_HEAPPROF, &mapping);
 		if (!err)
-			err = intern_frame(
-				c->p, mapping, full ? 0 : 1, NULL,
-				full ? FRAME_STACK_FULL_NAME : FRAME_EMPTY_NAME,
-				&frame);
+			err = intern_frame(c->p, mapping, full ? 0 : 1, NULL,
+			                   full ? FRAME_STACK_FULL_NAME
+			                        : FRAME_EMPTY_NAME,
+			                   &frame);
 		return err ? err : intern_callsite(c->p, 0, frame, 0, leaf);
 	}
 	for (uint32_t depth = 0; depth < s->nframes; depth++) {
 		err = pc_frame(c, s->pcs[s->nframes - 1 - depth], &frame);
 		if (!err)
 			err = intern_callsite(c->p, parent, frame, depth,
-					      &parent);
+			                      &parent);
 		if (err)
 			return err;
 	}
@@ -696,7 +699,7 @@ static int stack_callsite(struct dump_ctx *c, const struct prof_stack *s,
 }
 
 static int merge_stack(struct dump_ctx *c, int64_t callsite,
-		       const struct prof_stack *s)
+                       const struct prof_stack *s)
 {
 	int64_t key[2] = {callsite, s->heap_id};
 	int64_t *idx = hmap_find(&c->merged_idx, key, sizeof(key));
@@ -714,7 +717,7 @@ static int merge_stack(struct dump_ctx *c, int64_t callsite,
 			c->capmerged = cap;
 		}
 		int err = hmap_put(&c->merged_idx, key, sizeof(key),
-				   (int64_t)c->nmerged);
+		                   (int64_t)c->nmerged);
 		if (err)
 			return err;
 		m = &c->merged[c->nmerged++];
@@ -736,15 +739,15 @@ static struct cum merged_cum(const struct merged *m)
 {
 	uint64_t half = HP_OBJ_FP_ONE / 2;
 	return (struct cum){
-		.alloc_objs = (m->alloc_objs_fp + half) / HP_OBJ_FP_ONE,
-		.alloc_bytes = m->alloc_bytes,
-		.free_objs = (m->free_objs_fp + half) / HP_OBJ_FP_ONE,
-		.free_bytes = m->free_bytes,
+	        .alloc_objs = (m->alloc_objs_fp + half) / HP_OBJ_FP_ONE,
+	        .alloc_bytes = m->alloc_bytes,
+	        .free_objs = (m->free_objs_fp + half) / HP_OBJ_FP_ONE,
+	        .free_bytes = m->free_bytes,
 	};
 }
 
 static const struct cum *prev_cum(const struct proc_state *ps,
-				  const struct merged *m)
+                                  const struct merged *m)
 {
 	int64_t key[2] = {m->callsite, m->heap_id};
 	int64_t *idx = hmap_find(&ps->prev, key, sizeof(key));
@@ -758,7 +761,7 @@ static uint64_t delta(uint64_t now, uint64_t before)
 }
 
 static const char *heap_name(const struct prof_dump *d, uint32_t heap_id,
-			     char *buf, size_t len)
+                             char *buf, size_t len)
 {
 	if (heap_id < d->nheaps && d->heaps[heap_id].name &&
 	    d->heaps[heap_id].name[0])
@@ -770,8 +773,8 @@ static const char *heap_name(const struct prof_dump *d, uint32_t heap_id,
 }
 
 static int insert_alloc(struct profile *p, int64_t ts, int64_t upid,
-			const char *heap, int64_t callsite, int64_t count,
-			int64_t size)
+                        const char *heap, int64_t callsite, int64_t count,
+                        int64_t size)
 {
 	sqlite3_stmt *st = p->st[ST_ALLOC];
 
@@ -785,7 +788,7 @@ static int insert_alloc(struct profile *p, int64_t ts, int64_t upid,
 }
 
 static int write_allocs(struct dump_ctx *c, const struct proc_state *ps,
-			int64_t upid)
+                        int64_t upid)
 {
 	static const struct cum zero;
 	int64_t ts = i64(c->d->ts_ns);
@@ -798,23 +801,24 @@ static int write_allocs(struct dump_ctx *c, const struct proc_state *ps,
 		const struct cum *before = prev_cum(ps, m);
 		if (!before)
 			before = &zero;
-		const char *heap = heap_name(c->d, m->heap_id, buf, sizeof(buf));
+		const char *heap =
+		        heap_name(c->d, m->heap_id, buf, sizeof(buf));
 		uint64_t ac = delta(now.alloc_objs, before->alloc_objs);
 		uint64_t ab = delta(now.alloc_bytes, before->alloc_bytes);
 		uint64_t fc = delta(now.free_objs, before->free_objs);
 		uint64_t fb = delta(now.free_bytes, before->free_bytes);
 		if (ac || ab)
 			err = insert_alloc(c->p, ts, upid, heap, m->callsite,
-					   i64(ac), i64(ab));
+			                   i64(ac), i64(ab));
 		if (!err && (fc || fb))
 			err = insert_alloc(c->p, ts, upid, heap, m->callsite,
-					   -i64(fc), -i64(fb));
+			                   -i64(fc), -i64(fb));
 	}
 	return err;
 }
 
 static int write_stat(struct profile *p, int64_t upid, const char *name,
-		      uint64_t value)
+                      uint64_t value)
 {
 	sqlite3_stmt *st = p->st[ST_STAT];
 
@@ -835,7 +839,7 @@ static int write_stats(struct dump_ctx *c, int64_t upid)
 		if (i < sizeof(counter_names) / sizeof(counter_names[0]) &&
 		    counter_names[i])
 			err = write_stat(p, upid, counter_names[i],
-					 c->d->counters[i]);
+			                 c->d->counters[i]);
 	for (size_t i = 0; i < c->nmerged; i++) {
 		nalloc += c->merged[i].alloc_count;
 		nfree += c->merged[i].free_count;
@@ -856,8 +860,7 @@ static int write_dump_row(struct dump_ctx *c, int64_t upid)
 
 	sqlite3_bind_int64(st, 1, i64(d->ts_ns));
 	sqlite3_bind_int64(st, 2, upid);
-	sqlite3_bind_text(st, 3, d->reason ? d->reason : "", -1,
-			  SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, d->reason ? d->reason : "", -1, SQLITE_STATIC);
 	err = step(p, ST_DUMP, "writing dump");
 	if (err)
 		return err;
@@ -873,9 +876,9 @@ static int write_dump_row(struct dump_ctx *c, int64_t upid)
 		st = p->st[ST_HEAP];
 		sqlite3_bind_int64(st, 1, upid);
 		sqlite3_bind_int64(st, 2, (int64_t)h);
-		sqlite3_bind_text(st, 3, heap_name(d, (uint32_t)h, buf,
-						   sizeof(buf)),
-				  -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(st, 3,
+		                  heap_name(d, (uint32_t)h, buf, sizeof(buf)),
+		                  -1, SQLITE_TRANSIENT);
 		sqlite3_bind_int64(st, 4, i64(d->heaps[h].interval));
 		err = step(p, ST_HEAP, "writing heaps");
 	}
@@ -894,14 +897,14 @@ static int remember_cum(struct proc_state *ps, const struct dump_ctx *c)
 			if (ps->ncum == ps->capcum) {
 				size_t cap = ps->capcum ? ps->capcum * 2 : 256;
 				struct cum *cm =
-					realloc(ps->cum, cap * sizeof(*cm));
+				        realloc(ps->cum, cap * sizeof(*cm));
 				if (!cm)
 					return -ENOMEM;
 				ps->cum = cm;
 				ps->capcum = cap;
 			}
 			if (hmap_put(&ps->prev, key, sizeof(key),
-				     (int64_t)ps->ncum) < 0)
+			             (int64_t)ps->ncum) < 0)
 				return -ENOMEM;
 			ps->cum[ps->ncum++] = (struct cum){0};
 			idx = hmap_find(&ps->prev, key, sizeof(key));
@@ -909,16 +912,16 @@ static int remember_cum(struct proc_state *ps, const struct dump_ctx *c)
 		struct cum *cm = &ps->cum[*idx];
 		/* Never move backwards: see delta(). */
 		cm->alloc_objs = now.alloc_objs > cm->alloc_objs
-					 ? now.alloc_objs
-					 : cm->alloc_objs;
+		                         ? now.alloc_objs
+		                         : cm->alloc_objs;
 		cm->alloc_bytes = now.alloc_bytes > cm->alloc_bytes
-					  ? now.alloc_bytes
-					  : cm->alloc_bytes;
+		                          ? now.alloc_bytes
+		                          : cm->alloc_bytes;
 		cm->free_objs = now.free_objs > cm->free_objs ? now.free_objs
-							      : cm->free_objs;
+		                                              : cm->free_objs;
 		cm->free_bytes = now.free_bytes > cm->free_bytes
-					 ? now.free_bytes
-					 : cm->free_bytes;
+		                         ? now.free_bytes
+		                         : cm->free_bytes;
 	}
 	return 0;
 }
@@ -959,14 +962,14 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 }
 
 int profile_write_dump(struct profile *p, int64_t upid,
-		       const struct prof_dump *d)
+                       const struct prof_dump *d)
 {
 	struct proc_state *ps = proc_find(p, upid);
 	struct dump_ctx c;
 
 	if (!ps) {
 		fprintf(stderr, SUBSYS "dump for unknown process %" PRId64 "\n",
-			upid);
+		        upid);
 		return -EINVAL;
 	}
 	int err = ctx_init(&c, p, d);
@@ -1021,13 +1024,13 @@ static int destroy(struct profile *p, int fold)
 		/* Fold the WAL back in: one self-contained file. */
 		if (fold && sqlite3_get_autocommit(p->db))
 			err = exec(p,
-				   "PRAGMA wal_checkpoint(TRUNCATE);"
-				   " PRAGMA journal_mode=DELETE;",
-				   "closing");
+			           "PRAGMA wal_checkpoint(TRUNCATE);"
+			           " PRAGMA journal_mode=DELETE;",
+			           "closing");
 		int rc = sqlite3_close(p->db);
 		if (rc != SQLITE_OK && !err) {
 			fprintf(stderr, SUBSYS "closing: %s\n",
-				sqlite3_errstr(rc));
+			        sqlite3_errstr(rc));
 			err = errno_of(rc);
 		}
 	}

@@ -16,7 +16,7 @@
 
 /* From libstdc++ (linked into heapprof); declared here to stay in C. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
-			    int *status);
+                            int *status);
 
 /* Open Dwfl handles kept at once; each holds a file descriptor. */
 #define SYM_MAX_OPEN 256
@@ -26,7 +26,7 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
 enum sym_state {
 	SYM_UNTRIED = 0, /* not opened yet, or closed to save descriptors */
 	SYM_OPEN,        /* dwfl/mod valid, build ID verified */
-	SYM_FAILED,      /* missing, unreadable or wrong build ID: never retried */
+	SYM_FAILED, /* missing, unreadable or wrong build ID: never retried */
 };
 
 struct sym_module {
@@ -48,8 +48,8 @@ struct symbolizer {
 };
 
 static const Dwfl_Callbacks offline_callbacks = {
-	.find_debuginfo = dwfl_standard_find_debuginfo,
-	.section_address = dwfl_offline_section_address,
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .section_address = dwfl_offline_section_address,
 };
 
 struct symbolizer *symbolizer_new(void)
@@ -120,7 +120,7 @@ char *symbolize_hex(char *buf, const uint8_t *id, size_t len)
 }
 
 static int build_id_matches(const struct sym_module *m, const uint8_t *bits,
-			    int len)
+                            int len)
 {
 	if (len < 0)
 		return 0;
@@ -140,7 +140,8 @@ static void evict_one(struct symbolizer *s)
 
 	for (size_t i = 0; i < s->nmods; i++) {
 		struct sym_module *m = &s->mods[i];
-		if (m->state == SYM_OPEN && (!lru || m->last_use < lru->last_use))
+		if (m->state == SYM_OPEN &&
+		    (!lru || m->last_use < lru->last_use))
 			lru = m;
 	}
 	if (lru) {
@@ -168,7 +169,7 @@ static void module_open(struct symbolizer *s, struct sym_module *m)
 	dwfl_report_end(m->dwfl, NULL, NULL);
 	if (!m->mod ||
 	    !build_id_matches(m, bits,
-			      dwfl_module_build_id(m->mod, &bits, &vaddr))) {
+	                      dwfl_module_build_id(m->mod, &bits, &vaddr))) {
 		module_close(s, m);
 		m->state = SYM_FAILED;
 		return;
@@ -178,7 +179,7 @@ static void module_open(struct symbolizer *s, struct sym_module *m)
 
 /* Find or add the module record for (path, build ID); NULL if no memory. */
 static struct sym_module *module_get(struct symbolizer *s, const char *path,
-				     const uint8_t *id, size_t id_len)
+                                     const uint8_t *id, size_t id_len)
 {
 	size_t plen = strlen(path);
 	size_t klen = plen + 1 + id_len;
@@ -225,7 +226,13 @@ out:
 
 static int fill_result(const char *sym, struct sym_result *out)
 {
-	out->system_name = strdup(sym);
+	/* Drop a symbol version ("memcpy@@GLIBC_2.14"): not part of a name. */
+	const char *at = strchr(sym, '@');
+
+	out->system_name = at ? strndup(sym, (size_t)(at - sym)) : strdup(sym);
+	if (!out->system_name)
+		return -ENOMEM;
+	sym = out->system_name;
 	out->name = symbolize_demangle(sym);
 	if (!out->name)
 		out->name = strdup(sym);
@@ -237,8 +244,8 @@ static int fill_result(const char *sym, struct sym_result *out)
 }
 
 int symbolizer_lookup(struct symbolizer *s, const char *path,
-		      const uint8_t *build_id, size_t build_id_len,
-		      uint64_t rel_pc, struct sym_result *out)
+                      const uint8_t *build_id, size_t build_id_len,
+                      uint64_t rel_pc, struct sym_result *out)
 {
 	out->name = NULL;
 	out->system_name = NULL;
@@ -258,7 +265,7 @@ int symbolizer_lookup(struct symbolizer *s, const char *path,
 	GElf_Sym sym;
 	/* A return address: the call instruction ends just before it. */
 	const char *name = dwfl_module_addrinfo(m->mod, rel_pc - 1, &off, &sym,
-						NULL, NULL, NULL);
+	                                        NULL, NULL, NULL);
 	if (!name || !name[0])
 		return 0;
 	return fill_result(name, out);

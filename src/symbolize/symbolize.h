@@ -18,8 +18,9 @@ struct symbolizer; /* opaque; owns one Dwfl per module file */
 
 /* A resolved symbol.  Both strings are malloc'd; sym_result_fini frees. */
 struct sym_result {
-	char *name;        /* demangled (or the plain C name); NULL if unknown */
-	char *system_name; /* as in the symbol table (mangled); NULL if unknown */
+	char *name; /* demangled (or the plain C name); NULL if unknown */
+	char *system_name; /* as in the symbol table (mangled); NULL if unknown
+	                    */
 };
 
 /* New symbolizer, or NULL if out of memory. */
@@ -38,8 +39,8 @@ void symbolizer_free(struct symbolizer *s);
  * names NULL and return 0.  Returns -ENOMEM on allocation failure.
  */
 int symbolizer_lookup(struct symbolizer *s, const char *path,
-		      const uint8_t *build_id, size_t build_id_len,
-		      uint64_t rel_pc, struct sym_result *out);
+                      const uint8_t *build_id, size_t build_id_len,
+                      uint64_t rel_pc, struct sym_result *out);
 
 void sym_result_fini(struct sym_result *r);
 

@@ -8,6 +8,6 @@
 
 /* Print "heapprof: subsys: <fmt ...>\n" to stderr. */
 void hp_err(const char *subsys, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 #endif

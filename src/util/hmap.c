@@ -50,7 +50,7 @@ void hmap_free(struct hmap *m)
 }
 
 static struct hmap_slot *probe(const struct hmap *m, uint64_t h,
-			       const void *key, size_t klen)
+                               const void *key, size_t klen)
 {
 	size_t mask = m->cap - 1;
 
@@ -85,7 +85,7 @@ static void move_in(struct hmap *m, struct hmap_slot *from)
 }
 
 static int rehash(struct hmap *m, size_t cap, int (*keep)(int64_t, void *),
-		  void *arg)
+                  void *arg)
 {
 	struct hmap_slot *old = m->slots;
 	size_t old_cap = m->cap;
@@ -138,8 +138,7 @@ int hmap_put(struct hmap *m, const void *key, size_t klen, int64_t val)
 	return 0;
 }
 
-void hmap_retain(struct hmap *m, int (*keep)(int64_t val, void *arg),
-		 void *arg)
+void hmap_retain(struct hmap *m, int (*keep)(int64_t val, void *arg), void *arg)
 {
 	if (!m->cap)
 		return;

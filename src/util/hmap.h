@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define HMAP_INLINE_KEY 16 /* keys up to this size are stored in the slot */
-#define HMAP_DEAD INT64_MIN /* reserved value: entry dropped */
+#define HMAP_DEAD       INT64_MIN /* reserved value: entry dropped */
 
 struct hmap_slot {
 	uint64_t hash;
@@ -38,6 +38,6 @@ int64_t *hmap_find(const struct hmap *m, const void *key, size_t klen);
 int hmap_put(struct hmap *m, const void *key, size_t klen, int64_t val);
 /* Drop every entry for which keep(val, arg) returns 0. */
 void hmap_retain(struct hmap *m, int (*keep)(int64_t val, void *arg),
-		 void *arg);
+                 void *arg);
 
 #endif

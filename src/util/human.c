@@ -7,7 +7,7 @@
 #include "util/human.h"
 
 static const char *const units[] = {"B",   "KiB", "MiB", "GiB",
-				    "TiB", "PiB", "EiB"};
+                                    "TiB", "PiB", "EiB"};
 
 char *hp_fmt_bytes_short(char *buf, size_t len, int64_t bytes)
 {
@@ -23,7 +23,7 @@ char *hp_fmt_bytes_short(char *buf, size_t len, int64_t bytes)
 		snprintf(buf, len, "%lld B", (long long)bytes);
 	else
 		snprintf(buf, len, "%s%.2f %s", bytes < 0 ? "-" : "", v,
-			 units[u]);
+		         units[u]);
 	return buf;
 }
 

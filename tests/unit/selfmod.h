@@ -28,7 +28,7 @@ static void selfmod_build_id(struct dl_phdr_info *info, struct selfmod *f)
 		if (ph->p_type != PT_NOTE)
 			continue;
 		const uint8_t *p =
-			(const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		        (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
 		const uint8_t *end = p + ph->p_memsz;
 		while (p + sizeof(ElfW(Nhdr)) <= end) {
 			const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
@@ -61,10 +61,10 @@ static int selfmod_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		f->end = lo + ph->p_memsz;
 		if (info->dlpi_name && info->dlpi_name[0]) {
 			snprintf(f->path, sizeof(f->path), "%s",
-				 info->dlpi_name);
+			         info->dlpi_name);
 		} else {
 			ssize_t n = readlink("/proc/self/exe", f->path,
-					     sizeof(f->path) - 1);
+			                     sizeof(f->path) - 1);
 			f->path[n > 0 ? n : 0] = '\0';
 		}
 		selfmod_build_id(info, f);

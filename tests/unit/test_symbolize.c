@@ -32,14 +32,14 @@ static void test_own_function(void)
 	/* A return address one byte into the function. */
 	uint64_t rel = (uintptr_t)symtest_target_function - f.base + 1;
 	CHECK(symbolizer_lookup(s, f.path, f.build_id, f.build_id_len, rel,
-				&r) == 0);
+	                        &r) == 0);
 	CHECK(r.name && !strcmp(r.name, "symtest_target_function"));
 	CHECK(r.system_name &&
 	      !strcmp(r.system_name, "symtest_target_function"));
 	sym_result_fini(&r);
 	/* Same module again: served from the cache. */
-	CHECK(symbolizer_lookup(s, f.path, f.build_id, f.build_id_len,
-				rel + 2, &r) == 0);
+	CHECK(symbolizer_lookup(s, f.path, f.build_id, f.build_id_len, rel + 2,
+	                        &r) == 0);
 	CHECK(r.name && !strcmp(r.name, "symtest_target_function"));
 	sym_result_fini(&r);
 	symbolizer_free(s);
@@ -54,7 +54,7 @@ static void test_wrong_build_id(void)
 
 	f.build_id[0] ^= 0xff;
 	CHECK(symbolizer_lookup(s, f.path, f.build_id, f.build_id_len, rel,
-				&r) == 0);
+	                        &r) == 0);
 	CHECK(r.name == NULL && r.system_name == NULL);
 	/* No recorded build ID while the file has one: not trusted either. */
 	CHECK(symbolizer_lookup(s, f.path, NULL, 0, rel, &r) == 0);
@@ -69,11 +69,11 @@ static void test_missing_and_special(void)
 	uint8_t id[4] = {1, 2, 3, 4};
 
 	CHECK(symbolizer_lookup(s, "/nonexistent/libnothing.so", id, 4, 0x1234,
-				&r) == 0);
+	                        &r) == 0);
 	CHECK(r.name == NULL);
 	/* Tried once: a second lookup gives the same answer. */
 	CHECK(symbolizer_lookup(s, "/nonexistent/libnothing.so", id, 4, 0x1238,
-				&r) == 0);
+	                        &r) == 0);
 	CHECK(r.name == NULL);
 	CHECK(symbolizer_lookup(s, "[vdso]", NULL, 0, 0x10, &r) == 0);
 	CHECK(r.name == NULL);
@@ -98,7 +98,7 @@ static void test_shared_library_cxx(void)
 	CHECK(f.ok && f.base != 0);
 	uint64_t rel = (uintptr_t)fn - f.base + 1;
 	CHECK(symbolizer_lookup(s, f.path, f.build_id, f.build_id_len, rel,
-				&r) == 0);
+	                        &r) == 0);
 	CHECK(r.system_name && !strcmp(r.system_name, "_ZSt9terminatev"));
 	CHECK(r.name && !strcmp(r.name, "std::terminate()"));
 	sym_result_fini(&r);
@@ -112,7 +112,7 @@ static void test_demangle(void)
 	free(d);
 	d = symbolize_demangle("_ZNSt6vectorIiSaIiEE9push_backERKi");
 	CHECK(d && !strcmp(d, "std::vector<int, std::allocator<int> >::"
-			      "push_back(int const&)"));
+	                      "push_back(int const&)"));
 	free(d);
 	CHECK(symbolize_demangle("malloc") == NULL);
 	CHECK(symbolize_demangle("_Znotvalid!") == NULL);
@@ -129,13 +129,13 @@ static void test_hex(void)
 int main(void)
 {
 	static const struct unit_test tests[] = {
-		{"own_function", test_own_function},
-		{"wrong_build_id", test_wrong_build_id},
-		{"missing_and_special", test_missing_and_special},
-		{"shared_library_cxx", test_shared_library_cxx},
-		{"demangle", test_demangle},
-		{"hex", test_hex},
-		{NULL, NULL},
+	        {"own_function", test_own_function},
+	        {"wrong_build_id", test_wrong_build_id},
+	        {"missing_and_special", test_missing_and_special},
+	        {"shared_library_cxx", test_shared_library_cxx},
+	        {"demangle", test_demangle},
+	        {"hex", test_hex},
+	        {NULL, NULL},
 	};
 	return unit_main("symbolize", tests);
 }

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# test_cli.sh BUILD: bad input gets a one-line error and a non-zero exit
+# (never a crash: status < 128), bad record options fail before the command
+# runs, and SIGUSR1 to `heapprof record` adds a dump.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/helpers.sh"
+t_setup_build "$1"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/waiter"
+
+# expect_error TAG WANT_STATUS CMD...: runs CMD (bounded, in $T_DIR/cwd);
+# WANT_STATUS is a number or "any" (non-zero and < 128).  Checks exactly one
+# non-empty line on stderr.  Sets ERR_TEXT to that stderr.
+mkdir -p "$T_DIR/cwd"
+expect_error() {
+	local tag=$1 want=$2
+	shift 2
+	local rc=0
+	(cd "$T_DIR/cwd" && exec timeout -k 5 60 "$@") \
+		>"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null || rc=$?
+	ERR_TEXT=$(cat "$T_DIR/$tag.err")
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		t_fail "$tag: timed out: $*"
+		return 1
+	fi
+	if [ "$want" = any ]; then
+		if [ "$rc" = 0 ] || [ "$rc" -ge 128 ]; then
+			t_fail "$tag: expected a non-zero status < 128, got $rc (stderr: $(head -c 300 "$T_DIR/$tag.err"))"
+		fi
+	else
+		assert_eq "$want" "$rc" "$tag: exit status (stderr: $(head -c 300 "$T_DIR/$tag.err"))"
+	fi
+	local n
+	n=$(grep -c . "$T_DIR/$tag.err")
+	if [ "$n" != 1 ]; then
+		t_fail "$tag: expected a one-line error on stderr, got $n lines: $(head -n 5 "$T_DIR/$tag.err" | tr '\n' '|')"
+	fi
+	if grep -qiE 'segmentation|core dumped|assert|abort' "$T_DIR/$tag.err"; then
+		t_fail "$tag: looks like a crash: $(head -c 300 "$T_DIR/$tag.err")"
+	fi
+	return 0
+}
+
+# A command that proves it ran by creating a file.
+RAN="$T_DIR/ran"
+not_ran() { # TAG
+	if [ -e "$RAN" ]; then
+		t_fail "$1: the command ran although the options were bad"
+		rm -f "$RAN"
+	fi
+}
+
+# ---------------------------------------------------------------------------
+t_begin "record -i: 0, negative, non-numeric are rejected with status 2"
+for v in 0 -5 abc 12abc "" 0x; do
+	tag="interval-${v:-empty}"
+	expect_error "$tag" 2 "$HP" record -i "$v" -o "$T_DIR/$tag.db" -- /usr/bin/touch "$RAN"
+	not_ran "$tag"
+done
+expect_error interval-long 2 "$HP" record --interval=0 -o "$T_DIR/il.db" -- /usr/bin/touch "$RAN"
+not_ran interval-long
+assert_match 'interval|-i' "$ERR_TEXT" "the message names the interval"
+
+t_begin "record --unwind xyz, --max-frames 0/abc, unknown option: rejected"
+expect_error unwind any "$HP" record --unwind xyz -o "$T_DIR/u.db" -- /usr/bin/touch "$RAN"
+not_ran unwind
+assert_match 'unwind|xyz' "$ERR_TEXT" "the message names the option"
+expect_error maxf0 any "$HP" record --max-frames 0 -o "$T_DIR/m.db" -- /usr/bin/touch "$RAN"
+not_ran maxf0
+expect_error maxfabc any "$HP" record --max-frames abc -o "$T_DIR/m2.db" -- /usr/bin/touch "$RAN"
+not_ran maxfabc
+expect_error bogusopt any "$HP" record --bogus-option -o "$T_DIR/b.db" -- /usr/bin/touch "$RAN"
+not_ran bogusopt
+
+t_begin "record without a command: rejected"
+expect_error nocmd1 any "$HP" record
+expect_error nocmd2 any "$HP" record --
+expect_error nocmd3 any "$HP" record -i 1 -o "$T_DIR/nc.db"
+
+t_begin "record of a nonexistent command: status 127, clear message"
+expect_error noexist 127 "$HP" record -o "$T_DIR/ne.db" -- "$T_DIR/no-such-program"
+assert_match 'no-such-program' "$ERR_TEXT" "the message names the command"
+expect_error noexist-path 127 "$HP" record -o "$T_DIR/ne2.db" -- heapprof-no-such-command-xyz
+assert_match 'heapprof-no-such-command-xyz' "$ERR_TEXT" "the message names the command"
+
+t_begin "record -o into a missing directory: error before the command runs"
+expect_error badout any "$HP" record -o "$T_DIR/no/such/dir/x.db" -- /usr/bin/touch "$RAN"
+not_ran badout
+
+# ---------------------------------------------------------------------------
+# A good profile to corrupt.
+GOOD="$T_DIR/good.db"
+hp_record good -i 1 -o "$GOOD" -- "$PROGS/known" deep-only
+
+t_begin "report on a missing file: error, file not created"
+expect_error rep-missing any "$HP" report "$T_DIR/missing.db"
+[ -e "$T_DIR/missing.db" ] && t_fail "report created $T_DIR/missing.db"
+
+t_begin "report on a non-SQLite file: error"
+printf 'this is not a database\n%.0s' $(seq 200) >"$T_DIR/text.db"
+expect_error rep-text any "$HP" report "$T_DIR/text.db"
+head -c 65536 /dev/urandom >"$T_DIR/random.db"
+expect_error rep-random any "$HP" report "$T_DIR/random.db"
+
+t_begin "report on an empty SQLite database: error"
+: >"$T_DIR/zero.db"
+expect_error rep-zero any "$HP" report "$T_DIR/zero.db"
+sqlite3 "$T_DIR/other.db" "CREATE TABLE t(a); INSERT INTO t VALUES (1);"
+expect_error rep-other any "$HP" report "$T_DIR/other.db"
+
+t_begin "report on a corrupt profile: error, no crash"
+if db_valid "$GOOD"; then
+	cp "$GOOD" "$T_DIR/noframes.db"
+	sqlite3 "$T_DIR/noframes.db" "DROP TABLE stack_profile_frame;"
+	expect_error rep-noframes any "$HP" report "$T_DIR/noframes.db"
+	# Truncated: either still readable (status 0) or a clean error.
+	size=$(stat -c %s "$GOOD")
+	head -c $((size / 2)) "$GOOD" >"$T_DIR/trunc.db"
+	rc=0
+	run_bounded 60 "$HP" report "$T_DIR/trunc.db" >"$T_DIR/trunc.out" 2>"$T_DIR/trunc.err" || rc=$?
+	assert_le "$rc" 127 "report on a truncated profile: status"
+	# Garbage in the middle of the file.
+	cp "$GOOD" "$T_DIR/garbled.db"
+	dd if=/dev/urandom of="$T_DIR/garbled.db" bs=1024 seek=2 count=4 conv=notrunc 2>/dev/null
+	rc=0
+	run_bounded 60 "$HP" report "$T_DIR/garbled.db" >"$T_DIR/garbled.out" 2>"$T_DIR/garbled.err" || rc=$?
+	assert_le "$rc" 127 "report on a garbled profile: status"
+	rc=0
+	run_bounded 60 "$HP" sql "$T_DIR/garbled.db" "SELECT count(*) FROM heap_profile_allocation" \
+		>"$T_DIR/garbled2.out" 2>"$T_DIR/garbled2.err" || rc=$?
+	assert_le "$rc" 127 "sql on a garbled profile: status"
+fi
+
+t_begin "report --view / --top with bad values: error"
+expect_error rep-view any "$HP" report "$GOOD" --view bogus
+expect_error rep-top any "$HP" report "$GOOD" --top abc
+
+t_begin "sql with a bad query or a missing file: error"
+expect_error sql-bad any "$HP" sql "$GOOD" "SELEC nonsense FROM nowhere"
+expect_error sql-notable any "$HP" sql "$GOOD" "SELECT * FROM no_such_table"
+expect_error sql-missing any "$HP" sql "$T_DIR/missing2.db" "SELECT 1"
+[ -e "$T_DIR/missing2.db" ] && t_fail "sql created $T_DIR/missing2.db"
+
+t_begin "sql does not modify the profile"
+if [ -f "$GOOD" ]; then
+	cp "$GOOD" "$T_DIR/ro.db"
+	before=$(md5sum <"$T_DIR/ro.db")
+	timeout -k 5 60 "$HP" sql "$T_DIR/ro.db" "DELETE FROM heap_profile_allocation" >/dev/null 2>&1 </dev/null
+	assert_eq "$before" "$(md5sum <"$T_DIR/ro.db")" "profile checksum after a DELETE through heapprof sql"
+fi
+
+t_begin "unknown subcommand: status 2"
+rc=0
+run_bounded 30 "$HP" no-such-subcommand >/dev/null 2>&1 || rc=$?
+assert_eq 2 "$rc" "exit status"
+
+# ---------------------------------------------------------------------------
+t_begin "SIGUSR1 to heapprof record adds a dump"
+# waiter: phase1_alloc (10 x malloc(1000), live), writes "ready" to a FIFO,
+# blocks until the GO FIFO is opened and closed, then phase2_alloc (20 x
+# malloc(500), live), exit 12.  SIGUSR1 is sent after "ready", so the first
+# dump has all of phase 1; phase 2 may or may not be in it.
+READY="$T_DIR/ready.fifo"
+GO="$T_DIR/go.fifo"
+mkfifo "$READY" "$GO"
+SDB="$T_DIR/usr1.db"
+"$HP" record -i 1 -o "$SDB" -- "$PROGS/waiter" "$READY" "$GO" \
+	>"$T_DIR/usr1.out" 2>"$T_DIR/usr1.err" </dev/null &
+HP_PID=$!
+line=$(timeout 60 cat "$READY")
+if [ "$line" != ready ]; then
+	t_fail "waiter did not get ready (got '$line'); stderr: $(head -c 300 "$T_DIR/usr1.err")"
+	kill -KILL "$HP_PID" 2>/dev/null
+	# Unblock anything still waiting on the FIFOs.
+	timeout 5 sh -c ': >"$1"' sh "$GO" 2>/dev/null
+	wait "$HP_PID" 2>/dev/null
+else
+	kill -USR1 "$HP_PID"
+	timeout 60 sh -c ': >"$1"' sh "$GO" || t_fail "could not release waiter through $GO"
+	wait_pid_bounded 60 "$HP_PID"
+	assert_eq 12 "$WAIT_RC" "heapprof record exit status" ||
+		sed -e 's/^/    | /' "$T_DIR/usr1.err" | tail -n 10
+	if db_valid "$SDB"; then
+		assert_eq 2 "$(sqlq "$SDB" "SELECT count(*) FROM heapprof_dump;")" "dumps"
+		d1=$(sqlq "$SDB" "SELECT min(ts) FROM heapprof_dump;")
+		d2=$(sqlq "$SDB" "SELECT max(ts) FROM heapprof_dump;")
+		assert_eq end "$(sqlq "$SDB" "SELECT reason FROM heapprof_dump ORDER BY ts DESC LIMIT 1;")" \
+			"reason of the last dump"
+		assert_ne end "$(sqlq "$SDB" "SELECT reason FROM heapprof_dump ORDER BY ts LIMIT 1;")" \
+			"reason of the first dump"
+		if [ -n "$d1" ] && [ "$d1" != "$d2" ]; then
+			# At the first dump: all of phase 1.
+			check_views "$SDB" phase1_alloc 10 10000 10 10000 "$d1"
+			# At the end: phase 1 and phase 2.
+			check_views "$SDB" phase1_alloc 10 10000 10 10000 "$d2"
+			check_views "$SDB" phase2_alloc 20 10000 20 10000 "$d2"
+			p2=$(leaf_views "$SDB" phase2_alloc "$d1" | cut -d' ' -f1)
+			assert_le "$p2" 20 "phase2_alloc objects at the first dump"
+			assert_eq 0 "$(sqlq "$SDB" "SELECT count(*) FROM heap_profile_allocation
+			  WHERE ts NOT IN (SELECT ts FROM heapprof_dump);")" \
+				"rows belong to a dump ts"
+		else
+			t_fail "dump timestamps: first '$d1', last '$d2'"
+		fi
+	fi
+fi
+
+t_summary
