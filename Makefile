@@ -104,10 +104,11 @@ install: all
 	install -m 755 $(BUILD)/libheapprof.so $(DESTDIR)$(PREFIX)/lib/libheapprof.so
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
 
 check-format:
-	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+	@command -v clang-format >/dev/null || apt-get install -y -qq clang-format >/dev/null
+	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cc')
 
 clean:
 	rm -rf $(BUILD)

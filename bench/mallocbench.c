@@ -77,12 +77,12 @@ static size_t mb_size(uint64_t *rng)
 	if (bucket < 90)
 		return 129 + x % 384; /* 129..512 */
 	if (bucket < 98)
-		return 513 + x % 3583; /* 513..4095 */
+		return 513 + x % 3583;     /* 513..4095 */
 	return 4096 + x % (60 * 1024 + 1); /* 4 KiB..64 KiB */
 }
 
-/* Write a tag at both ends and the middle, fill a prefix and touch every page, like a
- * program that initializes what it allocates. */
+/* Write a tag at both ends and the middle, fill a prefix and touch every page,
+ * like a program that initializes what it allocates. */
 static void mb_fill(unsigned char *p, size_t n, uint64_t tag)
 {
 	size_t prefix = n < 64 ? n : 64;
@@ -199,15 +199,15 @@ static NOINLINE unsigned char *mod_index(struct mb_req *r)
 }
 
 static unsigned char *mb_alloc(struct mb_worker *w, enum alloc_kind kind,
-			       unsigned char *old, size_t n)
+                               unsigned char *old, size_t n)
 {
 	uint64_t x = mb_rand(&w->rng);
 	struct mb_req r = {
-		.kind = kind,
-		.old = old,
-		.n = n,
-		.path = x >> 8,
-		.depth = 2 + (int)(x % (MAX_DEPTH - 1)),
+	        .kind = kind,
+	        .old = old,
+	        .n = n,
+	        .path = x >> 8,
+	        .depth = 2 + (int)(x % (MAX_DEPTH - 1)),
 	};
 	unsigned char *p = mb_descend(&r);
 	if (!p) {
@@ -300,7 +300,7 @@ int main(int argc, char **argv)
 	long ops = mb_parse(argv[2], 1L << 40);
 	if (threads < 0 || ops < 0) {
 		fprintf(stderr, "mallocbench: THREADS must be 1..1024 and OPS "
-				"a positive integer\n");
+		                "a positive integer\n");
 		return 2;
 	}
 
@@ -315,10 +315,10 @@ int main(int argc, char **argv)
 		w[i].ops = ops;
 		w[i].rng = 0x5eed0000ULL + (uint64_t)i * 0x100000001ULL;
 		int err = pthread_create(&w[i].thread, NULL, mb_worker_main,
-					 &w[i]);
+		                         &w[i]);
 		if (err) {
 			fprintf(stderr, "mallocbench: pthread_create: %s\n",
-				strerror(err));
+			        strerror(err));
 			return 1;
 		}
 	}

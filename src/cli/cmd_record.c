@@ -213,8 +213,11 @@ static int setup_child_env(const char *lib, const char *sock)
 	return rc;
 }
 
-/* In the child: wait for the go byte, then exec. Never returns. */
-static void child_run(int go_fd, const sigset_t *oldmask, char **argv)
+/* In the child: wait for the go byte, then exec; if exec fails, send its
+ * errno through err_fd (close-on-exec, so success closes it silently).
+ * Never returns. */
+static void child_run(int go_fd, int err_fd, const sigset_t *oldmask,
+		      char **argv)
 {
 	char b;
 	ssize_t n;
@@ -227,9 +230,20 @@ static void child_run(int go_fd, const sigset_t *oldmask, char **argv)
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 	execvp(argv[0], argv);
 	int e = errno;
-	fprintf(stderr, "heapprof: record: cannot run '%s': %s\n", argv[0],
-		strerror(e));
+	ssize_t w = write(err_fd, &e, sizeof(e));
+	(void)w;
 	_exit(e == ENOENT ? 127 : 126);
+}
+
+/* In the parent: 0 once the child has exec'd, else the exec errno. */
+static int exec_result(int err_fd)
+{
+	int e = 0;
+	ssize_t n;
+	do
+		n = read(err_fd, &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(e) ? e : 0;
 }
 
 struct want_ctx {
@@ -408,8 +422,9 @@ int cmd_record(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
 	s.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
-	int go[2];
-	if (s.sfd < 0 || pipe2(go, O_CLOEXEC) != 0) {
+	int go[2], err[2];
+	if (s.sfd < 0 || pipe2(go, O_CLOEXEC) != 0 ||
+	    pipe2(err, O_CLOEXEC) != 0) {
 		perror("heapprof: record");
 		collector_close(&s.col);
 		return 1;
@@ -423,11 +438,13 @@ int cmd_record(int argc, char **argv)
 	}
 	if (pid == 0) {
 		close(go[1]);
+		close(err[0]);
 		if (setup_child_env(lib, s.col.path) != 0)
 			_exit(127);
-		child_run(go[0], &oldmask, a.argv);
+		child_run(go[0], err[1], &oldmask, a.argv);
 	}
 	close(go[0]);
+	close(err[1]);
 	s.want.child = pid;
 	s.name = a.argv[0];
 	s.cmdline = join_args(a.argv);
@@ -439,16 +456,30 @@ int cmd_record(int argc, char **argv)
 	if (!s.col.profile) {
 		/* Nothing ran yet: closing the pipe makes the child exit. */
 		close(go[1]);
+		close(err[0]);
 		waitpid(pid, NULL, 0);
 		collector_close(&s.col);
 		free(out);
 		free(s.cmdline);
 		return 1;
 	}
-	if (write(go[1], "g", 1) != 1) {
+	if (write(go[1], "g", 1) != 1)
 		perror("heapprof: record");
-	}
 	close(go[1]);
+	int exec_err = exec_result(err[0]);
+	close(err[0]);
+	if (exec_err) {
+		/* Nothing ran: no profile is better than an empty one. */
+		fprintf(stderr, "heapprof: record: cannot run '%s': %s\n",
+			a.argv[0], strerror(exec_err));
+		waitpid(pid, NULL, 0);
+		profile_close(s.col.profile);
+		unlink(out);
+		collector_close(&s.col);
+		free(out);
+		free(s.cmdline);
+		return exec_err == ENOENT ? 127 : 126;
+	}
 
 	event_loop(&s);
 	finish(&s);

@@ -36,7 +36,7 @@ static const char *const view_help[V_COUNT] = {
 };
 
 #define PATH_FRAMES 4  /* callers shown under a top self entry */
-#define NAME_MAX_W  60 /* function names are cut to this width in tables */
+#define NAME_MAX_W  70 /* function names are cut to this width in tables */
 
 struct report_opts {
 	const char *file;
@@ -540,12 +540,40 @@ static size_t *agg_order(const struct agg *g, int self, size_t *n)
 
 /* ---- printing ----------------------------------------------------------- */
 
+/*
+ * Copy a C++ name with template arguments collapsed to "<...>", which
+ * keeps the class and method visible in a narrow column.  0 if the angle
+ * brackets do not balance (an operator< or a C name): dst untouched.
+ */
+static int collapse_templates(char *dst, size_t len, const char *src)
+{
+	size_t o = 0;
+	int depth = 0;
+
+	for (const char *p = src; *p && o + 6 < len; p++) {
+		if (*p == '<' && depth++ == 0) {
+			memcpy(dst + o, "<...>", 5);
+			o += 5;
+		} else if (*p == '>' && depth > 0) {
+			depth--;
+		} else if (depth == 0) {
+			dst[o++] = *p;
+		}
+	}
+	if (depth != 0)
+		return 0;
+	dst[o] = '\0';
+	return 1;
+}
+
+/* A function's name for a table: "0x<rel_pc>" if unknown. */
 static void fn_label(char *buf, size_t len, const char *name, int64_t rel_pc)
 {
-	if (name)
-		snprintf(buf, len, "%s", name);
-	else
+	if (!name)
 		snprintf(buf, len, "0x%" PRIx64, (uint64_t)rel_pc);
+	else if (strlen(name) <= NAME_MAX_W ||
+	         !collapse_templates(buf, len, name))
+		snprintf(buf, len, "%s", name);
 }
 
 /* The callers of the heaviest stack of a self entry, a few levels up. */
@@ -722,8 +750,9 @@ static void print_process_header(sqlite3 *db, const struct proc_info *p)
 		printf("%" PRId64 "\n", p->exit_status);
 	printf("  samples        %" PRId64 " allocations sampled, %" PRId64
 	       " frees matched, %" PRId64 " reentrant calls skipped\n",
-	       stat_get(db, p->upid, "samples"),
-	       stat_get(db, p->upid, "frees_matched"),
+	       /* Sums of the per-stack counters: exact at the last dump. */
+	       stat_get(db, p->upid, "samples_alloc_count"),
+	       stat_get(db, p->upid, "samples_free_count"),
 	       stat_get(db, p->upid, "reentrant_skipped"));
 }
 

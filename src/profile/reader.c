@@ -118,7 +118,7 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t sz)
 	return a;
 }
 
-static int load_mappings(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
+static int load_mappings(struct rd_stacks *s, sqlite3_stmt *st)
 {
 	size_t cap = 0;
 	int rc;
@@ -141,7 +141,7 @@ static int load_mappings(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-static int load_frames(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
+static int load_frames(struct rd_stacks *s, sqlite3_stmt *st)
 {
 	size_t cap = 0;
 	int rc;
@@ -161,7 +161,7 @@ static int load_frames(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-static int load_callsites(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
+static int load_callsites(struct rd_stacks *s, sqlite3_stmt *st)
 {
 	size_t cap = 0;
 	int rc;
@@ -181,7 +181,7 @@ static int load_callsites(sqlite3 *db, struct rd_stacks *s, sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-typedef int (*loader_fn)(sqlite3 *, struct rd_stacks *, sqlite3_stmt *);
+typedef int (*loader_fn)(struct rd_stacks *, sqlite3_stmt *);
 
 static int run_loader(sqlite3 *db, const char *subsys, const char *sql,
                       loader_fn fn, struct rd_stacks *s)
@@ -190,7 +190,7 @@ static int run_loader(sqlite3 *db, const char *subsys, const char *sql,
 	int err = -EIO;
 
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK)
-		err = fn(db, s, st);
+		err = fn(s, st);
 	if (err == -ENOMEM)
 		hp_err(subsys, "out of memory");
 	else if (err)

@@ -10,6 +10,9 @@
 /* SQL creating every table and index (several statements). */
 extern const char profile_schema_sql[];
 
+/* SQL creating the large secondary indexes, run when the profile closes. */
+extern const char profile_index_sql[];
+
 /* Tables every heapprof profile has; NULL-terminated. */
 extern const char *const profile_required_tables[];
 

@@ -182,8 +182,7 @@ static int step(struct profile *p, enum stmt_id id, const char *what)
 
 static int64_t i64(uint64_t v)
 {
-	/* SQLite integers are signed; addresses above 2^63 wrap, as intended.
-	 */
+	/* SQLite integers are signed; values above 2^63 wrap, as intended. */
 	return (int64_t)v;
 }
 
@@ -208,7 +207,8 @@ static int write_meta(struct profile *p, const char *record_cmdline)
 	                        "INSERT INTO heapprof_meta(key, value)"
 	                        " VALUES(?, ?)",
 	                        -1, &st, NULL);
-	for (size_t i = 0; rc == SQLITE_OK && i < 4; i++) {
+	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(kv) / sizeof(kv[0]);
+	     i++) {
 		sqlite3_bind_text(st, 1, kv[i][0], -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, kv[i][1], -1, SQLITE_STATIC);
 		rc = sqlite3_step(st);
@@ -225,7 +225,7 @@ static int remove_old(const char *path)
 	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
 	char buf[4096];
 
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
 		if (snprintf(buf, sizeof(buf), "%s%s", path, suffix[i]) >=
 		    (int)sizeof(buf))
 			return -ENAMETOOLONG;
@@ -241,8 +241,10 @@ static int remove_old(const char *path)
 
 static int open_db(struct profile *p, const char *path)
 {
-	int rc = sqlite3_open_v2(
-	        path, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	/* One thread per connection: SQLite's own mutexes are not needed. */
+	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	            SQLITE_OPEN_NOMUTEX;
+	int rc = sqlite3_open_v2(path, &p->db, flags, NULL);
 	if (rc != SQLITE_OK) {
 		fprintf(stderr, SUBSYS "%s: %s\n", path,
 		        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
@@ -252,7 +254,9 @@ static int open_db(struct profile *p, const char *path)
 	 * WAL: the main file changes only at checkpoints, so a crash
 	 * mid-dump leaves earlier dumps intact in .db + .db-wal.
 	 */
-	int err = exec(p, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+	int err = exec(p,
+	               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+	               " PRAGMA cache_size=-32768;",
 	               "setting journal mode");
 	if (!err)
 		err = exec(p, "BEGIN", "creating schema");
@@ -1023,6 +1027,8 @@ static int destroy(struct profile *p, int fold)
 	if (p->db) {
 		/* Fold the WAL back in: one self-contained file. */
 		if (fold && sqlite3_get_autocommit(p->db))
+			err = exec(p, profile_index_sql, "creating indexes");
+		if (fold && !err && sqlite3_get_autocommit(p->db))
 			err = exec(p,
 			           "PRAGMA wal_checkpoint(TRUNCATE);"
 			           " PRAGMA journal_mode=DELETE;",

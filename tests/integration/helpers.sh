@@ -63,6 +63,27 @@ check_views() {
 	return $ok
 }
 
+# incl_views DB FUNC: like leaf_views, over the callsites that have FUNC
+# anywhere on their stack (each callsite once, however often FUNC recurs).
+incl_views() {
+	sqlq "$1" "WITH RECURSIVE anc(leaf, id, parent_id, frame_id, n) AS (
+	    SELECT c.id, c.id, c.parent_id, c.frame_id, 0 FROM stack_profile_callsite c
+	    WHERE c.id IN (SELECT DISTINCT callsite_id FROM heap_profile_allocation)
+	    UNION ALL
+	    SELECT anc.leaf, p.id, p.parent_id, p.frame_id, anc.n + 1
+	    FROM anc JOIN stack_profile_callsite p ON p.id = anc.parent_id
+	    WHERE anc.n < 1000)
+	  SELECT
+	    coalesce(sum(CASE WHEN a.count > 0 THEN a.count ELSE 0 END), 0)
+	    || ' ' || coalesce(sum(CASE WHEN a.size > 0 THEN a.size ELSE 0 END), 0)
+	    || ' ' || coalesce(sum(a.count), 0)
+	    || ' ' || coalesce(sum(a.size), 0)
+	  FROM heap_profile_allocation a
+	  WHERE a.callsite_id IN (SELECT anc.leaf FROM anc
+	    JOIN stack_profile_frame f ON f.id = anc.frame_id
+	    WHERE f.name = '$(sql_quote "$2")');"
+}
+
 # leaf_rows DB FUNC: number of allocation rows whose leaf frame is FUNC.
 leaf_rows() {
 	sqlq "$1" "SELECT count(*) FROM heap_profile_allocation a
@@ -116,47 +137,46 @@ hp_sql_csv() {
 	printf '%s\n' "$out" | tail -n +2
 }
 
-# report_value REPORT_FILE FUNC: the numbers on the first line of the report
-# that names FUNC (as a whole name), one a line; "(60000" and "1,234" are
-# read as 60000 and 1234.
-report_numbers() {
-	awk -v fn="$2" '
-	function isid(c) { return c ~ /[A-Za-z0-9_:]/ }
-	{
+# report_row REPORT_FILE self|inclusive FUNC: the value of FUNC's row in the
+# report's "Top N by self ..." or "Top N by inclusive ..." table.  Rows are
+#   RANK  VALUE  PCT%  FUNCTION  MODULE
+# where VALUE is a count or "58.59 KiB (60000 B)" / "512 B"; prints the exact
+# number (60000), or nothing if FUNC has no row.
+report_row() {
+	awk -v sec="$2" -v fn="$3" '
+	/^ *Top [0-9]+ by / { insec = ($0 ~ ("by " sec " ")); next }
+	/^ *Heap / { insec = 0 }
+	insec && /^ *[0-9]+ / {
 		line = $0
-		p = index(line, fn)
-		while (p > 0) {
-			before = p > 1 ? substr(line, p - 1, 1) : " "
-			after = substr(line, p + length(fn), 1)
-			if (!isid(before) && (after == "" || !isid(after) || fn ~ /\)$/)) {
-				n = split($0, tok, /[ \t|]+/)
-				for (i = 1; i <= n; i++) {
-					t = tok[i]
-					gsub(/[(),]/, "", t)
-					if (t ~ /^-?[0-9]+(\.[0-9]+)?$/) print t
-				}
-				exit
-			}
-			q = index(substr(line, p + 1), fn)
-			p = q ? p + q : 0
+		# the percentage column ends the value
+		if (!match(line, / -?[0-9.]+% +/)) next
+		head = substr(line, 1, RSTART - 1)
+		rest = substr(line, RSTART + RLENGTH)
+		# rest = FUNCTION  MODULE: the module is the last field
+		sub(/ +[^ ]+ *$/, "", rest)
+		if (rest != fn) next
+		if (match(head, /\(-?[0-9]+ B\)/)) {
+			v = substr(head, RSTART + 1, RLENGTH - 4)
+		} else {
+			n = split(head, f, / +/)
+			v = ""
+			for (i = 1; i <= n; i++) if (f[i] != "") { if (seen++) { v = f[i]; break } }
+			if (f[n] == "B" && n > 1) v = f[n - 1]
 		}
+		print v
+		exit
 	}' "$1"
 }
 
-# check_report_value REPORT_FILE FUNC VALUE MSG: VALUE is one of the numbers
-# on the report's first line naming FUNC.
-check_report_value() {
-	local nums
-	nums=$(report_numbers "$1" "$2")
-	if [ -z "$nums" ]; then
-		t_fail "$4: no line naming '$2' in the report"
+# check_report TAG REPORT_FILE self|inclusive FUNC VALUE
+check_report() {
+	local got
+	got=$(report_row "$2" "$3" "$4")
+	if [ -z "$got" ]; then
+		t_fail "$1: no $3 row for '$4' in the report ($2)"
 		return 1
 	fi
-	if printf '%s\n' "$nums" | grep -qx -- "$3"; then
-		return 0
-	fi
-	t_fail "$4: expected $3 on the line of '$2', got: $(grep -F -m1 -- "$2" "$1")"
-	return 1
+	assert_eq "$5" "$got" "$1: $3 value of $4"
 }
 
 # db_valid DB: the file is an SQLite database that passes integrity_check

@@ -241,29 +241,43 @@ order by abs(cumulative_size) desc;")
 	fi
 
 	t_begin "known -i 1: report shows the exact numbers per view"
-	# Self values per view (leaf functions: inclusive = self).
-	for spec in \
-		"alloc_objects do_malloc 100" "alloc_objects do_calloc 50" \
-		"alloc_objects thread_alloc 100" "alloc_objects do_realloc 10" \
-		"alloc_space do_malloc 100000" "alloc_space do_calloc 150000" \
-		"alloc_space do_realloc 55000" "alloc_space thread_alloc 30000" \
-		"objects do_malloc 60" "objects thread_alloc 46" "objects do_posix_memalign 10" \
-		"space do_malloc 60000" "space thread_alloc 14000" "space do_posix_memalign 40960"; do
-		read -r view fn val <<<"$spec"
+	# view -> field of check_views' order: alloc_objects alloc_space objects space
+	for view in alloc_objects alloc_space objects space; do
 		rep="$T_DIR/report.$view"
-		if [ ! -f "$rep" ]; then
-			rc=0
-			run_bounded 60 "$HP" report "$KDB" --view "$view" --top 100 >"$rep" 2>"$rep.err" || rc=$?
-			if [ "$rc" != 0 ]; then
-				t_fail "heapprof report --view $view: exit $rc: $(head -c 300 "$rep.err")"
-				continue
-			fi
+		rc=0
+		run_bounded 60 "$HP" report "$KDB" --view "$view" --top 100 >"$rep" 2>"$rep.err" || rc=$?
+		if [ "$rc" != 0 ]; then
+			t_fail "heapprof report --view $view: exit $rc: $(head -c 300 "$rep.err")"
+			continue
 		fi
-		check_report_value "$rep" "$fn" "$val" "report --view $view: $fn"
+		case $view in
+		alloc_objects) col=2 ;; alloc_space) col=3 ;; objects) col=4 ;; space) col=5 ;;
+		esac
+		# Self and inclusive of each leaf function: its exact value (rows
+		# with 0 in this view may be left out of the report).
+		while read -r fn ao as o s; do
+			[ -n "$fn" ] || continue
+			val=$(echo "$fn $ao $as $o $s" | cut -d' ' -f"$col")
+			[ "$val" = 0 ] && continue
+			check_report "report --view $view" "$rep" self "$fn" "$val"
+			check_report "report --view $view" "$rep" inclusive "$fn" "$val"
+		done <<<"$KNOWN_EXPECT"
+		# Inclusive of callers: recursion counted once; main as in SQL.
+		val=$(echo "x 3 2331 3 2331" | cut -d' ' -f"$col")
+		check_report "report --view $view" "$rep" inclusive recurse "$val"
+		check_report "report --view $view" "$rep" inclusive do_deep "$val"
+		val=$(echo "x 100 30000 46 14000" | cut -d' ' -f"$col")
+		check_report "report --view $view" "$rep" inclusive thread_main "$val"
+		val=$(echo "x $(incl_views "$KDB" main)" | cut -d' ' -f"$col")
+		check_report "report --view $view" "$rep" inclusive main "$val"
 	done
 	# The default view is space.
 	run_bounded 60 "$HP" report "$KDB" >"$T_DIR/report.default" 2>&1
-	check_report_value "$T_DIR/report.default" do_malloc 60000 "report (default view): do_malloc"
+	check_report "report (default view)" "$T_DIR/report.default" self do_malloc 60000
+	# --top N limits the tables to N rows.
+	run_bounded 60 "$HP" report "$KDB" --view alloc_objects --top 2 >"$T_DIR/report.top2" 2>&1
+	check_report "report --top 2" "$T_DIR/report.top2" self do_malloc 100
+	assert_eq "" "$(report_row "$T_DIR/report.top2" self do_calloc)" "report --top 2: third function (do_calloc) listed"
 fi
 
 # ---------------------------------------------------------------------------
@@ -354,8 +368,13 @@ if db_valid "$CDB"; then
 
 	t_begin "known_cxx -i 1: report shows demangled names and exact numbers"
 	run_bounded 60 "$HP" report "$CDB" --view alloc_objects --top 100 >"$T_DIR/cxx.report" 2>&1
-	check_report_value "$T_DIR/cxx.report" "do_new()" 30 "report alloc_objects: do_new()"
-	check_report_value "$T_DIR/cxx.report" "do_aligned_new()" 14 "report alloc_objects: do_aligned_new()"
+	while read -r fn ao as o s; do
+		[ -n "$fn" ] || continue
+		check_report "report --view alloc_objects" "$T_DIR/cxx.report" self "$fn" "$ao"
+	done <<<"$CXX_EXPECT"
+	run_bounded 60 "$HP" report "$CDB" --view space --top 100 >"$T_DIR/cxx.report.space" 2>&1
+	check_report "report --view space" "$T_DIR/cxx.report.space" self "do_aligned_new()" 2112
+	check_report "report --view space" "$T_DIR/cxx.report.space" self "do_new()" 960
 fi
 
 t_begin "known_cxx -i 1 --unwind fp: same numbers"
