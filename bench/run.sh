@@ -137,20 +137,29 @@ for prog in runone mallocbench; do
 done
 RUNONE=$BUILD/bench/runone
 MALLOCBENCH=$BUILD/bench/mallocbench
-HEAPPROF=$BUILD/heapprof
-LIBHEAPPROF=$BUILD/libheapprof.so
+# Measure a snapshot of the profiler, so a rebuild while the benchmark
+# runs cannot mix two versions (or catch a half-written binary).
+# heapprof record finds libheapprof.so next to its own binary.
+SNAP=$WORK/snap
+rm -rf "$SNAP"
+mkdir -p "$SNAP"
+for f in heapprof libheapprof.so; do
+	[ -f "$BUILD/$f" ] && cp -p "$BUILD/$f" "$SNAP/$f"
+done
+HEAPPROF=$SNAP/heapprof
+LIBHEAPPROF=$SNAP/libheapprof.so
 CC1=$(gcc -print-prog-name=cc1 2>/dev/null)
 
 # Modes that cannot run at all are skipped with the reason in the table,
 # rather than timing the same failure five times.
 declare -A SKIP_MODE
 if [ ! -f "$LIBHEAPPROF" ]; then
-	SKIP_MODE[idle]="skipped: $LIBHEAPPROF missing"
+	SKIP_MODE[idle]="skipped: $BUILD/libheapprof.so missing"
 fi
 probe_db=$WORK/scratch/probe.db
 rm -f "$probe_db"
 if [ ! -x "$HEAPPROF" ]; then
-	why="skipped: $HEAPPROF missing"
+	why="skipped: $BUILD/heapprof missing"
 elif ! "$RUNONE" -t 60 -r "$WORK/scratch/probe.res" -- \
 	"$HEAPPROF" record -o "$probe_db" -- /bin/true \
 	>"$WORK/logs/probe.log" 2>&1 </dev/null; then
@@ -264,8 +273,16 @@ run_one() {
 		[ "$status" = exit:0 ] && [ "$bytes" -eq 0 ] && status="no-profile"
 	fi
 	rm -f "$out" "$out".*
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$mode" "$rep" "$status" \
-		"${secs:-0}" "${rss:-0}" "${cpu:-0}" "$bytes" >>"$TSV"
+	# For a failure, the first line of the log that looks like why.
+	local why=""
+	if [ "$status" != exit:0 ]; then
+		why=$(grep -v '^RESULT' "$log" | grep -m1 -iE \
+			'error|terminate called|what\(\)|fault|abort|denied|cannot|fail|killed' |
+			tr '\t' ' ' | cut -c1-90)
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$mode" "$rep" "$status" \
+		"${secs:-0}" "${rss:-0}" "${cpu:-0}" "$bytes" "$why" >>"$TSV"
+	LAST_STATUS=$status
 	progress "$(printf '%-8s %-13s run %d/%d  %-12s %8ss' "$wl" "$mode" "$rep" "$RUNS" "$status" "$secs")"
 }
 
@@ -282,6 +299,7 @@ say "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, $mem_total RAM"
 say "kernel:  $(uname -sr); $(ldd --version 2>&1 | head -1 | sed 's/^ldd //')"
 say "tools:   gcc $(gcc -dumpfullversion 2>/dev/null), sqlite3 $(sqlite3 --version 2>/dev/null | cut -d' ' -f1), perl $(perl -e 'printf "%vd", $^V'), ${ht_ver:-heaptrack not installed}"
 say "heapprof: commit $commit, $BUILD"
+say "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
 say "runs:    $RUNS per mode, round-robin; timeout ${TIMEOUT}s per run; workloads:$WORKLOADS"
 for m in "${!SKIP_MODE[@]}"; do
 	case " $MODES " in *" $m "*) say "note:    mode $m ${SKIP_MODE[$m]}" ;; esac
@@ -320,16 +338,22 @@ for wl in $WORKLOADS; do
 		fi
 	done
 	n=${#run_modes[@]}
+	declare -A GAVE_UP=()
 	for rep in $(seq 1 "$RUNS"); do
 		# Rotate the starting mode each repetition, so no mode always
 		# runs right after the same other one.
 		for i in $(seq 0 $((n - 1))); do
-			run_one "$wl" "${run_modes[$(((i + rep - 1) % n))]}" "$rep"
+			m=${run_modes[$(((i + rep - 1) % n))]}
+			# A mode that timed out once would time out again: do
+			# not spend the limit N times.
+			[ -n "${GAVE_UP[$m]:-}" ] && continue
+			run_one "$wl" "$m" "$rep"
+			[ "$LAST_STATUS" = timeout ] && GAVE_UP[$m]=1
 		done
 	done
 	perl "$BENCH/summarize.pl" "$TSV" "$NOTES" "$wl" "$MODES" | tee -a "$REPORT"
 done
 T1=$(date +%s)
-say "total time: $((T1 - T0)) s"
+say "total time: $((T1 - T0)) s; load $(cut -d' ' -f1-3 /proc/loadavg) at end"
 say "raw numbers: $TSV"
 say "report:      $REPORT"

@@ -24,11 +24,11 @@ my %label = (
 	'heaptrack-raw' => 'heaptrack --raw',
 );
 
-my (%ok, %fail, %skip);
+my (%ok, %fail, %skip, %why);
 open(my $fh, '<', $tsv) or die "summarize.pl: $tsv: $!\n";
 while (<$fh>) {
 	chomp;
-	my ($w, $m, $rep, $st, $s, $rss, $cpu, $bytes) = split /\t/;
+	my ($w, $m, $rep, $st, $s, $rss, $cpu, $bytes, $why) = split /\t/;
 	next unless $w eq $wl;
 	if ($st =~ /^skipped/) {
 		$skip{$m} = $st;
@@ -36,6 +36,7 @@ while (<$fh>) {
 		push @{ $ok{$m} }, [$s, $rss, $cpu, $bytes];
 	} else {
 		push @{ $fail{$m} }, $st;
+		$why{$m} //= $why if defined $why && length $why;
 	}
 }
 close $fh;
@@ -97,8 +98,9 @@ for my $m (@modes) {
 	my $nall = $nok + scalar @{ $fail{$m} || [] };
 	my $f = failures($m);
 	if (!$nok) {
-		printf "%-32s %5s  FAILED: %s (logs: BUILD/bench-work/logs/%s.%s.*)\n",
+		printf "%-32s %5s  FAILED: %s (logs: bench-work/logs/%s.%s.*)\n",
 		  $name, "0/$nall", $f || 'no runs', $wl, $m;
+		printf "%-32s %5s  %s\n", '', '', $why{$m} if $why{$m};
 		next;
 	}
 	my $d = $med{$m};

@@ -165,6 +165,12 @@ _Static_assert(sizeof(struct hp_stack_v1) == 96, "hp_stack_v1 size");
  * lookup reads one cache line per bucket.  A key is published in two steps:
  * slot takes HP_LIVE_BUSY, the value is written, the key is stored with
  * release order.  A reader skips EMPTY and BUSY slots.
+ *
+ * HP_TAB_LIVE_FILL counts, per bucket, the slots in use.  It is raised
+ * before a key is published and lowered after it is removed, so a free can
+ * skip both buckets when their fill is 0 (the common case when sampling)
+ * without reading any key.  It is kept only when sampling: at interval 1
+ * every free finds its block anyway.
  */
 #define HP_LIVE_EMPTY 0ull
 #define HP_LIVE_BUSY 1ull

@@ -185,6 +185,7 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	r->live_values = (struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES].offset);
 	r->live_cap = lcap;
 	r->live_fill = (_Atomic uint8_t *)(b + t[HP_TAB_LIVE_FILL].offset);
+	r->use_fill = h->sampling_interval > 1;
 	r->modules = (struct hp_module_v1 *)(b + t[HP_TAB_MODULES].offset);
 	r->modules_cap = t[HP_TAB_MODULES].capacity;
 	r->strings = (char *)(b + t[HP_TAB_STRINGS].offset);
@@ -318,9 +319,10 @@ int livetab_insert(struct hp_region *r, uint64_t addr,
 				    memory_order_acquire,
 				    memory_order_relaxed))
 				continue;
-			atomic_fetch_add_explicit(
-				&r->live_fill[b / HP_LIVE_BUCKET], 1,
-				memory_order_relaxed);
+			if (r->use_fill)
+				atomic_fetch_add_explicit(
+					&r->live_fill[b / HP_LIVE_BUCKET], 1,
+					memory_order_relaxed);
 			r->live_values[b + i] = *v;
 			atomic_store_explicit(k, addr, memory_order_release);
 			return 0;
@@ -333,7 +335,8 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 {
 	for (int which = 0; which < 2; which++) {
 		uint64_t b = live_bucket(r, addr, which);
-		if (atomic_load_explicit(&r->live_fill[b / HP_LIVE_BUCKET],
+		if (r->use_fill &&
+		    atomic_load_explicit(&r->live_fill[b / HP_LIVE_BUCKET],
 					 memory_order_relaxed) == 0)
 			continue;
 		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
@@ -351,9 +354,10 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 				    memory_order_acq_rel,
 				    memory_order_relaxed))
 				return false;
-			atomic_fetch_sub_explicit(
-				&r->live_fill[b / HP_LIVE_BUCKET], 1,
-				memory_order_relaxed);
+			if (r->use_fill)
+				atomic_fetch_sub_explicit(
+					&r->live_fill[b / HP_LIVE_BUCKET], 1,
+					memory_order_relaxed);
 			return true;
 		}
 	}

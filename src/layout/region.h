@@ -28,6 +28,7 @@ struct hp_region {
 	struct hp_live_v1 *live_values;
 	uint64_t live_cap; /* power of two, multiple of HP_LIVE_BUCKET */
 	_Atomic uint8_t *live_fill; /* one per bucket */
+	bool use_fill; /* off at interval 1, where every free finds its block */
 	struct hp_module_v1 *modules;
 	uint64_t modules_cap;
 	char *strings;

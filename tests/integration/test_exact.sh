@@ -25,6 +25,11 @@ t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/known_cxx"
 #                    9 frees of 1000..9000 = 45000; live 1 block, 10000
 # do_reallocarray    reallocarray(NULL,10,100) = 1000, reallocarray(p,20,100)
 #                    = free 1000 + 2000, free: 2, 3000; 0, 0
+# do_realloc_edge    realloc(NULL,500); realloc to 3000; shrink to 1000; a
+#                    failing realloc(p, huge) changes nothing; realloc(p, 0)
+#                    frees: 3, 500+3000+1000 = 4500; 0, 0
+# do_failed_alloc    only allocations that fail (huge sizes, alignment 3):
+#                    no rows at all
 # do_posix_memalign  20 x posix_memalign(64, 4096), 10 freed:
 #                    20, 81920; 10, 40960
 # do_aligned_alloc   4 x aligned_alloc(256, 512), all freed: 4, 2048; 0, 0
@@ -45,6 +50,7 @@ do_malloc 100 100000 60 60000
 do_calloc 50 150000 0 0
 do_realloc 10 55000 1 10000
 do_reallocarray 2 3000 0 0
+do_realloc_edge 3 4500 0 0
 do_posix_memalign 20 81920 10 40960
 do_aligned_alloc 4 2048 0 0
 do_memalign 3 3000 3 3000
@@ -53,7 +59,8 @@ thread_alloc 100 30000 46 14000
 deep_alloc 3 2331 3 2331
 "
 # Functions that never call the allocator themselves: no rows as a leaf.
-KNOWN_NOT_LEAF="main do_threads thread_main do_deep recurse"
+# do_failed_alloc calls it, but every call fails.
+KNOWN_NOT_LEAF="main do_threads thread_main do_deep recurse do_failed_alloc"
 
 # progs/known_cxx.cc (demangled names):
 # do_new()               30 x new Obj48 = operator new(48), 10 deleted:
@@ -69,6 +76,9 @@ KNOWN_NOT_LEAF="main do_threads thread_main do_deep recurse"
 #                        8+4+2 = 14, 1536+4096+1152 = 6784;
 #                        5+0+2 = 7, 960+0+1152 = 2112
 # do_cxx_malloc()        5 x malloc(64), live: 5, 320; 5, 320
+# do_new_fail()          new char[huge] throws bad_alloc through the hooks,
+#                        nothrow new of huge returns nullptr, aligned new of
+#                        huge throws: no rows at all
 CXX_EXPECT="
 do_new() 30 1440 20 960
 do_new_array() 20 20000 0 0
@@ -144,6 +154,20 @@ if [ "$KNOWN_OK" = 0 ]; then
 	assert_eq 0 "$(sqlq "$KDB" "SELECT count(*) FROM heap_profile_allocation
 	  WHERE NOT ((count > 0 AND size >= 0) OR (count < 0 AND size <= 0));")" \
 		"rows are allocations (count > 0) or frees (count < 0), sizes of the same sign"
+
+	t_begin "known -i 1: process stats agree with the rows"
+	# With -i 1 every allocation is a sample: the client's counters of
+	# samples and matched frees equal the rows' totals (stats that are
+	# absent are not checked).
+	tot_alloc=$(sqlq "$KDB" "SELECT coalesce(sum(count), 0) FROM heap_profile_allocation WHERE count > 0;")
+	tot_free=$(sqlq "$KDB" "SELECT coalesce(-sum(count), 0) FROM heap_profile_allocation WHERE count < 0;")
+	for pair in samples:$tot_alloc frees_matched:$tot_free \
+		samples_alloc_count:$tot_alloc samples_free_count:$tot_free \
+		stack_table_full:0 live_table_full:0 module_table_full:0 unwind_errors:0; do
+		st=${pair%%:*}
+		v=$(sqlq "$KDB" "SELECT value FROM heapprof_process_stats WHERE name = '$st';")
+		[ -n "$v" ] && assert_eq "${pair##*:}" "$v" "heapprof_process_stats $st"
+	done
 
 	t_begin "known -i 1: exact four views per function (SQL, dwarf)"
 	check_known_common "$KDB"
@@ -347,6 +371,8 @@ assert_eq "$(cat "$T_DIR/known_cxx.bare.out")" "$(cat "$T_DIR/known_cxx.out")" "
 if db_valid "$CDB"; then
 	check_expect_table "$CDB" "$CXX_EXPECT"
 	assert_eq 9 "$(sqlq "$CDB" "SELECT exit_status FROM heapprof_process;")" "heapprof_process.exit_status"
+
+	assert_eq 0 "$(leaf_rows "$CDB" "do_new_fail()")" "rows of do_new_fail() (failed allocations)"
 
 	t_begin "known_cxx -i 1: no double counting inside operator new, no mangled names"
 	bad=$(sqlq "$CDB" "SELECT f.name || ' ' || sum(a.count) FROM heap_profile_allocation a

@@ -77,7 +77,7 @@ int main(void)
 		exit(3);
 	}
 	fprintf(stderr, "forker: parent pid %d child pid %d\n", (int)getpid(),
-		(int)pid);
+	        (int)pid);
 	int st = 0;
 	if (waitpid(pid, &st, 0) != pid) {
 		perror("waitpid");

@@ -68,7 +68,9 @@ static int wait_bounded(pid_t pid, double secs)
 		if (r < 0)
 			return -1;
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 > secs) {
+		if ((double)(t.tv_sec - t0.tv_sec) +
+		            (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 >
+		    secs) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
 			return -2;
@@ -100,10 +102,13 @@ int main(void)
 		}
 		int st = wait_bounded(pid, 20.0);
 		if (st == -2) {
-			printf("forkthreads: child %d hung (killed after 20 s)\n", k);
+			printf("forkthreads: child %d hung (killed after 20 "
+			       "s)\n",
+			       k);
 			bad = 1;
 		} else if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			printf("forkthreads: child %d failed, status 0x%x\n", k, st);
+			printf("forkthreads: child %d failed, status 0x%x\n", k,
+			       st);
 			bad = 1;
 		}
 	}

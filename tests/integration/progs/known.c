@@ -106,6 +106,87 @@ NOINLINE void do_reallocarray(void)
 	free(q);
 }
 
+/*
+ * realloc edge cases, all freed in the end:
+ *   realloc(NULL, 500)        an allocation of 500
+ *   realloc(p, 3000)          free 500, allocation of 3000
+ *   realloc(p, 1000)          (shrink) free 3000, allocation of 1000
+ *   realloc(p, huge) fails    nothing happens: p stays live, untouched
+ *   realloc(p, 0)             glibc frees p and returns NULL: free 1000
+ * Allocations 500 + 3000 + 1000: 3 objects, 4500 B; none live.
+ */
+static volatile size_t huge_size = (size_t)-1 / 2 - 4096;
+NOINLINE void do_realloc_edge(void)
+{
+	char *p = realloc(NULL, 500);
+	touch(p, 500);
+	char *q = realloc(p, 3000);
+	if (!q) {
+		failures++;
+		return;
+	}
+	touch(q, 3000);
+	p = realloc(q, 1000);
+	if (!p) {
+		failures++;
+		return;
+	}
+	touch(p, 1000);
+	q = realloc(p, huge_size);
+	if (q) {
+		failures++; /* cannot happen */
+		free(q);
+		return;
+	}
+	touch(p, 1000); /* still ours */
+	q = realloc(p, 0);
+	if (q) /* a libc that returns a minimal block instead */
+		free(q);
+}
+
+/*
+ * Allocations that fail are not allocations: no rows for this function.
+ *   malloc(huge), calloc(huge, 4), posix_memalign with alignment 3 (EINVAL)
+ *   and with a huge size, aligned_alloc(64, huge), memalign(64, huge),
+ *   valloc(huge), reallocarray(NULL, huge, 16) (overflow).
+ */
+NOINLINE void do_failed_alloc(void)
+{
+	void *p;
+	if ((p = malloc(huge_size)) != NULL) {
+		failures++;
+		free(p);
+	}
+	if ((p = calloc(huge_size, 4)) != NULL) {
+		failures++;
+		free(p);
+	}
+	if (posix_memalign(&p, 3, 100) == 0) {
+		failures++;
+		free(p);
+	}
+	if (posix_memalign(&p, 64, huge_size) == 0) {
+		failures++;
+		free(p);
+	}
+	if ((p = aligned_alloc(64, huge_size)) != NULL) {
+		failures++;
+		free(p);
+	}
+	if ((p = memalign(64, huge_size)) != NULL) {
+		failures++;
+		free(p);
+	}
+	if ((p = valloc(huge_size)) != NULL) {
+		failures++;
+		free(p);
+	}
+	if ((p = reallocarray(NULL, huge_size, 16)) != NULL) {
+		failures++;
+		free(p);
+	}
+}
+
 /* 20 x posix_memalign(64, 4096); frees 10. */
 static void *pm_keep[20];
 NOINLINE void do_posix_memalign(void)
@@ -273,6 +354,8 @@ int main(int argc, char **argv)
 	do_calloc();
 	do_realloc();
 	do_reallocarray();
+	do_realloc_edge();
+	do_failed_alloc();
 	do_posix_memalign();
 	do_aligned_alloc();
 	do_memalign();

@@ -36,7 +36,10 @@ struct Obj200 {
 // n * 16 + 8 bytes (the Itanium C++ ABI array cookie on LP64).
 struct WithDtor {
 	long a, b;
-	~WithDtor() { sink += static_cast<unsigned long>(a); }
+	~WithDtor()
+	{
+		sink += static_cast<unsigned long>(a);
+	}
 };
 struct alignas(64) Aligned64 {
 	char b[192];
@@ -134,6 +137,37 @@ NOINLINE void do_aligned_new()
 	}
 }
 
+// Failed allocations are not allocations: no rows for do_new_fail().
+//   new char[huge] throws std::bad_alloc (through the profiler's hook),
+//   new (std::nothrow) char[huge] returns nullptr,
+//   aligned new of a huge size throws too.
+static volatile std::size_t huge_size = static_cast<std::size_t>(-1) / 2 - 4096;
+static int caught;
+NOINLINE void do_new_fail()
+{
+	try {
+		char *p = new char[huge_size];
+		failures++;
+		delete[] p;
+	} catch (const std::bad_alloc &) {
+		caught++;
+	}
+	char *q = new (std::nothrow) char[huge_size];
+	if (q) {
+		failures++;
+		delete[] q;
+	}
+	try {
+		void *r = ::operator new(huge_size, std::align_val_t(64));
+		failures++;
+		::operator delete(r, std::align_val_t(64));
+	} catch (const std::bad_alloc &) {
+		caught++;
+	}
+	if (caught != 2)
+		failures++;
+}
+
 // A C allocation in C++ code: 5 x malloc(64), all live; the leaf is the
 // C++ function "do_cxx_malloc()".
 static void *cxx_malloc_keep[5];
@@ -153,6 +187,7 @@ int main()
 	do_new_array_cookie();
 	do_nothrow_new();
 	do_aligned_new();
+	do_new_fail();
 	do_cxx_malloc();
 	std::printf("known_cxx: failures %d\n", failures);
 	return failures ? 1 : 9;

@@ -155,11 +155,12 @@ int main(void)
 	sigprocmask(SIG_BLOCK, &block, NULL);
 
 	fprintf(stderr,
-		"sighandler: main_alloc %lu alarm_alloc %d usr2_alloc %d "
-		"alarm_skipped %d\n",
-		iters, (int)alarm_allocs, (int)usr2_allocs, (int)alarm_skipped);
+	        "sighandler: main_alloc %lu alarm_alloc %d usr2_alloc %d "
+	        "alarm_skipped %d\n",
+	        iters, (int)alarm_allocs, (int)usr2_allocs, (int)alarm_skipped);
 	if (alarm_allocs < 200) {
-		printf("sighandler: only %d alarms in 30 s\n", (int)alarm_allocs);
+		printf("sighandler: only %d alarms in 30 s\n",
+		       (int)alarm_allocs);
 		return 2;
 	}
 	printf("sighandler: done\n");

@@ -22,7 +22,7 @@
 #define NOINLINE __attribute__((noinline, noclone))
 
 #define NTHREADS 200
-#define WAVE 8
+#define WAVE     8
 
 static volatile unsigned long sink;
 static pthread_key_t key;
@@ -106,10 +106,12 @@ int main(void)
 		for (int k = 0; k < WAVE; k++) {
 			int id = w + k;
 			joinable[k] = (id % 2 == 0);
-			int rc = pthread_create(&t[k], joinable[k] ? NULL : &detached,
-						worker, (void *)(long)id);
+			int rc = pthread_create(&t[k],
+			                        joinable[k] ? NULL : &detached,
+			                        worker, (void *)(long)id);
 			if (rc != 0) {
-				fprintf(stderr, "pthread_create: %s\n", strerror(rc));
+				fprintf(stderr, "pthread_create: %s\n",
+				        strerror(rc));
 				return 1;
 			}
 		}

@@ -26,7 +26,7 @@ static volatile unsigned long sink;
 		unsigned char *p_ = malloc(n);                                 \
 		if (p_) {                                                      \
 			memset(p_, 7, n);                                      \
-			sink += p_[(n) - 1];                                   \
+			sink += p_[(n)-1];                                     \
 		}                                                              \
 		(dst) = p_;                                                    \
 	} while (0)
@@ -72,8 +72,10 @@ int main(int argc, char **argv)
 		_exit(99);
 	}
 	int st = 0;
-	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 4) {
-		printf("vforker: vfork child status 0x%x, expected exit 4\n", st);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 4) {
+		printf("vforker: vfork child status 0x%x, expected exit 4\n",
+		       st);
 		return 1;
 	}
 	printf("vforker: vfork child exited 4\n");
@@ -85,8 +87,10 @@ int main(int argc, char **argv)
 		printf("vforker: posix_spawn failed: %s\n", strerror(rc));
 		return 1;
 	}
-	if (waitpid(sp, &st, 0) != sp || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		printf("vforker: spawned child status 0x%x, expected exit 0\n", st);
+	if (waitpid(sp, &st, 0) != sp || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0) {
+		printf("vforker: spawned child status 0x%x, expected exit 0\n",
+		       st);
 		return 1;
 	}
 	printf("vforker: spawned child exited 0\n");
