@@ -50,7 +50,8 @@ static char *make_line(unsigned seed, unsigned n)
 	char *line = malloc(n * 8 + 1);
 	char *p = line;
 	for (unsigned i = 0; i < n; i++)
-		p += sprintf(p, "w%05u ", (seed * 7919u + i * 104729u) % 20000u);
+		p += sprintf(p, "w%05u ",
+		             (seed * 7919u + i * 104729u) % 20000u);
 	return line;
 }
 

@@ -41,15 +41,18 @@ static void record_usage(FILE *f)
 	      "\n"
 	      "Runs CMD under the heap profiler and writes a profile database\n"
 	      "(default heapprof.<cmd>.<pid>.db). Exits with CMD's status.\n"
-	      "SIGUSR1 to heapprof adds a dump; one dump is written at the end.\n"
+	      "SIGUSR1 to heapprof adds a dump; one dump is written at the "
+	      "end.\n"
 	      "\n"
 	      "options:\n"
-	      "  -i, --interval BYTES   mean sampling interval (default 4096);\n"
+	      "  -i, --interval BYTES   mean sampling interval (default "
+	      "4096);\n"
 	      "                         1 records every allocation exactly\n"
 	      "  -o, --output FILE      profile to write\n"
 	      "      --unwind MODE      dwarf (default, works without frame\n"
 	      "                         pointers) or fp (faster, needs them)\n"
-	      "      --max-frames N     deepest stack kept, 1..256 (default 64)\n"
+	      "      --max-frames N     deepest stack kept, 1..256 (default "
+	      "64)\n"
 	      "      --shmem-size BYTES shared region per process (default\n"
 	      "                         64 MiB, 512 MiB with -i 1)\n"
 	      "  -h, --help             this text\n",
@@ -60,13 +63,13 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 {
 	enum { OPT_UNWIND = 256, OPT_MAXF, OPT_SHMEM };
 	static const struct option longopts[] = {
-		{"interval", required_argument, NULL, 'i'},
-		{"output", required_argument, NULL, 'o'},
-		{"unwind", required_argument, NULL, OPT_UNWIND},
-		{"max-frames", required_argument, NULL, OPT_MAXF},
-		{"shmem-size", required_argument, NULL, OPT_SHMEM},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	        {"interval", required_argument, NULL, 'i'},
+	        {"output", required_argument, NULL, 'o'},
+	        {"unwind", required_argument, NULL, OPT_UNWIND},
+	        {"max-frames", required_argument, NULL, OPT_MAXF},
+	        {"shmem-size", required_argument, NULL, OPT_SHMEM},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	a->opts.interval = 4096;
 	a->opts.unwind_mode = HP_UNWIND_DWARF;
@@ -79,14 +82,14 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 		switch (c) {
 		case 'i':
 			if (opt_parse_u64("record", "interval", optarg, 1,
-					  1ull << 40, &v))
+			                  1ull << 40, &v))
 				return 2;
 			a->opts.interval = v;
 			break;
 		case 'o':
 			if (!*optarg) {
 				fprintf(stderr, "heapprof: record: empty "
-						"output file name\n");
+				                "output file name\n");
 				return 2;
 			}
 			a->output = optarg;
@@ -98,21 +101,21 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 				a->opts.unwind_mode = HP_UNWIND_FP;
 			else {
 				fprintf(stderr,
-					"heapprof: record: invalid unwind mode "
-					"'%s': use dwarf or fp\n",
-					optarg);
+				        "heapprof: record: invalid unwind mode "
+				        "'%s': use dwarf or fp\n",
+				        optarg);
 				return 2;
 			}
 			break;
 		case OPT_MAXF:
 			if (opt_parse_u64("record", "max-frames", optarg, 1,
-					  HP_MAX_FRAMES, &v))
+			                  HP_MAX_FRAMES, &v))
 				return 2;
 			a->opts.max_frames = (uint32_t)v;
 			break;
 		case OPT_SHMEM:
 			if (opt_parse_u64("record", "shmem-size", optarg,
-					  HP_REGION_MIN_SIZE, 1ull << 40, &v))
+			                  HP_REGION_MIN_SIZE, 1ull << 40, &v))
 				return 2;
 			a->opts.shmem_size = v;
 			break;
@@ -123,20 +126,22 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 		default:
 			if (optopt && optopt < 256)
 				fprintf(stderr,
-					"heapprof: record: unknown or incomplete "
-					"option '-%c'\n",
-					optopt);
+				        "heapprof: record: unknown or "
+				        "incomplete "
+				        "option '-%c'\n",
+				        optopt);
 			else
 				fprintf(stderr,
-					"heapprof: record: unknown or incomplete "
-					"option '%s'\n",
-					argv[optind - 1]);
+				        "heapprof: record: unknown or "
+				        "incomplete "
+				        "option '%s'\n",
+				        argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind >= argc) {
 		fprintf(stderr, "heapprof: record: no command given "
-				"(heapprof record [options] -- CMD)\n");
+		                "(heapprof record [options] -- CMD)\n");
 		return 2;
 	}
 	a->argv = argv + optind;
@@ -169,13 +174,14 @@ static int find_library(char *out, size_t len)
 			return 0;
 		}
 	}
-	fprintf(stderr, "heapprof: record: cannot find libheapprof.so next to "
-			"%s (set HEAPPROF_LIB)\n",
-		self);
+	fprintf(stderr,
+	        "heapprof: record: cannot find libheapprof.so next to "
+	        "%s (set HEAPPROF_LIB)\n",
+	        self);
 	return -1;
 missing_env:
 	fprintf(stderr, "heapprof: record: HEAPPROF_LIB=%s is not readable\n",
-		env);
+	        env);
 	return -1;
 }
 
@@ -217,7 +223,7 @@ static int setup_child_env(const char *lib, const char *sock)
  * errno through err_fd (close-on-exec, so success closes it silently).
  * Never returns. */
 static void child_run(int go_fd, int err_fd, const sigset_t *oldmask,
-		      char **argv)
+                      char **argv)
 {
 	char b;
 	ssize_t n;
@@ -317,10 +323,10 @@ static void event_loop(struct session *s)
 		size_t n = 0;
 		fds[n++] = (struct pollfd){.fd = s->sfd, .events = POLLIN};
 		fds[n++] = (struct pollfd){.fd = s->col.listen_fd,
-					   .events = POLLIN};
+		                           .events = POLLIN};
 		for (size_t i = 0; i < s->col.ntargets; i++)
 			fds[n++] = (struct pollfd){.fd = s->col.targets[i].fd,
-						   .events = POLLIN};
+			                           .events = POLLIN};
 		if (poll(fds, n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -334,11 +340,11 @@ static void event_loop(struct session *s)
 		}
 		if (fds[1].revents & POLLIN)
 			collector_accept(&s->col, want_child, &s->want, s->name,
-					 s->cmdline);
+			                 s->cmdline);
 		for (size_t i = 2; i < n; i++)
 			if (fds[i].revents && fds[i].fd >= 0)
 				collector_poll_client(&s->col,
-						      &s->col.targets[i - 2]);
+				                      &s->col.targets[i - 2]);
 	}
 }
 
@@ -362,37 +368,39 @@ static void finish(struct session *s)
 		/* The program never attached (static binary, setuid, or the
 		 * library failed): still say what ran and how it ended. */
 		struct prof_process info = {
-			.pid = s->want.child,
-			.name = s->name,
-			.cmdline = s->cmdline,
-			.sampling_interval = s->col.opts.interval,
-			.unwind = s->col.opts.unwind_mode == HP_UNWIND_FP ? "fp"
-									  : "dwarf",
-			.max_frames = s->col.opts.max_frames,
-			.from_startup = 0,
-			.start_ts_ns = end,
+		        .pid = s->want.child,
+		        .name = s->name,
+		        .cmdline = s->cmdline,
+		        .sampling_interval = s->col.opts.interval,
+		        .unwind = s->col.opts.unwind_mode == HP_UNWIND_FP
+		                          ? "fp"
+		                          : "dwarf",
+		        .max_frames = s->col.opts.max_frames,
+		        .from_startup = 0,
+		        .start_ts_ns = end,
 		};
 		int64_t upid;
 		struct prof_process_end e = {.end_ts_ns = end,
-					     .exit_status = status_code(s->status),
-					     .disconnected = 1};
+		                             .exit_status =
+		                                     status_code(s->status),
+		                             .disconnected = 1};
 		if (profile_begin_process(s->col.profile, &info, &upid) != 0 ||
 		    profile_end_process(s->col.profile, upid, &e) != 0)
 			s->write_errors++;
 		fprintf(stderr,
-			"heapprof: record: %s never attached to the profiler "
-			"(statically linked, setuid, or LD_PRELOAD ignored?); "
-			"the profile holds no allocations\n",
-			s->name);
+		        "heapprof: record: %s never attached to the profiler "
+		        "(statically linked, setuid, or LD_PRELOAD ignored?); "
+		        "the profile holds no allocations\n",
+		        s->name);
 	}
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = &s->col.targets[i];
 		struct prof_process_end e = {
-			.end_ts_ns = end,
-			.exit_status = t->pid == s->want.child
-					       ? status_code(s->status)
-					       : -1,
-			.disconnected = 0,
+		        .end_ts_ns = end,
+		        .exit_status = t->pid == s->want.child
+		                               ? status_code(s->status)
+		                               : -1,
+		        .disconnected = 0,
 		};
 		if (profile_end_process(s->col.profile, t->upid, &e) != 0)
 			s->write_errors++;
@@ -449,7 +457,8 @@ int cmd_record(int argc, char **argv)
 	s.name = a.argv[0];
 	s.cmdline = join_args(a.argv);
 
-	char *out = a.output ? strdup(a.output) : default_output(a.argv[0], pid);
+	char *out =
+	        a.output ? strdup(a.output) : default_output(a.argv[0], pid);
 	char *rec_cmd = join_args(argv);
 	s.col.profile = out ? profile_create(out, rec_cmd) : NULL;
 	free(rec_cmd);
@@ -471,7 +480,7 @@ int cmd_record(int argc, char **argv)
 	if (exec_err) {
 		/* Nothing ran: no profile is better than an empty one. */
 		fprintf(stderr, "heapprof: record: cannot run '%s': %s\n",
-			a.argv[0], strerror(exec_err));
+		        a.argv[0], strerror(exec_err));
 		waitpid(pid, NULL, 0);
 		profile_close(s.col.profile);
 		unlink(out);
@@ -487,9 +496,10 @@ int cmd_record(int argc, char **argv)
 	collector_close(&s.col);
 	close(s.sfd);
 	if (rc != 0 || s.write_errors)
-		fprintf(stderr, "heapprof: record: the profile %s may be "
-				"incomplete (write errors above)\n",
-			out);
+		fprintf(stderr,
+		        "heapprof: record: the profile %s may be "
+		        "incomplete (write errors above)\n",
+		        out);
 	else
 		fprintf(stderr, "heapprof: profile written to %s\n", out);
 	free(out);

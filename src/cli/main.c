@@ -13,9 +13,12 @@ static void usage(FILE *f)
 	fputs("usage: heapprof <command> [options]\n"
 	      "\n"
 	      "commands:\n"
-	      "  record [-i BYTES] [-o FILE] [--unwind dwarf|fp] [--max-frames N] -- CMD [ARGS...]\n"
-	      "                 run CMD under the profiler and write a profile database\n"
-	      "  report FILE [--view space|alloc_space|objects|alloc_objects] [--top N]\n"
+	      "  record [-i BYTES] [-o FILE] [--unwind dwarf|fp] [--max-frames "
+	      "N] -- CMD [ARGS...]\n"
+	      "                 run CMD under the profiler and write a profile "
+	      "database\n"
+	      "  report FILE [--view space|alloc_space|objects|alloc_objects] "
+	      "[--top N]\n"
 	      "                 summary and top call stacks of a profile\n"
 	      "  sql FILE [QUERY] [--csv]\n"
 	      "                 run an SQL query on a profile\n"
@@ -39,7 +42,8 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (!strcmp(cmd, "sql"))
 		return cmd_sql(argc - 1, argv + 1);
-	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
+	    !strcmp(cmd, "-h")) {
 		usage(stdout);
 		return 0;
 	}

@@ -7,7 +7,7 @@
 #include "cli/options.h"
 
 int opt_parse_u64(const char *cmd, const char *what, const char *s,
-		  uint64_t min, uint64_t max, uint64_t *out)
+                  uint64_t min, uint64_t max, uint64_t *out)
 {
 	const char *why = NULL;
 	if (!s || !*s) {
@@ -32,6 +32,6 @@ int opt_parse_u64(const char *cmd, const char *what, const char *s,
 		}
 	}
 	fprintf(stderr, "heapprof: %s: invalid %s '%s': %s\n", cmd, what,
-		s ? s : "", why);
+	        s ? s : "", why);
 	return -1;
 }

@@ -7,6 +7,6 @@
 /* Parses a decimal integer in [min, max]; on error prints
  * "heapprof: <cmd>: invalid <what> '<s>': <reason>" and returns -1. */
 int opt_parse_u64(const char *cmd, const char *what, const char *s,
-		  uint64_t min, uint64_t max, uint64_t *out);
+                  uint64_t min, uint64_t max, uint64_t *out);
 
 #endif

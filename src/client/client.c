@@ -23,7 +23,7 @@
 HP_HIDDEN _Atomic int hp_active;
 HP_HIDDEN struct client_state hp_client = {.sock_fd = -1};
 HP_HIDDEN __thread struct client_tls hp_tls
-	__attribute__((tls_model("initial-exec")));
+        __attribute__((tls_model("initial-exec")));
 
 HP_HIDDEN void hooks_init(void);
 
@@ -42,9 +42,9 @@ void client_stop(uint32_t reason)
 	struct hp_header_v1 *h = hp_client.region.hdr;
 	if (h) {
 		atomic_store_explicit(&h->stop_reason, reason,
-				      memory_order_relaxed);
+		                      memory_order_relaxed);
 		atomic_store_explicit(&h->client_state, HP_STATE_STOPPED,
-				      memory_order_release);
+		                      memory_order_release);
 	}
 }
 
@@ -83,9 +83,9 @@ static int recv_welcome(int fd, struct hp_welcome *w, int *region_fd)
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
 	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = cbuf,
-			     .msg_controllen = sizeof(cbuf)};
+	                     .msg_iovlen = 1,
+	                     .msg_control = cbuf,
+	                     .msg_controllen = sizeof(cbuf)};
 	*region_fd = -1;
 	int rc = wait_readable(fd, HELLO_TIMEOUT_MS);
 	if (rc)
@@ -125,11 +125,11 @@ static int connect_collector(const char *path)
 static int attach(int fd, struct hp_welcome *w)
 {
 	struct hp_hello hello = {.magic = HP_WIRE_MAGIC,
-				 .version = HP_WIRE_VERSION,
-				 .layout_version = HP_LAYOUT_VERSION,
-				 .flags = HP_HELLO_AT_STARTUP,
-				 .pid = getpid(),
-				 .ppid = getppid()};
+	                         .version = HP_WIRE_VERSION,
+	                         .layout_version = HP_LAYOUT_VERSION,
+	                         .flags = HP_HELLO_AT_STARTUP,
+	                         .pid = getpid(),
+	                         .ppid = getppid()};
 	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))
 		return -EPIPE;
 	int region_fd;
@@ -144,7 +144,7 @@ static int attach(int fd, struct hp_welcome *w)
 	if (region_fd < 0 || w->region_size < HP_REGION_MIN_SIZE)
 		return -EPROTO;
 	void *base = mmap(NULL, w->region_size, PROT_READ | PROT_WRITE,
-			  MAP_SHARED, region_fd, 0);
+	                  MAP_SHARED, region_fd, 0);
 	close(region_fd);
 	if (base == MAP_FAILED)
 		return -errno;
@@ -166,7 +166,7 @@ __attribute__((constructor)) static void client_init(void)
 	int fd = connect_collector(path);
 	if (fd < 0) {
 		client_log("cannot reach the collector, running unprofiled",
-			   strerror(-fd));
+		           strerror(-fd));
 		goto out;
 	}
 	struct hp_welcome w;
@@ -174,7 +174,7 @@ __attribute__((constructor)) static void client_init(void)
 	if (rc != 0) {
 		if (rc < 0)
 			client_log("attach failed, running unprofiled",
-				   strerror(-rc));
+			           strerror(-rc));
 		close(fd);
 		goto out;
 	}
@@ -182,8 +182,8 @@ __attribute__((constructor)) static void client_init(void)
 
 	struct hp_header_v1 *h = hp_client.region.hdr;
 	hp_client.interval = h->sampling_interval;
-	hp_client.exact_from = h->sampling_interval == 1 ? 0
-							 : h->sampling_interval;
+	hp_client.exact_from =
+	        h->sampling_interval == 1 ? 0 : h->sampling_interval;
 	hp_client.unwind_mode = h->unwind_mode;
 	hp_client.max_frames = h->max_frames;
 	h->pid = getpid();
@@ -194,9 +194,9 @@ __attribute__((constructor)) static void client_init(void)
 	pthread_atfork(NULL, NULL, on_fork_child);
 
 	atomic_store_explicit(&h->attach_time_ns, boottime_ns(),
-			      memory_order_relaxed);
+	                      memory_order_relaxed);
 	atomic_store_explicit(&h->client_state, HP_STATE_ACTIVE,
-			      memory_order_release);
+	                      memory_order_release);
 	atomic_store_explicit(&hp_active, 1, memory_order_release);
 out:
 	errno = saved;

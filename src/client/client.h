@@ -14,9 +14,9 @@
 
 #include "layout/region.h"
 
-#define HP_HIDDEN __attribute__((visibility("hidden")))
-#define HP_EXPORT __attribute__((visibility("default")))
-#define HP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HP_HIDDEN      __attribute__((visibility("hidden")))
+#define HP_EXPORT      __attribute__((visibility("default")))
+#define HP_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* 1 while this process records; the hooks test it first, once per call. */
@@ -25,11 +25,11 @@ extern HP_HIDDEN _Atomic int hp_active;
 /* Profiling state, valid while hp_active (set before it becomes 1). */
 struct client_state {
 	struct hp_region region;
-	uint64_t interval;       /* sampling interval, bytes */
-	uint64_t exact_from;     /* sizes >= this are recorded exactly */
-	uint32_t unwind_mode;    /* enum hp_unwind_mode */
+	uint64_t interval;    /* sampling interval, bytes */
+	uint64_t exact_from;  /* sizes >= this are recorded exactly */
+	uint32_t unwind_mode; /* enum hp_unwind_mode */
 	uint32_t max_frames;
-	int sock_fd;             /* connection to the collector, -1 if none */
+	int sock_fd; /* connection to the collector, -1 if none */
 };
 extern HP_HIDDEN struct client_state hp_client;
 
@@ -42,11 +42,11 @@ struct client_tls {
 	uintptr_t stack_lo, stack_hi; /* for frame-pointer walks; 0 = unknown */
 };
 extern HP_HIDDEN __thread struct client_tls hp_tls
-	__attribute__((tls_model("initial-exec")));
+        __attribute__((tls_model("initial-exec")));
 
 /* recorder.c: accounting of one allocation / free / realloc. */
 HP_HIDDEN void recorder_sample(void *ptr, size_t size, uint64_t charged,
-			       bool exact, uintptr_t caller);
+                               bool exact, uintptr_t caller);
 HP_HIDDEN void recorder_free(void *ptr);
 HP_HIDDEN bool recorder_take(void *ptr, struct hp_live_v1 *out);
 HP_HIDDEN void recorder_apply_free(const struct hp_live_v1 *v);
@@ -80,7 +80,7 @@ HP_HIDDEN void unwind_init(void);
 /* Fills pcs (leaf first, the program's frames only); returns the count
  * and sets *truncated when the stack was deeper than max. */
 HP_HIDDEN uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-				  bool *truncated);
+                                  bool *truncated);
 
 /* modules.c */
 HP_HIDDEN void modules_init(void);
@@ -88,10 +88,10 @@ HP_HIDDEN void modules_scan(struct hp_region *r);
 /* Rescans when a pc lies outside every known module (a library was
  * loaded since the last scan). */
 HP_HIDDEN void modules_check(struct hp_region *r, const uint64_t *pcs,
-			     uint32_t n);
+                             uint32_t n);
 /* Bounds of an object's executable code, by an address inside it. */
 HP_HIDDEN bool modules_text_range(const void *addr, uintptr_t *lo,
-				  uintptr_t *hi);
+                                  uintptr_t *hi);
 
 /* log.c: one line to stderr through a fixed buffer, errno preserved. */
 HP_HIDDEN void client_log(const char *msg, const char *detail);

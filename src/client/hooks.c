@@ -200,7 +200,7 @@ static void *boot_realloc(void *p, size_t n)
 		void *q = pool_alloc(n, 16);
 		if (q && p && in_pool(p)) {
 			size_t old = *(size_t *)((unsigned char *)p -
-						 sizeof(size_t));
+			                         sizeof(size_t));
 			memcpy(q, p, old < n ? old : n);
 		}
 		return q;
@@ -406,7 +406,7 @@ static void *new_al_fallback(const char *sym, size_t n, size_t a)
 }
 
 static void *new_al_nt_fallback(const char *sym, size_t n, size_t a,
-				const void *nt)
+                                const void *nt)
 {
 	new_al_nt_fn f = (new_al_nt_fn)next_sym(sym);
 	return f ? f(n, a, nt) : NULL;
@@ -473,20 +473,20 @@ HP_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a)
 	return p ? p : new_al_fallback("_ZnamSt11align_val_t", n, a);
 }
 HP_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a,
-						   const void *nt)
+                                                   const void *nt)
 {
 	void *p = new_aligned(n, a, CALLER());
 	return p ? p
-		 : new_al_nt_fallback("_ZnwmSt11align_val_tRKSt9nothrow_t", n,
-				      a, nt);
+	         : new_al_nt_fallback("_ZnwmSt11align_val_tRKSt9nothrow_t", n,
+	                              a, nt);
 }
 HP_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a,
-						   const void *nt)
+                                                   const void *nt)
 {
 	void *p = new_aligned(n, a, CALLER());
 	return p ? p
-		 : new_al_nt_fallback("_ZnamSt11align_val_tRKSt9nothrow_t", n,
-				      a, nt);
+	         : new_al_nt_fallback("_ZnamSt11align_val_tRKSt9nothrow_t", n,
+	                              a, nt);
 }
 
 /* operator delete in all its forms: sized, aligned, nothrow. */
@@ -531,12 +531,12 @@ HP_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a)
 	delete_any(p);
 }
 HP_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a,
-						   const void *nt)
+                                                   const void *nt)
 {
 	delete_any(p);
 }
 HP_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a,
-						   const void *nt)
+                                                   const void *nt)
 {
 	delete_any(p);
 }

@@ -14,7 +14,7 @@ void client_log(const char *msg, const char *detail)
 	char buf[512];
 	size_t n = 0;
 	const char *parts[] = {"heapprof: ", msg, detail ? ": " : "",
-			       detail ? detail : "", "\n"};
+	                       detail ? detail : "", "\n"};
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
 		size_t len = strlen(parts[i]);
 		if (len > sizeof(buf) - 1 - n)

@@ -36,7 +36,8 @@ static uint32_t find_build_id(const struct dl_phdr_info *info, uint8_t *out)
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_NOTE)
 			continue;
-		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *p =
+		        (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
 		const uint8_t *end = p + ph->p_memsz;
 		while (p + sizeof(ElfW(Nhdr)) <= end) {
 			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
@@ -46,8 +47,8 @@ static uint32_t find_build_id(const struct dl_phdr_info *info, uint8_t *out)
 			const uint8_t *desc = name + namesz;
 			if (desc + descsz > end)
 				break;
-			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-			    memcmp(name, "GNU", 4) == 0) {
+			if (nh->n_type == NT_GNU_BUILD_ID &&
+			    nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
 				uint32_t len = nh->n_descsz;
 				if (len > HP_BUILD_ID_MAX)
 					len = HP_BUILD_ID_MAX;
@@ -63,7 +64,7 @@ static uint32_t find_build_id(const struct dl_phdr_info *info, uint8_t *out)
 static bool known(struct hp_region *r, uint64_t start, uint64_t base)
 {
 	uint64_t used = atomic_load_explicit(&r->hdr->modules_used,
-					     memory_order_acquire);
+	                                     memory_order_acquire);
 	for (uint64_t i = 0; i < used && i < r->modules_cap; i++)
 		if (r->modules[i].start == start && r->modules[i].base == base)
 			return true;
@@ -88,11 +89,12 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 		uint64_t off = ph->p_offset & ~(uint64_t)(page - 1);
 		uint64_t start = info->dlpi_addr + vaddr;
 		uint64_t end = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz +
-				page - 1) & ~(uint64_t)(page - 1);
+		                page - 1) &
+		               ~(uint64_t)(page - 1);
 		if (known(r, start, info->dlpi_addr))
 			continue;
 		uint64_t idx = atomic_load_explicit(&r->hdr->modules_used,
-						    memory_order_relaxed);
+		                                    memory_order_relaxed);
 		if (idx >= r->modules_cap) {
 			region_count(r, HP_CTR_MODULE_FULL, 1);
 			continue;
@@ -108,7 +110,7 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 		m->build_id_len = find_build_id(info, m->build_id);
 		atomic_store_explicit(&m->ready, 1, memory_order_release);
 		atomic_store_explicit(&r->hdr->modules_used, idx + 1,
-				      memory_order_release);
+		                      memory_order_release);
 	}
 	return 0;
 }
@@ -136,14 +138,14 @@ void modules_scan(struct hp_region *r)
 void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
 {
 	uint64_t used = atomic_load_explicit(&r->hdr->modules_used,
-					     memory_order_acquire);
+	                                     memory_order_acquire);
 	if (used > r->modules_cap)
 		used = r->modules_cap;
 	for (uint32_t i = 0; i < n; i++) {
 		bool found = false;
 		for (uint64_t j = 0; j < used && !found; j++)
 			found = pcs[i] >= r->modules[j].start &&
-				pcs[i] < r->modules[j].end;
+			        pcs[i] < r->modules[j].end;
 		if (!found) {
 			modules_scan(r);
 			return;

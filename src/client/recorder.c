@@ -28,7 +28,7 @@ static void charge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
 	atomic_fetch_add_explicit(&s->alloc_count, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->alloc_bytes, bytes, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->alloc_objects_fp, objs,
-				  memory_order_relaxed);
+	                          memory_order_relaxed);
 }
 
 static void discharge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
@@ -36,11 +36,11 @@ static void discharge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
 	atomic_fetch_add_explicit(&s->free_count, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->free_bytes, bytes, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->free_objects_fp, objs,
-				  memory_order_relaxed);
+	                          memory_order_relaxed);
 }
 
 void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
-		     uintptr_t caller)
+                     uintptr_t caller)
 {
 	struct client_tls *t = &hp_tls;
 	struct hp_region *r = &hp_client.region;
@@ -51,8 +51,8 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 	t->in_hook = 1;
 
 	if (HP_UNLIKELY(atomic_load_explicit(&r->hdr->control,
-					     memory_order_relaxed) ==
-			HP_CONTROL_STOP)) {
+	                                     memory_order_relaxed) ==
+	                HP_CONTROL_STOP)) {
 		client_stop(HP_STOP_REQUESTED);
 		t->in_hook = 0;
 		return;
@@ -61,7 +61,7 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 	uint64_t pcs[HP_MAX_FRAMES];
 	bool truncated = false;
 	uint32_t n = unwind_capture(pcs, hp_client.max_frames,
-				    hp_client.unwind_mode, &truncated);
+	                            hp_client.unwind_mode, &truncated);
 	if (n == 0) {
 		/* Keep at least the caller of the hook. */
 		region_count(r, HP_CTR_UNWIND_ERRORS, 1);
@@ -72,9 +72,8 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);
 
 	bool is_new;
-	uint32_t id = stacktab_intern(r, 0, pcs, n,
-				      truncated ? HP_STACK_TRUNCATED : 0,
-				      &is_new);
+	uint32_t id = stacktab_intern(
+	        r, 0, pcs, n, truncated ? HP_STACK_TRUNCATED : 0, &is_new);
 	if (id == 0) {
 		region_count(r, HP_CTR_STACK_FULL, 1);
 		region_count(r, HP_CTR_STACK_FULL_BYTES, charged);
@@ -86,10 +85,10 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 	struct hp_stack_v1 *s = &r->stacks[id];
 	charge(s, charged, objs);
 	struct hp_live_v1 v = {.stack_id = id,
-			       .heap_id = 0,
-			       .size = size,
-			       .charged = charged,
-			       .objects_fp = objs};
+	                       .heap_id = 0,
+	                       .size = size,
+	                       .charged = charged,
+	                       .objects_fp = objs};
 	if (livetab_insert(r, (uintptr_t)ptr, &v) != 0) {
 		/* Its free could never be matched: count it as freed now so
 		 * the space view is not inflated, and say so. */

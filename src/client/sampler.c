@@ -39,7 +39,7 @@ static void seed(struct client_tls *t)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
-		     ((uint64_t)syscall(SYS_gettid) << 17) ^ (uintptr_t)t;
+	             ((uint64_t)syscall(SYS_gettid) << 17) ^ (uintptr_t)t;
 	s ^= s >> 33;
 	s *= 0xff51afd7ed558ccdull;
 	s ^= s >> 33;

@@ -14,8 +14,8 @@
 
 #include "client/client.h"
 
-static uintptr_t self_lo, self_hi;   /* libheapprof.so text */
-static uintptr_t unw_lo, unw_hi;     /* libunwind text */
+static uintptr_t self_lo, self_hi; /* libheapprof.so text */
+static uintptr_t unw_lo, unw_hi;   /* libunwind text */
 
 void unwind_init(void)
 {
@@ -102,7 +102,7 @@ capture_fp(uint64_t *pcs, uint32_t max, bool *truncated)
 }
 
 uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-			bool *truncated)
+                        bool *truncated)
 {
 	*truncated = false;
 	if (mode == HP_UNWIND_FP)

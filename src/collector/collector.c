@@ -50,7 +50,7 @@ int collector_open(struct collector *c, const struct collector_opts *o)
 	if (!mkdtemp(c->dir)) {
 		int e = errno;
 		fprintf(stderr, "heapprof: collector: cannot create %s: %s\n",
-			c->dir, strerror(e));
+		        c->dir, strerror(e));
 		c->dir[0] = '\0';
 		return -e;
 	}
@@ -63,8 +63,9 @@ int collector_open(struct collector *c, const struct collector_opts *o)
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    listen(fd, 64) != 0) {
 		int e = errno;
-		fprintf(stderr, "heapprof: collector: cannot listen on %s: %s\n",
-			c->path, strerror(e));
+		fprintf(stderr,
+		        "heapprof: collector: cannot listen on %s: %s\n",
+		        c->path, strerror(e));
 		close(fd);
 		return -e;
 	}
@@ -74,25 +75,25 @@ int collector_open(struct collector *c, const struct collector_opts *o)
 
 static int make_region(struct collector *c, struct target *t)
 {
-	int fd = memfd_create("heapprof-region", MFD_CLOEXEC |
-						      MFD_ALLOW_SEALING);
+	int fd = memfd_create("heapprof-region",
+	                      MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	uint64_t size = c->opts.shmem_size;
 	if (ftruncate(fd, (off_t)size) != 0)
 		goto fail;
-	if (fcntl(fd, F_ADD_SEALS,
-		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
+	    0)
 		goto fail;
-	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-			  0);
+	void *base =
+	        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
 		goto fail;
 	struct hp_config cfg = {.sampling_interval = c->opts.interval,
-				.unwind_mode = c->opts.unwind_mode,
-				.max_frames = c->opts.max_frames,
-				.session_id = 1,
-				.heap_enable_mask = 1};
+	                        .unwind_mode = c->opts.unwind_mode,
+	                        .max_frames = c->opts.max_frames,
+	                        .session_id = 1,
+	                        .heap_enable_mask = 1};
 	int rc = region_format(base, size, &cfg);
 	if (!rc)
 		rc = region_bind(&t->region, base, size);
@@ -113,10 +114,10 @@ fail:;
 static int send_welcome(int fd, uint32_t status, uint64_t size, int region_fd)
 {
 	struct hp_welcome w = {.magic = HP_WIRE_MAGIC,
-			       .version = HP_WIRE_VERSION,
-			       .status = status,
-			       .layout_version = HP_LAYOUT_VERSION,
-			       .region_size = size};
+	                       .version = HP_WIRE_VERSION,
+	                       .status = status,
+	                       .layout_version = HP_LAYOUT_VERSION,
+	                       .region_size = size};
 	struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -163,7 +164,7 @@ static int read_hello(int fd, struct hp_hello *h)
 }
 
 int collector_accept(struct collector *c, collector_want_fn want, void *ctx,
-		     const char *name, const char *cmdline)
+                     const char *name, const char *cmdline)
 {
 	int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
@@ -192,10 +193,10 @@ int collector_accept(struct collector *c, collector_want_fn want, void *ctx,
 	int region_fd = make_region(c, t);
 	if (region_fd < 0) {
 		fprintf(stderr,
-			"heapprof: collector: cannot create a %llu-byte region "
-			"for pid %d: %s\n",
-			(unsigned long long)c->opts.shmem_size, cred.pid,
-			strerror(-region_fd));
+		        "heapprof: collector: cannot create a %llu-byte region "
+		        "for pid %d: %s\n",
+		        (unsigned long long)c->opts.shmem_size, cred.pid,
+		        strerror(-region_fd));
 		send_welcome(fd, HP_WELCOME_ERROR, 0, -1);
 		close(fd);
 		return region_fd;
@@ -212,15 +213,15 @@ int collector_accept(struct collector *c, collector_want_fn want, void *ctx,
 	t->start_ts = boottime_ns();
 	c->ntargets++;
 	struct prof_process info = {
-		.pid = cred.pid,
-		.name = name,
-		.cmdline = cmdline,
-		.sampling_interval = c->opts.interval,
-		.unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp" : "dwarf",
-		.max_frames = c->opts.max_frames,
-		.shmem_size = t->size,
-		.from_startup = 1,
-		.start_ts_ns = t->start_ts,
+	        .pid = cred.pid,
+	        .name = name,
+	        .cmdline = cmdline,
+	        .sampling_interval = c->opts.interval,
+	        .unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp" : "dwarf",
+	        .max_frames = c->opts.max_frames,
+	        .shmem_size = t->size,
+	        .from_startup = 1,
+	        .start_ts_ns = t->start_ts,
 	};
 	return profile_begin_process(c->profile, &info, &t->upid);
 }

@@ -24,8 +24,8 @@ struct collector_opts {
 
 struct target {
 	pid_t pid;
-	int fd;               /* control connection, -1 once closed */
-	void *base;           /* our mapping of the region */
+	int fd;     /* control connection, -1 once closed */
+	void *base; /* our mapping of the region */
 	uint64_t size;
 	struct hp_region region; /* geometry as WE formatted it: trusted */
 	int64_t upid;
@@ -50,7 +50,7 @@ int collector_open(struct collector *c, const struct collector_opts *o);
 /* Accepts one pending connection and answers it.  Returns 0, or a
  * negative errno for a connection that was dropped (not fatal). */
 int collector_accept(struct collector *c, collector_want_fn want, void *ctx,
-		     const char *name, const char *cmdline);
+                     const char *name, const char *cmdline);
 /* Handles readable client fds: EOF marks the target disconnected. */
 void collector_poll_client(struct collector *c, struct target *t);
 /* Writes one dump of every target to the profile. */

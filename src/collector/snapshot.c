@@ -17,11 +17,11 @@ static uint64_t clamp(uint64_t v, uint64_t cap)
 static int take_modules(const struct hp_region *r, struct snapshot *s)
 {
 	uint64_t n = clamp(atomic_load_explicit(&r->hdr->modules_used,
-						memory_order_acquire),
-			   r->modules_cap);
+	                                        memory_order_acquire),
+	                   r->modules_cap);
 	uint64_t slen = clamp(atomic_load_explicit(&r->hdr->strings_used,
-						   memory_order_acquire),
-			      r->strings_cap);
+	                                           memory_order_acquire),
+	                      r->strings_cap);
 	s->modules = calloc(n ? n : 1, sizeof(*s->modules));
 	s->build_ids = calloc(n ? n : 1, HP_BUILD_ID_MAX);
 	s->strings = malloc(slen + 1);
@@ -60,8 +60,8 @@ static int take_modules(const struct hp_region *r, struct snapshot *s)
 static int take_stacks(const struct hp_region *r, struct snapshot *s)
 {
 	uint64_t n = clamp(atomic_load_explicit(&r->hdr->stacks_used,
-						memory_order_acquire),
-			   r->stacks_cap);
+	                                        memory_order_acquire),
+	                   r->stacks_cap);
 	uint64_t total = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		uint32_t nf = r->stacks[i].nframes;
@@ -78,7 +78,7 @@ static int take_stacks(const struct hp_region *r, struct snapshot *s)
 			continue;
 		struct prof_stack *o = &s->stacks[k];
 		o->alloc_count = atomic_load_explicit(&st->alloc_count,
-						      memory_order_relaxed);
+		                                      memory_order_relaxed);
 		if (o->alloc_count == 0)
 			continue; /* unused (e.g. lost an intern race) */
 		o->alloc_bytes = atomic_load(&st->alloc_bytes);
@@ -97,7 +97,7 @@ static int take_stacks(const struct hp_region *r, struct snapshot *s)
 		used += nf;
 		o->heap_id = st->heap_id < r->heaps_cap ? st->heap_id : 0;
 		o->flags = i == 0 ? HP_STACK_OVERFLOW
-				  : (st->flags & HP_STACK_TRUNCATED);
+		                  : (st->flags & HP_STACK_TRUNCATED);
 		k++;
 	}
 	s->dump.stacks = s->stacks;
@@ -107,9 +107,9 @@ static int take_stacks(const struct hp_region *r, struct snapshot *s)
 
 static int take_heaps(const struct hp_region *r, struct snapshot *s)
 {
-	uint64_t n = clamp(atomic_load_explicit(&r->hdr->heaps_used,
-						memory_order_acquire),
-			   r->heaps_cap);
+	uint64_t n = clamp(
+	        atomic_load_explicit(&r->hdr->heaps_used, memory_order_acquire),
+	        r->heaps_cap);
 	s->heaps = calloc(n ? n : 1, sizeof(*s->heaps));
 	s->heap_names = calloc(n ? n : 1, HP_HEAP_NAME_MAX);
 	if (!s->heaps || !s->heap_names)
@@ -134,10 +134,12 @@ int snapshot_take(const struct hp_region *r, struct snapshot *s)
 	const struct hp_header_v1 *h = r->hdr;
 	for (int i = 0; i < HP_CTR_COUNT; i++)
 		s->dump.counters[i] = atomic_load_explicit(
-			&((struct hp_header_v1 *)h)->counters[i],
-			memory_order_relaxed);
-	s->dump.client_state = atomic_load(&((struct hp_header_v1 *)h)->client_state);
-	s->dump.stop_reason = atomic_load(&((struct hp_header_v1 *)h)->stop_reason);
+		        &((struct hp_header_v1 *)h)->counters[i],
+		        memory_order_relaxed);
+	s->dump.client_state =
+	        atomic_load(&((struct hp_header_v1 *)h)->client_state);
+	s->dump.stop_reason =
+	        atomic_load(&((struct hp_header_v1 *)h)->stop_reason);
 	int rc = take_modules(r, s);
 	if (!rc)
 		rc = take_stacks(r, s);

@@ -19,14 +19,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HP_MAGIC 0x31464f5250504148ull /* "HAPPROF1" little endian */
+#define HP_MAGIC          0x31464f5250504148ull /* "HAPPROF1" little endian */
 #define HP_LAYOUT_VERSION 1u
 
-#define HP_MAX_FRAMES 256u      /* hard cap on --max-frames */
-#define HP_DEFAULT_FRAMES 64u   /* default --max-frames */
-#define HP_BUILD_ID_MAX 32u     /* bytes of a GNU build ID we keep */
-#define HP_MAX_HEAPS 64u        /* heap ids 0..63; 0 is libc.malloc */
-#define HP_HEAP_NAME_MAX 64u
+#define HP_MAX_FRAMES     256u /* hard cap on --max-frames */
+#define HP_DEFAULT_FRAMES 64u  /* default --max-frames */
+#define HP_BUILD_ID_MAX   32u  /* bytes of a GNU build ID we keep */
+#define HP_MAX_HEAPS      64u  /* heap ids 0..63; 0 is libc.malloc */
+#define HP_HEAP_NAME_MAX  64u
 
 enum hp_unwind_mode {
 	HP_UNWIND_DWARF = 0, /* libunwind, DWARF CFI */
@@ -35,18 +35,18 @@ enum hp_unwind_mode {
 
 /* header.client_state, written by the client. */
 enum hp_client_state {
-	HP_STATE_OFFERED = 0,  /* collector made the region, client not yet on */
-	HP_STATE_ACTIVE = 1,   /* client is recording */
-	HP_STATE_STOPPED = 2,  /* client stopped recording; see stop_reason */
+	HP_STATE_OFFERED = 0, /* collector made the region, client not yet on */
+	HP_STATE_ACTIVE = 1,  /* client is recording */
+	HP_STATE_STOPPED = 2, /* client stopped recording; see stop_reason */
 };
 
 /* header.stop_reason: why the client stopped (HP_STATE_STOPPED). */
 enum hp_stop_reason {
 	HP_STOP_NONE = 0,
-	HP_STOP_REQUESTED = 1,    /* collector set control = HP_CONTROL_STOP */
-	HP_STOP_EXEC = 2,         /* the process image was replaced */
-	HP_STOP_INTERNAL = 3,     /* internal failure inside the client */
-	HP_STOP_EXIT = 4,         /* the process ran its exit handlers */
+	HP_STOP_REQUESTED = 1, /* collector set control = HP_CONTROL_STOP */
+	HP_STOP_EXEC = 2,      /* the process image was replaced */
+	HP_STOP_INTERNAL = 3,  /* internal failure inside the client */
+	HP_STOP_EXIT = 4,      /* the process ran its exit handlers */
 };
 
 /* header.control, written by the collector, read by the client. */
@@ -62,28 +62,29 @@ enum hp_counter {
 	 * stacks' alloc_count and free_count. */
 	HP_CTR_SAMPLES = 0,
 	HP_CTR_FREES_MATCHED,
-	HP_CTR_STACK_FULL,          /* samples charged to the overflow stack */
-	HP_CTR_STACK_FULL_BYTES,    /* ... and their charged bytes */
-	HP_CTR_LIVE_FULL,           /* samples whose free could not be tracked */
-	HP_CTR_LIVE_FULL_BYTES,     /* ... and their charged bytes */
-	HP_CTR_MODULE_FULL,         /* modules that did not fit */
-	HP_CTR_UNWIND_ERRORS,       /* unwinds that returned no frame */
-	HP_CTR_TRUNCATED_STACKS,    /* stacks cut at max_frames */
-	HP_CTR_REENTRANT,           /* calls skipped because already in a hook */
+	HP_CTR_STACK_FULL,       /* samples charged to the overflow stack */
+	HP_CTR_STACK_FULL_BYTES, /* ... and their charged bytes */
+	HP_CTR_LIVE_FULL,        /* samples whose free could not be tracked */
+	HP_CTR_LIVE_FULL_BYTES,  /* ... and their charged bytes */
+	HP_CTR_MODULE_FULL,      /* modules that did not fit */
+	HP_CTR_UNWIND_ERRORS,    /* unwinds that returned no frame */
+	HP_CTR_TRUNCATED_STACKS, /* stacks cut at max_frames */
+	HP_CTR_REENTRANT,        /* calls skipped because already in a hook */
 	HP_CTR_COUNT = 16
 };
 
 /* Tables in the region; header.tables[i] describes table i. */
 enum hp_table {
-	HP_TAB_STACK_INDEX = 0, /* uint64 slots: (hash32 << 32) | (stack_id + 1) */
-	HP_TAB_STACKS,          /* struct hp_stack_v1 */
-	HP_TAB_FRAMES,          /* uint64 program counters */
-	HP_TAB_LIVE_KEYS,       /* uint64 addresses, buckets of HP_LIVE_BUCKET */
-	HP_TAB_LIVE_VALUES,     /* struct hp_live_v1, parallel to LIVE_KEYS */
-	HP_TAB_MODULES,         /* struct hp_module_v1 */
-	HP_TAB_STRINGS,         /* bytes: module paths, NUL terminated */
-	HP_TAB_HEAPS,           /* struct hp_heap_v1 [HP_MAX_HEAPS] */
-	HP_TAB_LIVE_FILL,       /* uint8 per live bucket: slots in use */
+	HP_TAB_STACK_INDEX =
+	        0,          /* uint64 slots: (hash32 << 32) | (stack_id + 1) */
+	HP_TAB_STACKS,      /* struct hp_stack_v1 */
+	HP_TAB_FRAMES,      /* uint64 program counters */
+	HP_TAB_LIVE_KEYS,   /* uint64 addresses, buckets of HP_LIVE_BUCKET */
+	HP_TAB_LIVE_VALUES, /* struct hp_live_v1, parallel to LIVE_KEYS */
+	HP_TAB_MODULES,     /* struct hp_module_v1 */
+	HP_TAB_STRINGS,     /* bytes: module paths, NUL terminated */
+	HP_TAB_HEAPS,       /* struct hp_heap_v1 [HP_MAX_HEAPS] */
+	HP_TAB_LIVE_FILL,   /* uint8 per live bucket: slots in use */
 	HP_TAB_COUNT = 16
 };
 
@@ -101,10 +102,10 @@ _Static_assert(sizeof(struct hp_table_desc) == 24, "hp_table_desc size");
  * fields change.
  */
 struct hp_header_v1 {
-	uint64_t magic;          /* HP_MAGIC */
-	uint32_t version;        /* HP_LAYOUT_VERSION */
-	uint32_t header_size;    /* sizeof(struct hp_header_v1) */
-	uint64_t region_size;    /* bytes */
+	uint64_t magic;       /* HP_MAGIC */
+	uint32_t version;     /* HP_LAYOUT_VERSION */
+	uint32_t header_size; /* sizeof(struct hp_header_v1) */
+	uint64_t region_size; /* bytes */
 
 	/* Configuration, chosen by the collector. */
 	uint64_t sampling_interval; /* bytes; 1 = every allocation */
@@ -118,8 +119,8 @@ struct hp_header_v1 {
 	/* Written by the client. */
 	_Atomic uint32_t client_state; /* enum hp_client_state */
 	_Atomic uint32_t stop_reason;  /* enum hp_stop_reason */
-	_Atomic uint32_t control;      /* enum hp_control, written by collector */
-	int32_t pid;                   /* of the client, set at attach */
+	_Atomic uint32_t control; /* enum hp_control, written by collector */
+	int32_t pid;              /* of the client, set at attach */
 
 	_Atomic uint64_t stacks_used;  /* next free stack id */
 	_Atomic uint64_t frames_used;  /* next free frame slot */
@@ -146,8 +147,8 @@ struct hp_stack_v1 {
 	uint32_t flags; /* HP_STACK_* */
 	uint64_t frames_off;
 	uint64_t hash;
-	_Atomic uint64_t alloc_count;  /* sampled allocations */
-	_Atomic uint64_t alloc_bytes;  /* charged (estimated) bytes */
+	_Atomic uint64_t alloc_count;      /* sampled allocations */
+	_Atomic uint64_t alloc_bytes;      /* charged (estimated) bytes */
 	_Atomic uint64_t alloc_objects_fp; /* estimated objects, 16.16 fixed */
 	_Atomic uint64_t free_count;
 	_Atomic uint64_t free_bytes;
@@ -156,9 +157,9 @@ struct hp_stack_v1 {
 };
 _Static_assert(sizeof(struct hp_stack_v1) == 96, "hp_stack_v1 size");
 
-#define HP_STACK_TRUNCATED 0x1u /* more frames than max_frames */
-#define HP_STACK_OVERFLOW 0x2u  /* stack id 0: stands for "table full" */
-#define HP_OBJ_FP_ONE 65536ull  /* 1.0 in 16.16 fixed point */
+#define HP_STACK_TRUNCATED 0x1u     /* more frames than max_frames */
+#define HP_STACK_OVERFLOW  0x2u     /* stack id 0: stands for "table full" */
+#define HP_OBJ_FP_ONE      65536ull /* 1.0 in 16.16 fixed point */
 
 /*
  * A live sampled allocation.  Keys (addresses) live in their own array so a
@@ -172,15 +173,15 @@ _Static_assert(sizeof(struct hp_stack_v1) == 96, "hp_stack_v1 size");
  * without reading any key.  It is kept only when sampling: at interval 1
  * every free finds its block anyway.
  */
-#define HP_LIVE_EMPTY 0ull
-#define HP_LIVE_BUSY 1ull
+#define HP_LIVE_EMPTY  0ull
+#define HP_LIVE_BUSY   1ull
 #define HP_LIVE_BUCKET 8u /* keys per bucket: one cache line */
 
 struct hp_live_v1 {
 	uint32_t stack_id;
 	uint32_t heap_id;
-	uint64_t size;    /* requested bytes */
-	uint64_t charged; /* bytes charged to the stack */
+	uint64_t size;       /* requested bytes */
+	uint64_t charged;    /* bytes charged to the stack */
 	uint64_t objects_fp; /* objects charged, 16.16 fixed */
 };
 _Static_assert(sizeof(struct hp_live_v1) == 32, "hp_live_v1 size");
@@ -193,11 +194,11 @@ _Static_assert(sizeof(struct hp_live_v1) == 32, "hp_live_v1 size");
 struct hp_module_v1 {
 	_Atomic uint32_t ready;
 	uint32_t build_id_len;
-	uint64_t path_off;   /* into HP_TAB_STRINGS, NUL terminated */
-	uint64_t start;      /* first byte of the executable mapping */
-	uint64_t end;        /* one past the last byte */
-	uint64_t base;       /* dlpi_addr: ELF vaddr 0 is at this address */
-	uint64_t load_bias;  /* p_vaddr - p_offset of the executable segment */
+	uint64_t path_off;  /* into HP_TAB_STRINGS, NUL terminated */
+	uint64_t start;     /* first byte of the executable mapping */
+	uint64_t end;       /* one past the last byte */
+	uint64_t base;      /* dlpi_addr: ELF vaddr 0 is at this address */
+	uint64_t load_bias; /* p_vaddr - p_offset of the executable segment */
 	uint64_t exact_offset; /* file offset of the mapping (page aligned) */
 	uint64_t generation;   /* module scan that found it */
 	uint8_t build_id[HP_BUILD_ID_MAX];

@@ -58,12 +58,12 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	struct hp_table_desc *t = h->tables;
 
 	t[HP_TAB_HEAPS] = (struct hp_table_desc){off, HP_MAX_HEAPS,
-						 sizeof(struct hp_heap_v1), 0};
+	                                         sizeof(struct hp_heap_v1), 0};
 	off = ALIGN64(off + HP_MAX_HEAPS * sizeof(struct hp_heap_v1));
 
 	uint64_t nmod = 1024;
 	t[HP_TAB_MODULES] = (struct hp_table_desc){
-		off, nmod, sizeof(struct hp_module_v1), 0};
+	        off, nmod, sizeof(struct hp_module_v1), 0};
 	off = ALIGN64(off + nmod * sizeof(struct hp_module_v1));
 
 	uint64_t nstr = 256 * 1024;
@@ -79,44 +79,45 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	if (live_cap < HP_LIVE_BUCKET * 2)
 		return -EINVAL;
 	t[HP_TAB_LIVE_KEYS] =
-		(struct hp_table_desc){off, live_cap, sizeof(uint64_t), 0};
+	        (struct hp_table_desc){off, live_cap, sizeof(uint64_t), 0};
 	off = ALIGN64(off + live_cap * sizeof(uint64_t));
 	t[HP_TAB_LIVE_VALUES] = (struct hp_table_desc){
-		off, live_cap, sizeof(struct hp_live_v1), 0};
+	        off, live_cap, sizeof(struct hp_live_v1), 0};
 	off = ALIGN64(off + live_cap * sizeof(struct hp_live_v1));
-	t[HP_TAB_LIVE_FILL] = (struct hp_table_desc){
-		off, live_cap / HP_LIVE_BUCKET, 1, 0};
+	t[HP_TAB_LIVE_FILL] =
+	        (struct hp_table_desc){off, live_cap / HP_LIVE_BUCKET, 1, 0};
 	off = ALIGN64(off + live_cap / HP_LIVE_BUCKET);
 
 	/* Stack budget: index slots (2 per stack), records, and ~16 frames
 	 * per stack on average. */
 	rest = size - off;
 	uint64_t per_stack = 2 * sizeof(uint64_t) + sizeof(struct hp_stack_v1) +
-			     16 * sizeof(uint64_t);
+	                     16 * sizeof(uint64_t);
 	uint64_t nstack = pow2_floor(rest / per_stack);
 	if (nstack < 16)
 		return -EINVAL;
 	t[HP_TAB_STACK_INDEX] =
-		(struct hp_table_desc){off, nstack * 2, sizeof(uint64_t), 0};
+	        (struct hp_table_desc){off, nstack * 2, sizeof(uint64_t), 0};
 	off = ALIGN64(off + nstack * 2 * sizeof(uint64_t));
 	t[HP_TAB_STACKS] = (struct hp_table_desc){
-		off, nstack, sizeof(struct hp_stack_v1), 0};
+	        off, nstack, sizeof(struct hp_stack_v1), 0};
 	off = ALIGN64(off + nstack * sizeof(struct hp_stack_v1));
 	uint64_t nframes = (size - off) / sizeof(uint64_t);
 	t[HP_TAB_FRAMES] =
-		(struct hp_table_desc){off, nframes, sizeof(uint64_t), 0};
+	        (struct hp_table_desc){off, nframes, sizeof(uint64_t), 0};
 
 	/* Stack 0 stands for samples whose stack did not fit. */
-	struct hp_stack_v1 *s0 = (struct hp_stack_v1 *)((uint8_t *)base +
-							t[HP_TAB_STACKS].offset);
+	struct hp_stack_v1 *s0 =
+	        (struct hp_stack_v1 *)((uint8_t *)base +
+	                               t[HP_TAB_STACKS].offset);
 	memset(s0, 0, sizeof(*s0));
 	s0->flags = HP_STACK_OVERFLOW;
 	atomic_store_explicit(&s0->ready, 1, memory_order_relaxed);
 	atomic_store_explicit(&h->stacks_used, 1, memory_order_relaxed);
 
 	/* Heap 0 is the default malloc heap. */
-	struct hp_heap_v1 *hp0 = (struct hp_heap_v1 *)((uint8_t *)base +
-						       t[HP_TAB_HEAPS].offset);
+	struct hp_heap_v1 *hp0 =
+	        (struct hp_heap_v1 *)((uint8_t *)base + t[HP_TAB_HEAPS].offset);
 	memset(hp0, 0, sizeof(*hp0));
 	memcpy(hp0->name, "libc.malloc", sizeof("libc.malloc"));
 	hp0->interval = cfg->sampling_interval;
@@ -126,7 +127,7 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 }
 
 static bool table_ok(const struct hp_table_desc *t, uint64_t size,
-		     uint32_t entry_size)
+                     uint32_t entry_size)
 {
 	if (t->entry_size != entry_size || t->offset % 64 != 0)
 		return false;
@@ -147,15 +148,15 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	if (h->region_size != size)
 		return -EINVAL;
 	static const uint32_t esz[HP_TAB_COUNT] = {
-		[HP_TAB_STACK_INDEX] = sizeof(uint64_t),
-		[HP_TAB_STACKS] = sizeof(struct hp_stack_v1),
-		[HP_TAB_FRAMES] = sizeof(uint64_t),
-		[HP_TAB_LIVE_KEYS] = sizeof(uint64_t),
-		[HP_TAB_LIVE_VALUES] = sizeof(struct hp_live_v1),
-		[HP_TAB_MODULES] = sizeof(struct hp_module_v1),
-		[HP_TAB_STRINGS] = 1,
-		[HP_TAB_HEAPS] = sizeof(struct hp_heap_v1),
-		[HP_TAB_LIVE_FILL] = 1,
+	        [HP_TAB_STACK_INDEX] = sizeof(uint64_t),
+	        [HP_TAB_STACKS] = sizeof(struct hp_stack_v1),
+	        [HP_TAB_FRAMES] = sizeof(uint64_t),
+	        [HP_TAB_LIVE_KEYS] = sizeof(uint64_t),
+	        [HP_TAB_LIVE_VALUES] = sizeof(struct hp_live_v1),
+	        [HP_TAB_MODULES] = sizeof(struct hp_module_v1),
+	        [HP_TAB_STRINGS] = 1,
+	        [HP_TAB_HEAPS] = sizeof(struct hp_heap_v1),
+	        [HP_TAB_LIVE_FILL] = 1,
 	};
 	for (int i = 0; i <= HP_TAB_LIVE_FILL; i++)
 		if (!table_ok(&h->tables[i], size, esz[i]))
@@ -182,7 +183,8 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	r->frames = (uint64_t *)(b + t[HP_TAB_FRAMES].offset);
 	r->frames_cap = t[HP_TAB_FRAMES].capacity;
 	r->live_keys = (_Atomic uint64_t *)(b + t[HP_TAB_LIVE_KEYS].offset);
-	r->live_values = (struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES].offset);
+	r->live_values =
+	        (struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES].offset);
 	r->live_cap = lcap;
 	r->live_fill = (_Atomic uint8_t *)(b + t[HP_TAB_LIVE_FILL].offset);
 	r->use_fill = h->sampling_interval > 1;
@@ -206,7 +208,7 @@ static uint64_t stack_hash(uint32_t heap_id, const uint64_t *pcs, uint32_t n)
 }
 
 static bool stack_equal(const struct hp_region *r, uint64_t id,
-			uint32_t heap_id, const uint64_t *pcs, uint32_t n)
+                        uint32_t heap_id, const uint64_t *pcs, uint32_t n)
 {
 	const struct hp_stack_v1 *s = &r->stacks[id];
 	if (!atomic_load_explicit(&s->ready, memory_order_acquire))
@@ -220,22 +222,22 @@ static bool stack_equal(const struct hp_region *r, uint64_t id,
 
 /* Reserves and fills a record; returns its id or 0 when a table is full. */
 static uint64_t stack_new(struct hp_region *r, uint64_t hash, uint32_t heap_id,
-			  const uint64_t *pcs, uint32_t n, uint32_t flags)
+                          const uint64_t *pcs, uint32_t n, uint32_t flags)
 {
 	struct hp_header_v1 *h = r->hdr;
 	uint64_t id = atomic_fetch_add_explicit(&h->stacks_used, 1,
-						memory_order_relaxed);
+	                                        memory_order_relaxed);
 	if (id >= r->stacks_cap) {
 		atomic_store_explicit(&h->stacks_used, r->stacks_cap,
-				      memory_order_relaxed);
+		                      memory_order_relaxed);
 		return 0;
 	}
 	uint64_t off = atomic_fetch_add_explicit(&h->frames_used, n,
-						 memory_order_relaxed);
+	                                         memory_order_relaxed);
 	if (off > r->frames_cap || n > r->frames_cap - off) {
 		/* Frames full: leave the record unready, it is never used. */
 		atomic_store_explicit(&h->frames_used, r->frames_cap,
-				      memory_order_relaxed);
+		                      memory_order_relaxed);
 		return 0;
 	}
 	memcpy(&r->frames[off], pcs, n * sizeof(*pcs));
@@ -252,8 +254,8 @@ static uint64_t stack_new(struct hp_region *r, uint64_t hash, uint32_t heap_id,
 #define STACK_MAX_PROBE 64u
 
 uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
-			 const uint64_t *pcs, uint32_t n, uint32_t flags,
-			 bool *is_new)
+                         const uint64_t *pcs, uint32_t n, uint32_t flags,
+                         bool *is_new)
 {
 	uint64_t hash = stack_hash(heap_id, pcs, n);
 	uint64_t tag = hash >> 32;
@@ -267,14 +269,14 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
 		while (v == 0) {
 			if (!mine) {
 				mine = stack_new(r, hash, heap_id, pcs, n,
-						 flags);
+				                 flags);
 				if (!mine)
 					return 0;
 			}
 			uint64_t want = (tag << 32) | (mine + 1);
 			if (atomic_compare_exchange_strong_explicit(
-				    slot, &v, want, memory_order_acq_rel,
-				    memory_order_acquire)) {
+			            slot, &v, want, memory_order_acq_rel,
+			            memory_order_acquire)) {
 				*is_new = true;
 				return (uint32_t)mine;
 			}
@@ -293,7 +295,7 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
 /* ---- live table ----------------------------------------------------- */
 
 static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
-				   int which)
+                                   int which)
 {
 	/* One multiply (Fibonacci hashing): this runs on every free. The two
 	 * candidate buckets come from different bits of the product. */
@@ -304,25 +306,24 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 }
 
 int livetab_insert(struct hp_region *r, uint64_t addr,
-		   const struct hp_live_v1 *v)
+                   const struct hp_live_v1 *v)
 {
 	for (int which = 0; which < 2; which++) {
 		uint64_t b = live_bucket(r, addr, which);
 		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
 			_Atomic uint64_t *k = &r->live_keys[b + i];
-			uint64_t cur = atomic_load_explicit(
-				k, memory_order_relaxed);
+			uint64_t cur =
+			        atomic_load_explicit(k, memory_order_relaxed);
 			if (cur != HP_LIVE_EMPTY)
 				continue;
 			if (!atomic_compare_exchange_strong_explicit(
-				    k, &cur, HP_LIVE_BUSY,
-				    memory_order_acquire,
-				    memory_order_relaxed))
+			            k, &cur, HP_LIVE_BUSY, memory_order_acquire,
+			            memory_order_relaxed))
 				continue;
 			if (r->use_fill)
 				atomic_fetch_add_explicit(
-					&r->live_fill[b / HP_LIVE_BUCKET], 1,
-					memory_order_relaxed);
+				        &r->live_fill[b / HP_LIVE_BUCKET], 1,
+				        memory_order_relaxed);
 			r->live_values[b + i] = *v;
 			atomic_store_explicit(k, addr, memory_order_release);
 			return 0;
@@ -337,7 +338,7 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 		uint64_t b = live_bucket(r, addr, which);
 		if (r->use_fill &&
 		    atomic_load_explicit(&r->live_fill[b / HP_LIVE_BUCKET],
-					 memory_order_relaxed) == 0)
+		                         memory_order_relaxed) == 0)
 			continue;
 		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
 			_Atomic uint64_t *k = &r->live_keys[b + i];
@@ -350,14 +351,13 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 			/* CAS, not store: two racing frees of one pointer
 			 * (a program bug) must not both take it back. */
 			if (!atomic_compare_exchange_strong_explicit(
-				    k, &want, HP_LIVE_EMPTY,
-				    memory_order_acq_rel,
-				    memory_order_relaxed))
+			            k, &want, HP_LIVE_EMPTY,
+			            memory_order_acq_rel, memory_order_relaxed))
 				return false;
 			if (r->use_fill)
 				atomic_fetch_sub_explicit(
-					&r->live_fill[b / HP_LIVE_BUCKET], 1,
-					memory_order_relaxed);
+				        &r->live_fill[b / HP_LIVE_BUCKET], 1,
+				        memory_order_relaxed);
 			return true;
 		}
 	}
@@ -367,13 +367,13 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 uint64_t strtab_append(struct hp_region *r, const char *s, size_t len)
 {
 	struct hp_header_v1 *h = r->hdr;
-	uint64_t off = atomic_load_explicit(&h->strings_used,
-					    memory_order_relaxed);
+	uint64_t off =
+	        atomic_load_explicit(&h->strings_used, memory_order_relaxed);
 	if (off > r->strings_cap || len + 1 > r->strings_cap - off)
 		return UINT64_MAX;
 	memcpy(r->strings + off, s, len);
 	r->strings[off + len] = '\0';
 	atomic_store_explicit(&h->strings_used, off + len + 1,
-			      memory_order_release);
+	                      memory_order_release);
 	return off;
 }

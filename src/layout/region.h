@@ -64,13 +64,13 @@ int region_bind(struct hp_region *r, void *base, uint64_t size);
 /* Stack table. Returns the stack id; 0 is the overflow stack ("table
  * full").  `pcs` is leaf first.  *is_new tells whether a record was added. */
 uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
-			 const uint64_t *pcs, uint32_t n, uint32_t flags,
-			 bool *is_new);
+                         const uint64_t *pcs, uint32_t n, uint32_t flags,
+                         bool *is_new);
 
 /* Live table. insert: 0 or -ENOSPC when both buckets are full.
  * remove: true and *out filled if addr was present. */
 int livetab_insert(struct hp_region *r, uint64_t addr,
-		   const struct hp_live_v1 *v);
+                   const struct hp_live_v1 *v);
 bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out);
 
 /* Appends a module path to the string table; returns its offset or
@@ -78,10 +78,10 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out);
 uint64_t strtab_append(struct hp_region *r, const char *s, size_t len);
 
 static inline void region_count(struct hp_region *r, enum hp_counter c,
-				uint64_t n)
+                                uint64_t n)
 {
 	atomic_fetch_add_explicit(&r->hdr->counters[c], n,
-				  memory_order_relaxed);
+	                          memory_order_relaxed);
 }
 
 #endif

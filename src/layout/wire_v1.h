@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define HP_WIRE_MAGIC 0x4c4c4548u /* "HELL" */
+#define HP_WIRE_MAGIC   0x4c4c4548u /* "HELL" */
 #define HP_WIRE_VERSION 1u
 
 /* Environment variable naming the collector's socket for a launched
@@ -23,11 +23,11 @@ enum hp_hello_flags {
 };
 
 struct hp_hello {
-	uint32_t magic;   /* HP_WIRE_MAGIC */
-	uint32_t version; /* HP_WIRE_VERSION */
+	uint32_t magic;          /* HP_WIRE_MAGIC */
+	uint32_t version;        /* HP_WIRE_VERSION */
 	uint32_t layout_version; /* highest region layout the client speaks */
 	uint32_t flags;          /* hp_hello_flags */
-	int32_t pid;             /* informative; the collector uses SO_PEERCRED */
+	int32_t pid; /* informative; the collector uses SO_PEERCRED */
 	int32_t ppid;
 	uint64_t reserved[4];
 };

@@ -23,7 +23,7 @@
 struct profile; /* opaque writer handle */
 
 struct prof_module {
-	const char *path;      /* as the client saw it; "" if unknown */
+	const char *path; /* as the client saw it; "" if unknown */
 	const uint8_t *build_id;
 	uint32_t build_id_len; /* 0 if none */
 	uint64_t start, end;   /* executable mapping in the target */
@@ -48,7 +48,7 @@ struct prof_heap {
 };
 
 struct prof_dump {
-	uint64_t ts_ns;  /* CLOCK_BOOTTIME */
+	uint64_t ts_ns;     /* CLOCK_BOOTTIME */
 	const char *reason; /* "end", "signal", ... */
 	const struct prof_module *modules;
 	size_t nmodules;
@@ -74,19 +74,19 @@ struct prof_process {
 
 struct prof_process_end {
 	uint64_t end_ts_ns;
-	int exit_status;        /* 0..255, or 128+signal; -1 if unknown */
-	int disconnected;       /* client went away before the session ended */
+	int exit_status;  /* 0..255, or 128+signal; -1 if unknown */
+	int disconnected; /* client went away before the session ended */
 	int rejected_concurrent;
 };
 
 /* Create (truncate) the database at path. NULL on error (message printed). */
 struct profile *profile_create(const char *path, const char *record_cmdline);
 int profile_begin_process(struct profile *p, const struct prof_process *info,
-			  int64_t *upid_out);
+                          int64_t *upid_out);
 int profile_write_dump(struct profile *p, int64_t upid,
-		       const struct prof_dump *d);
+                       const struct prof_dump *d);
 int profile_end_process(struct profile *p, int64_t upid,
-			const struct prof_process_end *e);
+                        const struct prof_process_end *e);
 /* Commit and close; 0 or negative errno. Frees p in every case. */
 int profile_close(struct profile *p);
 

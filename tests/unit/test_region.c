@@ -17,8 +17,8 @@ static void *new_region(uint64_t size, uint64_t interval, struct hp_region *r)
 {
 	void *base = calloc(1, size);
 	struct hp_config cfg = {.sampling_interval = interval,
-				.max_frames = 64,
-				.heap_enable_mask = 1};
+	                        .max_frames = 64,
+	                        .heap_enable_mask = 1};
 	CHECK(region_format(base, size, &cfg) == 0);
 	CHECK(region_bind(r, base, size) == 0);
 	return base;
@@ -37,8 +37,10 @@ static void test_format_bind(void)
 		for (int j = 0; j <= HP_TAB_LIVE_FILL; j++) {
 			if (i == j)
 				continue;
-			uint64_t ie = t[i].offset + t[i].capacity * t[i].entry_size;
-			uint64_t je = t[j].offset + t[j].capacity * t[j].entry_size;
+			uint64_t ie =
+			        t[i].offset + t[i].capacity * t[i].entry_size;
+			uint64_t je =
+			        t[j].offset + t[j].capacity * t[j].entry_size;
 			CHECK(ie <= t[j].offset || je <= t[i].offset);
 			CHECK(ie <= (8 << 20));
 		}
@@ -241,14 +243,14 @@ static void test_snapshot_clamps(void)
 int main(void)
 {
 	static const struct unit_test tests[] = {
-		{"format_bind", test_format_bind},
-		{"bind_rejects", test_bind_rejects},
-		{"stack_intern", test_stack_intern},
-		{"stack_overflow", test_stack_overflow},
-		{"live_table", test_live_table},
-		{"threads", test_threads},
-		{"snapshot_clamps", test_snapshot_clamps},
-		{NULL, NULL},
+	        {"format_bind", test_format_bind},
+	        {"bind_rejects", test_bind_rejects},
+	        {"stack_intern", test_stack_intern},
+	        {"stack_overflow", test_stack_overflow},
+	        {"live_table", test_live_table},
+	        {"threads", test_threads},
+	        {"snapshot_clamps", test_snapshot_clamps},
+	        {NULL, NULL},
 	};
 	return unit_main("region", tests);
 }

@@ -18,7 +18,7 @@ __thread struct client_tls hp_tls;
 _Atomic int hp_active;
 /* recorder.c needs these; the sampler tests never reach them. */
 uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-			bool *truncated)
+                        bool *truncated)
 {
 	return 0;
 }
@@ -57,7 +57,7 @@ static void set_interval(uint64_t i)
 /* Runs `trials` independent streams of n allocations of `size` bytes and
  * checks the mean and spread of the byte and object estimates. */
 static void check_stream(uint64_t interval, size_t size, unsigned n,
-			 unsigned trials)
+                         unsigned trials)
 {
 	set_interval(interval);
 	double bytes = (double)size * n;
@@ -70,7 +70,8 @@ static void check_stream(uint64_t interval, size_t size, unsigned n,
 			uint64_t c = charge_of(size, &sampled, &exact);
 			est += (double)c;
 			if (sampled)
-				obj += (double)recorder_objects_fp(size, exact) /
+				obj += (double)recorder_objects_fp(size,
+				                                   exact) /
 				       HP_OBJ_FP_ONE;
 		}
 		sum += est;
@@ -86,7 +87,7 @@ static void check_stream(uint64_t interval, size_t size, unsigned n,
 	double se_mean = sd_theory / sqrt((double)trials);
 	if (fabs(mean - bytes) > 4 * se_mean)
 		fprintf(stderr, "mean %.0f vs %.0f (4 se = %.0f)\n", mean,
-			bytes, 4 * se_mean);
+		        bytes, 4 * se_mean);
 	CHECK(fabs(mean - bytes) <= 4 * se_mean);
 	double sd = sqrt(var > 0 ? var : 0);
 	if (fabs(sd - sd_theory) > 0.1 * sd_theory)
@@ -150,15 +151,15 @@ static void test_charge_is_multiple_of_interval(void)
 int main(void)
 {
 	static const struct unit_test tests[] = {
-		{"small_allocations", test_small_allocations},
-		{"mid_allocations", test_mid_allocations},
-		{"other_interval", test_other_interval},
-		{"large_is_exact", test_large_is_exact},
-		{"interval_one_records_everything",
-		 test_interval_one_records_everything},
-		{"charge_is_multiple_of_interval",
-		 test_charge_is_multiple_of_interval},
-		{NULL, NULL},
+	        {"small_allocations", test_small_allocations},
+	        {"mid_allocations", test_mid_allocations},
+	        {"other_interval", test_other_interval},
+	        {"large_is_exact", test_large_is_exact},
+	        {"interval_one_records_everything",
+	         test_interval_one_records_everything},
+	        {"charge_is_multiple_of_interval",
+	         test_charge_is_multiple_of_interval},
+	        {NULL, NULL},
 	};
 	return unit_main("sampler", tests);
 }

@@ -14,7 +14,7 @@ static int unit_failed_checks;
 	do {                                                                   \
 		if (!(cond)) {                                                 \
 			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
+			        __LINE__, #cond);                              \
 			unit_failed_checks++;                                  \
 		}                                                              \
 	} while (0)
@@ -24,8 +24,10 @@ static int unit_failed_checks;
 		unsigned long long a_ = (unsigned long long)(a);               \
 		unsigned long long b_ = (unsigned long long)(b);               \
 		if (a_ != b_) {                                                \
-			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%llu != %llu)\n", \
-				__FILE__, __LINE__, #a, #b, a_, b_);           \
+			fprintf(stderr,                                        \
+			        "%s:%d: CHECK failed: %s == %s (%llu != "      \
+			        "%llu)\n",                                     \
+			        __FILE__, __LINE__, #a, #b, a_, b_);           \
 			unit_failed_checks++;                                  \
 		}                                                              \
 	} while (0)
