@@ -275,9 +275,9 @@ run_one() {
 	rm -f "$out" "$out".*
 	# For a failure, the first line of the log that looks like why.
 	local why=""
-	if [ "$status" != exit:0 ]; then
+	if [ "$status" != exit:0 ] && [ "$status" != timeout ]; then
 		why=$(grep -v '^RESULT' "$log" | grep -m1 -iE \
-			'error|terminate called|what\(\)|fault|abort|denied|cannot|fail|killed' |
+			'error|terminate called|what\(\)|segmentation|abort|denied|cannot|failed|killed' |
 			tr '\t' ' ' | cut -c1-90)
 	fi
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$mode" "$rep" "$status" \

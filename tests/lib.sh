@@ -43,6 +43,8 @@ t_cleanup() {
 	fi
 }
 trap t_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # Failures are also appended to this file, so that an assertion that fails
 # inside a command substitution (a subshell) still fails the test.
 T_FAIL_FILE="$T_DIR/.t_failures"

@@ -8,6 +8,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 HEAPPROF_TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/heapprof-tests.XXXXXX") || exit 1
 export HEAPPROF_TEST_TMP
 trap 'rm -rf "$HEAPPROF_TEST_TMP"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 total_p=0
 total_f=0

@@ -13,6 +13,8 @@ if [ -z "${HEAPPROF_TEST_TMP:-}" ]; then
 	own_tmp=$(mktemp -d "${TMPDIR:-/tmp}/heapprof-unit.XXXXXX") || exit 1
 	HEAPPROF_TEST_TMP=$own_tmp
 	trap 'rm -rf "$own_tmp"' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
 fi
 export TMPDIR=$HEAPPROF_TEST_TMP
 

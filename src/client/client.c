@@ -165,8 +165,13 @@ __attribute__((constructor)) static void client_init(void)
 		goto out;
 	int fd = connect_collector(path);
 	if (fd < 0) {
-		client_log("cannot reach the collector, running unprofiled",
-		           strerror(-fd));
+		/* A collector that is gone means its session ended (e.g. a
+		 * grandchild started after `heapprof record` finished): stay
+		 * quiet, the program's stderr is not ours to write to. */
+		if (fd != -ENOENT && fd != -ECONNREFUSED)
+			client_log("cannot reach the collector, running "
+			           "unprofiled",
+			           strerror(-fd));
 		goto out;
 	}
 	struct hp_welcome w;

@@ -1,6 +1,12 @@
 # tests/integration/helpers.sh: profile helpers for the integration tests
 # (sourced after tests/lib.sh and t_setup_build).
 
+if ! command -v sqlite3 >/dev/null 2>&1; then
+	t_begin "prerequisites"
+	t_fail "the sqlite3 command-line tool is missing (apt-get install sqlite3)"
+	t_summary
+fi
+
 # hp_record TAG RECORD_ARGS...: `heapprof record RECORD_ARGS...`, bounded;
 # stdout/stderr in $T_DIR/TAG.out / TAG.err; status in REC_RC.
 hp_record() {

@@ -158,8 +158,10 @@ assert_eq 2 "$rc" "exit status"
 t_begin "SIGUSR1 to heapprof record adds a dump"
 # waiter: phase1_alloc (10 x malloc(1000), live), writes "ready" to a FIFO,
 # blocks until the GO FIFO is opened and closed, then phase2_alloc (20 x
-# malloc(500), live), exit 12.  SIGUSR1 is sent after "ready", so the first
-# dump has all of phase 1; phase 2 may or may not be in it.
+# malloc(500), live), frees 4 of phase 1's blocks, exit 12.  SIGUSR1 is sent
+# after "ready", so the first dump has all of phase 1's allocations; what
+# happens after may or may not be in it, but the last dump has everything
+# (a free after the first dump is a negative row at the last one).
 READY="$T_DIR/ready.fifo"
 GO="$T_DIR/go.fifo"
 mkfifo "$READY" "$GO"
@@ -189,13 +191,23 @@ else
 		assert_ne end "$(sqlq "$SDB" "SELECT reason FROM heapprof_dump ORDER BY ts LIMIT 1;")" \
 			"reason of the first dump"
 		if [ -n "$d1" ] && [ "$d1" != "$d2" ]; then
-			# At the first dump: all of phase 1.
-			check_views "$SDB" phase1_alloc 10 10000 10 10000 "$d1"
-			# At the end: phase 1 and phase 2.
-			check_views "$SDB" phase1_alloc 10 10000 10 10000 "$d2"
+			# At the first dump: all of phase 1's allocations, 6..10 live.
+			check_views "$SDB" phase1_alloc 10 10000 - - "$d1"
+			read -r _ _ o1 s1 <<<"$(leaf_views "$SDB" phase1_alloc "$d1")"
+			assert_ge "$o1" 6 "phase1_alloc objects at the first dump"
+			assert_le "$o1" 10 "phase1_alloc objects at the first dump"
+			assert_eq $((o1 * 1000)) "$s1" "phase1_alloc space at the first dump"
+			# At the end: phase 1 (4 freed) and phase 2.
+			check_views "$SDB" phase1_alloc 10 10000 6 6000 "$d2"
 			check_views "$SDB" phase2_alloc 20 10000 20 10000 "$d2"
 			p2=$(leaf_views "$SDB" phase2_alloc "$d1" | cut -d' ' -f1)
 			assert_le "$p2" 20 "phase2_alloc objects at the first dump"
+			# Deltas: no row of the last dump is an allocation of phase 1.
+			assert_eq 0 "$(sqlq "$SDB" "SELECT count(*) FROM heap_profile_allocation a
+			  JOIN stack_profile_callsite c ON a.callsite_id = c.id
+			  JOIN stack_profile_frame f ON c.frame_id = f.id
+			  WHERE f.name = 'phase1_alloc' AND a.ts = $d2 AND a.count > 0;")" \
+				"positive phase1_alloc rows at the last dump (nothing new was allocated there)"
 			assert_eq 0 "$(sqlq "$SDB" "SELECT count(*) FROM heap_profile_allocation
 			  WHERE ts NOT IN (SELECT ts FROM heapprof_dump);")" \
 				"rows belong to a dump ts"

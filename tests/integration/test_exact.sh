@@ -429,6 +429,13 @@ else
 				"nofp_leaf's stack"
 		done
 	fi
+	# Frame-pointer unwinding through code without frame pointers: the
+	# stack beyond the leaf may be short or wrong, but the program runs
+	# unchanged and the leaf (the allocator's caller) is exact.
+	NFDB="$T_DIR/nofp-fp.db"
+	hp_record nofp-fp -i 1 --unwind fp -o "$NFDB" -- "$NOFP"
+	assert_eq 13 "$REC_RC" "--unwind fp: exit status" || show_err nofp-fp
+	db_valid "$NFDB" && check_views "$NFDB" nofp_leaf 7 2331 7 2331
 fi
 
 t_summary

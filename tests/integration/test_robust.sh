@@ -9,7 +9,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/forker" "$PROGS/execer" \
-	"$PROGS/vforker" "$PROGS/sighandler" "$PROGS/thread_churn" "$PROGS/forkthreads"
+	"$PROGS/vforker" "$PROGS/sighandler" "$PROGS/thread_churn" "$PROGS/forkthreads" \
+	"$PROGS/contention"
 
 # run_both TAG EXPECTED_STATUS RECORD_OPTS -- PROG ARGS: a bare run and a
 # recorded run (profile $T_DIR/TAG.db); checks both statuses and that stdout
@@ -140,6 +141,22 @@ if run_both forkthreads 14 -i 1 -- "$PROGS/forkthreads"; then
 	assert_ge "$ao" 1 "spin_alloc alloc_objects"
 	# Every spinner frees its ring before it ends.
 	assert_eq "0 0" "$o $s" "spin_alloc objects and space"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "contention: cross-thread frees and address reuse in one arena, exact"
+if run_both contention 17 -i 1 -- "$PROGS/contention"; then
+	db="$T_DIR/contention.db"
+	# producer_alloc: 4 x 20000 x malloc(64), all freed by the consumers.
+	check_views "$db" producer_alloc 80000 5120000 0 0
+	# consumer_alloc: one malloc(64) + free per block received.
+	check_views "$db" consumer_alloc 80000 5120000 0 0
+fi
+t_begin "contention at the default interval: fully freed callsites are exactly 0"
+if run_both contention-default 17 -- "$PROGS/contention"; then
+	db="$T_DIR/contention-default.db"
+	check_views "$db" producer_alloc - - 0 0
+	check_views "$db" consumer_alloc - - 0 0
 fi
 
 # ---------------------------------------------------------------------------

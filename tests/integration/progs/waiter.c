@@ -4,7 +4,8 @@
  * allocates again (phase2_alloc).  Lets a test act (e.g. send SIGUSR1 to
  * `heapprof record`) at a known point, without sleeping.
  *   phase1_alloc  10 x malloc(1000), live
- *   phase2_alloc  20 x malloc(500), live
+ *   phase2_alloc  20 x malloc(500), live; then 4 of phase 1's blocks are
+ *                 freed (phase1_alloc: 10 allocated, 6 live at the end)
  * Exits 12 on success, 1 on a FIFO error.
  */
 #include <fcntl.h>
@@ -59,6 +60,8 @@ int main(int argc, char **argv)
 		;
 	close(fd);
 	phase2_alloc();
+	for (int i = 0; i < 4; i++)
+		free(keep1[i]);
 	printf("waiter: done\n");
 	return 12;
 }
