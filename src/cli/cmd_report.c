@@ -751,8 +751,8 @@ static void print_process_header(sqlite3 *db, const struct proc_info *p)
 	printf("  samples        %" PRId64 " allocations sampled, %" PRId64
 	       " frees matched, %" PRId64 " reentrant calls skipped\n",
 	       /* Sums of the per-stack counters: exact at the last dump. */
-	       stat_get(db, p->upid, "samples_alloc_count"),
-	       stat_get(db, p->upid, "samples_free_count"),
+	       stat_get(db, p->upid, "samples"),
+	       stat_get(db, p->upid, "frees_matched"),
 	       stat_get(db, p->upid, "reentrant_skipped"));
 }
 

@@ -96,10 +96,10 @@ static const char *const stmt_sql[ST_COUNT] = {
                     " sampling_interval) VALUES(?, ?, ?, ?)",
 };
 
-/* Names of the header counters (enum hp_counter) in heapprof_process_stats. */
+/* Names of the header counters (enum hp_counter) in heapprof_process_stats.
+ * Samples and matched frees are not header counters (the client does not
+ * keep them); they are the sums over the stacks, written by write_stats. */
 static const char *const counter_names[] = {
-        [HP_CTR_SAMPLES] = "samples",
-        [HP_CTR_FREES_MATCHED] = "frees_matched",
         [HP_CTR_STACK_FULL] = "stack_table_full",
         [HP_CTR_STACK_FULL_BYTES] = "stack_table_full_bytes",
         [HP_CTR_LIVE_FULL] = "live_table_full",
@@ -849,9 +849,9 @@ static int write_stats(struct dump_ctx *c, int64_t upid)
 		nfree += c->merged[i].free_count;
 	}
 	if (!err)
-		err = write_stat(p, upid, "samples_alloc_count", nalloc);
+		err = write_stat(p, upid, "samples", nalloc);
 	if (!err)
-		err = write_stat(p, upid, "samples_free_count", nfree);
+		err = write_stat(p, upid, "frees_matched", nfree);
 	return err;
 }
 
