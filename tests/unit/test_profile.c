@@ -460,8 +460,7 @@ static void test_process_tables(void)
 	CHECK(q1(db, "SELECT count(*) FROM heapprof_process_stats WHERE"
 	             " upid = 1 AND name = 'samples'") == 1);
 	CHECK(q1(db, "SELECT value FROM heapprof_process_stats WHERE upid ="
-	             " 1 AND name = 'samples'") ==
-	      2 + 1 + 1 + 2 + 5 + 1 + 4);
+	             " 1 AND name = 'samples'") == 2 + 1 + 1 + 2 + 5 + 1 + 4);
 	CHECK(q1(db, "SELECT count(*) FROM heapprof_dump WHERE upid = 1") == 2);
 	CHECK(str_is(db,
 	             "SELECT name FROM heapprof_heap WHERE upid = 1 AND"
