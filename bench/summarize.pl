@@ -85,8 +85,8 @@ for my $m (@modes) {
 my $bare = $med{bare};
 
 print "== $wl: $desc ==\n";
-my $fmt = "%-32s %5s %9s %17s %7s %9s %7s %9s  %s\n";
-printf $fmt, 'mode', 'runs', 'median s', 'min-max s', 'x bare',
+my $fmt = "%-32s %5s %9s %17s %7s %7s %9s %7s %8s  %s\n";
+printf $fmt, 'mode', 'runs', 'median s', 'min-max s', 'x bare', '(min)',
   '+RSS MiB', 'CPU s', 'out MiB', 'notes';
 for my $m (@modes) {
 	my $name = $label{$m} // $m;
@@ -105,12 +105,17 @@ for my $m (@modes) {
 	}
 	my $d = $med{$m};
 	my $ratio = $bare && $bare->{s} > 0 ? sprintf('%.2f', $d->{s} / $bare->{s}) : '-';
+	# The same ratio between the fastest runs: on a machine shared with
+	# other load, interference only ever adds time.
+	my $rmin = $bare && $bare->{min} > 0 ? sprintf('%.2f', $d->{min} / $bare->{min}) : '-';
 	my $rss = $bare ? sprintf('%+.1f', ($d->{rss} - $bare->{rss}) / 1024) : '-';
 	$rss = sprintf('%.1f', $d->{rss} / 1024) . ' abs' if $m eq 'bare';
 	my $out = ($m eq 'bare' || $m eq 'idle') ? '-' : sprintf('%.1f', $d->{out} / 1048576);
-	printf $fmt, $name, "$nok/$nall", sprintf('%.3f', $d->{s}),
-	  sprintf('%.3f-%.3f', $d->{min}, $d->{max}), $ratio, $rss,
+	my $line = sprintf $fmt, $name, "$nok/$nall", sprintf('%.3f', $d->{s}),
+	  sprintf('%.3f-%.3f', $d->{min}, $d->{max}), $ratio, $rmin, $rss,
 	  sprintf('%.2f', $d->{cpu}), $out, $f ? "failed: $f" : '';
+	$line =~ s/\s+$//;
+	print "$line\n";
 }
 
 # Added time: what each profiler costs on top of running bare.

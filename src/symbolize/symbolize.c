@@ -37,6 +37,17 @@ struct sym_module {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	uint64_t last_use;
+	/* Function symbols sorted by address, names owned by dwfl: built once
+	 * per open, because dwfl_module_addrinfo scans the whole symbol table
+	 * on every call (seconds for a binary like cc1). */
+	struct sym_entry *syms;
+	size_t nsyms;
+};
+
+struct sym_entry {
+	GElf_Addr start, size;
+	const char *name;
+	int rank; /* binding preference: global > weak > local */
 };
 
 struct symbolizer {
@@ -69,6 +80,68 @@ static void module_close(struct symbolizer *s, struct sym_module *m)
 	}
 	m->dwfl = NULL;
 	m->mod = NULL;
+	free(m->syms);
+	m->syms = NULL;
+	m->nsyms = 0;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct sym_entry *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->rank - y->rank; /* preferred alias last */
+}
+
+/* Builds m->syms; on failure lookups fall back to dwfl_module_addrinfo. */
+static void module_index(struct sym_module *m)
+{
+	int n = dwfl_module_getsymtab(m->mod);
+	if (n <= 0)
+		return;
+	m->syms = malloc((size_t)n * sizeof(*m->syms));
+	if (!m->syms)
+		return;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(
+		        m->mod, i, &sym, &addr, NULL, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (!name || !name[0] || addr == 0 ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC))
+			continue;
+		int bind = GELF_ST_BIND(sym.st_info);
+		m->syms[m->nsyms++] =
+		        (struct sym_entry){.start = addr,
+		                           .size = sym.st_size,
+		                           .name = name,
+		                           .rank = bind == STB_GLOBAL ? 2
+		                                   : bind == STB_WEAK ? 1
+		                                                      : 0};
+	}
+	qsort(m->syms, m->nsyms, sizeof(*m->syms), sym_cmp);
+}
+
+/* The function containing addr: the last entry starting at or before it
+ * whose size covers it (a few entries back, for nested or aliased
+ * symbols).  NULL when the index has no answer. */
+static const char *module_find(const struct sym_module *m, GElf_Addr addr)
+{
+	size_t lo = 0, hi = m->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->syms[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t k = 0; k < 8 && lo > 0; k++, lo--) {
+		const struct sym_entry *e = &m->syms[lo - 1];
+		if (addr < e->start + (e->size ? e->size : 1))
+			return e->name;
+	}
+	return NULL;
 }
 
 void symbolizer_free(struct symbolizer *s)
@@ -175,6 +248,7 @@ static void module_open(struct symbolizer *s, struct sym_module *m)
 		return;
 	}
 	m->state = SYM_OPEN;
+	module_index(m);
 }
 
 /* Find or add the module record for (path, build ID); NULL if no memory. */
@@ -264,8 +338,10 @@ int symbolizer_lookup(struct symbolizer *s, const char *path,
 	GElf_Off off;
 	GElf_Sym sym;
 	/* A return address: the call instruction ends just before it. */
-	const char *name = dwfl_module_addrinfo(m->mod, rel_pc - 1, &off, &sym,
-	                                        NULL, NULL, NULL);
+	const char *name = module_find(m, rel_pc - 1);
+	if (!name)
+		name = dwfl_module_addrinfo(m->mod, rel_pc - 1, &off, &sym,
+		                            NULL, NULL, NULL);
 	if (!name || !name[0])
 		return 0;
 	return fill_result(name, out);
