@@ -43,7 +43,7 @@ struct collector {
 	size_t ntargets;
 };
 
-/* Decides whether a connecting pid is profiled; fills name/cmdline. */
+/* Decides whether a connecting pid is profiled (true: give it a region). */
 typedef bool (*collector_want_fn)(void *ctx, pid_t pid);
 
 int collector_open(struct collector *c, const struct collector_opts *o);
