@@ -17,12 +17,14 @@ LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -fexceptions \
               -fno-omit-frame-pointer -ftls-model=initial-exec
 LIB_LIBS   := -lunwind -lm -ldl -pthread
 
-CLI_LIBS   := -lsqlite3 -ldw -lelf -lz -lm -lstdc++ -pthread
+CLI_LIBS   := -lsqlite3 -ldw -lelf -lz -lprotobuf-c -ledit -lm -lstdc++ \
+              -pthread
 
 LAYOUT_SRCS := $(wildcard src/layout/*.c)
 CLIENT_SRCS := $(wildcard src/client/*.c) $(LAYOUT_SRCS)
 CLI_SRCS    := $(wildcard src/cli/*.c src/collector/*.c src/profile/*.c \
-                 src/symbolize/*.c src/util/*.c) $(LAYOUT_SRCS)
+                 src/symbolize/*.c src/util/*.c src/export/*.c \
+                 src/flamegraph/*.c) $(LAYOUT_SRCS)
 
 CLIENT_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_SRCS))
 CLI_OBJS    := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
@@ -38,11 +40,14 @@ PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SR
 EXAMPLE_BINS := $(BUILD)/examples/demo
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps test unit integration demo bench install clean format check-format
+.PHONY: all deps test-deps test unit integration demo bench install clean format check-format
 all: $(BUILD)/heapprof $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
 
 deps:
 	@scripts/deps.sh
+
+test-deps:
+	@scripts/deps.sh --test
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -84,11 +89,11 @@ $(BUILD)/bench/%: bench/%.c
 unit: deps all $(UNIT_BINS)
 	@tests/run-unit.sh $(BUILD)
 
-integration: deps all $(PROG_BINS)
+integration: test-deps all $(PROG_BINS)
 	@tests/run-integration.sh $(BUILD)
 
 # The quick start's second command.
-test: deps all $(UNIT_BINS) $(PROG_BINS)
+test: test-deps all $(UNIT_BINS) $(PROG_BINS)
 	@tests/run-all.sh $(BUILD)
 
 # The quick start's first command: profile the bundled example.

@@ -1,5 +1,10 @@
 #!/bin/sh
 # Installs the Debian packages heapprof needs, only when something is missing.
+#   scripts/deps.sh         what building and running heapprof needs
+#   scripts/deps.sh --test  also what the test suite needs: Go (`go tool
+#                           pprof` reads the exported profiles), Chromium
+#                           (the flame graph page is checked in it
+#                           headless) and Node.js (drives Chromium)
 set -e
 need=""
 have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/x86_64-linux-gnu/$1" ]; }
@@ -8,10 +13,19 @@ command -v g++ >/dev/null 2>&1 || need="$need g++"
 command -v make >/dev/null 2>&1 || need="$need make"
 have_hdr libunwind.h || need="$need libunwind-dev"
 have_hdr elfutils/libdwfl.h || need="$need libdw-dev"
+have_hdr elfutils/debuginfod.h || need="$need libdebuginfod-dev"
 have_hdr libelf.h || need="$need libelf-dev"
 have_hdr sqlite3.h || need="$need libsqlite3-dev"
 have_hdr zlib.h || need="$need zlib1g-dev"
+have_hdr protobuf-c/protobuf-c.h || need="$need libprotobuf-c-dev"
+have_hdr editline/readline.h || need="$need libedit-dev"
+command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 command -v sqlite3 >/dev/null 2>&1 || need="$need sqlite3"
+if [ "${1:-}" = --test ]; then
+	command -v go >/dev/null 2>&1 || need="$need golang-go"
+	command -v chromium >/dev/null 2>&1 || need="$need chromium"
+	command -v node >/dev/null 2>&1 || need="$need nodejs"
+fi
 if [ -n "$need" ]; then
 	echo "heapprof: installing Debian packages:$need"
 	if [ "$(id -u)" != 0 ]; then

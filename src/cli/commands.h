@@ -5,5 +5,9 @@
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_sql(int argc, char **argv);
+int cmd_pprof(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_symbolize(int argc, char **argv);
+int cmd_flamegraph(int argc, char **argv);
 
 #endif

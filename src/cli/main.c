@@ -42,6 +42,14 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (!strcmp(cmd, "sql"))
 		return cmd_sql(argc - 1, argv + 1);
+	if (!strcmp(cmd, "pprof"))
+		return cmd_pprof(argc - 1, argv + 1);
+	if (!strcmp(cmd, "diff"))
+		return cmd_diff(argc - 1, argv + 1);
+	if (!strcmp(cmd, "symbolize"))
+		return cmd_symbolize(argc - 1, argv + 1);
+	if (!strcmp(cmd, "flamegraph"))
+		return cmd_flamegraph(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
 	    !strcmp(cmd, "-h")) {
 		usage(stdout);

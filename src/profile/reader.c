@@ -69,7 +69,7 @@ static int check_version(sqlite3 *db, const char *path, const char *subsys)
 	return 0;
 }
 
-sqlite3 *reader_open(const char *path, const char *subsys)
+static sqlite3 *open_mode(const char *path, const char *subsys, int flags)
 {
 	struct stat sb;
 	sqlite3 *db = NULL;
@@ -83,7 +83,7 @@ sqlite3 *reader_open(const char *path, const char *subsys)
 		hp_err(subsys, "%s: is a directory", path);
 		return NULL;
 	}
-	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	int rc = sqlite3_open_v2(path, &db, flags, NULL);
 	if (rc != SQLITE_OK) {
 		hp_err(subsys, "%s: %s", path,
 		       db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -98,6 +98,16 @@ sqlite3 *reader_open(const char *path, const char *subsys)
 		return NULL;
 	}
 	return db;
+}
+
+sqlite3 *reader_open(const char *path, const char *subsys)
+{
+	return open_mode(path, subsys, SQLITE_OPEN_READONLY);
+}
+
+sqlite3 *reader_open_rw(const char *path, const char *subsys)
+{
+	return open_mode(path, subsys, SQLITE_OPEN_READWRITE);
 }
 
 static char *dup_col(sqlite3_stmt *st, int col)
@@ -133,6 +143,11 @@ static int load_mappings(struct rd_stacks *s, sqlite3_stmt *st)
 		m->id = sqlite3_column_int64(st, 0);
 		m->name = dup_col(st, 1);
 		m->build_id = dup_col(st, 2);
+		m->start = sqlite3_column_int64(st, 3);
+		m->end = sqlite3_column_int64(st, 4);
+		m->exact_offset = sqlite3_column_int64(st, 5);
+		m->start_offset = sqlite3_column_int64(st, 6);
+		m->load_bias = sqlite3_column_int64(st, 7);
 		if (!m->name)
 			m->name = strdup("");
 		if (!m->name)
@@ -157,6 +172,8 @@ static int load_frames(struct rd_stacks *s, sqlite3_stmt *st)
 		f->mapping = sqlite3_column_int64(st, 1);
 		f->rel_pc = sqlite3_column_int64(st, 2);
 		f->name = dup_col(st, 3);
+		f->system_name = dup_col(st, 4);
+		f->symbol_set_id = sqlite3_column_int64(st, 5);
 	}
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
@@ -177,6 +194,27 @@ static int load_callsites(struct rd_stacks *s, sqlite3_stmt *st)
 		c->parent = sqlite3_column_int64(st, 1); /* NULL reads as 0 */
 		c->frame = sqlite3_column_int64(st, 2);
 		c->depth = sqlite3_column_int64(st, 3);
+	}
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int load_symbols(struct rd_stacks *s, sqlite3_stmt *st)
+{
+	size_t cap = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct rd_symbol *a =
+		        grow(s->symbols, &cap, s->nsymbols, sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		s->symbols = a;
+		struct rd_symbol *y = &a[s->nsymbols++];
+		y->id = sqlite3_column_int64(st, 0);
+		y->symbol_set_id = sqlite3_column_int64(st, 1);
+		y->name = dup_col(st, 2);
+		y->source_file = dup_col(st, 3);
+		y->line = sqlite3_column_int64(st, 4);
 	}
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
@@ -203,19 +241,29 @@ int reader_load_stacks(sqlite3 *db, const char *subsys, struct rd_stacks *s)
 {
 	memset(s, 0, sizeof(*s));
 	int err = run_loader(db, subsys,
-	                     "SELECT id, name, build_id FROM"
+	                     "SELECT id, name, build_id, start, \"end\","
+	                     " exact_offset, start_offset, load_bias FROM"
 	                     " stack_profile_mapping ORDER BY id",
 	                     load_mappings, s);
 	if (!err)
-		err = run_loader(db, subsys,
-		                 "SELECT id, mapping, rel_pc, name FROM"
-		                 " stack_profile_frame ORDER BY id",
-		                 load_frames, s);
+		err = run_loader(
+		        db, subsys,
+		        "SELECT id, mapping, rel_pc, name, system_name,"
+		        " symbol_set_id FROM stack_profile_frame"
+		        " ORDER BY id",
+		        load_frames, s);
 	if (!err)
 		err = run_loader(db, subsys,
 		                 "SELECT id, parent_id, frame_id, depth FROM"
 		                 " stack_profile_callsite ORDER BY id",
 		                 load_callsites, s);
+	if (!err)
+		err = run_loader(db, subsys,
+		                 "SELECT id, symbol_set_id, name, source_file,"
+		                 " line_number FROM stack_profile_symbol"
+		                 " WHERE symbol_set_id IS NOT NULL"
+		                 " ORDER BY symbol_set_id, id",
+		                 load_symbols, s);
 	if (err)
 		reader_free_stacks(s);
 	return err;
@@ -227,8 +275,15 @@ void reader_free_stacks(struct rd_stacks *s)
 		free(s->mappings[i].name);
 		free(s->mappings[i].build_id);
 	}
-	for (size_t i = 0; i < s->nframes; i++)
+	for (size_t i = 0; i < s->nframes; i++) {
 		free(s->frames[i].name);
+		free(s->frames[i].system_name);
+	}
+	for (size_t i = 0; i < s->nsymbols; i++) {
+		free(s->symbols[i].name);
+		free(s->symbols[i].source_file);
+	}
+	free(s->symbols);
 	free(s->mappings);
 	free(s->frames);
 	free(s->callsites);
@@ -264,4 +319,262 @@ const struct rd_frame *rd_frame_get(const struct rd_stacks *s, int64_t id)
 const struct rd_callsite *rd_callsite_get(const struct rd_stacks *s, int64_t id)
 {
 	FIND_BY_ID(s->callsites, s->ncallsites, id);
+}
+
+const struct rd_symbol *rd_frame_symbols(const struct rd_stacks *s,
+                                         const struct rd_frame *f, size_t *n)
+{
+	size_t lo = 0, hi = s->nsymbols;
+
+	*n = 0;
+	if (!f || !f->symbol_set_id)
+		return NULL;
+	/* First symbol of the set. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->symbols[mid].symbol_set_id < f->symbol_set_id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	size_t end = lo;
+	while (end < s->nsymbols &&
+	       s->symbols[end].symbol_set_id == f->symbol_set_id)
+		end++;
+	*n = end - lo;
+	return *n ? &s->symbols[lo] : NULL;
+}
+
+/* ---- processes, dumps, heaps, samples ----------------------------------- */
+
+const char *const rd_view_names[RD_NVIEWS] = {"space", "alloc_space", "objects",
+                                              "alloc_objects"};
+
+static sqlite3_stmt *prepare(sqlite3 *db, const char *subsys, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		hp_err(subsys, "reading profile: %s", sqlite3_errmsg(db));
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	return st;
+}
+
+/* Finish a row loop: 0, or print why it stopped and return an errno. */
+static int finish(sqlite3 *db, const char *subsys, sqlite3_stmt *st, int rc)
+{
+	int err = 0;
+
+	if (rc == SQLITE_NOMEM) {
+		hp_err(subsys, "out of memory");
+		err = -ENOMEM;
+	} else if (rc != SQLITE_DONE) {
+		hp_err(subsys, "reading profile: %s", sqlite3_errmsg(db));
+		err = -EIO;
+	}
+	sqlite3_finalize(st);
+	return err;
+}
+
+static char *dup_text_or_empty(sqlite3_stmt *st, int col)
+{
+	char *t = dup_col(st, col);
+	return t ? t : strdup("");
+}
+
+void reader_free_processes(struct rd_process *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(p[i].name);
+		free(p[i].cmdline);
+	}
+	free(p);
+}
+
+int reader_load_processes(sqlite3 *db, const char *subsys,
+                          struct rd_process **out, size_t *n)
+{
+	sqlite3_stmt *st = prepare(
+	        db, subsys,
+	        "SELECT p.upid, p.pid, p.name, p.cmdline, hp.sampling_interval,"
+	        " p.start_ts, p.end_ts FROM process p LEFT JOIN"
+	        " heapprof_process hp USING (upid) ORDER BY p.upid");
+	struct rd_process *a = NULL;
+	size_t cap = 0;
+	int rc = SQLITE_DONE;
+
+	*out = NULL;
+	*n = 0;
+	if (!st)
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct rd_process *b = grow(a, &cap, *n, sizeof(*b));
+		if (!b) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		a = b;
+		struct rd_process *p = &a[*n];
+		memset(p, 0, sizeof(*p));
+		p->upid = sqlite3_column_int64(st, 0);
+		p->pid = sqlite3_column_int64(st, 1);
+		p->name = dup_text_or_empty(st, 2);
+		p->cmdline = dup_text_or_empty(st, 3);
+		p->interval = sqlite3_column_int64(st, 4);
+		p->start_ts = sqlite3_column_int64(st, 5);
+		p->end_ts = sqlite3_column_int64(st, 6);
+		++*n;
+		if (!p->name || !p->cmdline) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+	}
+	int err = finish(db, subsys, st, rc);
+	if (err) {
+		reader_free_processes(a, *n);
+		*n = 0;
+		return err;
+	}
+	*out = a;
+	return 0;
+}
+
+void reader_free_dumps(struct rd_dump *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(d[i].reason);
+	free(d);
+}
+
+int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
+                      struct rd_dump **out, size_t *n)
+{
+	sqlite3_stmt *st = prepare(db, subsys,
+	                           "SELECT ts, reason FROM heapprof_dump"
+	                           " WHERE upid = ? ORDER BY ts, id");
+	struct rd_dump *a = NULL;
+	size_t cap = 0;
+	int rc = SQLITE_DONE;
+
+	*out = NULL;
+	*n = 0;
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, upid);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct rd_dump *b = grow(a, &cap, *n, sizeof(*b));
+		if (!b) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		a = b;
+		a[*n].ts = sqlite3_column_int64(st, 0);
+		a[*n].reason = dup_text_or_empty(st, 1);
+		if (!a[(*n)++].reason) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+	}
+	int err = finish(db, subsys, st, rc);
+	if (err) {
+		reader_free_dumps(a, *n);
+		*n = 0;
+		return err;
+	}
+	*out = a;
+	return 0;
+}
+
+void reader_free_heaps(char **h, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(h[i]);
+	free(h);
+}
+
+int reader_load_heaps(sqlite3 *db, const char *subsys, int64_t upid,
+                      char ***out, size_t *n)
+{
+	sqlite3_stmt *st =
+	        prepare(db, subsys,
+	                "SELECT DISTINCT heap_name FROM heap_profile_allocation"
+	                " WHERE upid = ? AND heap_name IS NOT NULL"
+	                " ORDER BY heap_name != 'libc.malloc', heap_name");
+	char **a = NULL;
+	size_t cap = 0;
+	int rc = SQLITE_DONE;
+
+	*out = NULL;
+	*n = 0;
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, upid);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		char **b = grow(a, &cap, *n, sizeof(*b));
+		if (!b) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		a = b;
+		if (!(a[(*n)++] = dup_text_or_empty(st, 0))) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+	}
+	int err = finish(db, subsys, st, rc);
+	if (err) {
+		reader_free_heaps(a, *n);
+		*n = 0;
+		return err;
+	}
+	*out = a;
+	return 0;
+}
+
+int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
+                        const char *heap, int64_t ts, struct rd_sample **out,
+                        size_t *n)
+{
+	sqlite3_stmt *st = prepare(
+	        db, subsys,
+	        "SELECT callsite_id, sum(size), sum(max(size, 0)), sum(count),"
+	        " sum(max(count, 0)) FROM heap_profile_allocation"
+	        " WHERE upid = ? AND ts <= ? AND heap_name = ?"
+	        " GROUP BY callsite_id ORDER BY callsite_id");
+	struct rd_sample *a = NULL;
+	size_t cap = 0;
+	int rc = SQLITE_DONE;
+
+	*out = NULL;
+	*n = 0;
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, upid);
+	sqlite3_bind_int64(st, 2, ts);
+	sqlite3_bind_text(st, 3, heap, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct rd_sample x = {.callsite = sqlite3_column_int64(st, 0)};
+		int any = 0;
+		for (int v = 0; v < RD_NVIEWS; v++)
+			any |= (x.v[v] = sqlite3_column_int64(st, 1 + v)) != 0;
+		if (!any)
+			continue;
+		struct rd_sample *b = grow(a, &cap, *n, sizeof(*b));
+		if (!b) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		a = b;
+		a[(*n)++] = x;
+	}
+	int err = finish(db, subsys, st, rc);
+	if (err) {
+		free(a);
+		*n = 0;
+		return err;
+	}
+	*out = a;
+	return 0;
 }

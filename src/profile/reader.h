@@ -21,17 +21,46 @@
  */
 sqlite3 *reader_open(const char *path, const char *subsys);
 
+/* As reader_open, but read-write (for `heapprof symbolize`). */
+sqlite3 *reader_open_rw(const char *path, const char *subsys);
+
 struct rd_mapping {
 	int64_t id;
 	char *name;     /* path; never NULL ("" if unknown) */
 	char *build_id; /* lowercase hex or NULL */
+	/* Where the module was loaded: [start, end) is its executable
+	 * segment's address range, exact_offset that segment's file offset,
+	 * load_bias what was added to its ELF addresses. */
+	int64_t start, end, exact_offset, start_offset, load_bias;
 };
 
+/*
+ * A frame: the return address rel_pc (an ELF virtual address of the
+ * module: pc - load bias) in a mapping.  Every frame heapprof records is a
+ * return address, the leaf too (the return address into the caller of
+ * malloc), so the call instruction is at rel_pc - 1.
+ */
 struct rd_frame {
 	int64_t id;
 	int64_t mapping;
 	int64_t rel_pc;
-	char *name; /* demangled; NULL if unknown */
+	char *name;            /* demangled; NULL if unknown */
+	char *system_name;     /* as in the symbol table (mangled); or NULL */
+	int64_t symbol_set_id; /* into stack_profile_symbol; 0 if none */
+};
+
+/*
+ * A row of stack_profile_symbol (written by `heapprof symbolize`): one
+ * source-level function at a frame's address.  A frame's symbol set has
+ * one row per function, ordered by id with the innermost (inlined) first
+ * and the function the code was inlined into last.
+ */
+struct rd_symbol {
+	int64_t id;
+	int64_t symbol_set_id;
+	char *name;        /* demangled; NULL if unknown */
+	char *source_file; /* NULL if unknown */
+	int64_t line;      /* 0 if unknown */
 };
 
 struct rd_callsite {
@@ -49,9 +78,11 @@ struct rd_stacks {
 	size_t nframes;
 	struct rd_callsite *callsites;
 	size_t ncallsites;
+	struct rd_symbol *symbols; /* sorted by (symbol_set_id, id) */
+	size_t nsymbols;
 };
 
-/* Load every mapping, frame and callsite.  0 or negative errno. */
+/* Load every mapping, frame, callsite and symbol.  0 or negative errno. */
 int reader_load_stacks(sqlite3 *db, const char *subsys, struct rd_stacks *s);
 void reader_free_stacks(struct rd_stacks *s);
 
@@ -59,6 +90,75 @@ const struct rd_mapping *rd_mapping_get(const struct rd_stacks *s, int64_t id);
 const struct rd_frame *rd_frame_get(const struct rd_stacks *s, int64_t id);
 const struct rd_callsite *rd_callsite_get(const struct rd_stacks *s,
                                           int64_t id);
+
+/*
+ * The symbols of a frame (offline symbolization), innermost first; *n gets
+ * their count.  NULL (and *n = 0) if the frame was not symbolized offline;
+ * then use the frame's own name.
+ */
+const struct rd_symbol *rd_frame_symbols(const struct rd_stacks *s,
+                                         const struct rd_frame *f, size_t *n);
+
+/* ---- processes, dumps, heaps and the state of a heap at a dump --------- */
+
+struct rd_process {
+	int64_t upid;
+	int64_t pid;
+	char *name;               /* never NULL */
+	char *cmdline;            /* never NULL */
+	int64_t interval;         /* sampling interval in bytes */
+	int64_t start_ts, end_ts; /* end_ts 0 while running */
+};
+
+struct rd_dump {
+	int64_t ts;
+	char *reason; /* never NULL */
+};
+
+/* Every process, by upid.  0 or negative errno (message printed). */
+int reader_load_processes(sqlite3 *db, const char *subsys,
+                          struct rd_process **out, size_t *n);
+void reader_free_processes(struct rd_process *p, size_t n);
+
+/* The dumps of a process, by ts.  0 or negative errno (message printed). */
+int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
+                      struct rd_dump **out, size_t *n);
+void reader_free_dumps(struct rd_dump *d, size_t n);
+
+/*
+ * The heap names with allocations in a process, "libc.malloc" first then
+ * by name.  0 or negative errno (message printed).
+ */
+int reader_load_heaps(sqlite3 *db, const char *subsys, int64_t upid,
+                      char ***out, size_t *n);
+void reader_free_heaps(char **h, size_t n);
+
+/* The four views of heapprof and pprof. */
+enum rd_view {
+	RD_SPACE,         /* bytes allocated and not freed at the dump */
+	RD_ALLOC_SPACE,   /* bytes allocated up to the dump */
+	RD_OBJECTS,       /* objects allocated and not freed */
+	RD_ALLOC_OBJECTS, /* objects allocated up to the dump */
+	RD_NVIEWS
+};
+extern const char *const rd_view_names[RD_NVIEWS];
+
+/* One leaf callsite of a heap at a dump, with its value in each view. */
+struct rd_sample {
+	int64_t callsite;
+	int64_t v[RD_NVIEWS];
+};
+
+/*
+ * The state of heap `heap` of process upid at the dump at ts: the sum of
+ * heap_profile_allocation rows with ts <= ts (rows are per-dump deltas;
+ * the alloc_* views sum only the positive rows).  One entry per leaf
+ * callsite with any non-zero value, by callsite id.  0 or negative errno
+ * (message printed).
+ */
+int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
+                        const char *heap, int64_t ts, struct rd_sample **out,
+                        size_t *n);
 
 /* Longest caller chain followed; guards against loops in a bad file. */
 #define RD_MAX_DEPTH 4096

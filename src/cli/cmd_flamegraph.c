@@ -1,0 +1,10 @@
+/* Work in progress (issue 3): replaced by the real command. */
+#include <stdio.h>
+#include "cli/commands.h"
+int cmd_flamegraph(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	fputs("heapprof: flamegraph: not built yet\n", stderr);
+	return 2;
+}
