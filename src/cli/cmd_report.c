@@ -74,6 +74,10 @@ struct fn {
 	const char *name; /* NULL: unknown, shown as 0x<rel_pc> */
 	const char *module;
 	int64_t rel_pc;
+	/* Source position in this function on its heaviest stack (offline
+	 * symbols); file NULL if unknown. */
+	const char *file;
+	int64_t line, loc_value;
 	int64_t self, incl;
 	int64_t best_callsite, best_value; /* heaviest stack ending here */
 	size_t nstacks;
@@ -423,20 +427,24 @@ static void agg_free(struct agg *g)
 	free(g->fns);
 }
 
-/* The function of frame_id, added to g if new; NULL if out of memory. */
+/*
+ * The function of frame f (or, when the frame was symbolized offline, of
+ * its symbol sym: one of the functions inlined at that address), added to
+ * g if new; NULL if out of memory.
+ */
 static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
-                         int64_t frame_id)
+                         int64_t frame_id, const struct rd_symbol *sym)
 {
 	const struct rd_frame *f = rd_frame_get(s, frame_id);
 	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
 	const char *module = m ? m->name : "";
+	const char *name = sym && sym->name ? sym->name : f ? f->name : NULL;
 	char key[1024];
 	int klen;
 
 	/* Named frames group by (name, module); unnamed ones by frame. */
-	if (f && f->name)
-		klen = snprintf(key, sizeof(key), "N%s%c%s", f->name, 0,
-		                module);
+	if (name)
+		klen = snprintf(key, sizeof(key), "N%s%c%s", name, 0, module);
 	else
 		klen = snprintf(key, sizeof(key), "F%" PRId64, frame_id);
 	if (klen < 0 || (size_t)klen >= sizeof(key))
@@ -456,7 +464,7 @@ static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
 		return NULL;
 	struct fn *fn = &g->fns[g->n++];
 	memset(fn, 0, sizeof(*fn));
-	fn->name = f ? f->name : NULL;
+	fn->name = name;
 	fn->module = module;
 	fn->rel_pc = f ? f->rel_pc : 0;
 	return fn;
@@ -469,21 +477,35 @@ static int agg_stack(struct agg *g, const struct rd_stacks *s,
 	const struct rd_callsite *c = rd_callsite_get(s, l->callsite);
 
 	for (int depth = 0; c && depth < RD_MAX_DEPTH; depth++) {
-		struct fn *fn = agg_fn(g, s, c->frame);
-		if (!fn)
-			return -ENOMEM;
-		if (depth == 0) {
-			fn->self += value;
-			fn->nstacks++;
-			if (!fn->best_callsite || value > fn->best_value) {
-				fn->best_callsite = l->callsite;
-				fn->best_value = value;
+		size_t nsym;
+		const struct rd_symbol *syms =
+		        rd_frame_symbols(s, rd_frame_get(s, c->frame), &nsym);
+		/* Each function inlined at this address, innermost first. */
+		for (size_t k = 0; k < (nsym ? nsym : 1); k++) {
+			const struct rd_symbol *sym = nsym ? &syms[k] : NULL;
+			struct fn *fn = agg_fn(g, s, c->frame, sym);
+			if (!fn)
+				return -ENOMEM;
+			if (depth == 0 && k == 0) {
+				fn->self += value;
+				fn->nstacks++;
+				if (!fn->best_callsite ||
+				    value > fn->best_value) {
+					fn->best_callsite = l->callsite;
+					fn->best_value = value;
+				}
 			}
-		}
-		/* Recursion: count a function once per stack. */
-		if (fn->stamp != stamp) {
-			fn->stamp = stamp;
-			fn->incl += value;
+			if (sym && sym->source_file &&
+			    (!fn->file || value > fn->loc_value)) {
+				fn->file = sym->source_file;
+				fn->line = sym->line;
+				fn->loc_value = value;
+			}
+			/* Recursion: count a function once per stack. */
+			if (fn->stamp != stamp) {
+				fn->stamp = stamp;
+				fn->incl += value;
+			}
 		}
 		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
 	}
@@ -580,30 +602,44 @@ static void fn_label(char *buf, size_t len, const char *name, int64_t rel_pc)
 static void print_path(const struct rd_stacks *s, const struct fn *fn)
 {
 	const struct rd_callsite *c = rd_callsite_get(s, fn->best_callsite);
+	const struct rd_callsite *leaf = c;
 	char label[256];
-	int shown = 0, depth = 0;
+	int shown = 0, depth = 0, hidden = 0;
 
 	if (fn->nstacks > 1)
 		printf("         (%zu call stacks; the largest:)\n",
 		       fn->nstacks);
-	c = c && c->parent ? rd_callsite_get(s, c->parent) : NULL;
 	for (; c && depth < RD_MAX_DEPTH; depth++) {
-		if (shown < PATH_FRAMES) {
-			const struct rd_frame *f = rd_frame_get(s, c->frame);
-			const struct rd_mapping *m =
-			        f ? rd_mapping_get(s, f->mapping) : NULL;
-			fn_label(label, sizeof(label), f ? f->name : NULL,
+		const struct rd_frame *f = rd_frame_get(s, c->frame);
+		const struct rd_mapping *m =
+		        f ? rd_mapping_get(s, f->mapping) : NULL;
+		size_t nsym;
+		const struct rd_symbol *syms = rd_frame_symbols(s, f, &nsym);
+		/* The leaf's innermost function is the entry itself. */
+		for (size_t k = c == leaf ? 1 : 0;
+		     k < (nsym ? nsym : 1) && shown < PATH_FRAMES; k++) {
+			const struct rd_symbol *y = nsym ? &syms[k] : NULL;
+			fn_label(label, sizeof(label),
+			         y && y->name ? y->name
+			         : f          ? f->name
+			                      : NULL,
 			         f ? f->rel_pc : 0);
 			fputs("         <- ", stdout);
 			put_cut(label, 90, 0);
-			printf("  (%s)\n", basename_of(m ? m->name : NULL));
+			printf("  (%s", basename_of(m ? m->name : NULL));
+			if (y && y->source_file)
+				printf(" %s:%" PRId64,
+				       basename_of(y->source_file), y->line);
+			printf(")%s\n", k + 1 < nsym ? " inlined" : "");
 			shown++;
 		}
+		if (shown >= PATH_FRAMES && c != leaf)
+			hidden++;
 		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
 	}
-	if (depth > shown)
-		printf("         <- ... %d more frame%s\n", depth - shown,
-		       depth - shown == 1 ? "" : "s");
+	if (hidden)
+		printf("         <- ... %d more frame%s\n", hidden,
+		       hidden == 1 ? "" : "s");
 }
 
 /* Widths of the value and function columns for the first `rows` entries. */
@@ -657,7 +693,11 @@ static void print_top(const struct rd_stacks *s, const struct agg *g,
 		       fmt_value(val, sizeof(val), v, x),
 		       fmt_pct(pct, sizeof(pct), x, total));
 		put_cut(label, fn_w, 1);
-		printf("  %s\n", basename_of(fn->module));
+		printf("  %s", basename_of(fn->module));
+		if (fn->file)
+			printf("  %s:%" PRId64, basename_of(fn->file),
+			       fn->line);
+		putchar('\n');
 		if (self)
 			print_path(s, fn);
 	}
@@ -767,6 +807,117 @@ static void print_totals(const char *heap, const int64_t t[V_COUNT])
 		       view_help[v]);
 }
 
+/* ---- the process's memory beside the profile ------------------------------
+ */
+
+struct mem_row {
+	int64_t rss, rss_anon, rss_peak, m_system, m_in_use, m_free;
+	unsigned have_rss : 1, have_peak : 1, have_malloc : 1, at_exit : 1;
+};
+
+static int has_memory_table(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(
+	            db,
+	            "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+	            " AND name = 'heapprof_dump_memory'",
+	            -1, &st, NULL) == SQLITE_OK)
+		found = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return found;
+}
+
+/* The memory rows of one dump (profiles before this table have none). */
+static int load_memory(sqlite3 *db, int64_t upid, int64_t ts, struct mem_row *m)
+{
+	sqlite3_stmt *st = NULL;
+
+	memset(m, 0, sizeof(*m));
+	if (!has_memory_table(db))
+		return 0;
+	if (sqlite3_prepare_v2(
+	            db,
+	            "SELECT name, value, source FROM"
+	            " heapprof_dump_memory WHERE upid = ? AND ts = ?",
+	            -1, &st, NULL) != SQLITE_OK) {
+		hp_err(SUBSYS, "reading process memory: %s",
+		       sqlite3_errmsg(db));
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, upid);
+	sqlite3_bind_int64(st, 2, ts);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *n = (const char *)sqlite3_column_text(st, 0);
+		const char *src = (const char *)sqlite3_column_text(st, 2);
+		int64_t v = sqlite3_column_int64(st, 1);
+		if (!n)
+			continue;
+		if (!strcmp(n, "rss")) {
+			m->rss = v;
+			m->have_rss = 1;
+			m->at_exit = src && !strcmp(src, "exit");
+		} else if (!strcmp(n, "rss_anon")) {
+			m->rss_anon = v;
+		} else if (!strcmp(n, "rss_peak")) {
+			m->rss_peak = v;
+			m->have_peak = 1;
+		} else if (!strcmp(n, "malloc_system")) {
+			m->m_system = v;
+			m->have_malloc = 1;
+		} else if (!strcmp(n, "malloc_in_use")) {
+			m->m_in_use = v;
+		} else if (!strcmp(n, "malloc_free")) {
+			m->m_free = v;
+		}
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/*
+ * Profiled heap beside the allocator's and the kernel's view (seed 002,
+ * "heapprofd vs malloc_info() vs RSS"): the gaps are allocator overhead,
+ * free memory it keeps, and fragmentation.
+ */
+static void print_memory(const struct mem_row *m, int64_t space, int exact)
+{
+	char b[HP_FMT_BYTES_MAX];
+
+	if (!m->have_rss && !m->have_malloc)
+		return;
+	printf("  memory of the process at this dump%s:\n",
+	       m->at_exit ? " (read by the process at exit)" : "");
+	printf("    %-20s %-12s %s\n", "profiled heap",
+	       hp_fmt_bytes(b, sizeof(b), space),
+	       exact ? "libc.malloc space, exact (-i 1)"
+	             : "libc.malloc space, estimated from samples");
+	if (m->have_malloc) {
+		printf("    %-20s %-12s %s\n", "malloc in use",
+		       hp_fmt_bytes(b, sizeof(b), m->m_in_use),
+		       "mallinfo2: blocks in use, with allocator headers");
+		printf("    %-20s %-12s %s\n", "malloc free, kept",
+		       hp_fmt_bytes(b, sizeof(b), m->m_free),
+		       "mallinfo2: freed but kept (caches, fragmentation)");
+		printf("    %-20s %-12s %s\n", "malloc from the OS",
+		       hp_fmt_bytes(b, sizeof(b), m->m_system),
+		       "mallinfo2: arenas and mmapped blocks");
+	}
+	if (m->have_rss) {
+		printf("    %-20s %-12s %s\n", "RSS, anonymous",
+		       hp_fmt_bytes(b, sizeof(b), m->rss_anon),
+		       "resident heap, stacks and other private memory");
+		printf("    %-20s %-12s %s\n", "RSS, total",
+		       hp_fmt_bytes(b, sizeof(b), m->rss),
+		       "also code, files and heapprof's shared tables");
+	}
+	if (m->have_peak)
+		printf("    %-20s %s\n", "RSS, peak",
+		       hp_fmt_bytes(b, sizeof(b), m->rss_peak));
+}
+
 /* ---- one process -------------------------------------------------------- */
 
 struct heap_totals {
@@ -870,6 +1021,14 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 		print_totals(heaps[i].name, heaps[i].t);
 	if (nheaps == 0)
 		printf("  no allocations were sampled up to this dump\n");
+	struct mem_row mem;
+	if (load_memory(db, p->upid, d.ts, &mem) < 0)
+		err = -1;
+	int64_t malloc_space = 0;
+	for (ssize_t i = 0; i < nheaps; i++)
+		if (heaps[i].name && !strcmp(heaps[i].name, "libc.malloc"))
+			malloc_space = heaps[i].t[V_SPACE];
+	print_memory(&mem, malloc_space, p->interval == 1);
 	print_warnings(db, p);
 	for (ssize_t i = 0; !err && i < nheaps; i++)
 		err = report_heap(db, s, p, &d, &heaps[i], o);

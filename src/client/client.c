@@ -195,6 +195,7 @@ __attribute__((constructor)) static void client_init(void)
 
 	modules_init();
 	unwind_init();
+	memstat_init();
 	modules_scan(&hp_client.region);
 	pthread_atfork(NULL, NULL, on_fork_child);
 
@@ -204,5 +205,20 @@ __attribute__((constructor)) static void client_init(void)
 	                      memory_order_release);
 	atomic_store_explicit(&hp_active, 1, memory_order_release);
 out:
+	errno = saved;
+}
+
+/*
+ * At exit (after main returns or exit()), record the process's memory for
+ * the final dump.  Profiling goes on: later destructors may still free.
+ */
+__attribute__((destructor)) static void client_fini(void)
+{
+	int saved = errno;
+	if (atomic_load_explicit(&hp_active, memory_order_acquire)) {
+		hp_tls.in_hook++;
+		memstat_take();
+		hp_tls.in_hook--;
+	}
 	errno = saved;
 }

@@ -96,6 +96,10 @@ HP_HIDDEN bool modules_text_range(const void *addr, uintptr_t *lo,
 /* log.c: one line to stderr through a fixed buffer, errno preserved. */
 HP_HIDDEN void client_log(const char *msg, const char *detail);
 
+/* memstat.c: RSS and mallinfo2 into the header, at exit. */
+HP_HIDDEN void memstat_init(void);
+HP_HIDDEN void memstat_take(void);
+
 /* client.c */
 HP_HIDDEN void client_stop(uint32_t reason);
 

@@ -253,6 +253,8 @@ int collector_dump_all(struct collector *c, const char *reason)
 		}
 		s.dump.ts_ns = ts;
 		s.dump.reason = reason;
+		snapshot_memory(&c->targets[i].region, c->targets[i].pid,
+		                !c->targets[i].disconnected, &s.dump.memory);
 		r = profile_write_dump(c->profile, c->targets[i].upid, &s.dump);
 		if (r)
 			rc = r;

@@ -72,6 +72,10 @@ struct snapshot {
 	char (*heap_names)[HP_HEAP_NAME_MAX];
 };
 int snapshot_take(const struct hp_region *r, struct snapshot *s);
+/* The process's memory: /proc/PID/status if pid runs (and alive), else
+ * what the client wrote at exit; fields it could not get stay unset. */
+void snapshot_memory(const struct hp_region *r, pid_t pid, bool alive,
+                     struct prof_memory *out);
 void snapshot_free(struct snapshot *s);
 
 #endif

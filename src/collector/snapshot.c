@@ -4,8 +4,11 @@
  * the geometry the collector itself planned; nothing is trusted twice.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collector/collector.h"
 
@@ -160,4 +163,98 @@ void snapshot_free(struct snapshot *s)
 	free(s->build_ids);
 	free(s->heap_names);
 	memset(s, 0, sizeof(*s));
+}
+
+/* The value in kB of "Key:   123 kB" in a /proc status text, in bytes. */
+static int status_field(const char *text, const char *key, uint64_t *out)
+{
+	size_t klen = strlen(key);
+
+	for (const char *l = text; l && *l;
+	     l = strchr(l, '\n'), l = l ? l + 1 : l) {
+		if (strncmp(l, key, klen) != 0 || l[klen] != ':')
+			continue;
+		char *end;
+		unsigned long long kb = strtoull(l + klen + 1, &end, 10);
+		if (end == l + klen + 1)
+			return -1;
+		*out = (uint64_t)kb * 1024;
+		return 0;
+	}
+	return -1;
+}
+
+static int proc_memory(pid_t pid, struct prof_memory *m)
+{
+	char path[64], buf[4096];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* A zombie has no VmRSS: it is gone for our purpose. */
+	if (status_field(buf, "VmRSS", &m->rss) < 0)
+		return -1;
+	m->have_rss = 1;
+	m->rss_source = "proc";
+	status_field(buf, "RssAnon", &m->rss_anon);
+	status_field(buf, "RssFile", &m->rss_file);
+	status_field(buf, "RssShmem", &m->rss_shmem);
+	if (status_field(buf, "VmHWM", &m->rss_peak) == 0)
+		m->have_peak = 1;
+	return 0;
+}
+
+void snapshot_memory(const struct hp_region *r, pid_t pid, bool alive,
+                     struct prof_memory *out)
+{
+	struct hp_memstat_v1 *ms = &r->hdr->memstat;
+	struct prof_memory c = {0};
+
+	memset(out, 0, sizeof(*out));
+	if (alive && pid > 0)
+		proc_memory(pid, out);
+	/* The client's reading at exit, if it finished writing one. */
+	for (int tries = 0; tries < 4; tries++) {
+		uint64_t s1 =
+		        atomic_load_explicit(&ms->seq, memory_order_acquire);
+		if (s1 & 1)
+			continue;
+		uint64_t ts =
+		        atomic_load_explicit(&ms->ts_ns, memory_order_relaxed);
+		uint64_t flags =
+		        atomic_load_explicit(&ms->flags, memory_order_relaxed);
+		c.rss = atomic_load_explicit(&ms->rss, memory_order_relaxed);
+		c.rss_anon = atomic_load_explicit(&ms->rss_anon,
+		                                  memory_order_relaxed);
+		c.malloc_system = atomic_load_explicit(&ms->malloc_system,
+		                                       memory_order_relaxed);
+		c.malloc_in_use = atomic_load_explicit(&ms->malloc_in_use,
+		                                       memory_order_relaxed);
+		c.malloc_free = atomic_load_explicit(&ms->malloc_free,
+		                                     memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&ms->seq, memory_order_relaxed) != s1)
+			continue;
+		if (!ts)
+			break;
+		if (!out->have_rss && (flags & HP_MEMSTAT_RSS)) {
+			out->have_rss = 1;
+			out->rss_source = "exit";
+			out->rss = c.rss;
+			out->rss_anon = c.rss_anon;
+		}
+		if (flags & HP_MEMSTAT_MALLOC) {
+			out->have_malloc = 1;
+			out->malloc_system = c.malloc_system;
+			out->malloc_in_use = c.malloc_in_use;
+			out->malloc_free = c.malloc_free;
+		}
+		break;
+	}
 }

@@ -97,6 +97,29 @@ struct hp_table_desc {
 _Static_assert(sizeof(struct hp_table_desc) == 24, "hp_table_desc size");
 
 /*
+ * The memory of the process as the client saw it, written by the client
+ * when the process exits (its library destructor), for the dump taken
+ * after the process is gone and /proc no longer has it.  A seqlock: the
+ * writer makes seq odd, stores the fields, then makes it even; a reader
+ * that sees an odd or changed seq retries or gives up.  Fields are bytes.
+ * Layout v1 readers that predate it see zeros (reserved bytes).
+ */
+struct hp_memstat_v1 {
+	_Atomic uint64_t seq;
+	_Atomic uint64_t ts_ns;         /* CLOCK_BOOTTIME; 0: never written */
+	_Atomic uint64_t rss;           /* resident set */
+	_Atomic uint64_t rss_anon;      /* resident, anonymous (statm) */
+	_Atomic uint64_t malloc_system; /* mallinfo2 arena + hblkhd */
+	_Atomic uint64_t malloc_in_use; /* mallinfo2 uordblks + hblkhd */
+	_Atomic uint64_t malloc_free;   /* mallinfo2 fordblks */
+	_Atomic uint64_t flags;         /* HP_MEMSTAT_* */
+};
+_Static_assert(sizeof(struct hp_memstat_v1) == 64, "hp_memstat_v1 size");
+
+#define HP_MEMSTAT_RSS    1u /* rss, rss_anon valid */
+#define HP_MEMSTAT_MALLOC 2u /* malloc_* valid (glibc mallinfo2) */
+
+/*
  * The region header, at offset 0.  Written once by the collector before it
  * hands the region to the client (magic .. tables), then only the atomic
  * fields change.
@@ -129,7 +152,8 @@ struct hp_header_v1 {
 	_Atomic uint64_t heaps_used;   /* next free heap id (0 = libc.malloc) */
 	_Atomic uint64_t counters[HP_CTR_COUNT];
 	_Atomic uint64_t attach_time_ns; /* CLOCK_BOOTTIME at client attach */
-	uint8_t reserved[136];
+	struct hp_memstat_v1 memstat;
+	uint8_t reserved[72];
 };
 _Static_assert(sizeof(struct hp_header_v1) % 64 == 0, "header 64-aligned");
 _Static_assert(sizeof(struct hp_header_v1) == 768, "hp_header_v1 size");

@@ -47,6 +47,20 @@ struct prof_heap {
 	uint64_t interval;
 };
 
+/*
+ * The memory of the process beside the profile at a dump, so a reader can
+ * tell profiled heap from allocator overhead and fragmentation.  Bytes.
+ */
+struct prof_memory {
+	unsigned have_rss : 1, have_peak : 1, have_malloc : 1;
+	/* "proc": read from /proc/PID/status at the dump; "exit": the
+	 * process's own reading at exit (it was gone at the dump). */
+	const char *rss_source;
+	uint64_t rss, rss_anon, rss_file, rss_shmem, rss_peak;
+	/* glibc mallinfo2() at exit: held from the OS, in use, free. */
+	uint64_t malloc_system, malloc_in_use, malloc_free;
+};
+
 struct prof_dump {
 	uint64_t ts_ns;     /* CLOCK_BOOTTIME */
 	const char *reason; /* "end", "signal", ... */
@@ -58,6 +72,7 @@ struct prof_dump {
 	size_t nheaps;
 	uint64_t counters[HP_CTR_COUNT]; /* from the region header */
 	uint32_t client_state, stop_reason;
+	struct prof_memory memory;
 };
 
 struct prof_process {

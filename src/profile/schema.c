@@ -34,6 +34,8 @@ const char profile_schema_sql[] =
         " sampling_interval INT, PRIMARY KEY(upid, heap_id));\n"
         "CREATE TABLE heapprof_dump(id INTEGER PRIMARY KEY, ts INT, upid INT,"
         " reason TEXT);\n"
+        "CREATE TABLE heapprof_dump_memory(upid INT, ts INT, name TEXT,"
+        " value INT, source TEXT);\n"
         "CREATE INDEX heapprof_process_stats_upid"
         " ON heapprof_process_stats(upid, name);\n"
         "CREATE INDEX heapprof_dump_upid_ts ON heapprof_dump(upid, ts);\n";

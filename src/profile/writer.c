@@ -66,6 +66,7 @@ enum stmt_id {
 	ST_DEL_STATS,
 	ST_PROC_STATE,
 	ST_HEAP,
+	ST_MEMORY,
 	ST_COUNT
 };
 
@@ -94,6 +95,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                           " stop_reason = ? WHERE upid = ?",
         [ST_HEAP] = "INSERT OR REPLACE INTO heapprof_heap(upid, heap_id, name,"
                     " sampling_interval) VALUES(?, ?, ?, ?)",
+        [ST_MEMORY] = "INSERT INTO heapprof_dump_memory(upid, ts, name,"
+                      " value, source) VALUES(?, ?, ?, ?, ?)",
 };
 
 /* Names of the header counters (enum hp_counter) in heapprof_process_stats.
@@ -855,6 +858,55 @@ static int write_stats(struct dump_ctx *c, int64_t upid)
 	return err;
 }
 
+static int write_memory_row(struct profile *p, int64_t upid, uint64_t ts,
+                            const char *name, uint64_t value,
+                            const char *source)
+{
+	sqlite3_stmt *st = p->st[ST_MEMORY];
+
+	sqlite3_bind_int64(st, 1, upid);
+	sqlite3_bind_int64(st, 2, i64(ts));
+	sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, i64(value));
+	sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
+	return step(p, ST_MEMORY, "writing process memory");
+}
+
+/* heapprof_dump_memory rows: what the collector learned beside the dump. */
+static int write_memory(struct profile *p, int64_t upid,
+                        const struct prof_dump *d)
+{
+	const struct prof_memory *m = &d->memory;
+	const char *src = m->rss_source ? m->rss_source : "proc";
+	int err = 0;
+
+	if (m->have_rss) {
+		err = write_memory_row(p, upid, d->ts_ns, "rss", m->rss, src);
+		if (!err)
+			err = write_memory_row(p, upid, d->ts_ns, "rss_anon",
+			                       m->rss_anon, src);
+		if (!err && !strcmp(src, "proc"))
+			err = write_memory_row(p, upid, d->ts_ns, "rss_file",
+			                       m->rss_file, src);
+		if (!err && !strcmp(src, "proc"))
+			err = write_memory_row(p, upid, d->ts_ns, "rss_shmem",
+			                       m->rss_shmem, src);
+	}
+	if (!err && m->have_peak)
+		err = write_memory_row(p, upid, d->ts_ns, "rss_peak",
+		                       m->rss_peak, "proc");
+	if (!err && m->have_malloc)
+		err = write_memory_row(p, upid, d->ts_ns, "malloc_system",
+		                       m->malloc_system, "exit");
+	if (!err && m->have_malloc)
+		err = write_memory_row(p, upid, d->ts_ns, "malloc_in_use",
+		                       m->malloc_in_use, "exit");
+	if (!err && m->have_malloc)
+		err = write_memory_row(p, upid, d->ts_ns, "malloc_free",
+		                       m->malloc_free, "exit");
+	return err;
+}
+
 static int write_dump_row(struct dump_ctx *c, int64_t upid)
 {
 	struct profile *p = c->p;
@@ -866,6 +918,8 @@ static int write_dump_row(struct dump_ctx *c, int64_t upid)
 	sqlite3_bind_int64(st, 2, upid);
 	sqlite3_bind_text(st, 3, d->reason ? d->reason : "", -1, SQLITE_STATIC);
 	err = step(p, ST_DUMP, "writing dump");
+	if (!err)
+		err = write_memory(p, upid, d);
 	if (err)
 		return err;
 	st = p->st[ST_PROC_STATE];
