@@ -217,4 +217,40 @@ else
 	fi
 fi
 
+# ---------------------------------------------------------------------------
+t_begin "process memory beside the profile at each dump (RSS, mallinfo2)"
+# The same run: the SIGUSR1 dump was taken while waiter ran, so RSS comes
+# from /proc/PID/status; the end dump after it exited, from the process's
+# own reading in the library destructor (statm and mallinfo2).
+if [ -n "${d1:-}" ] && [ -n "${d2:-}" ] && [ "$d1" != "$d2" ]; then
+	mem() { sqlq "$SDB" "SELECT value FROM heapprof_dump_memory WHERE ts = $1 AND name = '$2' AND source = '$3';"; }
+	rss1=$(mem "$d1" rss proc)
+	peak1=$(mem "$d1" rss_peak proc)
+	anon1=$(mem "$d1" rss_anon proc)
+	assert_ge "${rss1:-0}" 100000 "RSS at the SIGUSR1 dump (from /proc)"
+	assert_ge "${peak1:-0}" "${rss1:-0}" "peak RSS >= RSS at the SIGUSR1 dump"
+	assert_le "${anon1:-0}" "${rss1:-0}" "anonymous RSS <= RSS"
+	assert_eq "" "$(mem "$d1" malloc_in_use exit)" "no mallinfo2 while the process runs"
+	rss2=$(mem "$d2" rss exit)
+	inuse=$(mem "$d2" malloc_in_use exit)
+	mfree=$(mem "$d2" malloc_free exit)
+	msys=$(mem "$d2" malloc_system exit)
+	assert_ge "${rss2:-0}" 100000 "RSS at exit"
+	# 6 x 1000 + 20 x 500 bytes are live at exit, each with a malloc header.
+	assert_ge "${inuse:-0}" 16000 "mallinfo2 in use at exit"
+	assert_ge "${msys:-0}" "$(( ${inuse:-0} + ${mfree:-0} ))" "mallinfo2: from the OS >= in use + free"
+	"$HP" report "$SDB" >"$T_DIR/usr1.report" 2>&1
+	assert_match "memory of the process at this dump \(read by the process at exit\)" \
+		"$(cat "$T_DIR/usr1.report")" "report: memory section"
+	space2=$(sqlq "$SDB" "SELECT sum(size) FROM heap_profile_allocation WHERE ts <= $d2;")
+	assert_ge "${inuse:-0}" "${space2:-0}" "mallinfo2 in use >= the exact profiled heap"
+	assert_match "profiled heap +[0-9.]+ KiB \\(${space2:-x} B\\) +libc.malloc space, exact" \
+		"$(cat "$T_DIR/usr1.report")" "report: exact profiled heap beside malloc's figures"
+	assert_match "malloc in use" "$(cat "$T_DIR/usr1.report")" "report: mallinfo2"
+	"$HP" report "$SDB" --dump 1 >"$T_DIR/usr1.report1" 2>&1
+	assert_match "RSS, peak" "$(cat "$T_DIR/usr1.report1")" "report --dump 1: peak RSS from /proc"
+else
+	t_skip "the SIGUSR1 run above failed"
+fi
+
 t_summary
