@@ -17,7 +17,7 @@ LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -fexceptions \
               -fno-omit-frame-pointer -ftls-model=initial-exec
 LIB_LIBS   := -lunwind -lm -ldl -pthread
 
-CLI_LIBS   := -lsqlite3 -ldw -lelf -lz -lprotobuf-c -ledit -lm -lstdc++ \
+CLI_LIBS   := -lsqlite3 -ldw -ldebuginfod -lelf -lz -lprotobuf-c -ledit -lm -lstdc++ \
               -pthread
 
 LAYOUT_SRCS := $(wildcard src/layout/*.c)
@@ -26,8 +26,15 @@ CLI_SRCS    := $(wildcard src/cli/*.c src/collector/*.c src/profile/*.c \
                  src/symbolize/*.c src/util/*.c src/export/*.c \
                  src/flamegraph/*.c) $(LAYOUT_SRCS)
 
+# pprof's profile.proto, compiled by protoc-c into the build dir.
+PROTO_GEN   := $(BUILD)/gen
+PROTO_C     := $(PROTO_GEN)/export/profile.pb-c.c
+PROTO_H     := $(PROTO_GEN)/export/profile.pb-c.h
+PROTO_OBJ   := $(BUILD)/obj/gen/export/profile.pb-c.o
+EXPORT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/export/*.c))
+
 CLIENT_OBJS := $(patsubst %.c,$(BUILD)/pic/%.o,$(CLIENT_SRCS))
-CLI_OBJS    := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+CLI_OBJS    := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS)) $(PROTO_OBJ)
 # Everything but main(), for unit tests.
 CORE_OBJS   := $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJS))
 
@@ -57,6 +64,20 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
+# A pattern rule with two targets: one protoc-c run makes both, also
+# under make -j.  Code that includes the header depends on it, so a clean
+# parallel build generates it first.
+$(PROTO_GEN)/%.pb-c.c $(PROTO_GEN)/%.pb-c.h: src/%.proto
+	@mkdir -p $(PROTO_GEN)
+	protoc-c --proto_path=src --c_out=$(PROTO_GEN) $<
+
+$(PROTO_OBJ): $(PROTO_C) $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -I$(PROTO_GEN) -MMD -MP -c $< -o $@
+
+$(EXPORT_OBJS) $(BUILD)/tests/test_pprof: $(PROTO_H)
+$(EXPORT_OBJS) $(BUILD)/tests/test_pprof: ALL_CFLAGS += -I$(PROTO_GEN)
+
 $(BUILD)/libheapprof.so: $(CLIENT_OBJS) src/client/libheapprof.map
 	$(CC) -shared -o $@ $(CLIENT_OBJS) $(SAN) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
@@ -68,6 +89,10 @@ $(BUILD)/heapprof: $(CLI_OBJS)
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJS) $(CLI_LIBS)
+
+# The flame graph page's template, embedded by src/flamegraph/assets.c.
+$(BUILD)/obj/src/flamegraph/assets.o: src/flamegraph/flamegraph.html \
+  src/flamegraph/flamegraph.css src/flamegraph/flamegraph.js
 
 # Integration test programs: -O0 so every test function keeps its frame.
 $(BUILD)/progs/%: tests/integration/progs/%.c

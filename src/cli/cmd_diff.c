@@ -1,10 +1,849 @@
-/* Work in progress (issue 3): replaced by the real command. */
+/*
+ * `heapprof diff A B`: which call stacks grew or shrank from profile A to
+ * profile B, where A and B are two files or two dumps of one file
+ * (docs/PPROF.md):
+ *
+ *   heapprof diff OLD.db NEW.db          last dump of each
+ *   heapprof diff FILE@1 FILE@3          dumps 1 and 3 of FILE
+ *   heapprof diff FILE --dumps 1,3       the same
+ *
+ * Stacks of two files have different ids, so stacks are matched by what
+ * they mean: per frame, the module's file name and the function name (the
+ * frame's address in its module when the name is unknown).  Stacks that
+ * differ only in call sites inside the same functions are one stack here.
+ *
+ * The text report shows the totals and the stacks and functions that grew
+ * and shrank most in one view; -o writes a pprof file following pprof's
+ * -diff_base convention (B's samples, plus A's negated and labelled
+ * pprof::base=true), so `go tool pprof -top OUT` shows B - A.
+ */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "cli/commands.h"
+#include "export/pprof.h"
+#include "profile/reader.h"
+#include "util/err.h"
+#include "util/hmap.h"
+
+#define SUBSYS "diff"
+
+#define PATH_FRAMES 4 /* callers shown under each stack */
+
+static const char *const view_help[RD_NVIEWS] = {
+        "bytes allocated and not freed at the dump",
+        "bytes allocated since the start, freed or not",
+        "objects allocated and not freed at the dump",
+        "objects allocated since the start, freed or not",
+};
+
+/* One side of the comparison. */
+struct side {
+	const char *file;
+	long dump; /* 1-based; negative counts from the last; 0 = last */
+	int have_pid;
+	long pid;
+	/* Loaded; db and stacks may be shared with the other side. */
+	sqlite3 *db;
+	struct rd_stacks *s;
+	int owns;
+	struct rd_process *procs;
+	size_t nprocs;
+	const struct rd_process *proc;
+	struct rd_dump *dumps;
+	size_t ndumps, dump_index; /* 1-based */
+	struct rd_sample *samples;
+	size_t nsamples;
+	int64_t total[RD_NVIEWS];
+};
+
+struct diff_opts {
+	struct side side[2]; /* A, B */
+	const char *out;
+	const char *heap;
+	enum rd_view view;
+	long top;
+};
+
+/* A stack or function (by symbolic identity) and its values in A and B. */
+struct entry {
+	int64_t v[2][RD_NVIEWS];
+	int rep_side; /* where to find a callsite to print it */
+	int64_t rep_callsite;
+};
+
+struct table {
+	struct hmap idx;
+	struct entry *e;
+	size_t n, cap;
+};
+
+/* ---- arguments ---------------------------------------------------------- */
+
+static void diff_usage(FILE *f)
+{
+	fputs("usage: heapprof diff A B [options]\n"
+	      "       heapprof diff FILE --dumps N,M [options]\n"
+	      "\n"
+	      "What grew and shrank from A to B.  A and B are profile files,"
+	      " or FILE@N\n"
+	      "for the N-th dump of FILE (1 = first, -1 = last; default:"
+	      " the last).\n"
+	      "\n"
+	      "  --dumps N,M   dump N of A and dump M of B (with one FILE:"
+	      " both in it)\n"
+	      "  --view VIEW   space (default), alloc_space, objects or"
+	      " alloc_objects\n"
+	      "  --top N       show the N largest changes (default 10)\n"
+	      "  --heap H      heap H (default libc.malloc)\n"
+	      "  --pid P[,Q]   process P in A (and Q in B; default: P);"
+	      " needed when a\n"
+	      "                file holds several processes\n"
+	      "  -o OUT.pb.gz  also write the difference as a pprof profile"
+	      " (B plus A\n"
+	      "                negated, labelled pprof::base=true)\n",
+	      f);
+}
+
+static int parse_long(const char *s, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* "N,M" into two longs; 0 or -1. */
+static int parse_pair(const char *s, long *a, long *b)
+{
+	const char *comma = strchr(s, ',');
+	char first[32];
+
+	if (!comma || (size_t)(comma - s) >= sizeof(first))
+		return -1;
+	memcpy(first, s, (size_t)(comma - s));
+	first[comma - s] = '\0';
+	return parse_long(first, a) < 0 || parse_long(comma + 1, b) < 0 ? -1
+	                                                                : 0;
+}
+
+/* Value of option `name` at argv[*i] ("--x V" or "--x=V"); NULL if not it. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name,
+                             int *missing)
+{
+	size_t n = strlen(name);
+	const char *a = argv[*i];
+
+	if (strncmp(a, name, n) != 0)
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n] != '\0')
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = 1;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+static int parse_view(const char *v, enum rd_view *out)
+{
+	for (int i = 0; i < RD_NVIEWS; i++)
+		if (!strcmp(v, rd_view_names[i])) {
+			*out = (enum rd_view)i;
+			return 0;
+		}
+	hp_err(SUBSYS,
+	       "invalid --view '%s' (want space, alloc_space, objects "
+	       "or alloc_objects)",
+	       v);
+	return -1;
+}
+
+struct raw_args {
+	const char *operand[2];
+	size_t noperands;
+	int have_dumps;
+	long dumps[2];
+	int have_pid;
+	long pids[2];
+};
+
+/* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
+static int parse_opt(int argc, char **argv, int *i, struct diff_opts *o,
+                     struct raw_args *r)
+{
+	int missing = 0;
+	const char *v;
+
+	if ((v = opt_value(argc, argv, i, "--view", &missing)))
+		return parse_view(v, &o->view);
+	if ((v = opt_value(argc, argv, i, "--top", &missing))) {
+		if (parse_long(v, &o->top) < 0 || o->top < 1) {
+			hp_err(SUBSYS,
+			       "invalid --top '%s' (want a positive number)",
+			       v);
+			return -1;
+		}
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
+		o->heap = v;
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "-o", &missing)) ||
+	    (v = opt_value(argc, argv, i, "--output", &missing))) {
+		if (!v[0]) {
+			hp_err(SUBSYS, "empty output path");
+			return -1;
+		}
+		o->out = v;
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--dumps", &missing))) {
+		if (parse_pair(v, &r->dumps[0], &r->dumps[1]) < 0 ||
+		    !r->dumps[0] || !r->dumps[1]) {
+			hp_err(SUBSYS,
+			       "invalid --dumps '%s' (want N,M: 1 = first "
+			       "dump, -1 = last)",
+			       v);
+			return -1;
+		}
+		r->have_dumps = 1;
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
+		int bad = strchr(v, ',')
+		                  ? parse_pair(v, &r->pids[0], &r->pids[1])
+		                  : parse_long(v, &r->pids[0]);
+		if (!strchr(v, ','))
+			r->pids[1] = r->pids[0];
+		if (bad < 0 || r->pids[0] <= 0 || r->pids[1] <= 0) {
+			hp_err(SUBSYS, "invalid --pid '%s' (want P or P,Q)", v);
+			return -1;
+		}
+		r->have_pid = 1;
+		return 0;
+	}
+	if (missing) {
+		hp_err(SUBSYS, "option '%s' needs a value", argv[*i]);
+		return -1;
+	}
+	return 1;
+}
+
+/*
+ * Split "FILE@N" into file and dump, unless the whole operand names an
+ * existing file.  *file is the operand itself or a malloc'ed copy (*own).
+ */
+static int split_operand(const char *op, const char **file, long *dump,
+                         char **own)
+{
+	struct stat sb;
+	const char *at = strrchr(op, '@');
+	long n;
+
+	*file = op;
+	*own = NULL;
+	if (stat(op, &sb) == 0 || !at || at == op || parse_long(at + 1, &n) < 0)
+		return 0;
+	if (n == 0) {
+		hp_err(SUBSYS,
+		       "invalid dump in '%s' (want @1 for the first dump, "
+		       "@-1 for the last)",
+		       op);
+		return -1;
+	}
+	*own = strndup(op, (size_t)(at - op));
+	if (!*own) {
+		hp_err(SUBSYS, "out of memory");
+		return -1;
+	}
+	*file = *own;
+	*dump = n;
+	return 0;
+}
+
+/* 0 ok, 1 --help printed, 2 usage error (message printed). */
+static int parse_args(int argc, char **argv, struct diff_opts *o,
+                      char *owned[2])
+{
+	struct raw_args r;
+
+	memset(o, 0, sizeof(*o));
+	memset(&r, 0, sizeof(r));
+	o->view = RD_SPACE;
+	o->top = 10;
+	o->heap = "libc.malloc";
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			diff_usage(stdout);
+			return 1;
+		}
+		int rc = parse_opt(argc, argv, &i, o, &r);
+		if (rc < 0)
+			return 2;
+		if (rc == 0)
+			continue;
+		if (a[0] == '-' && a[1]) {
+			hp_err(SUBSYS, "unknown option '%s'", a);
+			return 2;
+		}
+		if (r.noperands == 2) {
+			hp_err(SUBSYS, "unexpected argument '%s'", a);
+			return 2;
+		}
+		r.operand[r.noperands++] = a;
+	}
+	if (r.noperands == 0 || (r.noperands == 1 && !r.have_dumps)) {
+		hp_err(SUBSYS, "need two profiles (A B, FILE@N FILE@M) or "
+		               "FILE --dumps N,M (see heapprof diff --help)");
+		return 2;
+	}
+	for (int k = 0; k < 2; k++) {
+		struct side *sd = &o->side[k];
+		const char *op = r.operand[r.noperands == 2 ? k : 0];
+		if (split_operand(op, &sd->file, &sd->dump, &owned[k]) < 0)
+			return 2;
+		if (r.have_dumps && r.noperands == 2 && sd->dump) {
+			hp_err(SUBSYS,
+			       "'%s': a dump given both with @ and "
+			       "--dumps",
+			       op);
+			return 2;
+		}
+		if (r.have_dumps)
+			sd->dump = r.dumps[k];
+		sd->have_pid = r.have_pid;
+		sd->pid = r.pids[k];
+	}
+	return 0;
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int pick_process(struct side *sd)
+{
+	if (reader_load_processes(sd->db, SUBSYS, &sd->procs, &sd->nprocs) < 0)
+		return -1;
+	for (size_t i = 0; i < sd->nprocs; i++) {
+		if (sd->have_pid && sd->procs[i].pid != sd->pid)
+			continue;
+		if (sd->proc) {
+			hp_err(SUBSYS,
+			       "%s holds several processes; choose one with "
+			       "--pid",
+			       sd->file);
+			return -1;
+		}
+		sd->proc = &sd->procs[i];
+	}
+	if (!sd->proc && sd->have_pid)
+		hp_err(SUBSYS, "%s: no process with pid %ld", sd->file,
+		       sd->pid);
+	else if (!sd->proc)
+		hp_err(SUBSYS, "%s: no processes in this profile", sd->file);
+	return sd->proc ? 0 : -1;
+}
+
+static int pick_dump(struct side *sd)
+{
+	if (reader_load_dumps(sd->db, SUBSYS, sd->proc->upid, &sd->dumps,
+	                      &sd->ndumps) < 0)
+		return -1;
+	long want = sd->dump ? sd->dump : -1;
+	long idx = want > 0 ? want : (long)sd->ndumps + 1 + want;
+	if (sd->ndumps == 0) {
+		hp_err(SUBSYS, "%s: process %" PRId64 " has no dumps", sd->file,
+		       sd->proc->pid);
+		return -1;
+	}
+	if (idx < 1 || (size_t)idx > sd->ndumps) {
+		hp_err(SUBSYS,
+		       "%s: process %" PRId64 " has %zu dump%s; dump %ld is "
+		       "out of range",
+		       sd->file, sd->proc->pid, sd->ndumps,
+		       sd->ndumps == 1 ? "" : "s", want);
+		return -1;
+	}
+	sd->dump_index = (size_t)idx;
+	return 0;
+}
+
+static int has_heap(struct side *sd, const char *heap)
+{
+	char **h = NULL;
+	size_t n = 0;
+	int found = 0;
+
+	if (reader_load_heaps(sd->db, SUBSYS, sd->proc->upid, &h, &n) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		found |= !strcmp(h[i], heap);
+	reader_free_heaps(h, n);
+	return found;
+}
+
+/* Open and load side k (sharing the file of side 0 when it is the same). */
+static int load_side(struct diff_opts *o, int k)
+{
+	struct side *sd = &o->side[k];
+
+	if (k == 1 && same_file(o->side[0].file, sd->file)) {
+		sd->db = o->side[0].db;
+		sd->s = o->side[0].s;
+	} else {
+		sd->db = reader_open(sd->file, SUBSYS);
+		if (!sd->db)
+			return -1;
+		sd->owns = 1;
+		sd->s = calloc(1, sizeof(*sd->s));
+		if (!sd->s) {
+			hp_err(SUBSYS, "out of memory");
+			return -1;
+		}
+		if (reader_load_stacks(sd->db, SUBSYS, sd->s) < 0)
+			return -1;
+	}
+	if (pick_process(sd) < 0 || pick_dump(sd) < 0)
+		return -1;
+	return 0;
+}
+
+static int load_samples(struct diff_opts *o)
+{
+	int found[2];
+
+	for (int k = 0; k < 2; k++) {
+		found[k] = has_heap(&o->side[k], o->heap);
+		if (found[k] < 0)
+			return -1;
+	}
+	/* libc.malloc is there even when nothing was allocated. */
+	if (!found[0] && !found[1] && strcmp(o->heap, "libc.malloc") != 0) {
+		hp_err(SUBSYS, "no heap '%s' in either profile", o->heap);
+		return -1;
+	}
+	for (int k = 0; k < 2; k++) {
+		struct side *sd = &o->side[k];
+		if (reader_load_samples(sd->db, SUBSYS, sd->proc->upid, o->heap,
+		                        sd->dumps[sd->dump_index - 1].ts,
+		                        &sd->samples, &sd->nsamples) < 0)
+			return -1;
+		for (size_t i = 0; i < sd->nsamples; i++)
+			for (int v = 0; v < RD_NVIEWS; v++)
+				sd->total[v] += sd->samples[i].v[v];
+	}
+	return 0;
+}
+
+static void side_free(struct side *sd)
+{
+	if (sd->owns) {
+		if (sd->s)
+			reader_free_stacks(sd->s);
+		free(sd->s);
+		sqlite3_close(sd->db);
+	}
+	reader_free_processes(sd->procs, sd->nprocs);
+	reader_free_dumps(sd->dumps, sd->ndumps);
+	free(sd->samples);
+}
+
+/* ---- matching by symbolic identity -------------------------------------- */
+
+static const char *basename_of(const char *path)
+{
+	const char *s = path ? strrchr(path, '/') : NULL;
+
+	if (!path || !path[0])
+		return "?";
+	return s && s[1] ? s + 1 : path;
+}
+
+struct buf {
+	char *p;
+	size_t n, cap;
+};
+
+static int buf_add(struct buf *b, const char *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->n + n + 1)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p)
+			return -ENOMEM;
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return 0;
+}
+
+/* Append the identity of one frame: module, function (or address). */
+static int key_frame(struct buf *b, const struct rd_stacks *s, int64_t frame)
+{
+	const struct rd_frame *f = rd_frame_get(s, frame);
+	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
+	const char *mod = basename_of(m ? m->name : NULL);
+	char pc[32];
+
+	if (!f || !f->name)
+		snprintf(pc, sizeof(pc), "0x%" PRIx64,
+		         f ? (uint64_t)f->rel_pc : 0);
+	const char *fn = f && f->name ? f->name : pc;
+	/* Separators that cannot occur in names or paths we print. */
+	if (buf_add(b, mod, strlen(mod)) < 0 || buf_add(b, "\x1f", 1) < 0 ||
+	    buf_add(b, fn, strlen(fn)) < 0 || buf_add(b, "\x1e", 1) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int table_add(struct table *t, const char *key, size_t klen, int side,
+                     const struct rd_sample *x)
+{
+	int64_t *idx = hmap_find(&t->idx, key, klen);
+	struct entry *e;
+
+	if (idx) {
+		e = &t->e[*idx];
+	} else {
+		if (t->n == t->cap) {
+			size_t cap = t->cap ? t->cap * 2 : 256;
+			struct entry *a = realloc(t->e, cap * sizeof(*a));
+			if (!a)
+				return -ENOMEM;
+			t->e = a;
+			t->cap = cap;
+		}
+		if (hmap_put(&t->idx, key, klen, (int64_t)t->n) < 0)
+			return -ENOMEM;
+		e = &t->e[t->n++];
+		memset(e, 0, sizeof(*e));
+		e->rep_side = side;
+		e->rep_callsite = x->callsite;
+	}
+	/* Print B's stack when there is one. */
+	if (side == 1 && e->rep_side == 0) {
+		e->rep_side = 1;
+		e->rep_callsite = x->callsite;
+	}
+	for (int v = 0; v < RD_NVIEWS; v++)
+		e->v[side][v] += x->v[v];
+	return 0;
+}
+
+/* Stacks (full chain) and functions (leaf frame) of both sides. */
+static int build_tables(const struct diff_opts *o, struct table *stacks,
+                        struct table *fns)
+{
+	struct buf b = {0};
+	int err = 0;
+
+	for (int k = 0; !err && k < 2; k++) {
+		const struct side *sd = &o->side[k];
+		for (size_t i = 0; !err && i < sd->nsamples; i++) {
+			const struct rd_sample *x = &sd->samples[i];
+			const struct rd_callsite *c =
+			        rd_callsite_get(sd->s, x->callsite);
+			size_t leaf_len = 0;
+			b.n = 0;
+			err = buf_add(&b, "", 0);
+			for (int d = 0; !err && c && d < RD_MAX_DEPTH; d++) {
+				err = key_frame(&b, sd->s, c->frame);
+				if (d == 0)
+					leaf_len = b.n;
+				c = c->parent
+				            ? rd_callsite_get(sd->s, c->parent)
+				            : NULL;
+			}
+			if (!err)
+				err = table_add(stacks, b.p, b.n, k, x);
+			if (!err)
+				err = table_add(fns, b.p, leaf_len, k, x);
+		}
+	}
+	free(b.p);
+	if (err)
+		hp_err(SUBSYS, "out of memory");
+	return err;
+}
+
+static void table_free(struct table *t)
+{
+	hmap_free(&t->idx);
+	free(t->e);
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static const struct entry *sort_base;
+static enum rd_view sort_view;
+
+static int64_t delta(const struct entry *e, enum rd_view v)
+{
+	return e->v[1][v] - e->v[0][v];
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+	size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
+	int64_t da = delta(&sort_base[ia], sort_view);
+	int64_t db = delta(&sort_base[ib], sort_view);
+
+	/* Largest absolute change first; ties by first seen. */
+	if (da < 0)
+		da = -da;
+	if (db < 0)
+		db = -db;
+	if (da != db)
+		return da > db ? -1 : 1;
+	return ia < ib ? -1 : 1;
+}
+
+static void fmt_rel(char *buf, size_t len, int64_t a, int64_t b)
+{
+	if (a == b)
+		snprintf(buf, len, "0.0%%");
+	else if (a == 0)
+		snprintf(buf, len, "new");
+	else if (b == 0)
+		snprintf(buf, len, "gone");
+	else
+		snprintf(buf, len, "%+.1f%%",
+		         100.0 * ((double)b - (double)a) / (double)a);
+}
+
+static void print_frame(const struct rd_stacks *s, int64_t frame)
+{
+	const struct rd_frame *f = rd_frame_get(s, frame);
+	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
+
+	if (f && f->name)
+		printf("%s", f->name);
+	else
+		printf("0x%" PRIx64, f ? (uint64_t)f->rel_pc : 0);
+	printf(" (%s)\n", basename_of(m ? m->name : NULL));
+}
+
+/* The leaf of e's stack on the first line, then up to PATH_FRAMES callers. */
+static void print_stack(const struct diff_opts *o, const struct entry *e,
+                        int callers)
+{
+	const struct rd_stacks *s = o->side[e->rep_side].s;
+	const struct rd_callsite *c = rd_callsite_get(s, e->rep_callsite);
+	int depth = 0, shown = 0;
+
+	if (!c) {
+		printf("?\n");
+		return;
+	}
+	print_frame(s, c->frame);
+	for (c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	     callers && c && depth < RD_MAX_DEPTH; depth++) {
+		if (shown < PATH_FRAMES) {
+			printf("%*s<- ", 61, "");
+			print_frame(s, c->frame);
+			shown++;
+		}
+		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	}
+	if (depth > shown)
+		printf("%*s<- ... %d more frame%s\n", 61, "", depth - shown,
+		       depth - shown == 1 ? "" : "s");
+}
+
+static void print_changes(const struct diff_opts *o, const struct table *t,
+                          const char *what, int grow)
+{
+	enum rd_view v = o->view;
+	size_t *order = malloc((t->n ? t->n : 1) * sizeof(*order));
+	size_t n = 0, shown = 0;
+	char rel[32];
+
+	if (!order) {
+		hp_err(SUBSYS, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		int64_t d = delta(&t->e[i], v);
+		if (grow ? d > 0 : d < 0)
+			order[n++] = i;
+	}
+	sort_base = t->e;
+	sort_view = v;
+	qsort(order, n, sizeof(*order), cmp_delta);
+	printf("\n  Top %ld %s %s by %s:\n", o->top,
+	       grow ? "growing" : "shrinking", what, rd_view_names[v]);
+	if (n == 0) {
+		printf("    (none)\n");
+		free(order);
+		return;
+	}
+	printf("    %3s  %12s  %8s  %12s  %12s  %s\n", "#", "change",
+	       "relative", "A", "B", "leaf first");
+	for (size_t i = 0; i < n && shown < (size_t)o->top; i++, shown++) {
+		const struct entry *e = &t->e[order[i]];
+		fmt_rel(rel, sizeof(rel), e->v[0][v], e->v[1][v]);
+		printf("    %3zu  %+12" PRId64 "  %8s  %12" PRId64
+		       "  %12" PRId64 "  ",
+		       i + 1, delta(e, v), rel, e->v[0][v], e->v[1][v]);
+		print_stack(o, e, !strcmp(what, "stacks"));
+	}
+	if (n > shown)
+		printf("    ... %zu more\n", n - shown);
+	free(order);
+}
+
+static void print_side(const char *tag, const struct side *sd)
+{
+	const struct rd_dump *d = &sd->dumps[sd->dump_index - 1];
+
+	printf("  %s  %s: process %" PRId64 " (%s), dump %zu of %zu (%s) at "
+	       "+%.3f s\n",
+	       tag, sd->file, sd->proc->pid, basename_of(sd->proc->name),
+	       sd->dump_index, sd->ndumps, d->reason,
+	       (double)(d->ts - sd->proc->start_ts) / 1e9);
+}
+
+static void print_report(const struct diff_opts *o, const struct table *stacks,
+                         const struct table *fns)
+{
+	const struct side *a = &o->side[0], *b = &o->side[1];
+	char rel[32];
+
+	printf("Difference B - A, heap %s, view %s (%s%s)\n", o->heap,
+	       rd_view_names[o->view], view_help[o->view],
+	       o->view == RD_SPACE || o->view == RD_ALLOC_SPACE ? "; in bytes"
+	                                                        : "");
+	print_side("A", a);
+	print_side("B", b);
+	if (a->proc->interval != b->proc->interval)
+		printf("  note: sampling intervals differ (%" PRId64
+		       " and %" PRId64 " bytes)\n",
+		       a->proc->interval, b->proc->interval);
+	printf("\n    %-14s  %12s  %12s  %12s  %8s\n", "view", "A", "B",
+	       "change", "relative");
+	for (int v = 0; v < RD_NVIEWS; v++) {
+		fmt_rel(rel, sizeof(rel), a->total[v], b->total[v]);
+		printf("    %-14s  %12" PRId64 "  %12" PRId64 "  %+12" PRId64
+		       "  %8s\n",
+		       rd_view_names[v], a->total[v], b->total[v],
+		       b->total[v] - a->total[v], rel);
+	}
+	print_changes(o, stacks, "stacks", 1);
+	print_changes(o, stacks, "stacks", 0);
+	print_changes(o, fns, "functions (self)", 1);
+	print_changes(o, fns, "functions (self)", 0);
+}
+
+/* ---- pprof output ------------------------------------------------------- */
+
+static int write_pprof(const struct diff_opts *o)
+{
+	const struct side *a = &o->side[0], *b = &o->side[1];
+	const struct rd_dump *da = &a->dumps[a->dump_index - 1];
+	const struct rd_dump *db = &b->dumps[b->dump_index - 1];
+	struct pp_profile *p = pp_new(b->proc->interval);
+	char *ca = NULL, *cb = NULL;
+	int err = p ? 0 : -ENOMEM;
+
+	if (!err && asprintf(&ca,
+	                     "heapprof diff base (A, negated): %s, process "
+	                     "%" PRId64 ", heap %s, dump %zu of %zu",
+	                     a->file, a->proc->pid, o->heap, a->dump_index,
+	                     a->ndumps) < 0) {
+		ca = NULL;
+		err = -ENOMEM;
+	}
+	if (!err && asprintf(&cb,
+	                     "heapprof diff B: %s, process %" PRId64
+	                     ", heap %s, dump %zu of %zu",
+	                     b->file, b->proc->pid, o->heap, b->dump_index,
+	                     b->ndumps) < 0) {
+		cb = NULL;
+		err = -ENOMEM;
+	}
+	if (!err)
+		err = pp_add_comment(p, ca);
+	if (!err)
+		err = pp_add_comment(p, cb);
+	if (err)
+		hp_err(SUBSYS, "out of memory");
+	if (!err) {
+		pp_set_time(p, pp_wall_time(b->db, db->ts), 0);
+		err = pp_add_dump(p, b->db, b->s, b->proc->upid, o->heap,
+		                  db->ts, 0, NULL, SUBSYS);
+	}
+	if (!err)
+		err = pp_add_dump(p, a->db, a->s, a->proc->upid, o->heap,
+		                  da->ts, 1, NULL, SUBSYS);
+	if (!err)
+		err = pp_write_gz(p, o->out, SUBSYS);
+	if (!err)
+		printf("\nwrote %s (go tool pprof -top %s)\n", o->out, o->out);
+	free(ca);
+	free(cb);
+	pp_free(p);
+	return err;
+}
+
 int cmd_diff(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fputs("heapprof: diff: not built yet\n", stderr);
-	return 2;
+	struct diff_opts o;
+	struct table stacks = {0}, fns = {0};
+	char *owned[2] = {NULL, NULL};
+	int rc = parse_args(argc, argv, &o, owned);
+	int err = 0;
+
+	if (rc) {
+		free(owned[0]);
+		free(owned[1]);
+		return rc == 1 ? 0 : 2;
+	}
+	hmap_init(&stacks.idx);
+	hmap_init(&fns.idx);
+	for (int k = 0; !err && k < 2; k++)
+		err = load_side(&o, k);
+	if (!err)
+		err = load_samples(&o);
+	if (!err)
+		err = build_tables(&o, &stacks, &fns);
+	if (!err)
+		print_report(&o, &stacks, &fns);
+	if (!err && o.out)
+		err = write_pprof(&o);
+	table_free(&stacks);
+	table_free(&fns);
+	side_free(&o.side[1]);
+	side_free(&o.side[0]);
+	free(owned[0]);
+	free(owned[1]);
+	if (fflush(stdout) != 0) {
+		hp_err(SUBSYS, "writing output failed");
+		return 1;
+	}
+	return err ? 1 : 0;
 }

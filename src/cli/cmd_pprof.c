@@ -1,10 +1,517 @@
-/* Work in progress (issue 3): replaced by the real command. */
+/*
+ * `heapprof pprof FILE`: export a profile as gzipped pprof files
+ * (profile.proto), one per process, heap and dump, for `go tool pprof`,
+ * speedscope and other pprof readers.  The encoding is in src/export/;
+ * this file picks what to export and names the files (docs/PPROF.md):
+ *
+ *   one file results        -o PATH is that file (default: FILE without
+ *                           ".db", plus ".pb.gz")
+ *   several files result    -o PATH is a prefix (default: FILE without
+ *                           ".db"), each file PREFIX.pid<P>.<heap>.dump<N>
+ *                           .pb.gz
+ *
+ * and an -o naming an existing directory (or ending in '/') puts the files
+ * there under the default names.
+ */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "cli/commands.h"
+#include "export/pprof.h"
+#include "profile/reader.h"
+#include "util/err.h"
+
+#define SUBSYS "pprof"
+
+struct pprof_opts {
+	const char *file;
+	const char *out;
+	long dump; /* 1-based; negative counts from the last; 0 = last */
+	int all_dumps;
+	int have_pid;
+	long pid;
+	const char *heap; /* NULL: libc.malloc */
+	int all_heaps;
+};
+
+/* One file to write: process, heap and dump (1-based index). */
+struct job {
+	size_t proc;
+	char *heap;
+	size_t dump, ndumps;
+};
+
+struct proc_dumps {
+	struct rd_dump *d;
+	size_t n;
+};
+
+static void pprof_usage(FILE *f)
+{
+	fputs("usage: heapprof pprof FILE [-o PATH] [--dump N | --all]"
+	      " [--pid P]\n"
+	      "                     [--heap H | --all-heaps]\n"
+	      "\n"
+	      "Write gzipped pprof profiles (for go tool pprof, speedscope,"
+	      " ...).\n"
+	      "\n"
+	      "  -o, --output PATH  the file when one profile results, else a"
+	      " prefix:\n"
+	      "                     PATH.pid<P>.<heap>.dump<N>.pb.gz (an"
+	      " existing\n"
+	      "                     directory: files inside it); default: FILE"
+	      " without\n"
+	      "                     .db\n"
+	      "  --dump N           the N-th dump of each process (1 = first,"
+	      " -1 = last;\n"
+	      "                     default: the last)\n"
+	      "  --all              every dump\n"
+	      "  --pid P            only the process with PID P\n"
+	      "  --heap H           heap H (default libc.malloc)\n"
+	      "  --all-heaps        every heap\n",
+	      f);
+}
+
+static int parse_long(const char *s, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Value of option `name` at argv[*i] ("--x V" or "--x=V"); NULL if not it. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name,
+                             int *missing)
+{
+	size_t n = strlen(name);
+	const char *a = argv[*i];
+
+	if (strncmp(a, name, n) != 0)
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n] != '\0')
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = 1;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+/* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
+static int parse_opt(int argc, char **argv, int *i, struct pprof_opts *o)
+{
+	int missing = 0;
+	const char *v;
+
+	if ((v = opt_value(argc, argv, i, "-o", &missing)) ||
+	    (v = opt_value(argc, argv, i, "--output", &missing))) {
+		if (!v[0]) {
+			hp_err(SUBSYS, "empty output path");
+			return -1;
+		}
+		o->out = v;
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--dump", &missing))) {
+		if (parse_long(v, &o->dump) < 0 || o->dump == 0) {
+			hp_err(SUBSYS,
+			       "invalid --dump '%s' (want 1 for the first "
+			       "dump, -1 for the last)",
+			       v);
+			return -1;
+		}
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
+		if (parse_long(v, &o->pid) < 0 || o->pid <= 0) {
+			hp_err(SUBSYS, "invalid --pid '%s'", v);
+			return -1;
+		}
+		o->have_pid = 1;
+		return 0;
+	}
+	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
+		if (!v[0]) {
+			hp_err(SUBSYS, "empty --heap");
+			return -1;
+		}
+		o->heap = v;
+		return 0;
+	}
+	if (missing) {
+		hp_err(SUBSYS, "option '%s' needs a value", argv[*i]);
+		return -1;
+	}
+	if (!strcmp(argv[*i], "--all")) {
+		o->all_dumps = 1;
+		return 0;
+	}
+	if (!strcmp(argv[*i], "--all-heaps")) {
+		o->all_heaps = 1;
+		return 0;
+	}
+	return 1;
+}
+
+/* 0 ok, 1 --help printed, 2 usage error (message printed). */
+static int parse_args(int argc, char **argv, struct pprof_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			pprof_usage(stdout);
+			return 1;
+		}
+		int r = parse_opt(argc, argv, &i, o);
+		if (r < 0)
+			return 2;
+		if (r == 0)
+			continue;
+		if (a[0] == '-' && a[1]) {
+			hp_err(SUBSYS, "unknown option '%s'", a);
+			return 2;
+		}
+		if (o->file) {
+			hp_err(SUBSYS, "unexpected argument '%s'", a);
+			return 2;
+		}
+		o->file = a;
+	}
+	if (!o->file) {
+		hp_err(SUBSYS, "missing FILE (see heapprof pprof --help)");
+		return 2;
+	}
+	if (o->all_dumps && o->dump) {
+		hp_err(SUBSYS, "--dump and --all exclude each other");
+		return 2;
+	}
+	if (o->all_heaps && o->heap) {
+		hp_err(SUBSYS, "--heap and --all-heaps exclude each other");
+		return 2;
+	}
+	return 0;
+}
+
+/* ---- what to export ----------------------------------------------------- */
+
+static void jobs_free(struct job *j, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(j[i].heap);
+	free(j);
+}
+
+static int job_add(struct job **j, size_t *n, size_t proc, const char *heap,
+                   size_t dump, size_t ndumps)
+{
+	struct job *a = realloc(*j, (*n + 1) * sizeof(*a));
+
+	if (!a)
+		return -ENOMEM;
+	*j = a;
+	a[*n] = (struct job){proc, strdup(heap), dump, ndumps};
+	if (!a[*n].heap)
+		return -ENOMEM;
+	++*n;
+	return 0;
+}
+
+/* The heaps to export of a process; *n 0 if none.  0 or -1 (printed). */
+static int pick_heaps(sqlite3 *db, const struct rd_process *p,
+                      const struct pprof_opts *o, char ***heaps, size_t *n,
+                      int *found)
+{
+	char **all = NULL;
+	size_t nall = 0;
+
+	*heaps = NULL;
+	*n = 0;
+	if (reader_load_heaps(db, SUBSYS, p->upid, &all, &nall) < 0)
+		return -1;
+	if (o->all_heaps) {
+		*heaps = all;
+		*n = nall;
+		*found |= nall > 0;
+		return 0;
+	}
+	/* The default heap always exists: a program that allocated
+	 * nothing gets an empty profile. */
+	const char *want = o->heap ? o->heap : "libc.malloc";
+	int have = !o->heap;
+	for (size_t i = 0; i < nall; i++)
+		have |= !strcmp(all[i], want);
+	reader_free_heaps(all, nall);
+	*found |= have && o->heap;
+	if (!have)
+		return 0;
+	*heaps = malloc(sizeof(**heaps));
+	if (!*heaps || !((*heaps)[0] = strdup(want))) {
+		free(*heaps);
+		*heaps = NULL;
+		hp_err(SUBSYS, "out of memory");
+		return -1;
+	}
+	*n = 1;
+	return 0;
+}
+
+/* The jobs for process i.  0 or -1 (message printed). */
+static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
+                        const struct pprof_opts *o, struct proc_dumps *pd,
+                        struct job **jobs, size_t *njobs, int *heap_found)
+{
+	const struct rd_process *p = &procs[i];
+	char **heaps = NULL;
+	size_t nheaps = 0;
+	int err = 0;
+
+	if (reader_load_dumps(db, SUBSYS, p->upid, &pd->d, &pd->n) < 0)
+		return -1;
+	if (pd->n == 0) {
+		hp_err(SUBSYS, "process %" PRId64 " has no dumps; skipped",
+		       p->pid);
+		return 0;
+	}
+	long want = o->dump ? o->dump : -1;
+	long idx = want > 0 ? want : (long)pd->n + 1 + want;
+	if (!o->all_dumps && (idx < 1 || (size_t)idx > pd->n)) {
+		hp_err(SUBSYS,
+		       "process %" PRId64 " has %zu dump%s; --dump %ld is out "
+		       "of range",
+		       p->pid, pd->n, pd->n == 1 ? "" : "s", o->dump);
+		return -1;
+	}
+	if (pick_heaps(db, p, o, &heaps, &nheaps, heap_found) < 0)
+		return -1;
+	for (size_t h = 0; !err && h < nheaps; h++) {
+		size_t first = o->all_dumps ? 1 : (size_t)idx;
+		size_t last = o->all_dumps ? pd->n : (size_t)idx;
+		for (size_t d = first; !err && d <= last; d++)
+			err = job_add(jobs, njobs, i, heaps[h], d, pd->n);
+	}
+	reader_free_heaps(heaps, nheaps);
+	if (err)
+		hp_err(SUBSYS, "out of memory");
+	return err ? -1 : 0;
+}
+
+/* ---- output names ------------------------------------------------------- */
+
+static int is_dir(const char *path)
+{
+	struct stat sb;
+	size_t n = strlen(path);
+
+	return (n && path[n - 1] == '/') ||
+	       (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
+}
+
+/* FILE without a trailing ".db"; malloc'ed. */
+static char *file_base(const char *file)
+{
+	size_t n = strlen(file);
+	char *b = strdup(file);
+
+	if (b && n > 3 && !strcmp(file + n - 3, ".db"))
+		b[n - 3] = '\0';
+	return b;
+}
+
+/* The path all output names start with (a file or a prefix). */
+static char *out_stem(const struct pprof_opts *o)
+{
+	char *base = file_base(o->file), *r = NULL;
+
+	if (!base)
+		return NULL;
+	if (!o->out) {
+		r = base;
+	} else if (is_dir(o->out)) {
+		const char *slash = strrchr(base, '/');
+		const char *name = slash ? slash + 1 : base;
+		size_t n = strlen(o->out);
+		int sep = o->out[n - 1] != '/';
+		if (asprintf(&r, "%s%s%s", o->out, sep ? "/" : "", name) < 0)
+			r = NULL;
+		free(base);
+	} else {
+		r = strdup(o->out);
+		free(base);
+	}
+	return r;
+}
+
+/* Output path of job j. */
+static char *out_path(const struct pprof_opts *o, const char *stem,
+                      const struct job *j, const struct rd_process *procs,
+                      size_t njobs)
+{
+	char *r = NULL;
+
+	if (njobs == 1 && o->out && !is_dir(o->out))
+		return strdup(o->out);
+	if (njobs == 1) {
+		if (asprintf(&r, "%s.pb.gz", stem) < 0)
+			return NULL;
+		return r;
+	}
+	char heap[128];
+	snprintf(heap, sizeof(heap), "%s", j->heap);
+	for (char *c = heap; *c; c++)
+		if (*c == '/')
+			*c = '_';
+	if (asprintf(&r, "%s.pid%" PRId64 ".%s.dump%zu.pb.gz", stem,
+	             procs[j->proc].pid, heap, j->dump) < 0)
+		return NULL;
+	return r;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int write_job(sqlite3 *db, const struct rd_stacks *s,
+                     const struct pprof_opts *o, const struct rd_process *p,
+                     const struct proc_dumps *pd, const struct job *j,
+                     const char *path)
+{
+	const struct rd_dump *d = &pd->d[j->dump - 1];
+	struct pp_profile *pp = pp_new(p->interval);
+	char *c1 = NULL, *c2 = NULL;
+	size_t n = 0;
+	int err = pp ? 0 : -ENOMEM;
+
+	if (!err && asprintf(&c1,
+	                     "heapprof profile %s: process %" PRId64
+	                     " (%s), heap %s, dump %zu of %zu (%s)",
+	                     o->file, p->pid, p->name, j->heap, j->dump,
+	                     j->ndumps, d->reason) < 0) {
+		c1 = NULL;
+		err = -ENOMEM;
+	}
+	if (!err && asprintf(&c2, "command line: %s", p->cmdline) < 0) {
+		c2 = NULL;
+		err = -ENOMEM;
+	}
+	if (!err)
+		err = pp_add_comment(pp, c1);
+	if (!err)
+		err = pp_add_comment(pp, c2);
+	if (err)
+		hp_err(SUBSYS, "out of memory");
+	if (!err) {
+		pp_set_time(pp, pp_wall_time(db, d->ts), d->ts - p->start_ts);
+		err = pp_add_dump(pp, db, s, p->upid, j->heap, d->ts, 0, &n,
+		                  SUBSYS);
+	}
+	if (!err)
+		err = pp_write_gz(pp, path, SUBSYS);
+	if (!err)
+		printf("wrote %s: process %" PRId64
+		       ", heap %s, dump %zu of %zu, %zu samples\n",
+		       path, p->pid, j->heap, j->dump, j->ndumps, n);
+	free(c1);
+	free(c2);
+	pp_free(pp);
+	return err;
+}
+
+static int write_all_jobs(sqlite3 *db, const struct rd_stacks *s,
+                          const struct pprof_opts *o,
+                          const struct rd_process *procs,
+                          const struct proc_dumps *pd, const struct job *jobs,
+                          size_t njobs)
+{
+	char *stem = out_stem(o);
+	int err = stem ? 0 : -ENOMEM;
+
+	for (size_t i = 0; !err && i < njobs; i++) {
+		char *path = out_path(o, stem, &jobs[i], procs, njobs);
+		if (!path) {
+			err = -ENOMEM;
+			break;
+		}
+		err = write_job(db, s, o, &procs[jobs[i].proc],
+		                &pd[jobs[i].proc], &jobs[i], path);
+		free(path);
+	}
+	if (err == -ENOMEM && !stem)
+		hp_err(SUBSYS, "out of memory");
+	free(stem);
+	return err;
+}
+
+static int run(sqlite3 *db, const struct pprof_opts *o)
+{
+	struct rd_stacks s;
+	struct rd_process *procs = NULL;
+	struct proc_dumps *pd = NULL;
+	struct job *jobs = NULL;
+	size_t nprocs = 0, njobs = 0, nsel = 0;
+	int heap_found = 0, err;
+
+	if ((err = reader_load_stacks(db, SUBSYS, &s)) < 0)
+		return -1;
+	err = reader_load_processes(db, SUBSYS, &procs, &nprocs);
+	if (!err && !(pd = calloc(nprocs ? nprocs : 1, sizeof(*pd)))) {
+		hp_err(SUBSYS, "out of memory");
+		err = -1;
+	}
+	for (size_t i = 0; !err && i < nprocs; i++) {
+		if (o->have_pid && procs[i].pid != o->pid)
+			continue;
+		nsel++;
+		err = plan_process(db, procs, i, o, &pd[i], &jobs, &njobs,
+		                   &heap_found);
+	}
+	if (!err && o->have_pid && nsel == 0) {
+		hp_err(SUBSYS, "%s: no process with pid %ld", o->file, o->pid);
+		err = -1;
+	} else if (!err && o->heap && !heap_found) {
+		hp_err(SUBSYS, "%s: no heap '%s' in %s", o->file, o->heap,
+		       o->have_pid ? "this process" : "any process");
+		err = -1;
+	} else if (!err && njobs == 0) {
+		hp_err(SUBSYS, "%s: nothing to export (no process with a dump)",
+		       o->file);
+		err = -1;
+	}
+	if (!err)
+		err = write_all_jobs(db, &s, o, procs, pd, jobs, njobs);
+	jobs_free(jobs, njobs);
+	for (size_t i = 0; pd && i < nprocs; i++)
+		reader_free_dumps(pd[i].d, pd[i].n);
+	free(pd);
+	reader_free_processes(procs, nprocs);
+	reader_free_stacks(&s);
+	return err;
+}
+
 int cmd_pprof(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fputs("heapprof: pprof: not built yet\n", stderr);
-	return 2;
+	struct pprof_opts o;
+	int rc = parse_args(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	sqlite3 *db = reader_open(o.file, SUBSYS);
+	if (!db)
+		return 1;
+	int err = run(db, &o);
+	sqlite3_close(db);
+	if (fflush(stdout) != 0) {
+		hp_err(SUBSYS, "writing output failed");
+		return 1;
+	}
+	return err ? 1 : 0;
 }

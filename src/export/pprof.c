@@ -1,0 +1,738 @@
+/*
+ * pprof profile builder (see pprof.h).  Everything is kept in flat arrays
+ * while samples are added, with hash maps to share strings, mappings,
+ * locations and functions; the protobuf-c messages are only assembled in
+ * pp_encode, pointing into those arrays.
+ *
+ * Addresses: a frame's rel_pc is an ELF virtual address of its module.  The
+ * writer records, per executable segment, where it was mapped (start), its
+ * page-aligned file offset (exact_offset) and p_vaddr - p_offset
+ * (load_bias), so the segment's first byte has ELF address
+ * exact_offset + load_bias and the module's ELF address 0 was at
+ * start - exact_offset - load_bias.  pprof wants absolute addresses plus
+ * the mapping's [start, limit) and file offset, from which it finds the
+ * file offset of an address again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "export/pprof.h"
+#include "export/profile.pb-c.h"
+#include "util/err.h"
+#include "util/hmap.h"
+
+struct pp_mapping {
+	uint64_t start, limit, offset;
+	int64_t filename, build_id;
+	size_t nlocs, named, offline; /* locations; with lines; offline */
+};
+
+struct pp_location {
+	uint64_t mapping; /* pprof id (index + 1) or 0 */
+	uint64_t address;
+	size_t line_off, nlines;
+};
+
+struct pp_line {
+	uint64_t function; /* pprof id */
+	int64_t line;
+};
+
+struct pp_function {
+	int64_t name, system_name, filename;
+};
+
+struct pp_sample {
+	size_t loc_off, nlocs;
+	int64_t v[RD_NVIEWS];
+	int64_t label_key, label_str; /* string indices; 0 = no label */
+};
+
+/* A growable array: `T *a; size_t n, cap;` in one struct. */
+#define ARRAY(T)                                                               \
+	struct {                                                               \
+		T *a;                                                          \
+		size_t n, cap;                                                 \
+	}
+
+struct pp_profile {
+	int64_t period, time_nanos, duration_nanos;
+	ARRAY(char *) strs;
+	ARRAY(const struct rd_stacks *) srcs;
+	ARRAY(struct pp_mapping) maps;
+	ARRAY(struct pp_location) locs;
+	ARRAY(struct pp_line) lines;
+	ARRAY(struct pp_function) fns;
+	ARRAY(struct pp_sample) samples;
+	ARRAY(uint64_t) stack_ids; /* location ids of all samples */
+	ARRAY(int64_t) comments;
+	struct hmap str_idx, map_idx, loc_idx, fn_idx;
+};
+
+/* Make room for one more element in arr; 0 or -ENOMEM. */
+#define RESERVE(arr)                                                           \
+	reserve((void **)&(arr).a, &(arr).cap, (arr).n, sizeof(*(arr).a))
+
+static int reserve(void **a, size_t *cap, size_t n, size_t sz)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	void *b = realloc(*a, ncap * sz);
+	if (!b)
+		return -ENOMEM;
+	*a = b;
+	*cap = ncap;
+	return 0;
+}
+
+/* ---- interning ---------------------------------------------------------- */
+
+/* Index of s in the string table, added if new; -ENOMEM on failure. */
+static int64_t str_id(struct pp_profile *p, const char *s)
+{
+	size_t len = strlen(s);
+	int64_t *idx = hmap_find(&p->str_idx, s, len);
+
+	if (idx)
+		return *idx;
+	if (RESERVE(p->strs) < 0)
+		return -ENOMEM;
+	char *d = strdup(s);
+	if (!d)
+		return -ENOMEM;
+	if (hmap_put(&p->str_idx, s, len, (int64_t)p->strs.n) < 0) {
+		free(d);
+		return -ENOMEM;
+	}
+	p->strs.a[p->strs.n] = d;
+	return (int64_t)p->strs.n++;
+}
+
+static int src_index(struct pp_profile *p, const struct rd_stacks *s,
+                     size_t *out)
+{
+	for (size_t i = 0; i < p->srcs.n; i++)
+		if (p->srcs.a[i] == s) {
+			*out = i;
+			return 0;
+		}
+	if (RESERVE(p->srcs) < 0)
+		return -ENOMEM;
+	p->srcs.a[p->srcs.n] = s;
+	*out = p->srcs.n++;
+	return 0;
+}
+
+/* A mapping that stands for no module: heapprof's "[unknown]" (rel_pc is
+ * the absolute pc) and "[heapprof]" (synthetic frames). */
+static int is_pseudo_mapping(const struct rd_mapping *m)
+{
+	return m->end <= m->start || m->name[0] == '[';
+}
+
+/* pprof id of mapping m of source src; 0 if m is a pseudo mapping. */
+static int map_id(struct pp_profile *p, size_t src, const struct rd_mapping *m,
+                  uint64_t *out)
+{
+	int64_t key[2] = {(int64_t)src, m->id};
+	int64_t *idx = hmap_find(&p->map_idx, key, sizeof(key));
+
+	*out = 0;
+	if (is_pseudo_mapping(m))
+		return 0;
+	if (idx) {
+		*out = (uint64_t)*idx + 1;
+		return 0;
+	}
+	int64_t file = str_id(p, m->name);
+	int64_t bid = str_id(p, m->build_id ? m->build_id : "");
+	if (file < 0 || bid < 0 || RESERVE(p->maps) < 0 ||
+	    hmap_put(&p->map_idx, key, sizeof(key), (int64_t)p->maps.n) < 0)
+		return -ENOMEM;
+	struct pp_mapping *pm = &p->maps.a[p->maps.n];
+	memset(pm, 0, sizeof(*pm));
+	pm->start = (uint64_t)m->start;
+	pm->limit = (uint64_t)m->end;
+	pm->offset = (uint64_t)m->exact_offset;
+	pm->filename = file;
+	pm->build_id = bid;
+	*out = ++p->maps.n;
+	return 0;
+}
+
+static int fn_id(struct pp_profile *p, const char *name, const char *sysname,
+                 const char *file, uint64_t *out)
+{
+	struct pp_function f = {
+	        .name = str_id(p, name),
+	        .system_name = str_id(p, sysname ? sysname : name),
+	        .filename = str_id(p, file ? file : ""),
+	};
+	if (f.name < 0 || f.system_name < 0 || f.filename < 0)
+		return -ENOMEM;
+	int64_t *idx = hmap_find(&p->fn_idx, &f, sizeof(f));
+	if (idx) {
+		*out = (uint64_t)*idx + 1;
+		return 0;
+	}
+	if (RESERVE(p->fns) < 0 ||
+	    hmap_put(&p->fn_idx, &f, sizeof(f), (int64_t)p->fns.n) < 0)
+		return -ENOMEM;
+	p->fns.a[p->fns.n] = f;
+	*out = ++p->fns.n;
+	return 0;
+}
+
+static int add_line(struct pp_profile *p, const char *name, const char *sysname,
+                    const char *file, int64_t line)
+{
+	uint64_t fid;
+	int err = fn_id(p, name, sysname, file, &fid);
+
+	if (err || (err = RESERVE(p->lines)) < 0)
+		return err;
+	p->lines.a[p->lines.n++] = (struct pp_line){fid, line > 0 ? line : 0};
+	return 0;
+}
+
+/*
+ * The lines of frame f: one per offline symbol (innermost first), else one
+ * with the frame's name, else none.  *offline is set when every line came
+ * from offline symbols with a source file and line.
+ */
+static int frame_lines(struct pp_profile *p, const struct rd_stacks *s,
+                       const struct rd_frame *f, int *offline)
+{
+	size_t nsym = 0;
+	const struct rd_symbol *sym = rd_frame_symbols(s, f, &nsym);
+	size_t before = p->lines.n;
+	int err = 0;
+
+	*offline = nsym > 0;
+	for (size_t i = 0; !err && i < nsym; i++) {
+		int outer = i + 1 == nsym;
+		const char *name = sym[i].name;
+		if (!name && outer)
+			name = f->name;
+		if (!name) {
+			*offline = 0;
+			continue;
+		}
+		if (!sym[i].source_file || sym[i].line <= 0)
+			*offline = 0;
+		/* Only the outermost function is the symbol-table entry
+		 * whose mangled name the frame carries. */
+		err = add_line(p, name, outer ? f->system_name : NULL,
+		               sym[i].source_file, sym[i].line);
+	}
+	if (!err && p->lines.n == before && f->name)
+		err = add_line(p, f->name, f->system_name, NULL, 0);
+	if (p->lines.n == before)
+		*offline = 0;
+	return err;
+}
+
+/* pprof id of the location of frame frame_id of source src. */
+static int loc_id(struct pp_profile *p, size_t src, int64_t frame_id,
+                  uint64_t *out)
+{
+	const struct rd_stacks *s = p->srcs.a[src];
+	int64_t key[2] = {(int64_t)src, frame_id};
+	int64_t *idx = hmap_find(&p->loc_idx, key, sizeof(key));
+
+	if (idx) {
+		*out = (uint64_t)*idx + 1;
+		return 0;
+	}
+	const struct rd_frame *f = rd_frame_get(s, frame_id);
+	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
+	struct pp_location l = {.line_off = p->lines.n};
+	int offline = 0, err = 0;
+
+	if (m)
+		err = map_id(p, src, m, &l.mapping);
+	if (!err && f) {
+		/* In a module: rel_pc + where ELF address 0 was.  In
+		 * "[unknown]" (or a dangling mapping): rel_pc is the pc.
+		 * Synthetic frames ("[heapprof]") have no address. */
+		uint64_t pc = (uint64_t)f->rel_pc;
+		if (l.mapping)
+			pc += (uint64_t)(m->start - m->exact_offset -
+			                 m->load_bias);
+		else if (m && strcmp(m->name, "[unknown]") != 0)
+			pc = 0;
+		/* A return address: the call is in the byte before it. */
+		if (pc)
+			l.address = pc - 1;
+		err = frame_lines(p, s, f, &offline);
+	}
+	if (err || (err = RESERVE(p->locs)) < 0 ||
+	    (err = hmap_put(&p->loc_idx, key, sizeof(key),
+	                    (int64_t)p->locs.n)) < 0)
+		return err;
+	l.nlines = p->lines.n - l.line_off;
+	if (l.mapping) {
+		struct pp_mapping *pm = &p->maps.a[l.mapping - 1];
+		pm->nlocs++;
+		pm->named += l.nlines > 0;
+		pm->offline += offline;
+	}
+	p->locs.a[p->locs.n] = l;
+	*out = ++p->locs.n;
+	return 0;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+struct pp_profile *pp_new(int64_t period)
+{
+	struct pp_profile *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->period = period > 0 ? period : 1;
+	hmap_init(&p->str_idx);
+	hmap_init(&p->map_idx);
+	hmap_init(&p->loc_idx);
+	hmap_init(&p->fn_idx);
+	/* The fixed strings: "" first, then the sample types. */
+	static const char *const fixed[] = {"", "bytes", "count"};
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (str_id(p, fixed[i]) < 0)
+			goto fail;
+	for (int v = 0; v < RD_NVIEWS; v++)
+		if (str_id(p, rd_view_names[v]) < 0)
+			goto fail;
+	return p;
+fail:
+	pp_free(p);
+	return NULL;
+}
+
+void pp_free(struct pp_profile *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->strs.n; i++)
+		free(p->strs.a[i]);
+	free(p->strs.a);
+	free(p->srcs.a);
+	free(p->maps.a);
+	free(p->locs.a);
+	free(p->lines.a);
+	free(p->fns.a);
+	free(p->samples.a);
+	free(p->stack_ids.a);
+	free(p->comments.a);
+	hmap_free(&p->str_idx);
+	hmap_free(&p->map_idx);
+	hmap_free(&p->loc_idx);
+	hmap_free(&p->fn_idx);
+	free(p);
+}
+
+void pp_set_time(struct pp_profile *p, int64_t time_nanos,
+                 int64_t duration_nanos)
+{
+	p->time_nanos = time_nanos > 0 ? time_nanos : 0;
+	p->duration_nanos = duration_nanos > 0 ? duration_nanos : 0;
+}
+
+int pp_add_comment(struct pp_profile *p, const char *text)
+{
+	int64_t id = str_id(p, text);
+
+	if (id < 0 || RESERVE(p->comments) < 0)
+		return -ENOMEM;
+	p->comments.a[p->comments.n++] = id;
+	return 0;
+}
+
+size_t pp_nsamples(const struct pp_profile *p)
+{
+	return p->samples.n;
+}
+
+int pp_add_sample(struct pp_profile *p, const struct rd_stacks *s,
+                  int64_t callsite, const int64_t v[RD_NVIEWS],
+                  const char *label_key, const char *label_value)
+{
+	struct pp_sample x = {.loc_off = p->stack_ids.n};
+	int any = 0, err;
+	size_t src;
+
+	for (int i = 0; i < RD_NVIEWS; i++)
+		any |= (x.v[i] = v[i]) != 0;
+	if (!any)
+		return 0;
+	if ((err = src_index(p, s, &src)) < 0)
+		return err;
+	if (label_key) {
+		x.label_key = str_id(p, label_key);
+		x.label_str = str_id(p, label_value ? label_value : "");
+		if (x.label_key < 0 || x.label_str < 0)
+			return -ENOMEM;
+	}
+	const struct rd_callsite *c = rd_callsite_get(s, callsite);
+	for (int depth = 0; c && depth < RD_MAX_DEPTH; depth++) {
+		uint64_t id = 0;
+		if ((err = loc_id(p, src, c->frame, &id)) < 0 ||
+		    (err = RESERVE(p->stack_ids)) < 0) {
+			p->stack_ids.n = x.loc_off;
+			return err;
+		}
+		p->stack_ids.a[p->stack_ids.n++] = id;
+		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	}
+	x.nlocs = p->stack_ids.n - x.loc_off;
+	if ((err = RESERVE(p->samples)) < 0) {
+		p->stack_ids.n = x.loc_off;
+		return err;
+	}
+	p->samples.a[p->samples.n++] = x;
+	return 0;
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+typedef Perftools__Profiles__Profile PbProfile;
+typedef Perftools__Profiles__ValueType PbValueType;
+typedef Perftools__Profiles__Sample PbSample;
+typedef Perftools__Profiles__Label PbLabel;
+typedef Perftools__Profiles__Mapping PbMapping;
+typedef Perftools__Profiles__Location PbLocation;
+typedef Perftools__Profiles__Line PbLine;
+typedef Perftools__Profiles__Function PbFunction;
+
+/* Everything pp_encode allocates for the messages, freed together. */
+struct pb_mem {
+	PbValueType types[RD_NVIEWS], period_type;
+	PbValueType *type_ptrs[RD_NVIEWS];
+	PbSample *samples, **sample_ptrs;
+	PbLabel *labels, **label_ptrs;
+	PbMapping *maps, **map_ptrs;
+	PbLocation *locs, **loc_ptrs;
+	PbLine *lines, **line_ptrs;
+	PbFunction *fns, **fn_ptrs;
+};
+
+static void pb_mem_free(struct pb_mem *m)
+{
+	free(m->samples);
+	free(m->sample_ptrs);
+	free(m->labels);
+	free(m->label_ptrs);
+	free(m->maps);
+	free(m->map_ptrs);
+	free(m->locs);
+	free(m->loc_ptrs);
+	free(m->lines);
+	free(m->line_ptrs);
+	free(m->fns);
+	free(m->fn_ptrs);
+}
+
+/* calloc of n elements, never NULL for n == 0 unless out of memory. */
+static void *alloc_n(size_t n, size_t sz)
+{
+	return calloc(n ? n : 1, sz);
+}
+
+static int pb_alloc(struct pb_mem *m, const struct pp_profile *p)
+{
+	size_t nlabels = 0;
+
+	for (size_t i = 0; i < p->samples.n; i++)
+		nlabels += p->samples.a[i].label_key != 0;
+	m->samples = alloc_n(p->samples.n, sizeof(*m->samples));
+	m->sample_ptrs = alloc_n(p->samples.n, sizeof(*m->sample_ptrs));
+	m->labels = alloc_n(nlabels, sizeof(*m->labels));
+	m->label_ptrs = alloc_n(nlabels, sizeof(*m->label_ptrs));
+	m->maps = alloc_n(p->maps.n, sizeof(*m->maps));
+	m->map_ptrs = alloc_n(p->maps.n, sizeof(*m->map_ptrs));
+	m->locs = alloc_n(p->locs.n, sizeof(*m->locs));
+	m->loc_ptrs = alloc_n(p->locs.n, sizeof(*m->loc_ptrs));
+	m->lines = alloc_n(p->lines.n, sizeof(*m->lines));
+	m->line_ptrs = alloc_n(p->lines.n, sizeof(*m->line_ptrs));
+	m->fns = alloc_n(p->fns.n, sizeof(*m->fns));
+	m->fn_ptrs = alloc_n(p->fns.n, sizeof(*m->fn_ptrs));
+	if (!m->samples || !m->sample_ptrs || !m->labels || !m->label_ptrs ||
+	    !m->maps || !m->map_ptrs || !m->locs || !m->loc_ptrs || !m->lines ||
+	    !m->line_ptrs || !m->fns || !m->fn_ptrs)
+		return -ENOMEM;
+	return 0;
+}
+
+static void pb_fill_samples(struct pb_mem *m, struct pp_profile *p,
+                            PbProfile *pb)
+{
+	size_t nl = 0;
+
+	for (size_t i = 0; i < p->samples.n; i++) {
+		struct pp_sample *x = &p->samples.a[i];
+		PbSample *s = &m->samples[i];
+		perftools__profiles__sample__init(s);
+		s->n_location_id = x->nlocs;
+		s->location_id = p->stack_ids.a + x->loc_off;
+		s->n_value = RD_NVIEWS;
+		s->value = x->v;
+		if (x->label_key) {
+			PbLabel *l = &m->labels[nl];
+			perftools__profiles__label__init(l);
+			l->key = x->label_key;
+			l->str = x->label_str;
+			m->label_ptrs[nl] = l;
+			s->n_label = 1;
+			s->label = &m->label_ptrs[nl++];
+		}
+		m->sample_ptrs[i] = s;
+	}
+	pb->n_sample = p->samples.n;
+	pb->sample = m->sample_ptrs;
+}
+
+static void pb_fill_tables(struct pb_mem *m, struct pp_profile *p,
+                           PbProfile *pb)
+{
+	for (size_t i = 0; i < p->maps.n; i++) {
+		const struct pp_mapping *x = &p->maps.a[i];
+		PbMapping *o = &m->maps[i];
+		perftools__profiles__mapping__init(o);
+		o->id = i + 1;
+		o->memory_start = x->start;
+		o->memory_limit = x->limit;
+		o->file_offset = x->offset;
+		o->filename = x->filename;
+		o->build_id = x->build_id;
+		o->has_functions = x->named == x->nlocs;
+		o->has_filenames = o->has_line_numbers = o->has_inline_frames =
+		        x->offline == x->nlocs;
+		m->map_ptrs[i] = o;
+	}
+	for (size_t i = 0; i < p->lines.n; i++) {
+		PbLine *o = &m->lines[i];
+		perftools__profiles__line__init(o);
+		o->function_id = p->lines.a[i].function;
+		o->line = p->lines.a[i].line;
+		m->line_ptrs[i] = o;
+	}
+	for (size_t i = 0; i < p->locs.n; i++) {
+		const struct pp_location *x = &p->locs.a[i];
+		PbLocation *o = &m->locs[i];
+		perftools__profiles__location__init(o);
+		o->id = i + 1;
+		o->mapping_id = x->mapping;
+		o->address = x->address;
+		o->n_line = x->nlines;
+		o->line = x->nlines ? &m->line_ptrs[x->line_off] : NULL;
+		m->loc_ptrs[i] = o;
+	}
+	for (size_t i = 0; i < p->fns.n; i++) {
+		PbFunction *o = &m->fns[i];
+		perftools__profiles__function__init(o);
+		o->id = i + 1;
+		o->name = p->fns.a[i].name;
+		o->system_name = p->fns.a[i].system_name;
+		o->filename = p->fns.a[i].filename;
+		m->fn_ptrs[i] = o;
+	}
+	pb->n_mapping = p->maps.n;
+	pb->mapping = m->map_ptrs;
+	pb->n_location = p->locs.n;
+	pb->location = m->loc_ptrs;
+	pb->n_function = p->fns.n;
+	pb->function = m->fn_ptrs;
+}
+
+int pp_encode(struct pp_profile *p, uint8_t **out, size_t *len)
+{
+	struct pb_mem m;
+	PbProfile pb;
+	int64_t bytes = str_id(p, "bytes"), count = str_id(p, "count");
+	int64_t space = str_id(p, rd_view_names[RD_SPACE]);
+	int err = 0;
+
+	*out = NULL;
+	*len = 0;
+	if (bytes < 0 || count < 0 || space < 0)
+		return -ENOMEM;
+	memset(&m, 0, sizeof(m));
+	perftools__profiles__profile__init(&pb);
+	for (int v = 0; v < RD_NVIEWS; v++) {
+		perftools__profiles__value_type__init(&m.types[v]);
+		m.types[v].type = str_id(p, rd_view_names[v]);
+		m.types[v].unit =
+		        v == RD_SPACE || v == RD_ALLOC_SPACE ? bytes : count;
+		m.type_ptrs[v] = &m.types[v];
+	}
+	perftools__profiles__value_type__init(&m.period_type);
+	m.period_type.type = space;
+	m.period_type.unit = bytes;
+	if ((err = pb_alloc(&m, p)) < 0)
+		goto out;
+	pb.n_sample_type = RD_NVIEWS;
+	pb.sample_type = m.type_ptrs;
+	pb_fill_samples(&m, p, &pb);
+	pb_fill_tables(&m, p, &pb);
+	pb.n_string_table = p->strs.n;
+	pb.string_table = p->strs.a;
+	pb.time_nanos = p->time_nanos;
+	pb.duration_nanos = p->duration_nanos;
+	pb.period_type = &m.period_type;
+	pb.period = p->period;
+	pb.n_comment = p->comments.n;
+	pb.comment = p->comments.a;
+	pb.default_sample_type = space;
+	size_t n = perftools__profiles__profile__get_packed_size(&pb);
+	*out = malloc(n ? n : 1);
+	if (!*out) {
+		err = -ENOMEM;
+		goto out;
+	}
+	*len = perftools__profiles__profile__pack(&pb, *out);
+out:
+	pb_mem_free(&m);
+	return err;
+}
+
+/* Compress buf into a gzip stream in *out. */
+static int gzip_buf(const uint8_t *buf, size_t len, uint8_t **out, size_t *olen)
+{
+	z_stream z;
+
+	memset(&z, 0, sizeof(z));
+	/* 15 + 16: a 32 KiB window with a gzip header and trailer. */
+	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+	                 Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	size_t cap = deflateBound(&z, (uLong)len) + 64;
+	uint8_t *o = malloc(cap);
+	if (!o) {
+		deflateEnd(&z);
+		return -ENOMEM;
+	}
+	z.next_in = (Bytef *)buf;
+	z.avail_in = (uInt)len;
+	z.next_out = o;
+	z.avail_out = (uInt)cap;
+	int rc = deflate(&z, Z_FINISH);
+	*olen = cap - z.avail_out;
+	deflateEnd(&z);
+	if (rc != Z_STREAM_END) {
+		free(o);
+		return -EIO;
+	}
+	*out = o;
+	return 0;
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys)
+{
+	uint8_t *raw = NULL, *gz = NULL;
+	size_t nraw = 0, ngz = 0;
+	int err = pp_encode(p, &raw, &nraw);
+
+	if (!err && nraw > UINT32_MAX)
+		err = -EFBIG; /* zlib's one-shot lengths are 32-bit */
+	if (!err)
+		err = gzip_buf(raw, nraw, &gz, &ngz);
+	free(raw);
+	if (err) {
+		hp_err(subsys, "%s: encoding the profile: %s", path,
+		       strerror(-err));
+		return err;
+	}
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		err = -errno;
+		hp_err(subsys, "%s: %s", path, strerror(errno));
+		free(gz);
+		return err;
+	}
+	err = write_all(fd, gz, ngz);
+	if (close(fd) != 0 && !err)
+		err = -errno;
+	free(gz);
+	if (err) {
+		hp_err(subsys, "%s: writing: %s", path, strerror(-err));
+		unlink(path);
+	}
+	return err;
+}
+
+/* ---- from a profile file ------------------------------------------------ */
+
+int pp_add_dump(struct pp_profile *p, sqlite3 *db, const struct rd_stacks *s,
+                int64_t upid, const char *heap, int64_t ts, int negate,
+                size_t *nadded, const char *subsys)
+{
+	struct rd_sample *x = NULL;
+	size_t n = 0, before = p->samples.n;
+	int err = reader_load_samples(db, subsys, upid, heap, ts, &x, &n);
+
+	for (size_t i = 0; !err && i < n; i++) {
+		int64_t v[RD_NVIEWS];
+		for (int k = 0; k < RD_NVIEWS; k++)
+			v[k] = negate ? -x[i].v[k] : x[i].v[k];
+		err = pp_add_sample(p, s, x[i].callsite, v,
+		                    negate ? PP_DIFF_BASE_KEY : NULL,
+		                    PP_DIFF_BASE_VALUE);
+		if (err)
+			hp_err(subsys, "out of memory");
+	}
+	free(x);
+	if (nadded)
+		*nadded = p->samples.n - before;
+	return err;
+}
+
+int64_t pp_wall_time(sqlite3 *db, int64_t ts)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t t = 0;
+	struct tm tm;
+
+	/* One row: created_at and the earliest process start. */
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT (SELECT value FROM heapprof_meta"
+	                       " WHERE key = 'created_at'),"
+	                       " (SELECT min(start_ts) FROM process)",
+	                       -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW ||
+	    sqlite3_column_type(st, 1) == SQLITE_NULL)
+		goto out;
+	const char *created = (const char *)sqlite3_column_text(st, 0);
+	int64_t start = sqlite3_column_int64(st, 1);
+	memset(&tm, 0, sizeof(tm));
+	const char *end =
+	        created ? strptime(created, "%Y-%m-%dT%H:%M:%SZ", &tm) : NULL;
+	if (!end || *end || ts < start)
+		goto out;
+	time_t secs = timegm(&tm);
+	if (secs <= 0)
+		goto out;
+	t = (int64_t)secs * 1000000000 + (ts - start);
+out:
+	sqlite3_finalize(st);
+	return t;
+}

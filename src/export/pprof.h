@@ -1,0 +1,90 @@
+/*
+ * Building pprof profiles (profile.proto, gzipped) from profile data read
+ * with src/profile/reader.h, for `heapprof pprof` and `heapprof diff`.
+ *
+ * A profile has the four sample types of heapprof in reader order (space,
+ * alloc_space, objects, alloc_objects; space is the default) and one
+ * sample per leaf callsite added.  Mappings, locations and functions are
+ * made on demand and shared between samples: a frame becomes one location
+ * (its return address - 1, so the address is inside the call
+ * instruction), with one line per function at that address when the frame
+ * was symbolized offline (innermost first, as pprof wants), one line with
+ * the frame's own name otherwise, and no line when the name is unknown.
+ *
+ * Samples may come from several stack tables (two profile files for a
+ * diff): locations are kept per (table, frame), functions are shared by
+ * name.  The tables must outlive the builder.
+ *
+ * Errors: functions return 0 or a negative errno; pp_write_gz prints one
+ * line "heapprof: <subsys>: ..." on failure, the others print nothing.
+ */
+#ifndef HEAPPROF_EXPORT_PPROF_H
+#define HEAPPROF_EXPORT_PPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile/reader.h"
+
+struct pp_profile;
+
+/* A new empty profile sampled every `period` bytes (>= 1); NULL if out of
+ * memory. */
+struct pp_profile *pp_new(int64_t period);
+void pp_free(struct pp_profile *p);
+
+/* When the profile was taken (ns since the Unix epoch; 0 = unknown) and
+ * the time it covers (ns; 0 = unknown). */
+void pp_set_time(struct pp_profile *p, int64_t time_nanos,
+                 int64_t duration_nanos);
+
+/* Add a comment line (pprof -comments shows them). */
+int pp_add_comment(struct pp_profile *p, const char *text);
+
+/*
+ * Add the stack ending at leaf callsite `callsite` of s, with its values
+ * in the four views (indexed by enum rd_view).  If label_key is not NULL,
+ * the sample gets the string label label_key=label_value.  A sample whose
+ * four values are all zero is not added (returns 0).
+ */
+int pp_add_sample(struct pp_profile *p, const struct rd_stacks *s,
+                  int64_t callsite, const int64_t v[RD_NVIEWS],
+                  const char *label_key, const char *label_value);
+
+/* Number of samples added so far. */
+size_t pp_nsamples(const struct pp_profile *p);
+
+/* The profile as uncompressed protobuf bytes in *out (free() it). */
+int pp_encode(struct pp_profile *p, uint8_t **out, size_t *len);
+
+/* Encode, gzip and write to path (replaced if it exists). */
+int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys);
+
+/* ---- from a profile file ---------------------------------------------- */
+
+/*
+ * Add the state of heap `heap` of process upid at the dump at ts (read
+ * from db, stacks s): one sample per leaf callsite.  With negate, every
+ * value is negated and the samples get the label pprof::base=true, as
+ * pprof does to the profile given with -diff_base.  *nadded (may be NULL)
+ * gets the number of samples added.  0 or a negative errno (message
+ * printed).
+ */
+int pp_add_dump(struct pp_profile *p, sqlite3 *db, const struct rd_stacks *s,
+                int64_t upid, const char *heap, int64_t ts, int negate,
+                size_t *nadded, const char *subsys);
+
+/*
+ * The wall-clock time (ns since the Unix epoch) of the boot-time timestamp
+ * ts of profile db, or 0 if the file does not tell.  The file records when
+ * it was created (to the second) just before its first process started, so
+ * this is that time plus ts - the earliest process start: right to about a
+ * second.
+ */
+int64_t pp_wall_time(sqlite3 *db, int64_t ts);
+
+/* The label pprof puts on the samples of a -diff_base profile. */
+#define PP_DIFF_BASE_KEY   "pprof::base"
+#define PP_DIFF_BASE_VALUE "true"
+
+#endif
