@@ -30,7 +30,9 @@ struct rd_mapping {
 	char *build_id; /* lowercase hex or NULL */
 	/* Where the module was loaded: [start, end) is its executable
 	 * segment's address range, exact_offset that segment's file offset,
-	 * load_bias what was added to its ELF addresses. */
+	 * load_bias its p_vaddr - p_offset.  The load base (where ELF vaddr
+	 * 0 is) is start - exact_offset - load_bias, and a frame's absolute
+	 * address is that base + rel_pc. */
 	int64_t start, end, exact_offset, start_offset, load_bias;
 };
 
