@@ -203,3 +203,10 @@ db_valid() {
 	done
 	return 0
 }
+
+# wait_dumps DB N: until DB has N dumps (bounded; polls, no sleeping).
+wait_dumps() {
+	timeout 60 sh -c 'until [ "$(sqlite3 -readonly "$1" \
+	  "SELECT count(*) FROM heapprof_dump;" 2>/dev/null)" = "$2" ]; do :; done' \
+		sh "$1" "$2" || t_fail "$1: no dump $2 within 60 s"
+}

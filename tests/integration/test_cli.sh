@@ -178,6 +178,8 @@ if [ "$line" != ready ]; then
 	wait "$HP_PID" 2>/dev/null
 else
 	kill -USR1 "$HP_PID"
+	# The first dump is taken while waiter waits: exact, and from /proc.
+	wait_dumps "$SDB" 1
 	timeout 60 sh -c ': >"$1"' sh "$GO" || t_fail "could not release waiter through $GO"
 	wait_pid_bounded 60 "$HP_PID"
 	assert_eq 12 "$WAIT_RC" "heapprof record exit status" ||

@@ -103,13 +103,6 @@ expect_error() {
 	assert_match "$re" "$(head -n 1 "$T_DIR/$tag.err")" "message of heapprof $*"
 }
 
-# wait_dumps DB N: until DB has N dumps (bounded; no sleeping).
-wait_dumps() {
-	timeout 60 sh -c 'until [ "$(sqlite3 -readonly "$1" \
-	  "SELECT count(*) FROM heapprof_dump;" 2>/dev/null)" = "$2" ]; do :; done' \
-		sh "$1" "$2" || t_fail "$1: no dump $2 within 60 s"
-}
-
 # ---------------------------------------------------------------------------
 KDB="$T_DIR/known.db"
 t_begin "pprof: known -i 1 exports one profile"
