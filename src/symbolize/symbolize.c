@@ -1,10 +1,14 @@
 /*
- * Online symbolization with elfutils' libdwfl in offline mode (see
- * symbolize.h).  Each module file gets its own Dwfl, reported at load base
- * 0 so that module addresses are the file's ELF virtual addresses: exactly
- * the rel_pc the profile stores.  Files are verified by GNU build ID before
- * any name is taken from them.
+ * Symbolization with elfutils' libdwfl in offline mode (see symbolize.h).
+ * Each module file gets its own Dwfl, reported at load base 0 so that
+ * module addresses are the file's ELF virtual addresses: exactly the
+ * rel_pc the profile stores.  Files are verified by GNU build ID before
+ * any name is taken from them.  Names come from the symbol table; source
+ * lines and inline chains (symbolizer_lookup_source) from DWARF through
+ * libdw.
  */
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -56,20 +60,34 @@ struct symbolizer {
 	size_t nmods, cap;
 	size_t nopen;
 	uint64_t clock;
-};
-
-static const Dwfl_Callbacks offline_callbacks = {
-        .find_debuginfo = dwfl_standard_find_debuginfo,
-        .section_address = dwfl_offline_section_address,
+	/* Every Dwfl of this symbolizer points here; debuginfo_path at
+	 * debug_path (NULL: libdwfl's default). */
+	Dwfl_Callbacks callbacks;
+	char *debug_path;
 };
 
 struct symbolizer *symbolizer_new(void)
 {
 	struct symbolizer *s = calloc(1, sizeof(*s));
 
-	if (s)
-		hmap_init(&s->index);
+	if (!s)
+		return NULL;
+	hmap_init(&s->index);
+	s->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+	s->callbacks.section_address = dwfl_offline_section_address;
 	return s;
+}
+
+int symbolizer_set_debuginfo_path(struct symbolizer *s, const char *path)
+{
+	char *copy = path ? strdup(path) : NULL;
+
+	if (path && !copy)
+		return -ENOMEM;
+	free(s->debug_path);
+	s->debug_path = copy;
+	s->callbacks.debuginfo_path = copy ? &s->debug_path : NULL;
+	return 0;
 }
 
 static void module_close(struct symbolizer *s, struct sym_module *m)
@@ -155,6 +173,7 @@ void symbolizer_free(struct symbolizer *s)
 	}
 	free(s->mods);
 	hmap_free(&s->index);
+	free(s->debug_path);
 	free(s);
 }
 
@@ -231,7 +250,7 @@ static void module_open(struct symbolizer *s, struct sym_module *m)
 
 	if (s->nopen >= SYM_MAX_OPEN)
 		evict_one(s);
-	m->dwfl = dwfl_begin(&offline_callbacks);
+	m->dwfl = dwfl_begin(&s->callbacks);
 	if (!m->dwfl) {
 		m->state = SYM_FAILED;
 		return;
@@ -317,23 +336,45 @@ static int fill_result(const char *sym, struct sym_result *out)
 	return 0;
 }
 
+/*
+ * The open, verified module for (path, build ID); NULL with *err 0 if the
+ * file cannot be used, NULL with *err -ENOMEM if out of memory.
+ */
+static struct sym_module *module_ready(struct symbolizer *s, const char *path,
+                                       const uint8_t *build_id,
+                                       size_t build_id_len, int *err)
+{
+	*err = 0;
+	/* Only real files: not "", "[vdso]", "[heapprof]"... */
+	if (!path || path[0] != '/')
+		return NULL;
+	struct sym_module *m = module_get(s, path, build_id, build_id_len);
+	if (!m) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	if (m->state == SYM_UNTRIED)
+		module_open(s, m);
+	if (m->state != SYM_OPEN)
+		return NULL;
+	m->last_use = ++s->clock;
+	return m;
+}
+
 int symbolizer_lookup(struct symbolizer *s, const char *path,
                       const uint8_t *build_id, size_t build_id_len,
                       uint64_t rel_pc, struct sym_result *out)
 {
+	int err = 0;
+
 	out->name = NULL;
 	out->system_name = NULL;
-	/* Only real files: not "", "[vdso]", "[heapprof]"... */
-	if (!path || path[0] != '/' || rel_pc == 0)
+	if (rel_pc == 0)
 		return 0;
-	struct sym_module *m = module_get(s, path, build_id, build_id_len);
+	struct sym_module *m =
+	        module_ready(s, path, build_id, build_id_len, &err);
 	if (!m)
-		return -ENOMEM;
-	if (m->state == SYM_UNTRIED)
-		module_open(s, m);
-	if (m->state != SYM_OPEN)
-		return 0;
-	m->last_use = ++s->clock;
+		return err;
 
 	GElf_Off off;
 	GElf_Sym sym;
@@ -345,4 +386,240 @@ int symbolizer_lookup(struct symbolizer *s, const char *path,
 	if (!name || !name[0])
 		return 0;
 	return fill_result(name, out);
+}
+
+int symbolizer_has_dwarf(struct symbolizer *s, const char *path,
+                         const uint8_t *build_id, size_t build_id_len)
+{
+	Dwarf_Addr bias;
+	int err = 0;
+	struct sym_module *m =
+	        module_ready(s, path, build_id, build_id_len, &err);
+
+	if (!m)
+		return -1;
+	/* Finds a separate debug file through the callbacks if needed. */
+	return dwfl_module_getdwarf(m->mod, &bias) != NULL;
+}
+
+void sym_source_free(struct sym_source *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free(v[i].name);
+		free(v[i].source_file);
+	}
+	free(v);
+}
+
+/* A string attribute of die or of the DIEs it refers to
+ * (DW_AT_abstract_origin, DW_AT_specification); NULL if none. */
+static const char *die_string(Dwarf_Die *die, unsigned int name)
+{
+	Dwarf_Attribute attr;
+	return dwarf_formstring(dwarf_attr_integrate(die, name, &attr));
+}
+
+/* The DIE holding die's own DW_AT_name, following DW_AT_abstract_origin
+ * and DW_AT_specification (a few hops; a bad file may loop). */
+static int die_named(Dwarf_Die *die, Dwarf_Die *out)
+{
+	*out = *die;
+	for (int hops = 0; hops < 8; hops++) {
+		Dwarf_Attribute attr;
+		if (dwarf_hasattr(out, DW_AT_name))
+			return 1;
+		Dwarf_Attribute *ref =
+		        dwarf_attr(out, DW_AT_abstract_origin, &attr);
+		if (!ref)
+			ref = dwarf_attr(out, DW_AT_specification, &attr);
+		if (!ref || !dwarf_formref_die(ref, out))
+			return 0;
+	}
+	return 0;
+}
+
+/*
+ * name qualified with the namespaces and classes around its declaration
+ * (named), as "ns::detail::f"; for functions without a linkage name
+ * (static C++ functions, as GCC emits them).  NULL if out of memory.
+ */
+static char *qualified_name(Dwarf_Die *named, const char *name)
+{
+	Dwarf_Die *scopes = NULL;
+	int n = dwarf_getscopes_die(named, &scopes);
+	size_t len = strlen(name) + 1;
+
+	/* scopes[0] is named itself, then its parents out to the CU. */
+	for (int pass = 0; pass < 2; pass++) {
+		char *out = pass ? malloc(len) : NULL;
+		if (pass && !out)
+			break;
+		if (out)
+			out[0] = '\0';
+		for (int i = n - 1; i >= 1; i--) {
+			int tag = dwarf_tag(&scopes[i]);
+			if (tag != DW_TAG_namespace &&
+			    tag != DW_TAG_class_type &&
+			    tag != DW_TAG_structure_type &&
+			    tag != DW_TAG_union_type)
+				continue;
+			const char *part = dwarf_diename(&scopes[i]);
+			if (!part)
+				part = "(anonymous namespace)";
+			if (out) {
+				strcat(out, part);
+				strcat(out, "::");
+			} else {
+				len += strlen(part) + 2;
+			}
+		}
+		if (out) {
+			strcat(out, name);
+			free(scopes);
+			return out;
+		}
+	}
+	free(scopes);
+	return NULL;
+}
+
+/*
+ * The name of a function DIE into *out: the demangled linkage name, else
+ * DW_AT_name qualified by its namespaces and classes; *out NULL if it has
+ * neither.  0 or -ENOMEM.
+ */
+static int die_function_name(Dwarf_Die *die, char **out)
+{
+	const char *link = die_string(die, DW_AT_linkage_name);
+	if (!link)
+		link = die_string(die, DW_AT_MIPS_linkage_name);
+	*out = link ? symbolize_demangle(link) : NULL;
+	if (*out)
+		return 0;
+	Dwarf_Die named;
+	const char *name = die_string(die, DW_AT_name);
+	if (name && !link && die_named(die, &named))
+		*out = qualified_name(&named, name);
+	else if (name || link)
+		*out = strdup(name ? name : link);
+	else
+		return 0;
+	return *out ? 0 : -ENOMEM;
+}
+
+/* Where the inlined instance `die` was called from: *file (NULL if
+ * unknown, points into libdw's data) and *line (0 if unknown). */
+static void die_call_site(Dwarf_Die *die, const char **file, int64_t *line)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Word v;
+	Dwarf_Die cu;
+	Dwarf_Files *files;
+	size_t nfiles;
+
+	*file = NULL;
+	*line = 0;
+	if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0)
+		*line = (int64_t)v;
+	if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0 &&
+	    dwarf_diecu(die, &cu, NULL, NULL) &&
+	    dwarf_getsrcfiles(&cu, &files, &nfiles) == 0 && v < nfiles)
+		*file = dwarf_filesrc(files, v, NULL, NULL);
+}
+
+static int push_source(struct sym_source **v, size_t *n, size_t *cap,
+                       char *name, const char *file, int64_t line)
+{
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 4;
+		struct sym_source *a = realloc(*v, ncap * sizeof(*a));
+		if (!a)
+			goto oom;
+		*v = a;
+		*cap = ncap;
+	}
+	struct sym_source *e = &(*v)[*n];
+	e->name = name;
+	e->source_file = file ? strdup(file) : NULL;
+	e->line = line > 0 ? line : 0;
+	if (file && !e->source_file)
+		goto oom;
+	(*n)++;
+	return 0;
+oom:
+	free(name);
+	return -ENOMEM;
+}
+
+int symbolizer_lookup_source(struct symbolizer *s, const char *path,
+                             const uint8_t *build_id, size_t build_id_len,
+                             uint64_t rel_pc, struct sym_source **out,
+                             size_t *n)
+{
+	struct sym_source *v = NULL;
+	size_t nv = 0, cap = 0;
+	int err = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (rel_pc == 0)
+		return 0;
+	struct sym_module *m =
+	        module_ready(s, path, build_id, build_id_len, &err);
+	if (!m)
+		return err;
+
+	/* A return address: the call instruction ends just before it. */
+	Dwarf_Addr pc = rel_pc - 1, bias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, pc, &bias);
+	if (!cu)
+		return 0;
+
+	/* The line being executed in the innermost function. */
+	const char *file = NULL;
+	int line = 0;
+	Dwfl_Line *dl = dwfl_module_getsrc(m->mod, pc);
+	if (dl)
+		file = dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
+	int64_t cur_line = line;
+
+	/*
+	 * dwarf_getscopes gives the innermost DIE at pc (its outer entries
+	 * follow an inlined function's abstract origin, not the code);
+	 * dwarf_getscopes_die gives that DIE's concrete chain of parents:
+	 * lexical blocks, inlined instances, the enclosing subprogram, ...
+	 */
+	Dwarf_Die *scopes = NULL, *chain = NULL;
+	int nscopes = dwarf_getscopes(cu, pc - bias, &scopes);
+	int nchain = 0;
+	if (nscopes > 0) {
+		Dwarf_Die inner = scopes[0];
+		nchain = dwarf_getscopes_die(&inner, &chain);
+	}
+	free(scopes);
+	for (int i = 0; !err && i < nchain; i++) {
+		int tag = dwarf_tag(&chain[i]);
+		if (tag != DW_TAG_subprogram &&
+		    tag != DW_TAG_inlined_subroutine)
+			continue;
+		char *name = NULL;
+		err = die_function_name(&chain[i], &name);
+		if (!err)
+			err = push_source(&v, &nv, &cap, name, file, cur_line);
+		if (tag == DW_TAG_subprogram)
+			break; /* the function it was all inlined into */
+		/* The caller executes the call site of this instance. */
+		die_call_site(&chain[i], &file, &cur_line);
+	}
+	free(chain);
+	/* Line info but no function DIE: still a location. */
+	if (!err && nv == 0 && (file || cur_line > 0))
+		err = push_source(&v, &nv, &cap, NULL, file, cur_line);
+	if (err) {
+		sym_source_free(v, nv);
+		return err;
+	}
+	*out = v;
+	*n = nv;
+	return 0;
 }

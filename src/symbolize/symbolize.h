@@ -1,7 +1,9 @@
 /*
- * Online symbolization: function names from the ELF symbol tables
- * (.symtab, else .dynsym, or a separate debug file found by build ID) of
- * the modules a profiled process had loaded, demangled for C++.
+ * Symbolization: function names from the ELF symbol tables (.symtab, else
+ * .dynsym, or a separate debug file found by build ID) of the modules a
+ * profiled process had loaded, demangled for C++ (online, at dump time);
+ * and source files, lines and inlined functions from DWARF (offline, for
+ * `heapprof symbolize`, see symbolize_source and locate.h).
  *
  * A module file is used only if its GNU build ID equals the one the client
  * recorded, so a library rebuilt or upgraded since the recording never
@@ -43,6 +45,47 @@ int symbolizer_lookup(struct symbolizer *s, const char *path,
                       uint64_t rel_pc, struct sym_result *out);
 
 void sym_result_fini(struct sym_result *r);
+
+/*
+ * Where separate debug files are looked for, in libdwfl's debuginfo_path
+ * syntax (see dwfl_standard_find_debuginfo: "-:.debug:/usr/lib/debug" is
+ * the default): .gnu_debuglink names and .build-id/xx/yyyy.debug under
+ * every absolute directory.  Applies to modules opened afterwards.
+ * 0 or -ENOMEM.
+ */
+int symbolizer_set_debuginfo_path(struct symbolizer *s, const char *path);
+
+/* One source-level function at an address. */
+struct sym_source {
+	char *name;        /* demangled; NULL if unknown */
+	char *source_file; /* NULL if unknown */
+	int64_t line;      /* 0 if unknown */
+};
+
+/*
+ * Whether the module file at path (build ID as for symbolizer_lookup) has
+ * DWARF, its own or from a separate debug file: 1 yes, 0 no, -1 if the file
+ * is missing, unreadable or has another build ID.
+ */
+int symbolizer_has_dwarf(struct symbolizer *s, const char *path,
+                         const uint8_t *build_id, size_t build_id_len);
+
+/*
+ * The source-level functions at return address rel_pc (looked up at
+ * rel_pc - 1) of the module file at path, from its DWARF: the innermost
+ * inlined function first, each with the file and line being executed in
+ * it (for an inlined function's caller: the call site, DW_AT_call_file and
+ * DW_AT_call_line), and the function it was all inlined into last.
+ * *out gets a malloc'd array of *n entries (free with sym_source_free);
+ * NULL and 0 when the file, its build ID or its DWARF does not cover the
+ * address.  Returns 0 or -ENOMEM.
+ */
+int symbolizer_lookup_source(struct symbolizer *s, const char *path,
+                             const uint8_t *build_id, size_t build_id_len,
+                             uint64_t rel_pc, struct sym_source **out,
+                             size_t *n);
+
+void sym_source_free(struct sym_source *v, size_t n);
 
 /*
  * Demangle a C++ (Itanium ABI) symbol name.  Returns a malloc'd string, or

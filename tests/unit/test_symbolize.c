@@ -1,15 +1,21 @@
 /*
- * Unit tests of the online symbolizer: names of functions in this test
- * binary and in libstdc++ (found through dl_iterate_phdr, with their build
- * IDs read from the loaded notes, as the client does), the build-ID check,
- * and C++ demangling.
+ * Unit tests of the symbolizer: names of functions in this test binary and
+ * in libstdc++ (found through dl_iterate_phdr, with their build IDs read
+ * from the loaded notes, as the client does), the build-ID check, C++
+ * demangling; source lines and the inline chain from DWARF; and the
+ * offline lookup of module files (locate.h): the five binary-path
+ * candidates, build-ID matching, index mode and the recorded path.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "symbolize/locate.h"
 #include "symbolize/symbolize.h"
 #include "selfmod.h"
 #include "unit.h"
@@ -126,6 +132,292 @@ static void test_hex(void)
 	CHECK(!strcmp(symbolize_hex(buf, id, 3), "0abcff"));
 }
 
+/* ---- source lines and inline chains ------------------------------------ */
+
+static void *volatile ret_sink;
+
+/* The return address into its caller. */
+__attribute__((noinline)) static void *return_address(void)
+{
+	void *r = __builtin_return_address(0);
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+
+static const int inlined_call_line = __LINE__ + 4;
+static inline __attribute__((always_inline)) void *symtest_inlined(void)
+{
+	void *r;
+	r = return_address();
+	ret_sink = r;
+	return r;
+}
+
+static const int outer_call_line = __LINE__ + 4;
+__attribute__((noinline)) void *symtest_outer(void);
+__attribute__((noinline)) void *symtest_outer(void)
+{
+	void *r = symtest_inlined();
+	ret_sink = r; /* no tail call */
+	return r;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t ls = s ? strlen(s) : 0, lx = strlen(suffix);
+	return s && ls >= lx && !strcmp(s + ls - lx, suffix);
+}
+
+static void test_source_inline_chain(void)
+{
+	void *ra = symtest_outer();
+	struct selfmod f = selfmod_find(ra);
+	struct symbolizer *s = symbolizer_new();
+	struct sym_source *v = NULL;
+	size_t n = 0;
+
+	CHECK(f.ok);
+	CHECK(symbolizer_has_dwarf(s, f.path, f.build_id, f.build_id_len) == 1);
+	uint64_t rel = (uintptr_t)ra - f.base;
+	CHECK(symbolizer_lookup_source(s, f.path, f.build_id, f.build_id_len,
+	                               rel, &v, &n) == 0);
+	CHECK_EQ_U64(n, 2);
+	if (n == 2) {
+		/* Innermost inlined function first, at the call it makes. */
+		CHECK(v[0].name && !strcmp(v[0].name, "symtest_inlined"));
+		CHECK(ends_with(v[0].source_file, "test_symbolize.c"));
+		CHECK_EQ_U64(v[0].line, inlined_call_line);
+		/* Then the function it was inlined into, at the call site. */
+		CHECK(v[1].name && !strcmp(v[1].name, "symtest_outer"));
+		CHECK(ends_with(v[1].source_file, "test_symbolize.c"));
+		CHECK_EQ_U64(v[1].line, outer_call_line);
+	}
+	sym_source_free(v, n);
+	/* Another build ID: nothing. */
+	f.build_id[0] ^= 0xff;
+	CHECK(symbolizer_lookup_source(s, f.path, f.build_id, f.build_id_len,
+	                               rel, &v, &n) == 0);
+	CHECK(v == NULL && n == 0);
+	CHECK(symbolizer_has_dwarf(s, f.path, f.build_id, f.build_id_len) ==
+	      -1);
+	symbolizer_free(s);
+}
+
+/* ---- locating module files ---------------------------------------------- */
+
+static int cand_is(char *c[], int n, int i, const char *want)
+{
+	return i < n && !strcmp(c[i], want);
+}
+
+static void free_cands(char *c[], int n)
+{
+	for (int i = 0; i < n; i++)
+		free(c[i]);
+}
+
+static void test_candidates(void)
+{
+	char *c[LOCATE_MAX_CANDIDATES];
+
+	/* The seed's example. */
+	int n = locate_candidates("/bp", "/system/lib/base.apk!foo.so",
+	                          "abcd1234", c);
+	CHECK_EQ_U64(n, 5);
+	CHECK(cand_is(c, n, 0, "/bp/system/lib/base.apk!foo.so"));
+	CHECK(cand_is(c, n, 1, "/bp/system/lib/foo.so"));
+	CHECK(cand_is(c, n, 2, "/bp/base.apk!foo.so"));
+	CHECK(cand_is(c, n, 3, "/bp/foo.so"));
+	CHECK(cand_is(c, n, 4, "/bp/.build-id/ab/cd1234.debug"));
+	free_cands(c, n);
+
+	/* No "base.apk!": steps 2 and 4 would repeat 1 and 3. */
+	n = locate_candidates("/bp/", "/usr/lib/libx.so.1", "0011", c);
+	CHECK_EQ_U64(n, 3);
+	CHECK(cand_is(c, n, 0, "/bp/usr/lib/libx.so.1"));
+	CHECK(cand_is(c, n, 1, "/bp/libx.so.1"));
+	CHECK(cand_is(c, n, 2, "/bp/.build-id/00/11.debug"));
+	free_cands(c, n);
+
+	/* A relative path and no usable build ID. */
+	n = locate_candidates("d", "prog", NULL, c);
+	CHECK_EQ_U64(n, 1);
+	CHECK(cand_is(c, n, 0, "d/prog"));
+	free_cands(c, n);
+}
+
+static void test_build_id_helpers(void)
+{
+	uint8_t b[4];
+	char want[65], longer[81];
+
+	CHECK(locate_build_id_matches("abcd", "abcd"));
+	CHECK(!locate_build_id_matches("abcd", "abce"));
+	CHECK(!locate_build_id_matches("abcd", "abcdef"));
+	CHECK(!locate_build_id_matches("", ""));
+	CHECK(!locate_build_id_matches("abcd", NULL));
+	/* The client keeps 32 bytes of a longer ID: a prefix matches. */
+	memset(want, 'a', 64);
+	want[64] = '\0';
+	memset(longer, 'a', 80);
+	longer[80] = '\0';
+	CHECK(locate_build_id_matches(want, longer));
+	longer[10] = 'b';
+	CHECK(!locate_build_id_matches(want, longer));
+
+	CHECK(locate_hex_bytes("0aFf", b, 4) == 2 && b[0] == 0x0a &&
+	      b[1] == 0xff);
+	CHECK(locate_hex_bytes("abc", b, 4) == -1);
+	CHECK(locate_hex_bytes("zz", b, 4) == -1);
+	CHECK(locate_hex_bytes("0011223344", b, 4) == -1);
+}
+
+/* A scratch directory with copies (symlinks) of this test binary. */
+struct scratch {
+	char dir[256];
+	char self[4096];
+	char hex[129];
+};
+
+static int scratch_init(struct scratch *sc)
+{
+	struct selfmod f = selfmod_find((const void *)symtest_target_function);
+	snprintf(sc->dir, sizeof(sc->dir), "%s/symtest.XXXXXX",
+	         getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!f.ok || !f.build_id_len || !mkdtemp(sc->dir))
+		return -1;
+	snprintf(sc->self, sizeof(sc->self), "%s", f.path);
+	symbolize_hex(sc->hex, f.build_id, f.build_id_len);
+	return 0;
+}
+
+static void scratch_path(const struct scratch *sc, char *buf, size_t len,
+                         const char *rel)
+{
+	snprintf(buf, len, "%s/%s", sc->dir, rel);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag,
+                        struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void scratch_fini(const struct scratch *sc)
+{
+	CHECK(nftw(sc->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0);
+}
+
+static void test_locate_binary_path(void)
+{
+	struct scratch sc;
+	struct locate_result r;
+	char p[4096], d2[4096], bp[8192];
+
+	CHECK(scratch_init(&sc) == 0);
+	/* dir2/renamed.so is this binary: found through step 3 (basename)
+	 * for any recorded directory. */
+	scratch_path(&sc, d2, sizeof(d2), "dir2");
+	CHECK(mkdir(d2, 0700) == 0);
+	scratch_path(&sc, p, sizeof(p), "dir2/renamed.so");
+	CHECK(symlink(sc.self, p) == 0);
+	/* dir1 has a different ELF under the same name: skipped. */
+	scratch_path(&sc, p, sizeof(p), "dir1");
+	CHECK(mkdir(p, 0700) == 0);
+	scratch_path(&sc, p, sizeof(p), "dir1/renamed.so");
+	CHECK(symlink("/bin/sh", p) == 0);
+	snprintf(bp, sizeof(bp), "%s/dir1::%s/missing:%s", sc.dir, sc.dir, d2);
+
+	struct sym_locator *l = locator_new(bp, 0, 0);
+	CHECK(l != NULL);
+	CHECK_EQ_U64(locator_ndirs(l), 3);
+	CHECK(locator_find(l, "/elsewhere/renamed.so", sc.hex, &r) == 0);
+	char *real = realpath(sc.self, NULL);
+	CHECK(r.file && real && !strcmp(r.file, real));
+	CHECK(r.how && !strcmp(r.how, "binary path"));
+	locate_result_fini(&r);
+
+	/* Another build ID: not found, the mismatching file reported. */
+	CHECK(locator_find(l, "/elsewhere/renamed.so", "00112233", &r) == 0);
+	CHECK(r.file == NULL);
+	scratch_path(&sc, p, sizeof(p), "dir1/renamed.so");
+	CHECK(r.other && !strcmp(r.other, p));
+	locate_result_fini(&r);
+	locator_free(l);
+
+	/* No binary path: only the recorded path itself. */
+	l = locator_new(NULL, 0, 0);
+	CHECK(locator_find(l, sc.self, sc.hex, &r) == 0);
+	CHECK(r.file && real && !strcmp(r.file, real));
+	CHECK(r.how && !strcmp(r.how, "original path"));
+	locate_result_fini(&r);
+	CHECK(locator_find(l, "/elsewhere/renamed.so", sc.hex, &r) == 0);
+	CHECK(r.file == NULL && r.other == NULL);
+	locate_result_fini(&r);
+	locator_free(l);
+	free(real);
+	scratch_fini(&sc);
+}
+
+static void test_locate_index(void)
+{
+	struct scratch sc;
+	struct locate_result r;
+	char p[4096];
+
+	CHECK(scratch_init(&sc) == 0);
+	scratch_path(&sc, p, sizeof(p), "a");
+	CHECK(mkdir(p, 0700) == 0);
+	scratch_path(&sc, p, sizeof(p), "a/b");
+	CHECK(mkdir(p, 0700) == 0);
+	scratch_path(&sc, p, sizeof(p), "a/b/any-name");
+	CHECK(symlink(sc.self, p) == 0);
+	/* Loops: to an ancestor, and to itself. */
+	scratch_path(&sc, p, sizeof(p), "a/b/up");
+	CHECK(symlink("..", p) == 0);
+	scratch_path(&sc, p, sizeof(p), "a/self");
+	CHECK(symlink(".", p) == 0);
+
+	struct sym_locator *l = locator_new(sc.dir, 1, 0);
+	CHECK(locator_find(l, "/recorded/elsewhere.so", sc.hex, &r) == 0);
+	CHECK(r.how && !strcmp(r.how, "index"));
+	char *real = realpath(sc.self, NULL);
+	char *got = r.file ? realpath(r.file, NULL) : NULL;
+	CHECK(got && real && !strcmp(got, real));
+	free(got);
+	free(real);
+	locate_result_fini(&r);
+	CHECK(locator_find(l, "/recorded/elsewhere.so", "0123", &r) == 0);
+	CHECK(r.file == NULL);
+	locate_result_fini(&r);
+	locator_free(l);
+	scratch_fini(&sc);
+}
+
+static void test_file_build_id(void)
+{
+	struct scratch sc;
+	char *hex = NULL;
+	char p[4096];
+
+	CHECK(scratch_init(&sc) == 0);
+	CHECK(locate_file_build_id(sc.self, &hex) == 0);
+	CHECK(hex && !strcmp(hex, sc.hex));
+	free(hex);
+	CHECK(locate_file_build_id("/nonexistent/x", &hex) == -ENOENT);
+	CHECK(locate_file_build_id(sc.dir, &hex) == -ENOENT);
+	scratch_path(&sc, p, sizeof(p), "text");
+	FILE *fp = fopen(p, "w");
+	CHECK(fp != NULL);
+	if (fp) {
+		fputs("not an ELF file\n", fp);
+		fclose(fp);
+	}
+	CHECK(locate_file_build_id(p, &hex) == -ENOEXEC);
+	CHECK(hex == NULL);
+	scratch_fini(&sc);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -135,6 +427,12 @@ int main(void)
 	        {"shared_library_cxx", test_shared_library_cxx},
 	        {"demangle", test_demangle},
 	        {"hex", test_hex},
+	        {"source_inline_chain", test_source_inline_chain},
+	        {"candidates", test_candidates},
+	        {"build_id_helpers", test_build_id_helpers},
+	        {"locate_binary_path", test_locate_binary_path},
+	        {"locate_index", test_locate_index},
+	        {"file_build_id", test_file_build_id},
 	        {NULL, NULL},
 	};
 	return unit_main("symbolize", tests);
