@@ -2,14 +2,23 @@
  * `heapprof sql FILE [QUERY] [--csv]`: run SQL on a profile, opened
  * read-only, and print each statement's result as an aligned text table
  * (numbers right-aligned) or as CSV.  The profile keeps Perfetto's table
- * names, so the queries of Perfetto's heapprofd documentation run as is.
+ * names, and Perfetto's experimental_flamegraph table-valued function is
+ * registered, so the queries of Perfetto's heapprofd documentation run as
+ * is.  Without QUERY the query is read from stdin, or, when stdin is a
+ * terminal, an interactive shell (libedit) reads statements until .quit
+ * (docs/SQL.md).
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <editline/readline.h>
+
 #include "cli/commands.h"
+#include "profile/flamegraph_vtab.h"
 #include "profile/reader.h"
 #include "util/err.h"
 
@@ -36,7 +45,10 @@ static void sql_usage(FILE *f)
 	      "\n"
 	      "Run QUERY (one or more SQL statements) on the profile FILE,\n"
 	      "opened read-only, and print each result as a table.  Without\n"
-	      "QUERY, the query is read from standard input.\n"
+	      "QUERY, the query is read from standard input; when that is a\n"
+	      "terminal, an interactive shell starts (.help lists its\n"
+	      "commands).  experimental_flamegraph(ts, upid, 'native') gives\n"
+	      "the call tree of a process at a dump (docs/SQL.md).\n"
 	      "\n"
 	      "  --csv    print CSV (RFC 4180 quoting) instead of a table\n"
 	      "\n"
@@ -369,8 +381,11 @@ static int run_statement(sqlite3 *db, sqlite3_stmt *st, int csv, int *printed)
 	return 0;
 }
 
-/* Run every statement of sql in order; 0, or -1 after the first error. */
-static int run_all(sqlite3 *db, const char *sql, int csv)
+/*
+ * Run every statement of sql in order; 0, -1 after the first error, or -2
+ * if sql holds no statement (an error unless allow_empty).
+ */
+static int run_all(sqlite3 *db, const char *sql, int csv, int allow_empty)
 {
 	const char *tail = sql;
 	int printed = 0, nstmts = 0;
@@ -389,11 +404,319 @@ static int run_all(sqlite3 *db, const char *sql, int csv)
 		if (err)
 			return -1;
 	}
-	if (!nstmts) {
+	if (!nstmts && !allow_empty) {
 		hp_err(SUBSYS, "empty query");
 		return -2;
 	}
 	return 0;
+}
+
+/* ---- the interactive shell ---------------------------------------------- */
+
+#define PROMPT      "heapprof> "
+#define CONT_PROMPT "     ...> "
+#define HISTORY_MAX 1000
+
+struct shell {
+	sqlite3 *db;
+	int csv;
+	char *history; /* file, or NULL */
+};
+
+enum { DOT_OK, DOT_QUIT };
+
+/*
+ * Ctrl-C: stops the running query (sqlite3_interrupt), or drops the line
+ * being typed (shell_getc makes readline return, the flag says why).
+ */
+static sqlite3 *volatile interrupt_db;
+static volatile sig_atomic_t got_sigint;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	got_sigint = 1;
+	if (interrupt_db)
+		sqlite3_interrupt(interrupt_db);
+}
+
+/* libedit's character reader: as read(2), but gives up on Ctrl-C. */
+static int shell_getc(FILE *f)
+{
+	unsigned char c;
+
+	for (;;) {
+		if (got_sigint)
+			return EOF;
+		ssize_t n = read(fileno(f), &c, 1);
+		if (n == 1)
+			return c;
+		if (n == 0 || errno != EINTR)
+			return EOF;
+	}
+}
+
+/* $HOME/.heapprof_history, if HOME is set; NULL otherwise. */
+static char *history_path(void)
+{
+	const char *home = getenv("HOME");
+	char *p = NULL;
+
+	if (!home || !*home)
+		return NULL;
+	if (asprintf(&p, "%s/.heapprof_history", home) < 0)
+		return NULL;
+	/* Only if the file, or the directory for a new one, is writable. */
+	if (access(p, W_OK) == 0 ||
+	    (errno == ENOENT && access(home, W_OK) == 0))
+		return p;
+	free(p);
+	return NULL;
+}
+
+/* Split line (modified) into at most max words; the number of words. */
+static int split_words(char *line, char **w, int max)
+{
+	int n = 0;
+	char *save = NULL;
+
+	for (char *t = strtok_r(line, " \t\r\n", &save); t && n < max;
+	     t = strtok_r(NULL, " \t\r\n", &save))
+		w[n++] = t;
+	return n;
+}
+
+static void dot_help(void)
+{
+	fputs(".help              this text\n"
+	      ".tables [PATTERN]  list the tables (LIKE PATTERN)\n"
+	      ".schema [TABLE]    show CREATE statements (of TABLE, or all)\n"
+	      ".mode table|csv    output format; .mode alone prints it\n"
+	      ".quit, .exit       leave (also Ctrl-D)\n"
+	      "\n"
+	      "Anything else is SQL, run when a statement ends with ';'.\n"
+	      "Ctrl-C stops a running query.  Besides the tables,\n"
+	      "experimental_flamegraph(ts, upid, 'native'[, heap_name])\n"
+	      "gives the call tree of a process at a dump.\n",
+	      stdout);
+}
+
+/* Run a query whose rows are one text column, printing each via put. */
+static int each_text_row(sqlite3 *db, const char *sql, const char *arg,
+                         void (*put)(const char *, void *), void *ctx)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	if (arg)
+		sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+		put(t ? (const char *)t : "", ctx);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	return 0;
+}
+
+static void put_line(const char *s, void *ctx)
+{
+	int *n = ctx;
+	(*n)++;
+	printf("%s\n", s);
+}
+
+static void put_statement(const char *s, void *ctx)
+{
+	int *n = ctx;
+	(*n)++;
+	printf("%s;\n", s);
+}
+
+static void dot_tables(struct shell *sh, const char *pattern)
+{
+	int n = 0;
+
+	each_text_row(sh->db,
+	              "SELECT name FROM sqlite_master WHERE type IN"
+	              " ('table', 'view') AND name NOT LIKE 'sqlite\\_%'"
+	              " ESCAPE '\\' AND (?1 IS NULL OR name LIKE ?1)"
+	              " ORDER BY name",
+	              pattern, put_line, &n);
+	if (!pattern ||
+	    sqlite3_strlike(pattern, "experimental_flamegraph", 0) == 0)
+		printf("experimental_flamegraph  (table-valued function:"
+		       " experimental_flamegraph(ts, upid, 'native'))\n");
+}
+
+static void dot_schema(struct shell *sh, const char *table)
+{
+	int n = 0;
+	int fg = !table ||
+	         sqlite3_strlike(table, "experimental_flamegraph", 0) == 0;
+
+	if (each_text_row(sh->db,
+	                  "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"
+	                  " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+	                  " AND (?1 IS NULL OR tbl_name LIKE ?1)"
+	                  " ORDER BY tbl_name, type = 'index', name",
+	                  table, put_statement, &n) < 0)
+		return;
+	if (fg)
+		printf("-- table-valued function; its hidden columns are its"
+		       " arguments\n%s;\n",
+		       flamegraph_vtab_schema);
+	else if (!n)
+		hp_err(SUBSYS, "no such table: %s", table);
+}
+
+static int dot_command(struct shell *sh, char *line)
+{
+	char *w[4];
+	int n = split_words(line, w, 4);
+
+	if (n == 0)
+		return DOT_OK;
+	if (!strcmp(w[0], ".quit") || !strcmp(w[0], ".exit") ||
+	    !strcmp(w[0], ".q")) {
+		return DOT_QUIT;
+	} else if (!strcmp(w[0], ".help")) {
+		dot_help();
+	} else if (!strcmp(w[0], ".tables") && n <= 2) {
+		dot_tables(sh, n > 1 ? w[1] : NULL);
+	} else if (!strcmp(w[0], ".schema") && n <= 2) {
+		dot_schema(sh, n > 1 ? w[1] : NULL);
+	} else if (!strcmp(w[0], ".mode") && n == 1) {
+		printf("%s\n", sh->csv ? "csv" : "table");
+	} else if (!strcmp(w[0], ".mode") && n == 2) {
+		if (!strcmp(w[1], "csv"))
+			sh->csv = 1;
+		else if (!strcmp(w[1], "table"))
+			sh->csv = 0;
+		else
+			hp_err(SUBSYS, "unknown mode '%s' (table or csv)",
+			       w[1]);
+	} else if (!strcmp(w[0], ".tables") || !strcmp(w[0], ".schema") ||
+	           !strcmp(w[0], ".mode")) {
+		hp_err(SUBSYS, "too many arguments to %s (.help)", w[0]);
+	} else {
+		hp_err(SUBSYS, "unknown command '%s' (.help lists them)", w[0]);
+	}
+	return DOT_OK;
+}
+
+/* Whether line holds only blanks. */
+static int blank(const char *line)
+{
+	return line[strspn(line, " \t\r\n")] == '\0';
+}
+
+/* Run one complete entry; Ctrl-C interrupts it. */
+static void shell_run_sql(struct shell *sh, const char *sql)
+{
+	interrupt_db = sh->db;
+	run_all(sh->db, sql, sh->csv, 1);
+	fflush(stdout);
+	interrupt_db = NULL;
+	got_sigint = 0;
+}
+
+/* Append line and a newline to the pending statement; -1 out of memory. */
+static int append_line(char **buf, size_t *len, size_t *cap, const char *line)
+{
+	size_t n = strlen(line);
+
+	if (*len + n + 2 > *cap) {
+		size_t c = (*len + n + 2) * 2;
+		char *b = realloc(*buf, c);
+		if (!b)
+			return -1;
+		*buf = b;
+		*cap = c;
+	}
+	memcpy(*buf + *len, line, n);
+	*len += n;
+	(*buf)[(*len)++] = '\n';
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+static int shell(sqlite3 *db, const char *file, int csv)
+{
+	struct shell sh = {.db = db, .csv = csv, .history = history_path()};
+	struct sigaction sa, old_sa;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int rc = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigint; /* no SA_RESTART: read(2) must return */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_sa);
+	rl_readline_name = "heapprof";
+	rl_catch_signals = 0;
+	rl_getc_function = shell_getc;
+	using_history();
+	stifle_history(HISTORY_MAX);
+	if (sh.history)
+		read_history(sh.history);
+	printf("heapprof sql: %s (read-only).  .help for help, .quit to "
+	       "leave.\n",
+	       file);
+	for (;;) {
+		fflush(stdout);
+		got_sigint = 0;
+		char *line = readline(len ? CONT_PROMPT : PROMPT);
+		if (got_sigint) { /* Ctrl-C: drop the statement being typed */
+			free(line);
+			len = 0;
+			fputs("^C\n", stdout);
+			continue;
+		}
+		if (!line) { /* Ctrl-D: an unfinished statement is dropped */
+			putchar('\n');
+			break;
+		}
+		if (!len && line[strspn(line, " \t")] == '.') {
+			add_history(line);
+			int r = dot_command(&sh, line);
+			free(line);
+			fflush(stdout);
+			if (r == DOT_QUIT)
+				break;
+			continue;
+		}
+		if (!len && blank(line)) {
+			free(line);
+			continue;
+		}
+		int err = append_line(&buf, &len, &cap, line);
+		free(line);
+		if (err) {
+			hp_err(SUBSYS, "out of memory");
+			rc = 1;
+			break;
+		}
+		if (!sqlite3_complete(buf))
+			continue;
+		buf[len - 1] = '\0'; /* the last newline */
+		add_history(buf);
+		shell_run_sql(&sh, buf);
+		len = 0;
+	}
+	if (sh.history)
+		write_history(sh.history);
+	sigaction(SIGINT, &old_sa, NULL);
+	free(sh.history);
+	free(buf);
+	return rc;
 }
 
 int cmd_sql(int argc, char **argv)
@@ -404,15 +727,21 @@ int cmd_sql(int argc, char **argv)
 
 	if (rc)
 		return rc == 1 ? 0 : 2;
-	if (!o.query && isatty(STDIN_FILENO)) {
-		hp_err(SUBSYS,
-		       "no QUERY given, and the interactive shell is "
-		       "not available yet: pass a query or pipe one on stdin");
-		return 2;
-	}
 	sqlite3 *db = reader_open(o.file, SUBSYS);
 	if (!db)
 		return 1;
+	rc = flamegraph_vtab_register(db);
+	if (rc != SQLITE_OK) {
+		hp_err(SUBSYS, "registering experimental_flamegraph: %s",
+		       sqlite3_errstr(rc));
+		sqlite3_close(db);
+		return 1;
+	}
+	if (!o.query && isatty(STDIN_FILENO)) {
+		rc = shell(db, o.file, o.csv);
+		sqlite3_close(db);
+		return rc;
+	}
 	if (!o.query) {
 		owned = read_stdin();
 		if (!owned) {
@@ -421,7 +750,7 @@ int cmd_sql(int argc, char **argv)
 		}
 		o.query = owned;
 	}
-	rc = run_all(db, o.query, o.csv);
+	rc = run_all(db, o.query, o.csv, 0);
 	sqlite3_close(db);
 	free(owned);
 	if (fflush(stdout) != 0) {

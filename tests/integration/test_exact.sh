@@ -249,23 +249,140 @@ group by 1, 2, 3, 4, 5, 6, 7 order by space_size desc;"
 	assert_match '^callsite_id,ts,upid,name,rel_pc,build_id,mapping_name,space_size,space_count' \
 		"$(printf '%s\n' "$out" | head -n1)" "seed query 1 --csv header"
 
+	# sqlq_hp SQL: the rows of `heapprof sql --csv` on the known profile,
+	# without the header (keep column names one line: alias expressions
+	# that span lines), fields separated by '|'.
+	sqlq_hp() {
+		hp_sql_csv "$KDB" "$1" | tr ',' '|'
+	}
+
 	t_begin "known -i 1: seed query 2 (experimental_flamegraph)"
-	if ! "$HP" sql "$KDB" "select * from experimental_flamegraph(0,1,'native') limit 0" >/dev/null 2>&1; then
-		t_skip "experimental_flamegraph is not implemented yet (issue 3)"
-	else
+	# Perfetto's columns, in Perfetto's order.
+	FG_COLS="id,ts,depth,name,map_name,count,cumulative_count,size,cumulative_size,alloc_count,cumulative_alloc_count,alloc_size,cumulative_alloc_size,parent_id,source_file,line_number"
 	ts=$(sqlq "$KDB" "SELECT max(ts) FROM heapprof_dump;")
 	upid=$(sqlq "$KDB" "SELECT upid FROM process LIMIT 1;")
+	FG="experimental_flamegraph($ts,$upid,'native')"
+	out=$(run_bounded 60 "$HP" sql "$KDB" "select * from $FG limit 0" --csv 2>&1)
+	assert_eq "$FG_COLS" "$out" "select * from experimental_flamegraph: columns"
+	# The seed's second example query, verbatim (its ts is Perfetto's: with
+	# ours it selects every dump or none; either way it must run).
+	SEED_Q2="select name, map_name, cumulative_size
+from experimental_flamegraph(8300973884377,1,'native')
+order by abs(cumulative_size) desc;"
+	rc=0
+	out=$(run_bounded 60 "$HP" sql "$KDB" "$SEED_Q2" --csv 2>&1) || rc=$?
+	assert_eq 0 "$rc" "seed query 2 exit status (output: $(printf '%s' "$out" | head -c 300))"
+	assert_eq "name,map_name,cumulative_size" "$(printf '%s\n' "$out" | head -n1)" "seed query 2 --csv header"
+	rc=0
+	out=$(run_bounded 60 "$HP" sql "$KDB" "$SEED_Q2" 2>&1) || rc=$?
+	assert_eq 0 "$rc" "seed query 2 (table) exit status"
+	assert_match '^name +map_name +cumulative_size$' "$(printf '%s\n' "$out" | head -n1)" "seed query 2 table header"
+	# Seed query 1, verbatim: its columns.
+	out=$(run_bounded 60 "$HP" sql "$KDB" "$SEED_Q1" --csv 2>&1)
+	assert_eq "callsite_id,ts,upid,name,rel_pc,build_id,mapping_name,space_size,space_count" \
+		"$(printf '%s\n' "$out" | head -n1)" "seed query 1 columns"
+	# The seed's query at our last dump.
 	got=$(hp_sql_csv "$KDB" "select name, map_name, cumulative_size
-from experimental_flamegraph($ts,$upid,'native')
+from $FG
 order by abs(cumulative_size) desc;")
-	if [ -n "$got" ]; then
-		dm=$(printf '%s\n' "$got" | awk -F, '$1 == "do_malloc" { s += $NF } END { print s + 0 }')
-		assert_eq 60000 "$dm" "cumulative_size of do_malloc"
-		mn=$(printf '%s\n' "$got" | awk -F, '$1 == "main" { s += $NF } END { print s + 0 }')
-		# main holds everything the known functions keep, except the threads'.
-		assert_ge "$mn" $((60000 + 10000 + 40960 + 3000 + 5000 + 2331)) "cumulative_size of main"
-	fi
-	fi
+	dm=$(printf '%s\n' "$got" | awk -F, '$1 == "do_malloc" { s += $NF } END { print s + 0 }')
+	assert_eq 60000 "$dm" "cumulative_size of do_malloc"
+	assert_eq "do_malloc,60000" "$(printf '%s\n' "$got" | grep '^do_malloc,' | cut -d, -f1,3)" \
+		"one do_malloc node"
+	assert_match "^do_malloc,[^,]*/progs/known," "$got" "map_name of do_malloc"
+	# Ordered by size: the main thread's chain down to main comes first.
+	assert_eq "$(printf '%s\n' "$got" | grep '^main,' | cut -d, -f3)" \
+		"$(printf '%s\n' "$got" | head -n1 | cut -d, -f3)" "largest cumulative_size is main's"
+
+	t_begin "known -i 1: experimental_flamegraph exact values per function"
+	# Self values of each allocating function (its nodes' count, size,
+	# alloc_count, alloc_size) and its cumulative_size: they have no callees.
+	fgv=$(hp_sql_csv "$KDB" "select name, sum(alloc_count), sum(alloc_size),
+	  sum(count), sum(size), sum(cumulative_alloc_count), sum(cumulative_alloc_size),
+	  sum(cumulative_count), sum(cumulative_size), count(*)
+	  from $FG group by name")
+	while read -r fn ao as o s; do
+		[ -n "$fn" ] || continue
+		row=$(printf '%s\n' "$fgv" | grep "^$fn," | cut -d, -f2-)
+		assert_eq "$ao,$as,$o,$s,$ao,$as,$o,$s,1" "$row" \
+			"$fn: alloc_count,alloc_size,count,size, the same cumulative, nodes"
+	done <<<"$KNOWN_EXPECT"
+	# Callers: nothing of their own, cumulative = what their callees keep.
+	assert_eq "0,0,0,0,100,30000,46,14000,1" "$(printf '%s\n' "$fgv" | grep '^thread_main,' | cut -d, -f2-)" \
+		"thread_main: self 0, cumulative alloc_count,alloc_size,count,size, nodes"
+	assert_eq "0,0,0,0,3,2331,3,2331,1" "$(printf '%s\n' "$fgv" | grep '^do_deep,' | cut -d, -f2-)" \
+		"do_deep: self 0, cumulative, nodes"
+	# recurse: one node per depth (20 nodes), each holding deep_alloc's 2331.
+	assert_eq "0,0,0,0,60,46620,60,46620,20" "$(printf '%s\n' "$fgv" | grep '^recurse,' | cut -d, -f2-)" \
+		"recurse: 20 nodes of cumulative 3 objects, 2331 B"
+	# main: exactly the stacks through main (as SQL over the callsites says).
+	read -r ao as o s <<<"$(incl_views "$KDB" main)"
+	assert_eq "0,0,0,0,$ao,$as,$o,$s,1" "$(printf '%s\n' "$fgv" | grep '^main,' | cut -d, -f2-)" \
+		"main: self 0, cumulative = the callsites through main"
+	assert_ge "$s" $((60000 + 10000 + 40960 + 3000 + 5000 + 2331)) "cumulative_size of main"
+	# deep_alloc sits under 20 recurse nodes, do_deep, main: depth of main + 22.
+	assert_eq 22 "$(sqlq_hp "select d.depth - m.depth from $FG d, $FG m
+	  where d.name = 'deep_alloc' and m.name = 'main'")" "depth of deep_alloc below main"
+
+	t_begin "known -i 1: experimental_flamegraph tree is consistent"
+	# Every node: cumulative = self + the cumulative of its children.
+	chk="with f as materialized (select * from $FG),
+	  k as (select parent_id p, sum(cumulative_count) cc, sum(cumulative_size) cs,
+	    sum(cumulative_alloc_count) cac, sum(cumulative_alloc_size) cas
+	    from f where parent_id is not null group by parent_id)
+	  select count(*) from f left join k on k.p = f.id
+	  where f.cumulative_count != f.count + coalesce(k.cc, 0)
+	     or f.cumulative_size != f.size + coalesce(k.cs, 0)
+	     or f.cumulative_alloc_count != f.alloc_count + coalesce(k.cac, 0)
+	     or f.cumulative_alloc_size != f.alloc_size + coalesce(k.cas, 0)"
+	assert_eq 0 "$(sqlq_hp "$chk")" "nodes whose cumulative values are not self + children"
+	assert_eq 0 "$(sqlq_hp "with f as materialized (select * from $FG)
+	  select count(*) from f left join f p on p.id = f.parent_id
+	  where (f.parent_id is null and f.depth != 0)
+	     or (f.parent_id is not null and (p.id is null or f.depth != p.depth + 1
+	         or f.parent_id >= f.id))")" "nodes with a bad parent or depth"
+	assert_eq "$(sqlq_hp "select count(*) from $FG")" "$(sqlq_hp "select count(distinct id) from $FG")" \
+		"ids are unique"
+	assert_eq 0 "$(sqlq_hp "with f as materialized (select * from $FG)
+	  select count(*) from (select parent_id, name, map_name from f
+	    group by 1, 2, 3 having count(*) > 1)")" "siblings with the same name and mapping"
+	# Roots: the process's totals; every stack of known starts at _start
+	# (main thread) or in libc's thread start.
+	want=$(sqlq "$KDB" "SELECT sum(count), sum(size), sum(max(count, 0)), sum(max(size, 0))
+	  FROM heap_profile_allocation WHERE upid = $upid AND ts <= $ts;")
+	assert_eq "$want" "$(sqlq_hp "select sum(cumulative_count), sum(cumulative_size),
+	  sum(cumulative_alloc_count), sum(cumulative_alloc_size) from $FG where parent_id is null")" \
+		"roots: cumulative count,size,alloc_count,alloc_size = the process's totals"
+	nroots=$(sqlq_hp "select count(*) from $FG where parent_id is null")
+	assert_ge "$nroots" 2 "root count (main thread and the threads)"
+	assert_le "$nroots" 3 "root count (main thread and the threads)"
+	assert_eq 1 "$(sqlq_hp "select count(*) from $FG where parent_id is null and name = '_start'")" "one _start root"
+	assert_eq "$ts|$ts" "$(sqlq_hp "select min(ts), max(ts) from $FG")" "ts column is the ts argument"
+	# Not symbolized offline: no source file or line.
+	assert_eq 0 "$(sqlq_hp "select count(*) from $FG where source_file is not null or line_number is not null")" \
+		"source_file/line_number without offline symbols"
+
+	t_begin "known -i 1: experimental_flamegraph arguments"
+	assert_eq 0 "$(sqlq_hp "select count(*) from experimental_flamegraph(0,$upid,'native')")" "rows before the first dump"
+	assert_eq 0 "$(sqlq_hp "select count(*) from experimental_flamegraph($ts,999,'native')")" "rows of an unknown upid"
+	assert_eq "$(sqlq_hp "select count(*) from $FG")" \
+		"$(sqlq_hp "select count(*) from experimental_flamegraph($ts,$upid,'native','libc.malloc')")" \
+		"heap_name 'libc.malloc' (the only heap): the same nodes"
+	assert_eq 0 "$(sqlq_hp "select count(*) from experimental_flamegraph($ts,$upid,'native','nosuchheap')")" \
+		"rows of an unknown heap"
+	assert_eq 60000 "$(sqlq_hp "select cumulative_size from experimental_flamegraph where ts_in = $ts
+	  and upid = $upid and profile_type = 'native' and name = 'do_malloc'")" "arguments as hidden columns"
+	for bad in "experimental_flamegraph($ts,$upid,'java')" "experimental_flamegraph($ts,$upid,'perf')" \
+		"experimental_flamegraph($ts,$upid,NULL)" "experimental_flamegraph($ts,$upid)" \
+		"experimental_flamegraph" "experimental_flamegraph('x',$upid,'native')"; do
+		rc=0
+		out=$(run_bounded 60 "$HP" sql "$KDB" "select * from $bad" 2>&1) || rc=$?
+		assert_eq 1 "$rc" "exit status of: select * from $bad"
+		assert_eq 1 "$(printf '%s\n' "$out" | grep -c .)" "one line of error for $bad: $out"
+		assert_match '^heapprof: sql: experimental_flamegraph: ' "$out" "error message for $bad"
+	done
+	out=$(run_bounded 60 "$HP" sql "$KDB" "select * from experimental_flamegraph($ts,$upid,'java')" 2>&1)
+	assert_match "unsupported profile type 'java'" "$out" "invalid profile type error"
 
 	t_begin "known -i 1: report shows the exact numbers per view"
 	# view -> field of check_views' order: alloc_objects alloc_space objects space
