@@ -616,9 +616,12 @@ static void print_path(const struct rd_stacks *s, const struct fn *fn)
 		size_t nsym;
 		const struct rd_symbol *syms = rd_frame_symbols(s, f, &nsym);
 		/* The leaf's innermost function is the entry itself. */
-		for (size_t k = c == leaf ? 1 : 0;
-		     k < (nsym ? nsym : 1) && shown < PATH_FRAMES; k++) {
+		for (size_t k = c == leaf ? 1 : 0; k < (nsym ? nsym : 1); k++) {
 			const struct rd_symbol *y = nsym ? &syms[k] : NULL;
+			if (shown >= PATH_FRAMES) {
+				hidden++;
+				continue;
+			}
 			fn_label(label, sizeof(label),
 			         y && y->name ? y->name
 			         : f          ? f->name
@@ -633,8 +636,6 @@ static void print_path(const struct rd_stacks *s, const struct fn *fn)
 			printf(")%s\n", k + 1 < nsym ? " inlined" : "");
 			shown++;
 		}
-		if (shown >= PATH_FRAMES && c != leaf)
-			hidden++;
 		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
 	}
 	if (hidden)

@@ -288,6 +288,19 @@ assert_eq "ns::detail::inner|3|6003" "$(q "$T_DIR/s3.db" "SELECT s.name || '|' |
     WHERE symbol_set_id = f.symbol_set_id) AND s.line_number = $L_INNER
   GROUP BY s.name")" "innermost inlined function"
 
+t_begin "heapprof report shows demangled names, file:line and inlined frames"
+"$HP" report "$T_DIR/s3.db" --top 5 >"$T_DIR/s3.report" 2>"$T_DIR/s3.report.err"
+assert_eq 0 "$?" "report status"
+REP=$(cat "$T_DIR/s3.report")
+# The top self entry is the innermost inlined function at its malloc line;
+# its path goes through the function it was inlined into (marked) and the
+# real function that inlined both, each at its call line.
+assert_match "1 +5\.86 KiB \(6003 B\) +[0-9.]+% +ns::detail::inner +symprog +symprog\.cc:$L_INNER" "$REP" "top self entry"
+assert_match "<- ns::detail::middle +\(symprog symprog\.cc:$L_MIDDLE\) inlined" "$REP" "inlined caller"
+assert_match "<- ns::outer\(unsigned long\) +\(symprog symprog\.cc:$L_OUTER\)\$" "$(grep -F 'ns::outer' "$T_DIR/s3.report" | head -n 1)" "real caller, not marked inlined"
+assert_match "<- main +\(symprog symprog\.cc:$L_CALL_OUTER\)" "$REP" "main at the call line"
+assert_match "ns::Thing<int>::make\(int\) +symprog +symprog\.cc:$L_TEMPLATE" "$REP" "template member, demangled, with its line"
+
 t_begin "idempotent: a second run replaces, same rows"
 sym s3b "$T_DIR/s3.db" HEAPPROF_BINARY_PATH="$T_DIR/bp3"
 assert_eq 0 "$SYM_RC" "status of the second run"
