@@ -614,9 +614,38 @@ static int write_heap_dumps(struct jw *w, sqlite3 *db, struct fg *g,
 	return err;
 }
 
+/*
+ * The memory of the process beside a dump (heapprof_dump_memory: RSS, and
+ * mallinfo2 at exit) as "mem":{name:value,...}; nothing if the profile
+ * has none (or predates the table).  st is NULL when the table is absent.
+ */
+static void write_dump_memory(struct jw *w, sqlite3_stmt *st, int64_t upid,
+                              int64_t ts)
+{
+	int n = 0;
+
+	if (!st)
+		return;
+	sqlite3_reset(st);
+	sqlite3_bind_int64(st, 1, upid);
+	sqlite3_bind_int64(st, 2, ts);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		if (!name)
+			continue;
+		jw_raw(w, n++ ? "," : ",\"mem\":{");
+		jw_str(w, name);
+		jw_char(w, ':');
+		jw_int(w, sqlite3_column_int64(st, 1));
+	}
+	if (n)
+		jw_char(w, '}');
+}
+
 static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
                          struct heap_acc *a, const struct rd_process *p)
 {
+	sqlite3_stmt *mem = NULL;
 	struct rd_dump *dumps = NULL;
 	char **heaps = NULL;
 	size_t ndumps = 0, nheaps = 0;
@@ -626,6 +655,14 @@ static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
 		err = reader_load_heaps(db, SUBSYS, p->upid, &heaps, &nheaps);
 	if (err)
 		goto out;
+	/* Absent in profiles written before it existed: then no "mem". */
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name, value FROM heapprof_dump_memory"
+	                       " WHERE upid = ? AND ts = ? ORDER BY name",
+	                       -1, &mem, NULL) != SQLITE_OK) {
+		sqlite3_finalize(mem);
+		mem = NULL;
+	}
 	jw_raw(w, "{\"upid\":");
 	jw_int(w, p->upid);
 	jw_raw(w, ",\"pid\":");
@@ -646,6 +683,7 @@ static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
 		jw_int(w, dumps[i].ts);
 		jw_raw(w, ",\"reason\":");
 		jw_str(w, dumps[i].reason);
+		write_dump_memory(w, mem, p->upid, dumps[i].ts);
 		jw_char(w, '}');
 	}
 	jw_raw(w, "],\"heaps\":[");
@@ -659,6 +697,7 @@ static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
 	}
 	jw_raw(w, "]}");
 out:
+	sqlite3_finalize(mem);
 	reader_free_dumps(dumps, ndumps);
 	reader_free_heaps(heaps, nheaps);
 	return err;

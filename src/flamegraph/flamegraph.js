@@ -346,6 +346,19 @@
     VIEWS.forEach((name, v) => {
       h += '<tr' + (v === S.view ? ' class="on"' : '') + ' title="' + esc(VIEW_HELP[name]) + '"><td>' + name + '</td><td class="num">' + fmtValLong(tot[v] || 0, v) + '</td></tr>';
     });
+    /* The process's memory beside the profile (seed 002: heapprofd vs
+       malloc_info() vs RSS), when the profile has it for this dump. */
+    const mem = d && d.mem ? d.mem : null;
+    if (mem) {
+      const row = (label, key, help) => {
+        if (mem[key] === undefined) return;
+        h += '<tr class="mem" title="' + esc(help) + '"><td>' + label + '</td><td class="num">' + fmtValLong(mem[key], 0) + '</td></tr>';
+      };
+      row('malloc in use', 'malloc_in_use', 'glibc mallinfo2 at exit: blocks in use, with allocator headers');
+      row('malloc free, kept', 'malloc_free', 'glibc mallinfo2 at exit: freed but kept by the allocator');
+      row('RSS, anonymous', 'rss_anon', 'resident private memory of the process (heap, stacks, ...)');
+      row('RSS, total', 'rss', "resident memory, also code, files and heapprof's shared tables");
+    }
     h += '</table>';
     el.innerHTML = h;
   }
@@ -377,7 +390,11 @@
     const n = p.dumps.length;
     const space = h.dumps.map((d) => Math.max(0, d.tot[0]));
     const alloc = h.dumps.map((d) => Math.max(0, d.tot[1]));
-    const max = Math.max(1, ...space, ...alloc);
+    /* Anonymous RSS beside the heap where the profile has it. */
+    const rss = p.dumps.map((d) => d.mem && d.mem.rss_anon !== undefined ? d.mem.rss_anon : null);
+    const hasRss = rss.some((v) => v !== null);
+    $('rsskey').style.display = hasRss ? '' : 'none';
+    const max = Math.max(1, ...space, ...alloc, ...rss.filter((v) => v !== null));
     const t0 = p.dumps[0].ts, t1 = p.dumps[n - 1].ts;
     const byTime = n > 1 && t1 > t0;
     const xOf = (i) => n === 1 ? L + pw / 2 : L + pw * (byTime ? (p.dumps[i].ts - t0) / (t1 - t0) : i / (n - 1));
@@ -428,6 +445,21 @@
         c.stroke();
       }
     };
+    if (hasRss) {
+      c.strokeStyle = '#7a8599';
+      c.lineWidth = 1.5;
+      c.setLineDash([5, 3]);
+      c.beginPath();
+      let started = false;
+      for (let i = 0; i < n; i++) {
+        if (rss[i] === null) continue;
+        (started ? c.lineTo : c.moveTo).call(c, xOf(i), yOf(rss[i]));
+        started = true;
+      }
+      if (n === 1 && rss[0] !== null) { c.moveTo(xOf(0) - 8, yOf(rss[0])); c.lineTo(xOf(0) + 8, yOf(rss[0])); }
+      c.stroke();
+      c.setLineDash([]);
+    }
     line(alloc, '#f08c2e');
     line(space, '#2f6fde');
     for (let i = 0; i < n; i++) chartPts.push(xOf(i));

@@ -140,6 +140,16 @@ elif [ -s "$PAGE" ]; then
 	F=$(folded "$PAGE" space) && assert_no_match '(^|;)(malloc|calloc|realloc|free);' "$F" "no allocator frame inside a stack"
 fi
 
+t_begin "the page carries the process's memory beside each dump (RSS, mallinfo2)"
+if [ -s "$PAGE" ]; then
+	want=$(sqlq "$KDB" "SELECT '\"mem\":{' || group_concat('\"' || name || '\":' || value, ',') || '}'
+	  FROM (SELECT name, value FROM heapprof_dump_memory ORDER BY name);")
+	assert_match '"rss_anon":[1-9]' "$want" "the profile has the memory rows"
+	assert_eq 1 "$(grep -cF "$want" "$PAGE")" "embedded as in heapprof_dump_memory"
+else
+	t_skip "no page"
+fi
+
 t_begin "offline symbols: inline chains (callers first, file:line); unnamed frames as module+0xrelpc"
 SDB="$T_DIR/sym.db"
 cp "$KDB" "$SDB"
