@@ -9,12 +9,15 @@
  * Why only at exit: mallinfo2 takes every arena's lock.  Called from an
  * allocation hook it could deadlock a program that allocates in a signal
  * handler which interrupted malloc on the same thread (tcache lets such a
- * program work unprofiled).  Exit handlers are a safe point; a program
- * calling exit() from a signal handler that interrupted malloc is already
- * in undefined territory.
+ * program work unprofiled).  At exit the same holds when exit() is called
+ * from a signal handler (a common way to end on SIGTERM) that interrupted
+ * malloc: so mallinfo2 is skipped when the exiting thread's stack holds a
+ * signal frame.  RSS is read either way.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <time.h>
@@ -67,6 +70,23 @@ static int read_statm(uint64_t *rss, uint64_t *anon)
 	return 0;
 }
 
+/* Whether a signal handler is running on this thread's stack. */
+static bool on_signal_frame(void)
+{
+	unw_context_t ctx;
+	unw_cursor_t cur;
+
+	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
+		return true; /* cannot tell: be safe */
+	for (int depth = 0; depth < 512; depth++) {
+		if (unw_is_signal_frame(&cur) > 0)
+			return true;
+		if (unw_step(&cur) <= 0)
+			return false;
+	}
+	return true;
+}
+
 void memstat_take(void)
 {
 	struct hp_header_v1 *h = hp_client.region.hdr;
@@ -78,7 +98,7 @@ void memstat_take(void)
 
 	if (read_statm(&rss, &anon) == 0)
 		flags |= HP_MEMSTAT_RSS;
-	if (next_mallinfo2) {
+	if (next_mallinfo2 && !on_signal_frame()) {
 		mi = next_mallinfo2();
 		flags |= HP_MEMSTAT_MALLOC;
 	}

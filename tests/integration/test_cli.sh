@@ -6,7 +6,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
-t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/waiter"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/waiter" "$PROGS/sigexit"
 
 # expect_error TAG WANT_STATUS CMD...: runs CMD (bounded, in $T_DIR/cwd);
 # WANT_STATUS is a number or "any" (non-zero and < 128).  Checks exactly one
@@ -253,6 +253,19 @@ if [ -n "${d1:-}" ] && [ -n "${d2:-}" ] && [ "$d1" != "$d2" ]; then
 	assert_match "RSS, peak" "$(cat "$T_DIR/usr1.report1")" "report --dump 1: peak RSS from /proc"
 else
 	t_skip "the SIGUSR1 run above failed"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "exit() from a signal handler: RSS at exit, no mallinfo2 (its locks)"
+MDB="$T_DIR/sigexit.db"
+hp_record sigexit -i 1 -o "$MDB" -- "$PROGS/sigexit"
+assert_eq 3 "$REC_RC" "exit status from the handler's exit(3)" || show_err sigexit
+assert_eq allocated "$(cat "$T_DIR/sigexit.out")" "program output"
+if db_valid "$MDB"; then
+	assert_ge "$(sqlq "$MDB" "SELECT value FROM heapprof_dump_memory WHERE name = 'rss' AND source = 'exit';")" 100000 "RSS read at exit"
+	assert_eq 0 "$(sqlq "$MDB" "SELECT count(*) FROM heapprof_dump_memory WHERE name LIKE 'malloc%';")" \
+		"no mallinfo2 from a signal handler"
+	check_views "$MDB" main 1 1000 1 1000
 fi
 
 t_summary
