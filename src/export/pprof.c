@@ -542,6 +542,27 @@ static void pb_fill_tables(struct pb_mem *m, struct pp_profile *p,
 		o->filename = p->fns.a[i].filename;
 		m->fn_ptrs[i] = o;
 	}
+	/* pprof takes the first mapping for the main binary ("File:"): put
+	 * the lowest-loaded file first (the executable, PIE or not, is below
+	 * the shared libraries and the dynamic loader).  Ids stay. */
+	int main_is_file = 0;
+	size_t main = 0;
+	for (size_t i = 0; i < p->maps.n; i++) {
+		int64_t fi = p->maps.a[i].filename;
+		const char *f =
+		        fi > 0 && (size_t)fi < p->strs.n ? p->strs.a[fi] : "";
+		int is_file = f[0] == '/';
+		if (is_file && (i == main || !main_is_file ||
+		                p->maps.a[i].start < p->maps.a[main].start)) {
+			main = i;
+			main_is_file = 1;
+		}
+	}
+	if (main) {
+		PbMapping *t = m->map_ptrs[0];
+		m->map_ptrs[0] = m->map_ptrs[main];
+		m->map_ptrs[main] = t;
+	}
 	pb->n_mapping = p->maps.n;
 	pb->mapping = m->map_ptrs;
 	pb->n_location = p->locs.n;

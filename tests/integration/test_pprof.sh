@@ -129,6 +129,8 @@ if need_go; then
 	for si in space alloc_space objects alloc_objects; do
 		pprof_top "known-$si" "$KPB" "$si" || continue
 		assert_match "^Type: $si$" "$(cat "$T_DIR/known-$si.top")" "Type line"
+		# pprof takes the first mapping for the main binary.
+		assert_match "^File: known$" "$(cat "$T_DIR/known-$si.top")" "File line: the executable"
 		while read -r fn ao as o s; do
 			[ -n "$fn" ] || continue
 			case $si in
