@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "export/pprof.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -109,18 +110,6 @@ static void diff_usage(FILE *f)
 	      f);
 }
 
-static int parse_long(const char *s, long *out)
-{
-	char *end;
-
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 /* "N,M" into two longs; 0 or -1. */
 static int parse_pair(const char *s, long *a, long *b)
 {
@@ -131,42 +120,9 @@ static int parse_pair(const char *s, long *a, long *b)
 		return -1;
 	memcpy(first, s, (size_t)(comma - s));
 	first[comma - s] = '\0';
-	return parse_long(first, a) < 0 || parse_long(comma + 1, b) < 0 ? -1
-	                                                                : 0;
-}
-
-/* Value of option `name` at argv[*i] ("--x V" or "--x=V"); NULL if not it. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name,
-                             int *missing)
-{
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-
-	if (strncmp(a, name, n) != 0)
-		return NULL;
-	if (a[n] == '=')
-		return a + n + 1;
-	if (a[n] != '\0')
-		return NULL;
-	if (*i + 1 >= argc) {
-		*missing = 1;
-		return NULL;
-	}
-	return argv[++*i];
-}
-
-static int parse_view(const char *v, enum rd_view *out)
-{
-	for (int i = 0; i < RD_NVIEWS; i++)
-		if (!strcmp(v, rd_view_names[i])) {
-			*out = (enum rd_view)i;
-			return 0;
-		}
-	hp_err(SUBSYS,
-	       "invalid --view '%s' (want space, alloc_space, objects "
-	       "or alloc_objects)",
-	       v);
-	return -1;
+	return opt_parse_long(first, a) < 0 || opt_parse_long(comma + 1, b) < 0
+	               ? -1
+	               : 0;
 }
 
 struct raw_args {
@@ -186,9 +142,9 @@ static int parse_opt(int argc, char **argv, int *i, struct diff_opts *o,
 	const char *v;
 
 	if ((v = opt_value(argc, argv, i, "--view", &missing)))
-		return parse_view(v, &o->view);
+		return opt_parse_view(SUBSYS, v, &o->view);
 	if ((v = opt_value(argc, argv, i, "--top", &missing))) {
-		if (parse_long(v, &o->top) < 0 || o->top < 1) {
+		if (opt_parse_long(v, &o->top) < 0 || o->top < 1) {
 			hp_err(SUBSYS,
 			       "invalid --top '%s' (want a positive number)",
 			       v);
@@ -224,7 +180,7 @@ static int parse_opt(int argc, char **argv, int *i, struct diff_opts *o,
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
 		int bad = strchr(v, ',')
 		                  ? parse_pair(v, &r->pids[0], &r->pids[1])
-		                  : parse_long(v, &r->pids[0]);
+		                  : opt_parse_long(v, &r->pids[0]);
 		if (!strchr(v, ','))
 			r->pids[1] = r->pids[0];
 		if (bad < 0 || r->pids[0] <= 0 || r->pids[1] <= 0) {
@@ -254,7 +210,8 @@ static int split_operand(const char *op, const char **file, long *dump,
 
 	*file = op;
 	*own = NULL;
-	if (stat(op, &sb) == 0 || !at || at == op || parse_long(at + 1, &n) < 0)
+	if (stat(op, &sb) == 0 || !at || at == op ||
+	    opt_parse_long(at + 1, &n) < 0)
 		return 0;
 	if (n == 0) {
 		hp_err(SUBSYS,

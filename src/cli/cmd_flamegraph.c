@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "flamegraph/assets.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -49,7 +50,7 @@
 struct fg_opts {
 	const char *file;
 	const char *out;
-	int view;
+	enum rd_view view;
 };
 
 /* ---- buffered JSON writer ----------------------------------------------- */
@@ -876,20 +877,6 @@ static void fg_usage(FILE *f)
 	      f);
 }
 
-static int parse_view(const char *v, int *out)
-{
-	for (int i = 0; i < RD_NVIEWS; i++)
-		if (!strcmp(v, rd_view_names[i])) {
-			*out = i;
-			return 0;
-		}
-	hp_err(SUBSYS,
-	       "invalid --view '%s' (want space, alloc_space, objects or "
-	       "alloc_objects)",
-	       v);
-	return -1;
-}
-
 /* 0 ok, 1 --help printed, 2 usage error (message printed). */
 static int parse_args(int argc, char **argv, struct fg_opts *o)
 {
@@ -928,7 +915,7 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 			}
 			o->out = val;
 		} else if (is_view) {
-			if (parse_view(val, &o->view) < 0)
+			if (opt_parse_view(SUBSYS, val, &o->view) < 0)
 				return 2;
 		} else if (a[0] == '-' && a[1]) {
 			hp_err(SUBSYS, "unknown option '%s'", a);

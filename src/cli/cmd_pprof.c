@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "export/pprof.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -76,38 +77,6 @@ static void pprof_usage(FILE *f)
 	      f);
 }
 
-static int parse_long(const char *s, long *out)
-{
-	char *end;
-
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/* Value of option `name` at argv[*i] ("--x V" or "--x=V"); NULL if not it. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name,
-                             int *missing)
-{
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-
-	if (strncmp(a, name, n) != 0)
-		return NULL;
-	if (a[n] == '=')
-		return a + n + 1;
-	if (a[n] != '\0')
-		return NULL;
-	if (*i + 1 >= argc) {
-		*missing = 1;
-		return NULL;
-	}
-	return argv[++*i];
-}
-
 /* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
 static int parse_opt(int argc, char **argv, int *i, struct pprof_opts *o)
 {
@@ -124,7 +93,7 @@ static int parse_opt(int argc, char **argv, int *i, struct pprof_opts *o)
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "--dump", &missing))) {
-		if (parse_long(v, &o->dump) < 0 || o->dump == 0) {
+		if (opt_parse_long(v, &o->dump) < 0 || o->dump == 0) {
 			hp_err(SUBSYS,
 			       "invalid --dump '%s' (want 1 for the first "
 			       "dump, -1 for the last)",
@@ -134,7 +103,7 @@ static int parse_opt(int argc, char **argv, int *i, struct pprof_opts *o)
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
-		if (parse_long(v, &o->pid) < 0 || o->pid <= 0) {
+		if (opt_parse_long(v, &o->pid) < 0 || o->pid <= 0) {
 			hp_err(SUBSYS, "invalid --pid '%s'", v);
 			return -1;
 		}

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "layout/layout_v1.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -24,11 +25,7 @@
 
 #define SUBSYS "report"
 
-enum view { V_SPACE, V_ALLOC_SPACE, V_OBJECTS, V_ALLOC_OBJECTS, V_COUNT };
-
-static const char *const view_names[V_COUNT] = {"space", "alloc_space",
-                                                "objects", "alloc_objects"};
-static const char *const view_help[V_COUNT] = {
+static const char *const view_help[RD_NVIEWS] = {
         "allocated and not freed at the dump",
         "allocated since the start, freed or not",
         "objects allocated and not freed at the dump",
@@ -40,7 +37,7 @@ static const char *const view_help[V_COUNT] = {
 
 struct report_opts {
 	const char *file;
-	enum view view;
+	enum rd_view view;
 	long top;
 	long dump; /* 1-based; negative counts from the last; 0 = last */
 	int have_pid;
@@ -61,12 +58,6 @@ struct dump_sel {
 	size_t count, index; /* index is 1-based */
 	int64_t ts;
 	char reason[32];
-};
-
-/* Per leaf callsite of one heap: its values in the four views. */
-struct leaf {
-	int64_t callsite;
-	int64_t v[V_COUNT];
 };
 
 /* A function (name + module, or an unnamed frame) and its amounts. */
@@ -107,52 +98,6 @@ static void report_usage(FILE *f)
 	      f);
 }
 
-static int parse_long(const char *s, long *out)
-{
-	char *end;
-
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/* Value of option `name` at argv[*i] ("--x V" or "--x=V"); NULL if not it. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name,
-                             int *missing)
-{
-	size_t n = strlen(name);
-	const char *a = argv[*i];
-
-	if (strncmp(a, name, n) != 0)
-		return NULL;
-	if (a[n] == '=')
-		return a + n + 1;
-	if (a[n] != '\0')
-		return NULL;
-	if (*i + 1 >= argc) {
-		*missing = 1;
-		return NULL;
-	}
-	return argv[++*i];
-}
-
-static int parse_view(const char *v, enum view *out)
-{
-	for (int i = 0; i < V_COUNT; i++)
-		if (!strcmp(v, view_names[i])) {
-			*out = (enum view)i;
-			return 0;
-		}
-	hp_err(SUBSYS,
-	       "invalid --view '%s' (want space, alloc_space, objects "
-	       "or alloc_objects)",
-	       v);
-	return -1;
-}
-
 /* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
 static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
 {
@@ -160,9 +105,9 @@ static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
 	const char *v;
 
 	if ((v = opt_value(argc, argv, i, "--view", &missing)))
-		return parse_view(v, &o->view);
+		return opt_parse_view(SUBSYS, v, &o->view);
 	if ((v = opt_value(argc, argv, i, "--top", &missing))) {
-		if (parse_long(v, &o->top) < 0 || o->top < 1) {
+		if (opt_parse_long(v, &o->top) < 0 || o->top < 1) {
 			hp_err(SUBSYS,
 			       "invalid --top '%s' (want a positive "
 			       "number)",
@@ -172,7 +117,7 @@ static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "--dump", &missing))) {
-		if (parse_long(v, &o->dump) < 0 || o->dump == 0) {
+		if (opt_parse_long(v, &o->dump) < 0 || o->dump == 0) {
 			hp_err(SUBSYS,
 			       "invalid --dump '%s' (want 1 for the "
 			       "first dump, -1 for the last)",
@@ -182,7 +127,7 @@ static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
-		if (parse_long(v, &o->pid) < 0 || o->pid <= 0) {
+		if (opt_parse_long(v, &o->pid) < 0 || o->pid <= 0) {
 			hp_err(SUBSYS, "invalid --pid '%s'", v);
 			return -1;
 		}
@@ -200,7 +145,7 @@ static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
 static int parse_args(int argc, char **argv, struct report_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->view = V_SPACE;
+	o->view = RD_SPACE;
 	o->top = 10;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -242,9 +187,9 @@ static const char *basename_of(const char *path)
 	return s && s[1] ? s + 1 : path;
 }
 
-static char *fmt_value(char *buf, size_t len, enum view v, int64_t x)
+static char *fmt_value(char *buf, size_t len, enum rd_view v, int64_t x)
 {
-	if (v == V_SPACE || v == V_ALLOC_SPACE)
+	if (v == RD_SPACE || v == RD_ALLOC_SPACE)
 		return hp_fmt_bytes(buf, len, x);
 	snprintf(buf, len, "%" PRId64, x);
 	return buf;
@@ -372,53 +317,6 @@ static int select_dump(sqlite3 *db, const struct proc_info *p,
 	return 0;
 }
 
-/* Values per leaf callsite of heap at the dump.  Count or -1. */
-static ssize_t load_leaves(sqlite3 *db, int64_t upid, int64_t ts,
-                           const char *heap, struct leaf **out)
-{
-	sqlite3_stmt *st = NULL;
-	size_t n = 0, cap = 0;
-	struct leaf *a = NULL;
-	int rc = sqlite3_prepare_v2(
-	        db,
-	        "SELECT callsite_id, sum(size), sum(max(size, 0)), sum(count),"
-	        " sum(max(count, 0)) FROM heap_profile_allocation"
-	        " WHERE upid = ? AND ts <= ? AND heap_name = ?"
-	        " GROUP BY callsite_id",
-	        -1, &st, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, upid);
-		sqlite3_bind_int64(st, 2, ts);
-		sqlite3_bind_text(st, 3, heap, -1, SQLITE_STATIC);
-	}
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 256;
-			struct leaf *b = realloc(a, cap * sizeof(*b));
-			if (!b) {
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			a = b;
-		}
-		a[n].callsite = sqlite3_column_int64(st, 0);
-		for (int v = 0; v < V_COUNT; v++)
-			a[n].v[v] = sqlite3_column_int64(st, 1 + v);
-		n++;
-		rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		hp_err(SUBSYS, "reading allocations: %s",
-		       rc == SQLITE_NOMEM ? "out of memory"
-		                          : sqlite3_errmsg(db));
-		free(a);
-		return -1;
-	}
-	*out = a;
-	return (ssize_t)n;
-}
-
 /* ---- aggregation by function -------------------------------------------- */
 
 static void agg_free(struct agg *g)
@@ -472,7 +370,7 @@ static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
 
 /* Charge one stack's value to its leaf (self) and every function on it. */
 static int agg_stack(struct agg *g, const struct rd_stacks *s,
-                     const struct leaf *l, int64_t value, size_t stamp)
+                     const struct rd_sample *l, int64_t value, size_t stamp)
 {
 	const struct rd_callsite *c = rd_callsite_get(s, l->callsite);
 
@@ -513,7 +411,7 @@ static int agg_stack(struct agg *g, const struct rd_stacks *s,
 }
 
 static int agg_build(struct agg *g, const struct rd_stacks *s,
-                     const struct leaf *leaves, size_t n, enum view v)
+                     const struct rd_sample *leaves, size_t n, enum rd_view v)
 {
 	memset(g, 0, sizeof(*g));
 	hmap_init(&g->idx);
@@ -645,11 +543,11 @@ static void print_path(const struct rd_stacks *s, const struct fn *fn)
 
 /* Widths of the value and function columns for the first `rows` entries. */
 static void top_widths(const struct agg *g, const size_t *order, size_t rows,
-                       enum view v, int self, int *val_w, int *fn_w)
+                       enum rd_view v, int self, int *val_w, int *fn_w)
 {
 	char val[HP_FMT_BYTES_MAX], label[256];
 
-	*val_w = (int)strlen(view_names[v]);
+	*val_w = (int)strlen(rd_view_names[v]);
 	*fn_w = (int)strlen("function");
 	for (size_t i = 0; i < rows; i++) {
 		const struct fn *fn = &g->fns[order[i]];
@@ -664,7 +562,7 @@ static void top_widths(const struct agg *g, const size_t *order, size_t rows,
 }
 
 static void print_top(const struct rd_stacks *s, const struct agg *g,
-                      enum view v, int64_t total, long top, int self)
+                      enum rd_view v, int64_t total, long top, int self)
 {
 	size_t n = 0;
 	size_t *order = agg_order(g, self, &n);
@@ -677,7 +575,7 @@ static void print_top(const struct rd_stacks *s, const struct agg *g,
 	}
 	size_t rows = n < (size_t)top ? n : (size_t)top;
 	printf("\n  Top %ld by %s %s%s:\n", top, self ? "self" : "inclusive",
-	       view_names[v],
+	       rd_view_names[v],
 	       self ? " (the function that called the allocator)"
 	            : " (the function anywhere on the stack)");
 	top_widths(g, order, rows, v, self, &val_w, &fn_w);
@@ -685,7 +583,7 @@ static void print_top(const struct rd_stacks *s, const struct agg *g,
 		printf("    (none)\n");
 	else
 		printf("    %3s  %*s  %6s  %-*s  %s\n", "#", val_w,
-		       view_names[v], "%", fn_w, "function", "module");
+		       rd_view_names[v], "%", fn_w, "function", "module");
 	for (size_t i = 0; i < rows; i++) {
 		const struct fn *fn = &g->fns[order[i]];
 		int64_t x = self ? fn->self : fn->incl;
@@ -797,14 +695,14 @@ static void print_process_header(sqlite3 *db, const struct proc_info *p)
 	       stat_get(db, p->upid, "reentrant_skipped"));
 }
 
-static void print_totals(const char *heap, const int64_t t[V_COUNT])
+static void print_totals(const char *heap, const int64_t t[RD_NVIEWS])
 {
 	char b[HP_FMT_BYTES_MAX];
 
 	printf("  heap %s at this dump:\n", heap);
-	for (int v = 0; v < V_COUNT; v++)
-		printf("    %-14s %-26s %s\n", view_names[v],
-		       fmt_value(b, sizeof(b), (enum view)v, t[v]),
+	for (int v = 0; v < RD_NVIEWS; v++)
+		printf("    %-14s %-26s %s\n", rd_view_names[v],
+		       fmt_value(b, sizeof(b), (enum rd_view)v, t[v]),
 		       view_help[v]);
 }
 
@@ -923,7 +821,7 @@ static void print_memory(const struct mem_row *m, int64_t space, int exact)
 
 struct heap_totals {
 	char *name;
-	int64_t t[V_COUNT];
+	int64_t t[RD_NVIEWS];
 };
 
 /* Heaps with rows up to ts, libc.malloc first, with their totals. */
@@ -952,7 +850,7 @@ static ssize_t load_heaps(sqlite3 *db, int64_t upid, int64_t ts,
 		}
 		h = a;
 		h[n].name = col_dup(st, 0);
-		for (int v = 0; v < V_COUNT; v++)
+		for (int v = 0; v < RD_NVIEWS; v++)
 			h[n].t[v] = sqlite3_column_int64(st, 1 + v);
 		n++;
 		rc = SQLITE_OK;
@@ -975,16 +873,17 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
                        const struct proc_info *p, const struct dump_sel *d,
                        const struct heap_totals *h, const struct report_opts *o)
 {
-	struct leaf *leaves = NULL;
+	struct rd_sample *leaves = NULL;
 	struct agg g;
-	ssize_t n = load_leaves(db, p->upid, d->ts, h->name, &leaves);
+	size_t n;
 
-	if (n < 0)
+	if (reader_load_samples(db, SUBSYS, p->upid, h->name, d->ts, &leaves,
+	                        &n) < 0)
 		return -1;
-	int err = agg_build(&g, s, leaves, (size_t)n, o->view);
+	int err = agg_build(&g, s, leaves, n, o->view);
 	if (!err) {
 		printf("\n  Heap %s, view %s: %s\n", h->name,
-		       view_names[o->view], view_help[o->view]);
+		       rd_view_names[o->view], view_help[o->view]);
 		print_top(s, &g, o->view, h->t[o->view], o->top, 1);
 		print_top(s, &g, o->view, h->t[o->view], o->top, 0);
 	}
@@ -1028,7 +927,7 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	int64_t malloc_space = 0;
 	for (ssize_t i = 0; i < nheaps; i++)
 		if (heaps[i].name && !strcmp(heaps[i].name, "libc.malloc"))
-			malloc_space = heaps[i].t[V_SPACE];
+			malloc_space = heaps[i].t[RD_SPACE];
 	print_memory(&mem, malloc_space, p->interval == 1);
 	print_warnings(db, p);
 	for (ssize_t i = 0; !err && i < nheaps; i++)

@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/options.h"
+#include "util/err.h"
 
 int opt_parse_u64(const char *cmd, const char *what, const char *s,
                   uint64_t min, uint64_t max, uint64_t *out)
@@ -33,5 +35,50 @@ int opt_parse_u64(const char *cmd, const char *what, const char *s,
 	}
 	fprintf(stderr, "heapprof: %s: invalid %s '%s': %s\n", cmd, what,
 	        s ? s : "", why);
+	return -1;
+}
+
+const char *opt_value(int argc, char **argv, int *i, const char *name,
+                      int *missing)
+{
+	size_t n = strlen(name);
+	const char *a = argv[*i];
+
+	if (strncmp(a, name, n) != 0)
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n] != '\0')
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = 1;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+int opt_parse_long(const char *s, long *out)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int opt_parse_view(const char *cmd, const char *v, enum rd_view *out)
+{
+	for (int i = 0; i < RD_NVIEWS; i++)
+		if (!strcmp(v, rd_view_names[i])) {
+			*out = (enum rd_view)i;
+			return 0;
+		}
+	hp_err(cmd,
+	       "invalid --view '%s' (want space, alloc_space, objects or "
+	       "alloc_objects)",
+	       v);
 	return -1;
 }

@@ -10,54 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/known_cxx"
 
-# ---------------------------------------------------------------------------
-# Expected views for progs/known.c, as
-#   FUNC ALLOC_OBJECTS ALLOC_SPACE OBJECTS SPACE
-# (alloc_* = sum of the positive rows; objects/space = sum of all rows).
-#
-# do_malloc          100 x malloc(1000), 40 freed:
-#                    100, 100*1000 = 100000; 60, 60*1000 = 60000
-# do_calloc          50 x calloc(10, 300) = 3000 B each, all freed:
-#                    50, 150000; 0, 0
-# do_realloc         malloc(1000), then realloc to 2000 .. 10000 (9 reallocs,
-#                    each a free of the old block and an allocation of the
-#                    new size): 10 allocations, 1000+2000+..+10000 = 55000;
-#                    9 frees of 1000..9000 = 45000; live 1 block, 10000
-# do_reallocarray    reallocarray(NULL,10,100) = 1000, reallocarray(p,20,100)
-#                    = free 1000 + 2000, free: 2, 3000; 0, 0
-# do_realloc_edge    realloc(NULL,500); realloc to 3000; shrink to 1000; a
-#                    failing realloc(p, huge) changes nothing; realloc(p, 0)
-#                    frees: 3, 500+3000+1000 = 4500; 0, 0
-# do_failed_alloc    only allocations that fail (huge sizes, alignment 3):
-#                    no rows at all
-# do_posix_memalign  20 x posix_memalign(64, 4096), 10 freed:
-#                    20, 81920; 10, 40960
-# do_aligned_alloc   4 x aligned_alloc(256, 512), all freed: 4, 2048; 0, 0
-# do_memalign        3 x memalign(128, 1000), live: 3, 3000; 3, 3000
-# do_valloc          2 x valloc(5000), 1 freed: 2, 10000; 1, 5000
-# thread_alloc       thread i = 0..3: 10(i+1) x malloc(100(i+1)):
-#                    counts 10+20+30+40 = 100,
-#                    bytes 10*100+20*200+30*300+40*400 = 30000;
-#                    each thread frees its first half: 5+10+15+20 = 50 blocks,
-#                    500+2000+4500+8000 = 15000 B; main frees one more per
-#                    thread: 4 blocks, 100+200+300+400 = 1000 B;
-#                    live 100-54 = 46, 30000-16000 = 14000
-# deep_alloc         3 x malloc(777), live: 3, 2331; 3, 2331
-# do_pvalloc         2 x pvalloc(100), both freed: 2 objects, 0 live; its
-#                    size is 100 requested or a page usable: checked apart.
-KNOWN_EXPECT="
-do_malloc 100 100000 60 60000
-do_calloc 50 150000 0 0
-do_realloc 10 55000 1 10000
-do_reallocarray 2 3000 0 0
-do_realloc_edge 3 4500 0 0
-do_posix_memalign 20 81920 10 40960
-do_aligned_alloc 4 2048 0 0
-do_memalign 3 3000 3 3000
-do_valloc 2 10000 1 5000
-thread_alloc 100 30000 46 14000
-deep_alloc 3 2331 3 2331
-"
+# Expected views for progs/known.c: KNOWN_EXPECT in helpers.sh.
 # Functions that never call the allocator themselves: no rows as a leaf.
 # do_failed_alloc calls it, but every call fails.
 KNOWN_NOT_LEAF="main do_threads thread_main do_deep recurse do_failed_alloc"

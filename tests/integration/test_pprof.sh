@@ -13,20 +13,7 @@ t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/known_cxx" \
 	"$PROGS/waiter"
 
-# Same as test_exact.sh: FUNC ALLOC_OBJECTS ALLOC_SPACE OBJECTS SPACE.
-KNOWN_EXPECT="
-do_malloc 100 100000 60 60000
-do_calloc 50 150000 0 0
-do_realloc 10 55000 1 10000
-do_reallocarray 2 3000 0 0
-do_realloc_edge 3 4500 0 0
-do_posix_memalign 20 81920 10 40960
-do_aligned_alloc 4 2048 0 0
-do_memalign 3 3000 3 3000
-do_valloc 2 10000 1 5000
-thread_alloc 100 30000 46 14000
-deep_alloc 3 2331 3 2331
-"
+# Expected views of known: KNOWN_EXPECT in helpers.sh.
 
 # go tool pprof, bounded, with its caches in the test's temp dir.  GO_OK=0
 # when Go is missing: the checks that need it are skipped.
