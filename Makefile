@@ -23,7 +23,7 @@ CLI_LIBS   := -lsqlite3 -ldw -ldebuginfod -lelf -lz -lprotobuf-c -ledit -lm -lst
 LAYOUT_SRCS := $(wildcard src/layout/*.c)
 CLIENT_SRCS := $(wildcard src/client/*.c) $(LAYOUT_SRCS)
 CLI_SRCS    := $(wildcard src/cli/*.c src/collector/*.c src/profile/*.c \
-                 src/symbolize/*.c src/util/*.c src/export/*.c \
+                 src/symbolize/*.c src/util/*.c src/export/*.c src/daemon/*.c \
                  src/flamegraph/*.c) $(LAYOUT_SRCS)
 
 # pprof's profile.proto, compiled by protoc-c into the build dir.
@@ -48,7 +48,7 @@ EXAMPLE_BINS := $(BUILD)/examples/demo
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all deps test-deps test unit integration demo bench install clean format check-format
-all: $(BUILD)/heapprof $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
+all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
 
 deps:
 	@scripts/deps.sh
@@ -85,6 +85,10 @@ $(BUILD)/libheapprof.so: $(CLIENT_OBJS) src/client/libheapprof.map
 
 $(BUILD)/heapprof: $(CLI_OBJS)
 	$(CC) -o $@ $(CLI_OBJS) $(SAN) $(CLI_LIBS)
+
+# heapprofd is the same program: main() runs the daemon under that name.
+$(BUILD)/heapprofd: $(BUILD)/heapprof
+	ln -sf heapprof $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h
 	@mkdir -p $(dir $@)
@@ -131,6 +135,7 @@ bench: deps all $(BENCH_BINS)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
 	install -m 755 $(BUILD)/heapprof $(DESTDIR)$(PREFIX)/bin/heapprof
+	ln -sf heapprof $(DESTDIR)$(PREFIX)/bin/heapprofd
 	install -m 755 $(BUILD)/libheapprof.so $(DESTDIR)$(PREFIX)/lib/libheapprof.so
 
 format:

@@ -85,6 +85,8 @@ enum hp_table {
 	HP_TAB_STRINGS,     /* bytes: module paths, NUL terminated */
 	HP_TAB_HEAPS,       /* struct hp_heap_v1 [HP_MAX_HEAPS] */
 	HP_TAB_LIVE_FILL,   /* uint8 per live bucket: slots in use */
+	HP_TAB_STACK_MAX,   /* struct hp_stack_max_v1, parallel to STACKS;
+	                       capacity 0 unless HP_CFG_TRACK_MAX */
 	HP_TAB_COUNT = 16
 };
 
@@ -118,6 +120,12 @@ _Static_assert(sizeof(struct hp_memstat_v1) == 64, "hp_memstat_v1 size");
 
 #define HP_MEMSTAT_RSS    1u /* rss, rss_anon valid */
 #define HP_MEMSTAT_MALLOC 2u /* malloc_* valid (glibc mallinfo2) */
+
+/* header.config_flags */
+#define HP_CFG_FOLLOW_FORK  0x1u /* a forked child asks for its own region */
+#define HP_CFG_TRACK_MAX    0x2u /* keep the state at the peak of live bytes */
+#define HP_CFG_ADAPTIVE     0x4u /* double the interval when tables fill */
+#define HP_CFG_BLOCK_CLIENT 0x8u /* wait for the collector, see LAYOUT.md */
 
 /*
  * The region header, at offset 0.  Written once by the collector before it
@@ -153,7 +161,28 @@ struct hp_header_v1 {
 	_Atomic uint64_t counters[HP_CTR_COUNT];
 	_Atomic uint64_t attach_time_ns; /* CLOCK_BOOTTIME at client attach */
 	struct hp_memstat_v1 memstat;
-	uint8_t reserved[72];
+
+	/* Session options, chosen by the collector (carved from reserved
+	 * bytes: a reader that predates them sees zeros = all off). */
+	uint32_t config_flags;           /* HP_CFG_* */
+	uint32_t adaptive_threshold_pct; /* table fill that doubles the
+	                                    interval (HP_CFG_ADAPTIVE) */
+	uint64_t adaptive_max_interval;  /* bytes; the interval never grows
+	                                    past it */
+	uint32_t block_timeout_ms;       /* HP_CFG_BLOCK_CLIENT */
+	uint32_t reserved_cfg;
+
+	/* Written by the client. */
+	_Atomic uint64_t current_interval; /* interval in use; 0 = the
+	                                      configured sampling_interval */
+	/* HP_CFG_TRACK_MAX (--dump-at-max): charged bytes live now, the
+	 * peak, the peak's epoch (raised at every new peak; starts at 1) and
+	 * its time (CLOCK_BOOTTIME).  See struct hp_stack_max_v1. */
+	_Atomic uint64_t live_bytes;
+	_Atomic uint64_t max_live_bytes;
+	_Atomic uint64_t max_epoch;
+	_Atomic uint64_t max_ts_ns;
+	uint8_t reserved[8];
 };
 _Static_assert(sizeof(struct hp_header_v1) % 64 == 0, "header 64-aligned");
 _Static_assert(sizeof(struct hp_header_v1) == 768, "hp_header_v1 size");
@@ -184,6 +213,23 @@ _Static_assert(sizeof(struct hp_stack_v1) == 96, "hp_stack_v1 size");
 #define HP_STACK_TRUNCATED 0x1u     /* more frames than max_frames */
 #define HP_STACK_OVERFLOW  0x2u     /* stack id 0: stands for "table full" */
 #define HP_OBJ_FP_ONE      65536ull /* 1.0 in 16.16 fixed point */
+
+/*
+ * The state of one stack at the peak of live bytes (HP_CFG_TRACK_MAX),
+ * parallel to the stack table and kept lazily: before the client changes a
+ * stack's counters it compares the stack's `epoch` with header.max_epoch;
+ * when they differ it first copies the current counters here and stores
+ * the header's epoch.  A reader then takes, per stack, these values when
+ * epoch == header.max_epoch (the stack changed after the peak) and the
+ * stack's current counters otherwise (it has not changed since the peak).
+ */
+struct hp_stack_max_v1 {
+	_Atomic uint64_t epoch;
+	uint64_t alloc_count, alloc_bytes, alloc_objects_fp;
+	uint64_t free_count, free_bytes, free_objects_fp;
+	uint64_t reserved;
+};
+_Static_assert(sizeof(struct hp_stack_max_v1) == 64, "hp_stack_max_v1 size");
 
 /*
  * A live sampled allocation.  Keys (addresses) live in their own array so a

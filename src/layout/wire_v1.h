@@ -20,7 +20,31 @@
 
 enum hp_hello_flags {
 	HP_HELLO_AT_STARTUP = 0x1, /* sent from the library constructor */
+	HP_HELLO_LATE = 0x2,       /* answering HP_ATTACH_SIGNAL */
+	/* Already profiled by a collector that is still connected: the
+	 * hello only tells the daemon so (a second session is refused for
+	 * this process, rejected_concurrent); no region is wanted. */
+	HP_HELLO_BUSY = 0x4,
+	HP_HELLO_FORK_CHILD = 0x8, /* from a forked child (HP_CFG_FOLLOW_FORK);
+	                              ppid is the profiled parent */
 };
+
+/*
+ * The per-user daemon's socket: $XDG_RUNTIME_DIR/heapprof/heapprofd.sock,
+ * or /tmp/heapprof-<uid>/heapprofd.sock without XDG_RUNTIME_DIR.  The
+ * directory is 0700 and owned by the uid.  See src/layout/paths.c.
+ */
+#define HP_DAEMON_SOCK_NAME "heapprofd.sock"
+
+/*
+ * The signal a daemon sends to a running process that has the client
+ * loaded, to make it connect (late attach).  A real-time signal whose
+ * default action would kill a process without the client: the daemon only
+ * sends it to processes whose /proc/PID/status shows it caught (SigCgt)
+ * and whose maps hold libheapprof.  The client installs its handler only
+ * if the program has not taken the signal itself.
+ */
+#define HP_ATTACH_SIGNAL 60
 
 struct hp_hello {
 	uint32_t magic;          /* HP_WIRE_MAGIC */

@@ -73,6 +73,13 @@ struct prof_dump {
 	uint64_t counters[HP_CTR_COUNT]; /* from the region header */
 	uint32_t client_state, stop_reason;
 	struct prof_memory memory;
+	/* The interval the client samples with now (adaptive sampling may
+	 * have raised it); 0 = the process's configured interval. */
+	uint64_t interval_used;
+	/* --dump-at-max: the stacks hold the state at the peak of live bytes,
+	 * reached at max_ts_ns with max_live_bytes charged bytes live. */
+	int at_max;
+	uint64_t max_ts_ns, max_live_bytes;
 };
 
 struct prof_process {
@@ -85,6 +92,16 @@ struct prof_process {
 	uint64_t shmem_size;
 	int from_startup;
 	uint64_t start_ts_ns; /* CLOCK_BOOTTIME */
+	/* How the session came to profile it: "command" (record -- CMD),
+	 * "pid" (-p), "name" (-n), "fork" (--follow-fork), "exec"
+	 * (--follow-exec).  NULL = "command". */
+	const char *how;
+	int ppid;            /* 0 if unknown */
+	uint64_t session_id; /* daemon's session id; 0 for record -- CMD */
+	/* A second session's row for a process another session profiles:
+	 * nothing is recorded for it (it has no dumps). */
+	int rejected_concurrent;
+	const char *note; /* why it was not profiled, or NULL */
 };
 
 struct prof_process_end {

@@ -1,0 +1,88 @@
+/*
+ * A recording session's configuration: what `heapprof record` takes from
+ * its command line, from a text config (-c FILE, -c -) and prints with
+ * --print-config.  Field names in the text form follow Perfetto's
+ * HeapprofdConfig where one exists (docs/CONFIG.md).
+ */
+#ifndef HEAPPROF_CONFIG_H
+#define HEAPPROF_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "layout/layout_v1.h"
+
+#define CFG_MAX_PIDS  1024
+#define CFG_MAX_NAMES 64
+#define CFG_MAX_HEAPS HP_MAX_HEAPS
+
+struct session_config {
+	/* Sampling and stacks. */
+	uint64_t interval;    /* bytes, 1 = every allocation; default 4096 */
+	uint32_t unwind_mode; /* enum hp_unwind_mode */
+	uint32_t max_frames;  /* 1..HP_MAX_FRAMES */
+	uint64_t shmem_size;  /* 0: collector_default_shmem(interval) */
+
+	/* Targets: a command (argv, NULL-terminated), or pids and names. */
+	char **argv;
+	int pids[CFG_MAX_PIDS];
+	int npids;
+	char *names[CFG_MAX_NAMES];
+	int nnames;
+	bool no_startup; /* -n: do not take processes that start later */
+	bool no_running; /* -n: do not take processes running now */
+	bool follow_fork;
+	bool follow_exec;
+
+	/* Session. */
+	const char *output;   /* NULL: heapprof.<name>.<pid>.db */
+	uint64_t duration_ms; /* -d; 0: until the targets are gone / Ctrl-C */
+
+	/* Dumps. */
+	uint64_t dump_interval_ms; /* 0: no continuous dumps */
+	uint64_t dump_phase_ms;    /* first continuous dump after this */
+	bool dump_at_max;          /* dumps show the state at the peak */
+
+	/* Shared memory. */
+	bool block_client;
+	uint32_t block_timeout_ms; /* default 1000 */
+	bool adaptive;             /* double the interval when tables fill */
+	uint32_t adaptive_threshold_pct; /* default 90 */
+	uint64_t adaptive_max_interval;  /* 0: 64 * interval */
+
+	/* Heaps (custom allocator API, issue 5; libc.malloc by default). */
+	char *heaps[CFG_MAX_HEAPS];
+	int nheaps;
+	bool all_heaps;
+	char *exclude_heaps[CFG_MAX_HEAPS];
+	int nexclude_heaps;
+	uint64_t heap_intervals[CFG_MAX_HEAPS]; /* parallel to heaps; 0 =
+	                                           the session's interval */
+	int nheap_intervals;
+};
+
+/* Defaults: interval 4096, dwarf, 64 frames, block timeout 1000 ms,
+ * adaptive threshold 90%. */
+void config_defaults(struct session_config *c);
+
+/*
+ * Reads a text config from f (named `what` in messages, e.g. the file name
+ * or "<stdin>") on top of c.  On error prints one line
+ * "heapprof: record: config WHAT:LINE: field 'F': REASON" and returns -1.
+ */
+int config_read(struct session_config *c, FILE *f, const char *what);
+/* Loads a file ("-" is stdin) with config_read. */
+int config_load(struct session_config *c, const char *path);
+
+/* Checks cross-field rules (e.g. -p with a command, names too long);
+ * prints one line naming the field and returns -1 on error. */
+int config_check(const struct session_config *c);
+
+/* Writes c as a text config that config_read reads back to the same c. */
+void config_print(const struct session_config *c, FILE *f);
+
+/* Frees the strings config_read/strdup'd (names, heaps, argv copies). */
+void config_free(struct session_config *c);
+
+#endif
