@@ -74,4 +74,23 @@ struct hp_welcome {
 };
 _Static_assert(sizeof(struct hp_welcome) == 56, "hp_welcome size");
 
+/*
+ * After the welcome, a client may send these on its connection (all other
+ * bytes are a protocol error).  HP_CMSG_GROW (--block-client): a table of
+ * the current region is full; arg is the enum hp_table.  The collector
+ * answers with an hp_welcome: ACCEPT with a new, larger region's fd (new
+ * samples go there; the old region stays mapped and is still read), or
+ * ERROR when it cannot make room.
+ */
+enum hp_client_msg_type {
+	HP_CMSG_GROW = 1,
+};
+
+struct hp_client_msg {
+	uint32_t magic; /* HP_WIRE_MAGIC */
+	uint32_t type;  /* hp_client_msg_type */
+	uint64_t arg;
+};
+_Static_assert(sizeof(struct hp_client_msg) == 16, "hp_client_msg size");
+
 #endif
