@@ -1,510 +1,523 @@
 /*
- * heapprof record: run a command with the client preloaded and an embedded
- * collector, write the profile, exit with the command's status.
+ * heapprof record: the command line of a recording session.
  *
- * The child is forked first and waits on a pipe until the profile file
- * exists (its default name holds the child's pid), so a bad -o fails before
- * the program runs.  Signals are read through a signalfd: SIGUSR1 adds a
- * dump, SIGCHLD ends the session, SIGTERM/SIGHUP/SIGQUIT and a SIGINT sent
- * by another process are passed on to the program (a Ctrl-C from the
- * terminal reaches it directly).
+ * Options are applied left to right into one struct session_config, so
+ * `-c FILE` reads a config on top of what came before and later flags
+ * override it; the result is checked once (config_check) and either
+ * printed (--print-config) or run (session.c).  Every bad value is one
+ * line naming the flag and the reason, and exit status 2, before anything
+ * runs.
  */
+#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <libgen.h>
-#include <limits.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdbool.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/options.h"
-#include "collector/collector.h"
-#include "layout/wire_v1.h"
+#include "cli/config.h"
+#include "cli/session.h"
+#include "layout/region.h"
 
-struct record_args {
-	struct collector_opts opts;
-	const char *output;
-	char **argv;
-};
+#define PFX "heapprof: record: "
 
 static void record_usage(FILE *f)
 {
 	fputs("usage: heapprof record [options] [--] CMD [ARGS...]\n"
+	      "       heapprof record [options] -p PID[,PID...] | -n "
+	      "NAME[,NAME...]\n"
 	      "\n"
-	      "Runs CMD under the heap profiler and writes a profile database\n"
-	      "(default heapprof.<cmd>.<pid>.db). Exits with CMD's status.\n"
-	      "SIGUSR1 to heapprof adds a dump; one dump is written at the "
-	      "end.\n"
+	      "Runs CMD under the heap profiler (no daemon needed), or "
+	      "profiles\n"
+	      "processes that have libheapprof loaded through the heapprofd "
+	      "daemon\n"
+	      "(start it with 'heapprofd' or 'heapprof daemon').  Writes one "
+	      "profile\n"
+	      "database: heapprof.<cmd>.<pid>.db for CMD, "
+	      "heapprof.<first name or\n"
+	      "pid>.<record's pid>.db for -p/-n.  With CMD, exits with CMD's "
+	      "status;\n"
+	      "with -p/-n, 0 when at least one process was profiled, else "
+	      "1.\n"
 	      "\n"
-	      "options:\n"
+	      "targets:\n"
+	      "  -p, --pid PID[,PID]    running processes (repeatable)\n"
+	      "  -n, --name NAME[,NAME] processes by name (comm or argv[0]; "
+	      "repeatable):\n"
+	      "                         running ones and ones that start "
+	      "during the\n"
+	      "                         session (these are profiled from "
+	      "startup)\n"
+	      "      --no-startup       -n: not the ones that start later\n"
+	      "      --no-running       -n: not the ones running now\n"
+	      "      --follow-fork      also profile children the targets "
+	      "fork\n"
+	      "      --follow-exec      keep profiling a target after it "
+	      "execs (new row)\n"
+	      "\n"
+	      "session:\n"
+	      "  -d, --duration SECONDS end after this long (decimals "
+	      "allowed).  With\n"
+	      "                         CMD the program runs on unprofiled "
+	      "and record\n"
+	      "                         still waits for it.  -p/-n sessions "
+	      "also end at\n"
+	      "                         Ctrl-C/SIGTERM, or when every target "
+	      "is gone\n"
+	      "                         (-n without --no-startup waits for "
+	      "new ones)\n"
+	      "  -o, --output FILE      profile to write\n"
+	      "  -c, --config FILE      read a text config (- = stdin); "
+	      "later flags\n"
+	      "                         override it\n"
+	      "      --print-config     print the session as a text config "
+	      "and exit\n"
+	      "\n"
+	      "dumps (one is always written at the end; SIGUSR1 to record, "
+	      "SIGUSR1 to\n"
+	      "heapprofd and 'heapprof dump' add one):\n"
+	      "      --dump-interval MS a dump every MS milliseconds\n"
+	      "      --dump-phase MS    the first of them after MS (default: "
+	      "one interval)\n"
+	      "      --dump-at-max      every dump shows the peak of live "
+	      "bytes so far\n"
+	      "\n"
+	      "sampling and memory:\n"
 	      "  -i, --interval BYTES   mean sampling interval (default "
 	      "4096);\n"
 	      "                         1 records every allocation exactly\n"
-	      "  -o, --output FILE      profile to write\n"
 	      "      --unwind MODE      dwarf (default, works without frame\n"
 	      "                         pointers) or fp (faster, needs them)\n"
 	      "      --max-frames N     deepest stack kept, 1..256 (default "
 	      "64)\n"
 	      "      --shmem-size BYTES shared region per process (default\n"
 	      "                         64 MiB, 512 MiB with -i 1)\n"
+	      "      --block-client[=MS] when the region is full, the "
+	      "program waits up\n"
+	      "                         to MS (default 1000) for a larger "
+	      "one instead\n"
+	      "                         of dropping samples\n"
+	      "      --adaptive[=T]     when tables are T full (fraction or "
+	      "percent,\n"
+	      "                         default 0.9) double the interval\n"
+	      "      --adaptive-max-interval BYTES  ... up to this (default "
+	      "64 x -i)\n"
+	      "\n"
+	      "heaps (only libc.malloc exists until the custom allocator "
+	      "API):\n"
+	      "      --heaps A,B        profile these heaps\n"
+	      "      --all-heaps        every heap\n"
+	      "      --exclude-heaps A,B  with --all-heaps: not these\n"
+	      "      --heap-intervals N,M  per --heaps entry, its interval\n"
 	      "  -h, --help             this text\n",
 	      f);
 }
 
-static int parse_args(int argc, char **argv, struct record_args *a)
+static int bad(const char *flag, const char *val, const char *why)
 {
-	enum { OPT_UNWIND = 256, OPT_MAXF, OPT_SHMEM };
-	static const struct option longopts[] = {
-	        {"interval", required_argument, NULL, 'i'},
-	        {"output", required_argument, NULL, 'o'},
-	        {"unwind", required_argument, NULL, OPT_UNWIND},
-	        {"max-frames", required_argument, NULL, OPT_MAXF},
-	        {"shmem-size", required_argument, NULL, OPT_SHMEM},
-	        {"help", no_argument, NULL, 'h'},
-	        {NULL, 0, NULL, 0},
-	};
-	a->opts.interval = 4096;
-	a->opts.unwind_mode = HP_UNWIND_DWARF;
-	a->opts.max_frames = HP_DEFAULT_FRAMES;
-	optind = 1;
-	opterr = 0;
-	int c;
+	fprintf(stderr, PFX "invalid %s '%s': %s\n", flag, val, why);
+	return 2;
+}
+
+/* A whole decimal number in [min, max]; 0 or 2 (message printed). */
+static int parse_u64(const char *flag, const char *s, uint64_t min,
+                     uint64_t max, uint64_t *out)
+{
+	char why[96];
+	if (!*s)
+		return bad(flag, s, "empty value");
+	if (*s == '-')
+		return bad(flag, s, "must be positive");
+	if (!isdigit((unsigned char)*s))
+		return bad(flag, s, "not a number");
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end)
+		return bad(flag, s, "not a number");
+	if (errno == ERANGE || v > max || v < min) {
+		snprintf(why, sizeof(why), "out of range: %llu to %llu",
+		         (unsigned long long)min, (unsigned long long)max);
+		return bad(flag, s, why);
+	}
+	*out = v;
+	return 0;
+}
+
+/* -d SECONDS: a positive decimal, at least a millisecond. */
+static int parse_seconds(const char *flag, const char *s, uint64_t *ms)
+{
+	if (!*s)
+		return bad(flag, s, "empty value");
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (*end || end == s || !isdigit((unsigned char)*s))
+		return bad(flag, s, "not a number of seconds");
+	if (!isfinite(v) || errno == ERANGE || v * 1000.0 > (double)CFG_MS_MAX)
+		return bad(flag, s, "too long: at most 100 days");
+	uint64_t m = (uint64_t)llround(v * 1000.0);
+	if (m == 0)
+		return bad(flag, s, "too short: at least 0.001 s");
+	*ms = m;
+	return 0;
+}
+
+/* --adaptive=T: a fraction (0.9) or a percentage (90%). */
+static int parse_threshold(const char *flag, const char *s, uint32_t *pct)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	bool percent = *end == '%' && end[1] == '\0';
+	if (end == s || (*end && !percent) || !isfinite(v) ||
+	    !isdigit((unsigned char)*s))
+		return bad(flag, s,
+		           "want a fraction (0.9) or a percentage "
+		           "(90%)");
+	if (!percent)
+		v *= 100.0;
+	if (v <= 0.0 || v > 100.0 + 1e-9)
+		return bad(flag, s,
+		           "out of range: above 0 and at most 1 "
+		           "(100%)");
+	long r = lround(v);
+	*pct = (uint32_t)(r < 1 ? 1 : r);
+	return 0;
+}
+
+/* Calls add(item) for each comma-separated item of list. */
+static int each_item(const char *flag, const char *list,
+                     int (*add)(struct session_config *, const char *,
+                                const char *),
+                     struct session_config *c)
+{
+	char *copy = strdup(list);
+	if (!copy)
+		return bad(flag, list, "out of memory");
+	int rc = 0;
+	char *p = copy;
+	for (;;) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		if (!*p) {
+			rc = bad(flag, list, "empty item in the list");
+			break;
+		}
+		rc = add(c, flag, p);
+		if (rc || !comma)
+			break;
+		p = comma + 1;
+	}
+	free(copy);
+	return rc;
+}
+
+static int add_pid(struct session_config *c, const char *flag, const char *s)
+{
 	uint64_t v;
-	while ((c = getopt_long(argc, argv, "+i:o:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			if (opt_parse_u64("record", "interval", optarg, 1,
-			                  1ull << 40, &v))
-				return 2;
-			a->opts.interval = v;
-			break;
-		case 'o':
-			if (!*optarg) {
-				fprintf(stderr, "heapprof: record: empty "
-				                "output file name\n");
-				return 2;
-			}
-			a->output = optarg;
-			break;
-		case OPT_UNWIND:
-			if (!strcmp(optarg, "dwarf"))
-				a->opts.unwind_mode = HP_UNWIND_DWARF;
-			else if (!strcmp(optarg, "fp"))
-				a->opts.unwind_mode = HP_UNWIND_FP;
-			else {
-				fprintf(stderr,
-				        "heapprof: record: invalid unwind mode "
-				        "'%s': use dwarf or fp\n",
-				        optarg);
-				return 2;
-			}
-			break;
-		case OPT_MAXF:
-			if (opt_parse_u64("record", "max-frames", optarg, 1,
-			                  HP_MAX_FRAMES, &v))
-				return 2;
-			a->opts.max_frames = (uint32_t)v;
-			break;
-		case OPT_SHMEM:
-			if (opt_parse_u64("record", "shmem-size", optarg,
-			                  HP_REGION_MIN_SIZE, 1ull << 40, &v))
-				return 2;
-			a->opts.shmem_size = v;
-			break;
-		case 'h':
-			record_usage(stdout);
-			return 0;
-		case '?':
-		default:
-			if (optopt && optopt < 256)
-				fprintf(stderr,
-				        "heapprof: record: unknown or "
-				        "incomplete "
-				        "option '-%c'\n",
-				        optopt);
-			else
-				fprintf(stderr,
-				        "heapprof: record: unknown or "
-				        "incomplete "
-				        "option '%s'\n",
-				        argv[optind - 1]);
+	if (parse_u64(flag, s, 1, CFG_PID_MAX, &v))
+		return 2;
+	const char *why = config_add_pid(c, (long)v);
+	return why ? bad(flag, s, why) : 0;
+}
+
+static int add_name(struct session_config *c, const char *flag, const char *s)
+{
+	const char *why = config_add_name(c, s);
+	return why ? bad(flag, s, why) : 0;
+}
+
+static int add_heap(struct session_config *c, const char *flag, const char *s)
+{
+	const char *why = config_add_heap(c, s);
+	return why ? bad(flag, s, why) : 0;
+}
+
+static int add_exclude(struct session_config *c, const char *flag,
+                       const char *s)
+{
+	const char *why = config_add_exclude_heap(c, s);
+	return why ? bad(flag, s, why) : 0;
+}
+
+static int add_heap_interval(struct session_config *c, const char *flag,
+                             const char *s)
+{
+	uint64_t v;
+	if (parse_u64(flag, s, 1, CFG_INTERVAL_MAX, &v))
+		return 2;
+	if (c->nheap_intervals >= (int)CFG_MAX_HEAPS)
+		return bad(flag, s, "too many: at most 64");
+	c->heap_intervals[c->nheap_intervals++] = v;
+	return 0;
+}
+
+enum {
+	OPT_UNWIND = 256,
+	OPT_MAXF,
+	OPT_SHMEM,
+	OPT_NO_STARTUP,
+	OPT_NO_RUNNING,
+	OPT_FOLLOW_FORK,
+	OPT_FOLLOW_EXEC,
+	OPT_DUMP_INTERVAL,
+	OPT_DUMP_PHASE,
+	OPT_DUMP_AT_MAX,
+	OPT_BLOCK,
+	OPT_ADAPTIVE,
+	OPT_ADAPTIVE_MAX,
+	OPT_HEAPS,
+	OPT_ALL_HEAPS,
+	OPT_EXCLUDE_HEAPS,
+	OPT_HEAP_INTERVALS,
+	OPT_PRINT_CONFIG,
+};
+
+static const struct option longopts[] = {
+        {"interval", required_argument, NULL, 'i'},
+        {"output", required_argument, NULL, 'o'},
+        {"unwind", required_argument, NULL, OPT_UNWIND},
+        {"max-frames", required_argument, NULL, OPT_MAXF},
+        {"shmem-size", required_argument, NULL, OPT_SHMEM},
+        {"pid", required_argument, NULL, 'p'},
+        {"name", required_argument, NULL, 'n'},
+        {"duration", required_argument, NULL, 'd'},
+        {"no-startup", no_argument, NULL, OPT_NO_STARTUP},
+        {"no-running", no_argument, NULL, OPT_NO_RUNNING},
+        {"follow-fork", no_argument, NULL, OPT_FOLLOW_FORK},
+        {"follow-exec", no_argument, NULL, OPT_FOLLOW_EXEC},
+        {"dump-interval", required_argument, NULL, OPT_DUMP_INTERVAL},
+        {"dump-phase", required_argument, NULL, OPT_DUMP_PHASE},
+        {"dump-at-max", no_argument, NULL, OPT_DUMP_AT_MAX},
+        {"block-client", optional_argument, NULL, OPT_BLOCK},
+        {"adaptive", optional_argument, NULL, OPT_ADAPTIVE},
+        {"adaptive-max-interval", required_argument, NULL, OPT_ADAPTIVE_MAX},
+        {"heaps", required_argument, NULL, OPT_HEAPS},
+        {"all-heaps", no_argument, NULL, OPT_ALL_HEAPS},
+        {"exclude-heaps", required_argument, NULL, OPT_EXCLUDE_HEAPS},
+        {"heap-intervals", required_argument, NULL, OPT_HEAP_INTERVALS},
+        {"config", required_argument, NULL, 'c'},
+        {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+/* One option into c; 0, or the exit status (message printed). */
+static int apply_opt(struct session_config *c, int opt, const char *arg,
+                     bool *print_config)
+{
+	uint64_t v;
+	switch (opt) {
+	case 'i':
+		if (parse_u64("-i/--interval", arg, 1, CFG_INTERVAL_MAX, &v))
+			return 2;
+		c->interval = v;
+		return 0;
+	case 'o':
+		if (!*arg) {
+			fprintf(stderr, PFX "invalid -o/--output '': empty "
+			                    "file name\n");
 			return 2;
 		}
-	}
-	if (optind >= argc) {
-		fprintf(stderr, "heapprof: record: no command given "
-		                "(heapprof record [options] -- CMD)\n");
+		c->output = arg;
+		return 0;
+	case OPT_UNWIND:
+		if (!strcmp(arg, "dwarf"))
+			c->unwind_mode = HP_UNWIND_DWARF;
+		else if (!strcmp(arg, "fp"))
+			c->unwind_mode = HP_UNWIND_FP;
+		else
+			return bad("--unwind", arg, "use dwarf or fp");
+		return 0;
+	case OPT_MAXF:
+		if (parse_u64("--max-frames", arg, 1, HP_MAX_FRAMES, &v))
+			return 2;
+		c->max_frames = (uint32_t)v;
+		return 0;
+	case OPT_SHMEM:
+		if (parse_u64("--shmem-size", arg, CFG_SHMEM_MIN, CFG_SHMEM_MAX,
+		              &v))
+			return 2;
+		c->shmem_size = v;
+		return 0;
+	case 'p':
+		return each_item("-p/--pid", arg, add_pid, c);
+	case 'n':
+		return each_item("-n/--name", arg, add_name, c);
+	case 'd':
+		return parse_seconds("-d/--duration", arg, &c->duration_ms);
+	case OPT_NO_STARTUP:
+		c->no_startup = true;
+		return 0;
+	case OPT_NO_RUNNING:
+		c->no_running = true;
+		return 0;
+	case OPT_FOLLOW_FORK:
+		c->follow_fork = true;
+		return 0;
+	case OPT_FOLLOW_EXEC:
+		c->follow_exec = true;
+		return 0;
+	case OPT_DUMP_INTERVAL:
+		return parse_u64("--dump-interval", arg,
+		                 CFG_DUMP_INTERVAL_MIN_MS, CFG_MS_MAX,
+		                 &c->dump_interval_ms);
+	case OPT_DUMP_PHASE:
+		return parse_u64("--dump-phase", arg, 0, CFG_MS_MAX,
+		                 &c->dump_phase_ms);
+	case OPT_DUMP_AT_MAX:
+		c->dump_at_max = true;
+		return 0;
+	case OPT_BLOCK:
+		c->block_client = true;
+		if (arg) {
+			if (parse_u64("--block-client", arg, 1,
+			              CFG_BLOCK_TIMEOUT_MAX_MS, &v))
+				return 2;
+			c->block_timeout_ms = (uint32_t)v;
+		}
+		return 0;
+	case OPT_ADAPTIVE:
+		c->adaptive = true;
+		if (arg)
+			return parse_threshold("--adaptive", arg,
+			                       &c->adaptive_threshold_pct);
+		return 0;
+	case OPT_ADAPTIVE_MAX:
+		return parse_u64("--adaptive-max-interval", arg, 1,
+		                 CFG_INTERVAL_MAX, &c->adaptive_max_interval);
+	case OPT_HEAPS:
+		return each_item("--heaps", arg, add_heap, c);
+	case OPT_ALL_HEAPS:
+		c->all_heaps = true;
+		return 0;
+	case OPT_EXCLUDE_HEAPS:
+		return each_item("--exclude-heaps", arg, add_exclude, c);
+	case OPT_HEAP_INTERVALS:
+		return each_item("--heap-intervals", arg, add_heap_interval, c);
+	case 'c':
+		return config_load(c, arg) == 0 ? 0 : 2;
+	case OPT_PRINT_CONFIG:
+		*print_config = true;
+		return 0;
+	default:
 		return 2;
 	}
-	a->argv = argv + optind;
-	return -1; /* go on */
 }
 
-/* Path of libheapprof.so: next to the heapprof binary, or under ../lib. */
-static int find_library(char *out, size_t len)
+static bool has_heap(char *const *list, int n)
 {
-	const char *env = getenv("HEAPPROF_LIB");
-	if (env && *env) {
-		if (access(env, R_OK) != 0)
-			goto missing_env;
-		snprintf(out, len, "%s", env);
-		return 0;
-	}
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return -1;
-	self[n] = '\0';
-	char *dir = dirname(self);
-	const char *cands[] = {"%s/libheapprof.so", "%s/../lib/libheapprof.so"};
-	for (size_t i = 0; i < 2; i++) {
-		snprintf(out, len, cands[i], dir);
-		if (access(out, R_OK) == 0) {
-			char real[PATH_MAX];
-			if (realpath(out, real))
-				snprintf(out, len, "%s", real);
-			return 0;
-		}
-	}
-	fprintf(stderr,
-	        "heapprof: record: cannot find libheapprof.so next to "
-	        "%s (set HEAPPROF_LIB)\n",
-	        self);
-	return -1;
-missing_env:
-	fprintf(stderr, "heapprof: record: HEAPPROF_LIB=%s is not readable\n",
-	        env);
-	return -1;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(list[i], "libc.malloc"))
+			return true;
+	return false;
 }
 
-static char *join_args(char **argv)
+/* Heaps other than libc.malloc are accepted for the custom allocator API
+ * (issue 5): say that nothing reports to them yet. */
+static void warn_heaps(const struct session_config *c)
+{
+	char *const *lists[] = {c->heaps, c->exclude_heaps};
+	int counts[] = {c->nheaps, c->nexclude_heaps};
+	for (int l = 0; l < 2; l++)
+		for (int i = 0; i < counts[l]; i++)
+			if (strcmp(lists[l][i], "libc.malloc"))
+				fprintf(stderr,
+				        PFX
+				        "heap '%s' is recorded as requested, "
+				        "but only libc.malloc exists until "
+				        "the custom allocator API: nothing "
+				        "reports to it\n",
+				        lists[l][i]);
+	bool malloc_on =
+	        c->nheaps ? has_heap(c->heaps, c->nheaps)
+	                  : !has_heap(c->exclude_heaps, c->nexclude_heaps);
+	if (!malloc_on)
+		fprintf(stderr, PFX "libc.malloc is not selected: malloc and "
+		                    "new stay out of the profile\n");
+}
+
+static char *join_argv(int argc, char **argv)
 {
 	size_t len = 1;
-	for (char **p = argv; *p; p++)
-		len += strlen(*p) + 1;
+	for (int i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
 	char *s = malloc(len);
 	if (!s)
 		return NULL;
 	s[0] = '\0';
-	for (char **p = argv; *p; p++) {
-		if (p != argv)
+	for (int i = 0; i < argc; i++) {
+		if (i)
 			strcat(s, " ");
-		strcat(s, *p);
+		strcat(s, argv[i]);
 	}
 	return s;
 }
 
-static int setup_child_env(const char *lib, const char *sock)
-{
-	const char *old = getenv("LD_PRELOAD");
-	char *v;
-	if (old && *old) {
-		if (asprintf(&v, "%s:%s", lib, old) < 0)
-			return -1;
-	} else {
-		v = strdup(lib);
-		if (!v)
-			return -1;
-	}
-	int rc = setenv("LD_PRELOAD", v, 1) | setenv(HP_ENV_SOCKET, sock, 1);
-	free(v);
-	return rc;
-}
-
-/* In the child: wait for the go byte, then exec; if exec fails, send its
- * errno through err_fd (close-on-exec, so success closes it silently).
- * Never returns. */
-static void child_run(int go_fd, int err_fd, const sigset_t *oldmask,
-                      char **argv)
-{
-	char b;
-	ssize_t n;
-	do
-		n = read(go_fd, &b, 1);
-	while (n < 0 && errno == EINTR);
-	if (n != 1)
-		_exit(127); /* parent gave up; it already said why */
-	close(go_fd);
-	sigprocmask(SIG_SETMASK, oldmask, NULL);
-	execvp(argv[0], argv);
-	int e = errno;
-	ssize_t w = write(err_fd, &e, sizeof(e));
-	(void)w;
-	_exit(e == ENOENT ? 127 : 126);
-}
-
-/* In the parent: 0 once the child has exec'd, else the exec errno. */
-static int exec_result(int err_fd)
-{
-	int e = 0;
-	ssize_t n;
-	do
-		n = read(err_fd, &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)sizeof(e) ? e : 0;
-}
-
-struct want_ctx {
-	pid_t child;
-	bool attached;
-};
-
-static bool want_child(void *ctx, pid_t pid)
-{
-	struct want_ctx *w = ctx;
-	/* Only the launched process, and only its first image. */
-	if (pid != w->child || w->attached)
-		return false;
-	w->attached = true;
-	return true;
-}
-
-static int status_code(int st)
-{
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	if (WIFSIGNALED(st))
-		return 128 + WTERMSIG(st);
-	return 1;
-}
-
-struct session {
-	struct collector col;
-	struct want_ctx want;
-	int sfd;
-	const char *name;
-	char *cmdline;
-	bool done;
-	int status;
-	int write_errors;
-};
-
-static void on_signal(struct session *s, const struct signalfd_siginfo *si)
-{
-	switch (si->ssi_signo) {
-	case SIGUSR1:
-		if (collector_dump_all(&s->col, "signal") != 0)
-			s->write_errors++;
-		break;
-	case SIGCHLD: {
-		int st;
-		pid_t p;
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-			if (p == s->want.child) {
-				s->done = true;
-				s->status = st;
-			}
-		break;
-	}
-	case SIGINT:
-		/* From the terminal the program got it too; from a process,
-		 * pass it on. */
-		if (si->ssi_code == SI_USER || si->ssi_code == SI_QUEUE)
-			kill(s->want.child, SIGINT);
-		break;
-	default:
-		kill(s->want.child, (int)si->ssi_signo);
-		break;
-	}
-}
-
-static void event_loop(struct session *s)
-{
-	while (!s->done) {
-		struct pollfd fds[2 + COLLECTOR_MAX_TARGETS];
-		size_t n = 0;
-		fds[n++] = (struct pollfd){.fd = s->sfd, .events = POLLIN};
-		fds[n++] = (struct pollfd){.fd = s->col.listen_fd,
-		                           .events = POLLIN};
-		for (size_t i = 0; i < s->col.ntargets; i++)
-			fds[n++] = (struct pollfd){.fd = s->col.targets[i].fd,
-			                           .events = POLLIN};
-		if (poll(fds, n, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			perror("heapprof: record: poll");
-			break;
-		}
-		if (fds[0].revents & POLLIN) {
-			struct signalfd_siginfo si;
-			while (read(s->sfd, &si, sizeof(si)) == sizeof(si))
-				on_signal(s, &si);
-		}
-		if (fds[1].revents & POLLIN)
-			collector_accept(&s->col, want_child, &s->want, s->name,
-			                 s->cmdline);
-		for (size_t i = 2; i < n; i++)
-			if (fds[i].revents && fds[i].fd >= 0)
-				collector_poll_client(&s->col,
-				                      &s->col.targets[i - 2]);
-	}
-}
-
-static char *default_output(const char *cmd, pid_t pid)
-{
-	char *copy = strdup(cmd), *out = NULL;
-	if (!copy)
-		return NULL;
-	if (asprintf(&out, "heapprof.%s.%d.db", basename(copy), (int)pid) < 0)
-		out = NULL;
-	free(copy);
-	return out;
-}
-
-static void finish(struct session *s)
-{
-	if (collector_dump_all(&s->col, "end") != 0)
-		s->write_errors++;
-	uint64_t end = boottime_ns();
-	if (s->col.ntargets == 0) {
-		/* The program never attached (static binary, setuid, or the
-		 * library failed): still say what ran and how it ended. */
-		struct prof_process info = {
-		        .pid = s->want.child,
-		        .name = s->name,
-		        .cmdline = s->cmdline,
-		        .sampling_interval = s->col.opts.interval,
-		        .unwind = s->col.opts.unwind_mode == HP_UNWIND_FP
-		                          ? "fp"
-		                          : "dwarf",
-		        .max_frames = s->col.opts.max_frames,
-		        .from_startup = 0,
-		        .start_ts_ns = end,
-		};
-		int64_t upid;
-		struct prof_process_end e = {.end_ts_ns = end,
-		                             .exit_status =
-		                                     status_code(s->status),
-		                             .disconnected = 1};
-		if (profile_begin_process(s->col.profile, &info, &upid) != 0 ||
-		    profile_end_process(s->col.profile, upid, &e) != 0)
-			s->write_errors++;
-		fprintf(stderr,
-		        "heapprof: record: %s never attached to the profiler "
-		        "(statically linked, setuid, or LD_PRELOAD ignored?); "
-		        "the profile holds no allocations\n",
-		        s->name);
-	}
-	for (size_t i = 0; i < s->col.ntargets; i++) {
-		struct target *t = &s->col.targets[i];
-		struct prof_process_end e = {
-		        .end_ts_ns = end,
-		        .exit_status = t->pid == s->want.child
-		                               ? status_code(s->status)
-		                               : -1,
-		        .disconnected = 0,
-		};
-		if (profile_end_process(s->col.profile, t->upid, &e) != 0)
-			s->write_errors++;
-	}
-}
-
 int cmd_record(int argc, char **argv)
 {
-	struct record_args a = {0};
-	int rc = parse_args(argc, argv, &a);
-	if (rc >= 0)
-		return rc;
-	char lib[PATH_MAX];
-	if (find_library(lib, sizeof(lib)) != 0)
-		return 1;
+	struct session_config cfg;
+	config_defaults(&cfg);
+	bool print_config = false;
+	int rc = 0;
+	optind = 1;
+	opterr = 0;
+	int opt;
+	while ((opt = getopt_long(argc, argv, "+i:o:p:n:d:c:h", longopts,
+	                          NULL)) != -1) {
+		if (opt == 'h') {
+			record_usage(stdout);
+			config_free(&cfg);
+			return 0;
+		}
+		if (opt == '?' || opt == ':') {
+			if (optopt && optopt < 256)
+				fprintf(stderr,
+				        PFX "unknown or incomplete option "
+				            "'-%c'\n",
+				        optopt);
+			else
+				fprintf(stderr,
+				        PFX "unknown or incomplete option "
+				            "'%s'\n",
+				        argv[optind - 1]);
+			config_free(&cfg);
+			return 2;
+		}
+		rc = apply_opt(&cfg, opt, optarg, &print_config);
+		if (rc) {
+			config_free(&cfg);
+			return rc;
+		}
+	}
+	if (optind < argc)
+		cfg.argv = argv + optind; /* overrides a config's command */
+	if (config_check(&cfg) != 0) {
+		config_free(&cfg);
+		return 2;
+	}
+	warn_heaps(&cfg);
+	if (print_config) {
+		config_print(&cfg, stdout);
+		config_free(&cfg);
+		return fflush(stdout) == 0 ? 0 : 1;
+	}
 
-	struct session s = {.sfd = -1};
-	if (collector_open(&s.col, &a.opts) != 0) {
-		collector_close(&s.col);
-		return 1;
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *mf = open_memstream(&text, &tlen);
+	if (mf) {
+		config_print(&cfg, mf);
+		fclose(mf);
 	}
-	sigset_t mask, oldmask;
-	sigemptyset(&mask);
-	int sigs[] = {SIGCHLD, SIGUSR1, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaddset(&mask, sigs[i]);
-	sigprocmask(SIG_BLOCK, &mask, &oldmask);
-	s.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-
-	int go[2], err[2];
-	if (s.sfd < 0 || pipe2(go, O_CLOEXEC) != 0 ||
-	    pipe2(err, O_CLOEXEC) != 0) {
-		perror("heapprof: record");
-		collector_close(&s.col);
-		return 1;
-	}
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		perror("heapprof: record: fork");
-		collector_close(&s.col);
-		return 1;
-	}
-	if (pid == 0) {
-		close(go[1]);
-		close(err[0]);
-		if (setup_child_env(lib, s.col.path) != 0)
-			_exit(127);
-		child_run(go[0], err[1], &oldmask, a.argv);
-	}
-	close(go[0]);
-	close(err[1]);
-	s.want.child = pid;
-	s.name = a.argv[0];
-	s.cmdline = join_args(a.argv);
-
-	char *out =
-	        a.output ? strdup(a.output) : default_output(a.argv[0], pid);
-	char *rec_cmd = join_args(argv);
-	s.col.profile = out ? profile_create(out, rec_cmd) : NULL;
+	char *rec_cmd = join_argv(argc, argv);
+	rc = session_run(&cfg, rec_cmd, text);
 	free(rec_cmd);
-	if (!s.col.profile) {
-		/* Nothing ran yet: closing the pipe makes the child exit. */
-		close(go[1]);
-		close(err[0]);
-		waitpid(pid, NULL, 0);
-		collector_close(&s.col);
-		free(out);
-		free(s.cmdline);
-		return 1;
-	}
-	if (write(go[1], "g", 1) != 1)
-		perror("heapprof: record");
-	close(go[1]);
-	int exec_err = exec_result(err[0]);
-	close(err[0]);
-	if (exec_err) {
-		/* Nothing ran: no profile is better than an empty one. */
-		fprintf(stderr, "heapprof: record: cannot run '%s': %s\n",
-		        a.argv[0], strerror(exec_err));
-		waitpid(pid, NULL, 0);
-		profile_close(s.col.profile);
-		unlink(out);
-		collector_close(&s.col);
-		free(out);
-		free(s.cmdline);
-		return exec_err == ENOENT ? 127 : 126;
-	}
-
-	event_loop(&s);
-	finish(&s);
-	rc = profile_close(s.col.profile);
-	collector_close(&s.col);
-	close(s.sfd);
-	if (rc != 0 || s.write_errors)
-		fprintf(stderr,
-		        "heapprof: record: the profile %s may be "
-		        "incomplete (write errors above)\n",
-		        out);
-	else
-		fprintf(stderr, "heapprof: profile written to %s\n", out);
-	free(out);
-	free(s.cmdline);
-	if (rc != 0 || s.write_errors)
-		return s.done ? status_code(s.status) : 1;
-	return status_code(s.status);
+	free(text);
+	config_free(&cfg);
+	return rc;
 }

@@ -1,9 +1,12 @@
 /*
  * `heapprof report FILE`: a text summary of a profile.  For each process:
- * how it was recorded, what was dropped, totals of the four views at one
- * dump, and the functions holding the most memory, both as the direct
- * caller of malloc (self) and anywhere on the stack (inclusive), with the
- * call path of the top self entries so a reader sees where they come from.
+ * how it was recorded (how the session chose it, from startup or attached,
+ * intervals configured and used, when profiling started and ended, how it
+ * ended), what was dropped, totals of the four views at one dump, and the
+ * functions holding the most memory, both as the direct caller of malloc
+ * (self) and anywhere on the stack (inclusive), with the call path of the
+ * top self entries so a reader sees where they come from.  A process that
+ * another session was already profiling has a row but nothing recorded.
  *
  * The state at a dump is the sum of heap_profile_allocation rows up to its
  * ts (rows are per-dump deltas); alloc_* views sum only the positive rows.
@@ -44,20 +47,18 @@ struct report_opts {
 	long pid;
 };
 
-struct proc_info {
-	int64_t upid;
-	long pid;
-	char *name, *cmdline, *unwind;
-	int64_t start_ts, end_ts;
-	int has_end, has_exit;
-	int64_t interval, max_frames, exit_status;
-	int64_t from_startup, rejected, disconnected, stop_reason;
+/* What the report of one process needs of the whole profile. */
+struct session_info {
+	size_t nprocs; /* processes in the profile */
+	int64_t start; /* earliest start of profiling: the session's +0 */
 };
 
 struct dump_sel {
 	size_t count, index; /* index is 1-based */
 	int64_t ts;
 	char reason[32];
+	int at_max;
+	int64_t max_ts, max_live_bytes;
 };
 
 /* A function (name + module, or an unnamed frame) and its amounts. */
@@ -229,34 +230,6 @@ static char *col_dup(sqlite3_stmt *st, int col)
 	return strdup(t ? (const char *)t : "");
 }
 
-static void proc_free(struct proc_info *p)
-{
-	free(p->name);
-	free(p->cmdline);
-	free(p->unwind);
-}
-
-static void proc_fill(struct proc_info *p, sqlite3_stmt *st)
-{
-	memset(p, 0, sizeof(*p));
-	p->upid = sqlite3_column_int64(st, 0);
-	p->pid = (long)sqlite3_column_int64(st, 1);
-	p->name = col_dup(st, 2);
-	p->cmdline = col_dup(st, 3);
-	p->start_ts = sqlite3_column_int64(st, 4);
-	p->has_end = sqlite3_column_type(st, 5) != SQLITE_NULL;
-	p->end_ts = sqlite3_column_int64(st, 5);
-	p->interval = sqlite3_column_int64(st, 6);
-	p->unwind = col_dup(st, 7);
-	p->max_frames = sqlite3_column_int64(st, 8);
-	p->from_startup = sqlite3_column_int64(st, 9);
-	p->rejected = sqlite3_column_int64(st, 10);
-	p->disconnected = sqlite3_column_int64(st, 11);
-	p->has_exit = sqlite3_column_type(st, 12) != SQLITE_NULL;
-	p->exit_status = sqlite3_column_int64(st, 12);
-	p->stop_reason = sqlite3_column_int64(st, 13);
-}
-
 static int64_t stat_get(sqlite3 *db, int64_t upid, const char *name)
 {
 	sqlite3_stmt *st = NULL;
@@ -276,44 +249,36 @@ static int64_t stat_get(sqlite3 *db, int64_t upid, const char *name)
 }
 
 /* Pick the dump opts->dump of process upid.  0, or -1 (message printed). */
-static int select_dump(sqlite3 *db, const struct proc_info *p,
+static int select_dump(sqlite3 *db, const struct rd_process *p,
                        const struct report_opts *o, struct dump_sel *d)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(db,
-	                            "SELECT ts, reason FROM heapprof_dump"
-	                            " WHERE upid = ? ORDER BY ts, id",
-	                            -1, &st, NULL);
+	struct rd_dump *dumps = NULL;
+	size_t n = 0;
+
 	memset(d, 0, sizeof(*d));
-	if (rc != SQLITE_OK) {
-		hp_err(SUBSYS, "reading dumps: %s", sqlite3_errmsg(db));
+	if (reader_load_dumps(db, SUBSYS, p->upid, &dumps, &n) < 0)
 		return -1;
-	}
-	sqlite3_bind_int64(st, 1, p->upid);
-	while (sqlite3_step(st) == SQLITE_ROW)
-		d->count++;
+	d->count = n;
 	long want = o->dump ? o->dump : -1;
-	long idx = want > 0 ? want : (long)d->count + 1 + want;
-	if (d->count && (idx < 1 || (size_t)idx > d->count)) {
+	long idx = want > 0 ? want : (long)n + 1 + want;
+	if (n && (idx < 1 || (size_t)idx > n)) {
 		hp_err(SUBSYS,
-		       "process %ld has %zu dump%s; --dump %ld is out "
+		       "process %" PRId64 " has %zu dump%s; --dump %ld is out "
 		       "of range",
-		       p->pid, d->count, d->count == 1 ? "" : "s", o->dump);
-		sqlite3_finalize(st);
+		       p->pid, n, n == 1 ? "" : "s", o->dump);
+		reader_free_dumps(dumps, n);
 		return -1;
 	}
-	sqlite3_reset(st);
-	for (long i = 1; d->count && sqlite3_step(st) == SQLITE_ROW; i++) {
-		if (i != idx)
-			continue;
-		const unsigned char *r = sqlite3_column_text(st, 1);
-		d->index = (size_t)i;
-		d->ts = sqlite3_column_int64(st, 0);
-		snprintf(d->reason, sizeof(d->reason), "%s",
-		         r ? (const char *)r : "");
-		break;
+	if (n) {
+		const struct rd_dump *x = &dumps[idx - 1];
+		d->index = (size_t)idx;
+		d->ts = x->ts;
+		snprintf(d->reason, sizeof(d->reason), "%s", x->reason);
+		d->at_max = x->at_max;
+		d->max_ts = x->max_ts;
+		d->max_live_bytes = x->max_live_bytes;
 	}
-	sqlite3_finalize(st);
+	reader_free_dumps(dumps, n);
 	return 0;
 }
 
@@ -605,7 +570,7 @@ static void print_top(const struct rd_stacks *s, const struct agg *g,
 	free(order);
 }
 
-static void print_counter_warnings(sqlite3 *db, const struct proc_info *p)
+static void print_counter_warnings(sqlite3 *db, const struct rd_process *p)
 {
 	char b[HP_FMT_BYTES_MAX];
 	int64_t full = stat_get(db, p->upid, "stack_table_full");
@@ -643,12 +608,9 @@ static void print_counter_warnings(sqlite3 *db, const struct proc_info *p)
 		       trunc, p->max_frames);
 }
 
-static void print_warnings(sqlite3 *db, const struct proc_info *p)
+static void print_warnings(sqlite3 *db, const struct rd_process *p)
 {
 	print_counter_warnings(db, p);
-	if (p->rejected)
-		printf("  warning: the process was already profiled by "
-		       "another session: nothing was recorded here\n");
 	if (p->disconnected)
 		printf("  warning: the process disconnected before the "
 		       "session ended\n");
@@ -657,10 +619,88 @@ static void print_warnings(sqlite3 *db, const struct proc_info *p)
 		       "an internal failure in the process\n");
 }
 
-static void print_process_header(sqlite3 *db, const struct proc_info *p)
+/* How the session came to profile the process (prof_process.how). */
+static void print_how(const struct rd_process *p)
 {
-	printf("Process %ld (%s)\n", p->pid, p->name[0] ? p->name : "?");
+	static const char *const hows[][2] = {
+	        {"command", "the command run by heapprof record"},
+	        {"pid", "by pid (record -p)"},
+	        {"name", "by name (record -n)"},
+	        {"fork", "forked by a profiled process (--follow-fork)"},
+	        {"exec", "after an exec (--follow-exec)"},
+	};
+	const char *text = p->how;
+
+	for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+		if (!strcmp(p->how, hows[i][0]))
+			text = hows[i][1];
+	printf("  profiled as    %s", text);
+	if (p->ppid > 0)
+		printf(", parent pid %" PRId64, p->ppid);
+	if (p->session_id)
+		printf(", session %" PRId64, p->session_id);
+	putchar('\n');
+}
+
+/* From startup or attached; when, relative to the session; how long. */
+static void print_recorded(const struct rd_process *p,
+                           const struct session_info *si)
+{
+	int multi = si->nprocs > 1;
+
+	printf("  recorded       %s",
+	       p->from_startup ? "from startup" : "attached while running");
+	if (multi)
+		printf(" at +%.3f s", secs(p->start_ts - si->start));
+	if (p->has_end && multi)
+		printf(" until +%.3f s", secs(p->end_ts - si->start));
+	if (p->has_end)
+		printf(", %.3f s (boot time %.3f s to %.3f s)\n",
+		       secs(p->end_ts - p->start_ts), secs(p->start_ts),
+		       secs(p->end_ts));
+	else
+		printf(", from boot time %.3f s; no end recorded\n",
+		       secs(p->start_ts));
+}
+
+/* The table-full and client-error counters, zero or not. */
+static void print_counters(sqlite3 *db, const struct rd_process *p)
+{
+	char b1[HP_FMT_BYTES_MAX], b2[HP_FMT_BYTES_MAX];
+
+	printf("  dropped        stack table full %" PRId64 " (%s),"
+	       " live table full %" PRId64 " (%s),"
+	       " module table full %" PRId64 "\n",
+	       stat_get(db, p->upid, "stack_table_full"),
+	       hp_fmt_bytes_short(
+	               b1, sizeof(b1),
+	               stat_get(db, p->upid, "stack_table_full_bytes")),
+	       stat_get(db, p->upid, "live_table_full"),
+	       hp_fmt_bytes_short(
+	               b2, sizeof(b2),
+	               stat_get(db, p->upid, "live_table_full_bytes")),
+	       stat_get(db, p->upid, "module_table_full"));
+	printf("  client errors  %" PRId64 " unwind errors, %" PRId64
+	       " truncated stacks, %" PRId64 " reentrant calls skipped\n",
+	       stat_get(db, p->upid, "unwind_errors"),
+	       stat_get(db, p->upid, "truncated_stacks"),
+	       stat_get(db, p->upid, "reentrant_skipped"));
+}
+
+static void print_process_header(sqlite3 *db, const struct rd_process *p,
+                                 const struct session_info *si)
+{
+	printf("Process %" PRId64 " (%s)\n", p->pid,
+	       p->name[0] ? p->name : "?");
 	printf("  command line   %s\n", p->cmdline);
+	print_how(p);
+	if (p->rejected_concurrent) {
+		printf("  not profiled: already profiled by another "
+		       "session%s%s%s\n",
+		       p->note ? " (" : "", p->note ? p->note : "",
+		       p->note ? ")" : "");
+		return;
+	}
 	printf("  sampling       ");
 	if (p->interval == 1)
 		printf("every allocation");
@@ -669,15 +709,15 @@ static void print_process_header(sqlite3 *db, const struct proc_info *p)
 		       p->interval);
 	printf(", unwind %s, max %" PRId64 " frames\n",
 	       p->unwind[0] ? p->unwind : "?", p->max_frames);
-	printf("  recorded       %s",
-	       p->from_startup ? "from startup" : "attached while running");
-	if (p->has_end)
-		printf(", %.3f s (boot time %.3f s to %.3f s)\n",
-		       secs(p->end_ts - p->start_ts), secs(p->start_ts),
-		       secs(p->end_ts));
-	else
-		printf(", from boot time %.3f s; no end recorded\n",
-		       secs(p->start_ts));
+	if (p->interval_used && p->interval_used != p->interval)
+		printf("  interval used  %" PRId64 " bytes at the last dump:"
+		       " %s from %" PRId64 "\n",
+		       p->interval_used,
+		       p->interval_used > p->interval
+		               ? "raised by adaptive sampling"
+		               : "changed",
+		       p->interval);
+	print_recorded(p, si);
 	printf("  exit status    ");
 	if (!p->has_exit)
 		printf("unknown\n");
@@ -693,6 +733,7 @@ static void print_process_header(sqlite3 *db, const struct proc_info *p)
 	       stat_get(db, p->upid, "samples"),
 	       stat_get(db, p->upid, "frees_matched"),
 	       stat_get(db, p->upid, "reentrant_skipped"));
+	print_counters(db, p);
 }
 
 static void print_totals(const char *heap, const int64_t t[RD_NVIEWS])
@@ -870,7 +911,7 @@ static ssize_t load_heaps(sqlite3 *db, int64_t upid, int64_t ts,
 }
 
 static int report_heap(sqlite3 *db, const struct rd_stacks *s,
-                       const struct proc_info *p, const struct dump_sel *d,
+                       const struct rd_process *p, const struct dump_sel *d,
                        const struct heap_totals *h, const struct report_opts *o)
 {
 	struct rd_sample *leaves = NULL;
@@ -893,14 +934,18 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
 }
 
 static int report_process(sqlite3 *db, const struct rd_stacks *s,
-                          const struct proc_info *p,
+                          const struct rd_process *p,
+                          const struct session_info *si,
                           const struct report_opts *o)
 {
 	struct dump_sel d;
 	struct heap_totals *heaps = NULL;
 	int err = 0;
+	char b[HP_FMT_BYTES_MAX];
 
-	print_process_header(db, p);
+	print_process_header(db, p, si);
+	if (p->rejected_concurrent)
+		return 0; /* nothing was recorded for it here */
 	if (select_dump(db, p, o, &d) < 0)
 		return -1;
 	if (!d.count) {
@@ -911,9 +956,15 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	printf("  dumps          %zu; showing dump %zu at +%.3f s (%s)%s\n",
 	       d.count, d.index, secs(d.ts - p->start_ts),
 	       d.reason[0] ? d.reason : "?",
-	       d.index == d.count && p->has_exit
+	       d.index == d.count && p->has_exit && !d.at_max
 	               ? "; space still allocated at exit = leaks"
 	               : "");
+	if (d.at_max)
+		printf("  dump at max    state at the peak of live bytes: %s "
+		       "at "
+		       "+%.3f s\n",
+		       hp_fmt_bytes(b, sizeof(b), d.max_live_bytes),
+		       secs(d.max_ts - p->start_ts));
 	ssize_t nheaps = load_heaps(db, p->upid, d.ts, &heaps);
 	if (nheaps < 0)
 		return -1;
@@ -928,7 +979,9 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	for (ssize_t i = 0; i < nheaps; i++)
 		if (heaps[i].name && !strcmp(heaps[i].name, "libc.malloc"))
 			malloc_space = heaps[i].t[RD_SPACE];
-	print_memory(&mem, malloc_space, p->interval == 1);
+	/* Exact only while adaptive sampling left -i 1 alone. */
+	print_memory(&mem, malloc_space,
+	             p->interval == 1 && p->interval_used <= 1);
 	print_warnings(db, p);
 	for (ssize_t i = 0; !err && i < nheaps; i++)
 		err = report_heap(db, s, p, &d, &heaps[i], o);
@@ -938,44 +991,47 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	return err;
 }
 
+/* A line before the processes of a profile with several. */
+static void print_session(const struct rd_process *procs, size_t n)
+{
+	size_t rejected = 0;
+
+	for (size_t i = 0; i < n; i++)
+		rejected += procs[i].rejected_concurrent != 0;
+	printf("Profile of %zu processes", n);
+	if (rejected)
+		printf(": %zu profiled, %zu not profiled (already profiled "
+		       "by another session)",
+		       n - rejected, rejected);
+	printf("\n\n");
+}
+
 static int report_all(sqlite3 *db, const struct rd_stacks *s,
                       const struct report_opts *o)
 {
-	sqlite3_stmt *st = NULL;
+	struct rd_process *procs = NULL;
+	struct session_info si = {0};
+	size_t n = 0;
 	int nproc = 0, err = 0;
-	int rc = sqlite3_prepare_v2(
-	        db,
-	        "SELECT p.upid, p.pid, p.name, p.cmdline, p.start_ts,"
-	        " p.end_ts, h.sampling_interval, h.unwind, h.max_frames,"
-	        " h.from_startup, h.rejected_concurrent, h.disconnected,"
-	        " h.exit_status, h.stop_reason FROM process p"
-	        " LEFT JOIN heapprof_process h ON h.upid = p.upid"
-	        " WHERE ?1 = 0 OR p.pid = ?2 ORDER BY p.upid",
-	        -1, &st, NULL);
-	if (rc != SQLITE_OK) {
-		hp_err(SUBSYS, "reading processes: %s", sqlite3_errmsg(db));
+
+	if (reader_load_processes(db, SUBSYS, &procs, &n) < 0)
 		return -1;
+	si.nprocs = n;
+	/* The session's +0: its first process (a start of 0 is unknown). */
+	for (size_t i = 0; i < n; i++)
+		if (procs[i].start_ts > 0 &&
+		    (!si.start || procs[i].start_ts < si.start))
+			si.start = procs[i].start_ts;
+	if (n > 1 && !o->have_pid)
+		print_session(procs, n);
+	for (size_t i = 0; !err && i < n; i++) {
+		if (o->have_pid && procs[i].pid != o->pid)
+			continue;
+		if (nproc++)
+			printf("\n");
+		err = report_process(db, s, &procs[i], &si, o);
 	}
-	sqlite3_bind_int(st, 1, o->have_pid);
-	sqlite3_bind_int64(st, 2, o->pid);
-	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct proc_info p;
-		proc_fill(&p, st);
-		if (!p.name || !p.cmdline || !p.unwind) {
-			hp_err(SUBSYS, "out of memory");
-			err = -1;
-		} else {
-			if (nproc++)
-				printf("\n");
-			err = report_process(db, s, &p, o);
-		}
-		proc_free(&p);
-	}
-	if (!err && rc != SQLITE_DONE) {
-		hp_err(SUBSYS, "reading processes: %s", sqlite3_errmsg(db));
-		err = -1;
-	}
-	sqlite3_finalize(st);
+	reader_free_processes(procs, n);
 	if (!err && nproc == 0 && o->have_pid) {
 		hp_err(SUBSYS, "%s: no process with pid %ld", o->file, o->pid);
 		err = -1;

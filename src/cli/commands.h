@@ -9,5 +9,7 @@ int cmd_pprof(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_symbolize(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
+int cmd_daemon(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
 
 #endif

@@ -17,6 +17,20 @@
 #define CFG_MAX_NAMES 64
 #define CFG_MAX_HEAPS HP_MAX_HEAPS
 
+/* Ranges, shared by the command line and the text config (CONFIG.md). */
+#define CFG_INTERVAL_MAX         (1ull << 40) /* bytes */
+#define CFG_SHMEM_MIN            (1ull << 20) /* = HP_REGION_MIN_SIZE */
+#define CFG_SHMEM_MAX            (1ull << 40)
+#define CFG_PID_MAX              4194304 /* the kernel's PID_MAX_LIMIT */
+#define CFG_NAME_MAX             255     /* bytes of a process name */
+#define CFG_HEAP_NAME_MAX        (HP_HEAP_NAME_MAX - 1)
+#define CFG_BLOCK_TIMEOUT_MAX_MS 60000u
+#define CFG_MS_MAX               (100ull * 24 * 3600 * 1000) /* 100 days */
+#define CFG_DUMP_INTERVAL_MIN_MS 10u
+#define CFG_DEFAULT_INTERVAL     4096u
+#define CFG_DEFAULT_BLOCK_MS     1000u
+#define CFG_DEFAULT_ADAPTIVE_PCT 90u
+
 struct session_config {
 	/* Sampling and stacks. */
 	uint64_t interval;    /* bytes, 1 = every allocation; default 4096 */
@@ -60,6 +74,13 @@ struct session_config {
 	uint64_t heap_intervals[CFG_MAX_HEAPS]; /* parallel to heaps; 0 =
 	                                           the session's interval */
 	int nheap_intervals;
+
+	/* Storage config_read allocated for argv and output (config_free
+	 * frees it); the command line may point argv and output at its own
+	 * strings instead.  names, heaps and exclude_heaps are always
+	 * malloc'd (config_add_* copies them). */
+	char **argv_buf;
+	char *output_buf;
 };
 
 /* Defaults: interval 4096, dwarf, 64 frames, block timeout 1000 ms,
@@ -84,5 +105,20 @@ void config_print(const struct session_config *c, FILE *f);
 
 /* Frees the strings config_read/strdup'd (names, heaps, argv copies). */
 void config_free(struct session_config *c);
+
+/*
+ * Add one target or heap with the checks config_read makes (range, length,
+ * count, duplicates); the string is copied.  NULL on success, else the
+ * reason ("too long: at most 255 bytes"), for the caller's message.
+ */
+const char *config_add_pid(struct session_config *c, long pid);
+const char *config_add_name(struct session_config *c, const char *name);
+const char *config_add_heap(struct session_config *c, const char *name);
+const char *config_add_exclude_heap(struct session_config *c, const char *name);
+
+/* Same session: equal fields (the adaptive threshold only counts when
+ * adaptive sampling is on: the text form cannot hold it otherwise). */
+bool config_equal(const struct session_config *a,
+                  const struct session_config *b);
 
 #endif

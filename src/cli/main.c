@@ -31,6 +31,11 @@ static void usage(FILE *f)
 	      "(HEAPPROF_BINARY_PATH)\n"
 	      "  sql FILE [QUERY] [--csv]\n"
 	      "                 run SQL on a profile; without QUERY, a shell\n"
+	      "  daemon [--foreground | --status | --stop]\n"
+	      "                 the per-user daemon heapprofd (also run as "
+	      "'heapprofd')\n"
+	      "  dump [-p PID]  ask the sessions recording through heapprofd "
+	      "for a dump now\n"
 	      "  help           this text\n"
 	      "  version        print the version\n"
 	      "\n"
@@ -40,6 +45,11 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* build/heapprofd is a link to heapprof: the daemon by its own name. */
+	const char *base = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+	base = base ? base + 1 : argc > 0 && argv[0] ? argv[0] : "";
+	if (!strcmp(base, "heapprofd"))
+		return cmd_daemon(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -59,6 +69,10 @@ int main(int argc, char **argv)
 		return cmd_symbolize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "flamegraph"))
 		return cmd_flamegraph(argc - 1, argv + 1);
+	if (!strcmp(cmd, "daemon"))
+		return cmd_daemon(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dump"))
+		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
 	    !strcmp(cmd, "-h")) {
 		usage(stdout);

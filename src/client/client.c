@@ -1,14 +1,40 @@
 /*
- * Attaching to a collector.  The library constructor looks for
- * HEAPPROF_SOCKET; without it the library stays idle (every hook is one
- * predictable branch).  With it, the client says hello on the socket,
- * receives the region's memfd, maps it, records its modules and turns
- * hp_active on.  A forked child stops profiling at once so it can never
- * write into its parent's region (see docs/ARCHITECTURE.md, "fork").
+ * Attaching to a collector.
+ *
+ * At startup the library constructor attaches to the collector named by
+ * HEAPPROF_SOCKET (`heapprof record -- CMD`, the embedded collector), or,
+ * without it (or when that collector is gone), probes the per-user daemon's
+ * socket: one failing connect when no daemon runs.  The daemon answers
+ * NOT_TARGET at once unless a session wants this process.
+ *
+ * Later, a running process is reached with HP_ATTACH_SIGNAL: its handler
+ * (installed by the constructor only if the program left the signal at
+ * SIG_DFL and HEAPPROF_ATTACH_SIGNAL is not "0") connects to the daemon
+ * from the handler itself with async-signal-safe system calls only,
+ * receives the region, maps it and turns recording on.  Modules are not
+ * scanned there (dl_iterate_phdr is not async-signal-safe): the first new
+ * stack finds its PCs in no known module and scans (modules.c).
+ *
+ * A forked child stops profiling at once so it can never write into its
+ * parent's region; with HP_CFG_FOLLOW_FORK it attaches anew with its own
+ * region (see docs/ARCHITECTURE.md, "fork").
+ *
+ * Slots.  Regions live in hp_client.slots; hp_client.cur points at the one
+ * new samples go to, and a hook loads it once per call.  A region that is
+ * replaced is never unmapped while a hook might still use it: regions of
+ * the current and of the previous attach stay mapped, and a new attach
+ * unmaps those two attaches old.  (A hook is a bounded amount of work, so
+ * a thread that loaded a pointer two whole attaches ago - each a round
+ * trip with a collector - has long finished with it.)  GROW regions
+ * (--block-client) belong to the attach they grew, chained by `prev`, and
+ * frees look through that chain.  A fork child has one thread: it unmaps
+ * everything.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,6 +44,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "layout/paths.h"
 #include "layout/wire_v1.h"
 
 HP_HIDDEN _Atomic int hp_active;
@@ -27,184 +54,580 @@ HP_HIDDEN __thread struct client_tls hp_tls
 
 HP_HIDDEN void hooks_init(void);
 
-#define HELLO_TIMEOUT_MS 10000
+/* The embedded collector made us (it waits for our hello); a daemon
+ * session may be slower to answer but a program must not hang on it. */
+#define EMBEDDED_TIMEOUT_MS 10000
+#define DAEMON_TIMEOUT_MS   1000
 
-static uint64_t boottime_ns(void)
+enum { SLOT_FREE = 0, SLOT_CLAIMED = 1, SLOT_MAPPED = 2 };
+
+/* The daemon's socket, computed once in the constructor (the handler
+ * cannot call getenv safely).  Empty: no daemon path. */
+static char daemon_path[108];
+/* The collector this process attached through last (embedded socket or
+ * the daemon): where a forked child says hello with --follow-fork. */
+static char collector_path[108];
+/* One attach at a time (constructor, signal handler, fork child); one
+ * GROW at a time.  A late attach takes both. */
+static _Atomic int attaching;
+static _Atomic int growing;
+static uint32_t attach_gen; /* last attach generation; under `attaching` */
+
+static uint64_t clock_ns(clockid_t clk)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
+	clock_gettime(clk, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void client_stop(uint32_t reason)
+void client_stop(struct client_slot *s, uint32_t reason)
 {
-	atomic_store_explicit(&hp_active, 0, memory_order_relaxed);
-	struct hp_header_v1 *h = hp_client.region.hdr;
-	if (h) {
-		atomic_store_explicit(&h->stop_reason, reason,
-		                      memory_order_relaxed);
-		atomic_store_explicit(&h->client_state, HP_STATE_STOPPED,
-		                      memory_order_release);
-	}
+	struct hp_header_v1 *h = s->region.hdr;
+	atomic_store_explicit(&h->stop_reason, reason, memory_order_relaxed);
+	atomic_store_explicit(&h->client_state, HP_STATE_STOPPED,
+	                      memory_order_release);
+	/* Only if no other session attached meanwhile. */
+	int gen = (int)s->gen;
+	atomic_compare_exchange_strong_explicit(&hp_active, &gen, 0,
+	                                        memory_order_relaxed,
+	                                        memory_order_relaxed);
 }
 
-static void on_fork_child(void)
+/* ---- talking to a collector (async-signal-safe) --------------------- */
+
+static size_t str_len(const char *s)
 {
-	/* The child shares the parent's region mapping; it must never write
-	 * there.  Drop everything; the child runs unprofiled. */
-	atomic_store_explicit(&hp_active, 0, memory_order_relaxed);
-	if (hp_client.region.base) {
-		munmap(hp_client.region.base, hp_client.region.size);
-		memset(&hp_client.region, 0, sizeof(hp_client.region));
-	}
-	if (hp_client.sock_fd >= 0) {
-		close(hp_client.sock_fd);
-		hp_client.sock_fd = -1;
-	}
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
 }
 
-static int wait_readable(int fd, int timeout_ms)
+/* Connects to path; the peer must run as our uid.  fd or -errno. */
+static int connect_path(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t len = str_len(path);
+	if (len == 0 || len >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, len + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int rc;
+	do
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	while (rc != 0 && errno == EINTR);
+	if (rc != 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+	    cred.uid != getuid()) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+static int send_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int send_hello(int fd, uint32_t flags)
+{
+	struct hp_hello hello = {.magic = HP_WIRE_MAGIC,
+	                         .version = HP_WIRE_VERSION,
+	                         .layout_version = HP_LAYOUT_VERSION,
+	                         .flags = flags,
+	                         .pid = getpid(),
+	                         .ppid = getppid()};
+	return send_all(fd, &hello, sizeof(hello));
+}
+
+/* Waits until fd is readable or deadline (CLOCK_MONOTONIC ns) passes. */
+static int wait_readable(int fd, uint64_t deadline)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	for (;;) {
-		int rc = poll(&p, 1, timeout_ms);
+		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		uint64_t left = (deadline - now + 999999) / 1000000;
+		int rc = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
 		if (rc > 0)
 			return 0;
-		if (rc == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
+		if (rc < 0 && errno != EINTR)
 			return -errno;
 	}
 }
 
-/* Receives the welcome and, when accepted, the region fd. */
-static int recv_welcome(int fd, struct hp_welcome *w, int *region_fd)
+/*
+ * Receives one welcome and, when accepted, the region fd, within
+ * timeout_ms (flags: MSG_DONTWAIT to only take one already there).  Extra
+ * descriptors are closed.  0 or -errno (-EAGAIN: none there).
+ */
+static int recv_welcome(int fd, struct hp_welcome *w, int *region_fd,
+                        int timeout_ms, int flags)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	*region_fd = -1;
+	if (!(flags & MSG_DONTWAIT)) {
+		int rc = wait_readable(fd, clock_ns(CLOCK_MONOTONIC) +
+		                                   (uint64_t)timeout_ms *
+		                                           1000000ull);
+		if (rc)
+			return rc;
+	}
+	char cbuf[CMSG_SPACE(4 * sizeof(int))];
 	struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
 	struct msghdr msg = {.msg_iov = &iov,
 	                     .msg_iovlen = 1,
 	                     .msg_control = cbuf,
 	                     .msg_controllen = sizeof(cbuf)};
-	*region_fd = -1;
-	int rc = wait_readable(fd, HELLO_TIMEOUT_MS);
-	if (rc)
-		return rc;
 	ssize_t n;
 	do
-		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | flags);
 	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof(*w))
-		return n < 0 ? -errno : -EPROTO;
+	if (n < 0)
+		return -errno;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c;
-	     c = CMSG_NXTHDR(&msg, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			memcpy(region_fd, CMSG_DATA(c), sizeof(int));
-	if (w->magic != HP_WIRE_MAGIC || w->version != HP_WIRE_VERSION)
-		return -EPROTO;
+	     c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int one;
+			memcpy(&one, CMSG_DATA(c) + i * sizeof(int),
+			       sizeof(int));
+			if (*region_fd < 0)
+				*region_fd = one;
+			else
+				close(one);
+		}
+	}
+	if (n != (ssize_t)sizeof(*w) || w->magic != HP_WIRE_MAGIC ||
+	    w->version != HP_WIRE_VERSION) {
+		if (*region_fd >= 0)
+			close(*region_fd);
+		*region_fd = -1;
+		return n == 0 ? -ECONNRESET : -EPROTO;
+	}
 	return 0;
 }
 
-static int connect_collector(const char *path)
+/* ---- slots ---------------------------------------------------------- */
+
+static struct client_slot *slot_claim(void)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		int e = -errno;
-		close(fd);
-		return e;
+	for (int i = 0; i < HP_CLIENT_SLOTS; i++) {
+		uint32_t want = SLOT_FREE;
+		if (atomic_compare_exchange_strong_explicit(
+		            &hp_client.slots[i].state, &want, SLOT_CLAIMED,
+		            memory_order_acquire, memory_order_relaxed))
+			return &hp_client.slots[i];
 	}
-	return fd;
+	return NULL;
 }
 
-static int attach(int fd, struct hp_welcome *w)
+static void slot_release(struct client_slot *s)
 {
-	struct hp_hello hello = {.magic = HP_WIRE_MAGIC,
-	                         .version = HP_WIRE_VERSION,
-	                         .layout_version = HP_LAYOUT_VERSION,
-	                         .flags = HP_HELLO_AT_STARTUP,
-	                         .pid = getpid(),
-	                         .ppid = getppid()};
-	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))
-		return -EPIPE;
-	int region_fd;
-	int rc = recv_welcome(fd, w, &region_fd);
-	if (rc)
-		return rc;
-	if (w->status != HP_WELCOME_ACCEPT) {
-		if (region_fd >= 0)
-			close(region_fd);
-		return 1; /* not for us: stay idle, quietly */
-	}
-	if (region_fd < 0 || w->region_size < HP_REGION_MIN_SIZE)
+	if (s->region.base)
+		munmap(s->region.base, s->region.size);
+	memset(&s->region, 0, sizeof(s->region));
+	s->prev = NULL;
+	atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
+}
+
+/* Maps a region fd into a claimed slot and caches its header. */
+static int slot_map(struct client_slot *s, int region_fd, uint64_t size,
+                    uint32_t gen)
+{
+	if (size < HP_REGION_MIN_SIZE)
 		return -EPROTO;
-	void *base = mmap(NULL, w->region_size, PROT_READ | PROT_WRITE,
-	                  MAP_SHARED, region_fd, 0);
-	close(region_fd);
+	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+	                  region_fd, 0);
 	if (base == MAP_FAILED)
 		return -errno;
-	rc = region_bind(&hp_client.region, base, w->region_size);
+	int rc = region_bind(&s->region, base, size);
 	if (rc) {
-		munmap(base, w->region_size);
+		munmap(base, size);
+		memset(&s->region, 0, sizeof(s->region));
 		return rc;
 	}
+	recorder_slot_setup(s, gen);
+	atomic_store_explicit(&s->state, SLOT_MAPPED, memory_order_release);
 	return 0;
 }
+
+/* The client's half of the header at attach; the interval in use. */
+static uint64_t header_attach(struct client_slot *s, uint64_t interval)
+{
+	struct hp_header_v1 *h = s->region.hdr;
+	if (interval) {
+		/* GROW: the new region goes on at the interval in use. */
+		atomic_store_explicit(&h->current_interval, interval,
+		                      memory_order_relaxed);
+		__atomic_store_n(&s->region.heaps[0].interval, interval,
+		                 __ATOMIC_RELAXED);
+	} else {
+		interval = atomic_load_explicit(&h->current_interval,
+		                                memory_order_relaxed);
+		if (interval < s->base_interval || interval > s->max_interval)
+			interval = s->base_interval;
+	}
+	h->pid = getpid();
+	atomic_store_explicit(&h->attach_time_ns, clock_ns(CLOCK_BOOTTIME),
+	                      memory_order_relaxed);
+	atomic_store_explicit(&h->client_state, HP_STATE_ACTIVE,
+	                      memory_order_release);
+	return interval;
+}
+
+static void set_interval(uint64_t interval)
+{
+	atomic_store_explicit(&hp_client.interval, interval,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&hp_client.exact_from,
+	                      interval == 1 ? 0 : interval,
+	                      memory_order_relaxed);
+}
+
+/* Unmaps the regions of attaches older than the previous one. */
+static void retire_old(uint32_t gen)
+{
+	for (int i = 0; i < HP_CLIENT_SLOTS; i++) {
+		struct client_slot *s = &hp_client.slots[i];
+		if (atomic_load_explicit(&s->state, memory_order_acquire) ==
+		            SLOT_MAPPED &&
+		    s->gen + 1 < gen)
+			slot_release(s);
+	}
+}
+
+/*
+ * Says hello on path and, when accepted, maps the region and makes it the
+ * current one.  Caller holds `attaching` (and `growing` when other threads
+ * run).  Returns 0 attached, 1 not a target (or refused), or -errno.
+ * Async-signal-safe unless scan is true.
+ */
+static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
+                      bool scan)
+{
+	int fd = connect_path(path);
+	if (fd < 0)
+		return fd;
+	struct hp_welcome w;
+	int region_fd = -1;
+	int rc = send_hello(fd, hello_flags);
+	if (!rc)
+		rc = recv_welcome(fd, &w, &region_fd, timeout_ms, 0);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	if (w.status != HP_WELCOME_ACCEPT) {
+		if (region_fd >= 0)
+			close(region_fd);
+		close(fd);
+		return 1; /* not for us: stay idle, quietly */
+	}
+	if (region_fd < 0) {
+		close(fd);
+		return -EPROTO;
+	}
+	struct client_slot *s = slot_claim();
+	if (!s) {
+		close(region_fd);
+		close(fd);
+		return -ENOSPC;
+	}
+	uint32_t gen = attach_gen + 1;
+	if (gen > INT_MAX)
+		gen = 1;
+	rc = slot_map(s, region_fd, w.region_size, gen);
+	close(region_fd);
+	if (rc) {
+		slot_release(s);
+		close(fd);
+		return rc;
+	}
+	attach_gen = gen;
+	modules_init();
+	uint64_t interval = header_attach(s, 0);
+	if (scan)
+		modules_scan(&s->region);
+
+	/* Publish: the interval, then the region, then recording on. */
+	int old_fd = hp_client.sock_fd;
+	hp_client.sock_fd = fd;
+	if (old_fd >= 0)
+		close(old_fd);
+	if (path != collector_path) {
+		size_t len = str_len(path);
+		if (len < sizeof(collector_path))
+			memcpy(collector_path, path, len + 1);
+	}
+	set_interval(interval);
+	atomic_store_explicit(&hp_client.cur, s, memory_order_release);
+	atomic_store_explicit(&hp_active, (int)gen, memory_order_release);
+	retire_old(gen);
+	return 0;
+}
+
+/* ---- late attach: HP_ATTACH_SIGNAL ---------------------------------- */
+
+/* Profiled now, by a collector still connected (its end of the socket
+ * not closed: a peek would block). */
+static bool profiled_and_alive(void)
+{
+	struct client_slot *s = client_cur();
+	int fd = hp_client.sock_fd;
+	if (!atomic_load_explicit(&hp_active, memory_order_acquire) || !s ||
+	    fd < 0)
+		return false;
+	if (atomic_load_explicit(&s->region.hdr->control,
+	                         memory_order_relaxed) == HP_CONTROL_STOP)
+		return false;
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0)
+		return true;
+	if (n == 0)
+		return false; /* EOF: the collector is gone */
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+static void late_attach(void)
+{
+	if (profiled_and_alive()) {
+		/* Tell the daemon (a second session is refused for us);
+		 * it needs no answer. */
+		int fd = connect_path(daemon_path);
+		if (fd >= 0) {
+			send_hello(fd, HP_HELLO_BUSY);
+			close(fd);
+		}
+		return;
+	}
+	int zero = 0;
+	if (!atomic_compare_exchange_strong_explicit(&growing, &zero, 1,
+	                                             memory_order_acquire,
+	                                             memory_order_relaxed))
+		return; /* a GROW is under way on the old connection */
+	attach_via(daemon_path, HP_HELLO_LATE, DAEMON_TIMEOUT_MS, false);
+	atomic_store_explicit(&growing, 0, memory_order_release);
+}
+
+static void on_attach_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	int saved = errno;
+	int zero = 0;
+	/* A storm of signals (or one per thread) attaches once: whoever
+	 * does not get the flag returns at once. */
+	if (atomic_compare_exchange_strong_explicit(&attaching, &zero, 1,
+	                                            memory_order_acquire,
+	                                            memory_order_relaxed)) {
+		if (daemon_path[0])
+			late_attach();
+		atomic_store_explicit(&attaching, 0, memory_order_release);
+	}
+	errno = saved;
+}
+
+/* Whether to take HP_ATTACH_SIGNAL: only if the program has not (it is
+ * SIG_DFL now) and HEAPPROF_ATTACH_SIGNAL is not "0". */
+static void install_attach_signal(void)
+{
+	const char *env = getenv("HEAPPROF_ATTACH_SIGNAL");
+	if (env && env[0] == '0' && env[1] == '\0')
+		return;
+	struct sigaction old;
+	if (sigaction(HP_ATTACH_SIGNAL, NULL, &old) != 0)
+		return;
+	if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+		return;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_attach_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(HP_ATTACH_SIGNAL, &sa, NULL);
+}
+
+/* ---- GROW (--block-client) ------------------------------------------ */
+
+/* After a GROW that timed out, the next one waits this long: a full
+ * table must not stall every sample for block_timeout_ms. */
+#define GROW_RETRY_NS 1000000000ull
+
+struct client_slot *client_grow(struct client_slot *s, uint32_t table)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	if (now < atomic_load_explicit(&s->grow_after_ns, memory_order_relaxed))
+		return NULL;
+	int zero = 0;
+	if (!atomic_compare_exchange_strong_explicit(&growing, &zero, 1,
+	                                             memory_order_acquire,
+	                                             memory_order_relaxed))
+		return NULL; /* another thread is asking: drop as usual */
+	struct client_slot *ns = NULL;
+	struct client_slot *cur = client_cur();
+	int fd = hp_client.sock_fd;
+	if (cur != s) {
+		/* Someone grew (or re-attached) since s was loaded. */
+		ns = cur && cur->gen == s->gen ? cur : NULL;
+		goto out;
+	}
+	if (fd < 0)
+		goto out;
+	struct hp_welcome w;
+	int region_fd = -1;
+	/* An answer to an earlier GROW that came after its timeout. */
+	int rc = recv_welcome(fd, &w, &region_fd, 0, MSG_DONTWAIT);
+	if (rc == -EAGAIN || rc == -EWOULDBLOCK ||
+	    (rc == 0 && w.status != HP_WELCOME_ACCEPT)) {
+		struct hp_client_msg m = {.magic = HP_WIRE_MAGIC,
+		                          .type = HP_CMSG_GROW,
+		                          .arg = table};
+		rc = send_all(fd, &m, sizeof(m));
+		if (!rc)
+			rc = recv_welcome(fd, &w, &region_fd,
+			                  (int)s->block_timeout_ms, 0);
+	}
+	if (rc || w.status != HP_WELCOME_ACCEPT || region_fd < 0) {
+		if (region_fd >= 0)
+			close(region_fd);
+		/* No room (the collector said so, or the connection is
+		 * gone): stop asking.  No answer in time: ask again later;
+		 * a late answer is taken then. */
+		uint64_t after = rc == -ETIMEDOUT ? clock_ns(CLOCK_MONOTONIC) +
+		                                            GROW_RETRY_NS
+		                                  : UINT64_MAX;
+		atomic_store_explicit(&s->grow_after_ns, after,
+		                      memory_order_relaxed);
+		goto out;
+	}
+	ns = slot_claim();
+	if (ns) {
+		rc = slot_map(ns, region_fd, w.region_size, s->gen);
+		if (rc) {
+			slot_release(ns);
+			ns = NULL;
+		}
+	}
+	close(region_fd);
+	if (!ns) {
+		atomic_store_explicit(&s->grow_after_ns, UINT64_MAX,
+		                      memory_order_relaxed);
+		goto out;
+	}
+	recorder_slot_chain(ns, s);
+	uint64_t interval =
+	        atomic_load_explicit(&hp_client.interval, memory_order_relaxed);
+	header_attach(ns, interval);
+	atomic_store_explicit(&hp_client.cur, ns, memory_order_release);
+out:
+	atomic_store_explicit(&growing, 0, memory_order_release);
+	return ns;
+}
+
+/* ---- fork ----------------------------------------------------------- */
+
+static void on_fork_child(void)
+{
+	/* The child shares the parent's region mappings; it must never
+	 * write there.  Drop everything: the child has one thread, so no
+	 * hook can be using a region. */
+	struct client_slot *s = client_cur();
+	bool follow =
+	        atomic_load_explicit(&hp_active, memory_order_relaxed) && s &&
+	        (s->flags & HP_CFG_FOLLOW_FORK) &&
+	        atomic_load_explicit(&s->region.hdr->control,
+	                             memory_order_relaxed) != HP_CONTROL_STOP;
+	atomic_store_explicit(&hp_active, 0, memory_order_relaxed);
+	atomic_store_explicit(&hp_client.cur, NULL, memory_order_relaxed);
+	for (int i = 0; i < HP_CLIENT_SLOTS; i++)
+		if (atomic_load_explicit(&hp_client.slots[i].state,
+		                         memory_order_relaxed) != SLOT_FREE)
+			slot_release(&hp_client.slots[i]);
+	if (hp_client.sock_fd >= 0) {
+		close(hp_client.sock_fd);
+		hp_client.sock_fd = -1;
+	}
+	/* Flags held by threads that do not exist in the child. */
+	atomic_store_explicit(&attaching, 0, memory_order_relaxed);
+	atomic_store_explicit(&growing, 0, memory_order_relaxed);
+	modules_reset_after_fork();
+	if (!follow || !collector_path[0])
+		return;
+	/* --follow-fork: our own region from the same collector.  Modules
+	 * are scanned lazily, by the first new stack. */
+	int saved = errno;
+	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
+	attach_via(collector_path, HP_HELLO_FORK_CHILD, DAEMON_TIMEOUT_MS,
+	           false);
+	atomic_store_explicit(&attaching, 0, memory_order_release);
+	errno = saved;
+}
+
+/* ---- constructor / destructor --------------------------------------- */
 
 __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
 	hooks_init();
+	/* What attaching needs and a signal handler cannot do: ready before
+	 * any attach, also a late one.  (The unwinder initialises itself at
+	 * the first sample: unwind.c.) */
+	memstat_init();
+	pthread_atfork(NULL, NULL, on_fork_child);
+	if (hp_daemon_paths(NULL, 0, daemon_path, sizeof(daemon_path)) != 0)
+		daemon_path[0] = '\0';
+
+	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
 	const char *path = getenv(HP_ENV_SOCKET);
-	if (!path || !*path)
-		goto out;
-	int fd = connect_collector(path);
-	if (fd < 0) {
+	int rc = -ENOENT;
+	if (path && *path) {
+		rc = attach_via(path, HP_HELLO_AT_STARTUP, EMBEDDED_TIMEOUT_MS,
+		                true);
 		/* A collector that is gone means its session ended (e.g. a
 		 * grandchild started after `heapprof record` finished): stay
 		 * quiet, the program's stderr is not ours to write to. */
-		if (fd != -ENOENT && fd != -ECONNREFUSED)
-			client_log("cannot reach the collector, running "
-			           "unprofiled",
-			           strerror(-fd));
-		goto out;
-	}
-	struct hp_welcome w;
-	int rc = attach(fd, &w);
-	if (rc != 0) {
-		if (rc < 0)
-			client_log("attach failed, running unprofiled",
+		if (rc < 0 && rc != -ENOENT && rc != -ECONNREFUSED)
+			client_log(rc == -ETIMEDOUT || rc == -EPROTO ||
+			                           rc == -ECONNRESET
+			                   ? "attach failed, running unprofiled"
+			                   : "cannot reach the collector, "
+			                     "running unprofiled",
 			           strerror(-rc));
-		close(fd);
-		goto out;
 	}
-	hp_client.sock_fd = fd;
-
-	struct hp_header_v1 *h = hp_client.region.hdr;
-	hp_client.interval = h->sampling_interval;
-	hp_client.exact_from =
-	        h->sampling_interval == 1 ? 0 : h->sampling_interval;
-	hp_client.unwind_mode = h->unwind_mode;
-	hp_client.max_frames = h->max_frames;
-	h->pid = getpid();
-
-	modules_init();
-	unwind_init();
-	memstat_init();
-	modules_scan(&hp_client.region);
-	pthread_atfork(NULL, NULL, on_fork_child);
-
-	atomic_store_explicit(&h->attach_time_ns, boottime_ns(),
-	                      memory_order_relaxed);
-	atomic_store_explicit(&h->client_state, HP_STATE_ACTIVE,
-	                      memory_order_release);
-	atomic_store_explicit(&hp_active, 1, memory_order_release);
-out:
+	if ((rc == -ENOENT || rc == -ECONNREFUSED) && daemon_path[0] &&
+	    access(daemon_path, F_OK) == 0) {
+		/* No daemon is the common case: quiet, and one access() when
+		 * none ever ran here (its socket file is missing).  A daemon
+		 * that does not want us answers NOT_TARGET: quiet too. */
+		attach_via(daemon_path, HP_HELLO_AT_STARTUP, DAEMON_TIMEOUT_MS,
+		           true);
+	}
+	atomic_store_explicit(&attaching, 0, memory_order_release);
+	install_attach_signal();
 	errno = saved;
 }
 

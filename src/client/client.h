@@ -19,23 +19,81 @@
 #define HP_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* 1 while this process records; the hooks test it first, once per call. */
+/*
+ * Nonzero while this process records: the attach generation of the session
+ * (see client_slot.gen).  The hooks test it first, once per call.  A
+ * generation rather than a flag so that a recorder noticing STOP in an old
+ * region cannot turn off a session that attached meanwhile.
+ */
 extern HP_HIDDEN _Atomic int hp_active;
 
-/* Profiling state, valid while hp_active (set before it becomes 1). */
-struct client_state {
+/*
+ * One mapped region and what the recorder needs of its header.  Slots live
+ * in a static array (no allocation); a hook loads hp_client.cur once per
+ * call and uses that slot throughout, so switching regions (a late attach,
+ * a new session, GROW) never tears what a running hook sees.  A slot that
+ * is replaced stays mapped: see client.c, "Slots".
+ */
+struct client_slot {
 	struct hp_region region;
-	uint64_t interval;    /* sampling interval, bytes */
-	uint64_t exact_from;  /* sizes >= this are recorded exactly */
+	uint32_t gen;         /* attach generation (session) it belongs to */
 	uint32_t unwind_mode; /* enum hp_unwind_mode */
 	uint32_t max_frames;
+	uint32_t flags; /* header.config_flags, cached */
+	bool track_max; /* HP_CFG_TRACK_MAX with a STACK_MAX table */
+	bool adaptive;  /* HP_CFG_ADAPTIVE */
+	uint32_t block_timeout_ms;
+	uint64_t base_interval; /* header.sampling_interval */
+	uint64_t max_interval;  /* adaptive: never past it */
+	uint32_t threshold_pct; /* adaptive: table fill that doubles */
+	uint32_t live_trigger;  /* adaptive: bucket fill that looks closer */
+	/* Earlier region of the same attach (GROW): a free that misses here
+	 * looks there.  NULL for the first region of an attach. */
+	struct client_slot *prev;
+	/* First region of the attach.  Peak tracking keeps live bytes, the
+	 * peak and its epoch in root's header; a new peak is copied into
+	 * the headers of the later regions, whose STACK_MAX entries follow
+	 * the same epochs (so each region reads right on its own). */
+	struct client_slot *root;
+	/* --block-client: no GROW before this (CLOCK_MONOTONIC ns) after
+	 * one timed out; UINT64_MAX once the collector said it has no
+	 * room.  Samples that find the table full meanwhile are dropped
+	 * and counted as without the option. */
+	_Atomic uint64_t grow_after_ns;
+	_Atomic uint32_t state; /* SLOT_FREE / SLOT_MAPPED (client.c) */
+};
+
+#define HP_CLIENT_SLOTS 16
+
+/* Profiling state. */
+struct client_state {
+	/* The region new samples go to; NULL before the first attach.
+	 * Published (release) before hp_active is set. */
+	_Atomic(struct client_slot *) cur;
+	/* Sampling interval for newly drawn gaps (adaptive sampling raises
+	 * it) and the size from which allocations are recorded exactly. */
+	_Atomic uint64_t interval;
+	_Atomic uint64_t exact_from;
 	int sock_fd; /* connection to the collector, -1 if none */
+	struct client_slot slots[HP_CLIENT_SLOTS];
 };
 extern HP_HIDDEN struct client_state hp_client;
+
+static inline struct client_slot *client_cur(void)
+{
+	return atomic_load_explicit(&hp_client.cur, memory_order_acquire);
+}
 
 /* Per-thread state: the sampler and the re-entrancy guard. */
 struct client_tls {
 	int64_t bytes_left; /* bytes until the next sample point */
+	/* The interval the pending gap was drawn with: the sample point that
+	 * ends it is charged this much (adaptive sampling changes the
+	 * interval between gaps, never within one). */
+	uint64_t gap_interval;
+	/* The interval in force for the last sampled allocation (its first
+	 * sample point's gap), for its object estimate. */
+	uint64_t obj_interval;
 	uint64_t rng;
 	uint8_t seeded;
 	uint8_t in_hook;
@@ -48,10 +106,28 @@ extern HP_HIDDEN __thread struct client_tls hp_tls
 HP_HIDDEN void recorder_sample(void *ptr, size_t size, uint64_t charged,
                                bool exact, uintptr_t caller);
 HP_HIDDEN void recorder_free(void *ptr);
-HP_HIDDEN bool recorder_take(void *ptr, struct hp_live_v1 *out);
-HP_HIDDEN void recorder_apply_free(const struct hp_live_v1 *v);
-HP_HIDDEN void recorder_put_back(void *ptr, const struct hp_live_v1 *v);
-HP_HIDDEN uint64_t recorder_objects_fp(size_t size, bool exact);
+/* Caches what the recorder needs of a bound region's header into s (the
+ * first region of an attach: root = s). */
+HP_HIDDEN void recorder_slot_setup(struct client_slot *s, uint32_t gen);
+/* Makes ns the region after s in s's attach (GROW): prev, root, and the
+ * peak state copied from the root. */
+HP_HIDDEN void recorder_slot_chain(struct client_slot *ns,
+                                   struct client_slot *s);
+/* Takes ptr's live entry out (realloc); returns the slot it was found in,
+ * or NULL. */
+HP_HIDDEN struct client_slot *recorder_take(void *ptr, struct hp_live_v1 *out);
+HP_HIDDEN void recorder_apply_free(struct client_slot *s,
+                                   const struct hp_live_v1 *v);
+HP_HIDDEN void recorder_put_back(struct client_slot *s, void *ptr,
+                                 const struct hp_live_v1 *v);
+/* Objects a sampled allocation stands for (16.16 fixed): 1 when exact,
+ * else 1/p with p the probability that a block of `size` bytes is sampled
+ * at `interval`. */
+HP_HIDDEN uint64_t recorder_objects_fp(size_t size, bool exact,
+                                       uint64_t interval);
+/* Adaptive sampling: doubles the interval of slot s (CAS on
+ * header.current_interval from `seen`), up to its max.  true if done. */
+HP_HIDDEN bool recorder_adapt(struct client_slot *s, uint64_t seen);
 
 /* sampler.c: the slow path of the Poisson sampler. */
 HP_HIDDEN uint64_t sampler_slow(struct client_tls *t, size_t size);
@@ -62,7 +138,8 @@ HP_HIDDEN uint64_t sampler_slow(struct client_tls *t, size_t size);
  */
 static inline void client_on_alloc(void *p, size_t size, uintptr_t caller)
 {
-	if (size >= hp_client.exact_from) {
+	if (size >=
+	    atomic_load_explicit(&hp_client.exact_from, memory_order_relaxed)) {
 		recorder_sample(p, size, size, true, caller);
 		return;
 	}
@@ -76,6 +153,7 @@ static inline void client_on_alloc(void *p, size_t size, uintptr_t caller)
 }
 
 /* unwind.c */
+/* Idempotent; unwind_capture calls it (not async-signal-safe). */
 HP_HIDDEN void unwind_init(void);
 /* Fills pcs (leaf first, the program's frames only); returns the count
  * and sets *truncated when the stack was deeper than max. */
@@ -84,6 +162,9 @@ HP_HIDDEN uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
 
 /* modules.c */
 HP_HIDDEN void modules_init(void);
+/* After fork, in the child: a scan the parent's other threads held is
+ * gone with them. */
+HP_HIDDEN void modules_reset_after_fork(void);
 HP_HIDDEN void modules_scan(struct hp_region *r);
 /* Rescans when a pc lies outside every known module (a library was
  * loaded since the last scan). */
@@ -101,6 +182,14 @@ HP_HIDDEN void memstat_init(void);
 HP_HIDDEN void memstat_take(void);
 
 /* client.c */
-HP_HIDDEN void client_stop(uint32_t reason);
+/* Stops recording into s (control = STOP seen, or an internal failure):
+ * records why in its header and turns hp_active off unless another
+ * session attached meanwhile. */
+HP_HIDDEN void client_stop(struct client_slot *s, uint32_t reason);
+/* --block-client: asks the collector for a larger region when a table of
+ * s is full (one thread at a time, bounded by block_timeout_ms).  Returns
+ * the new current slot, or NULL (the sample is dropped as without it). */
+HP_HIDDEN struct client_slot *client_grow(struct client_slot *s,
+                                          uint32_t table);
 
 #endif

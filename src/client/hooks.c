@@ -293,15 +293,15 @@ static void *realloc_tracked(void *old, size_t n, uintptr_t caller)
 		return p;
 	}
 	struct hp_live_v1 v;
-	bool had = recorder_take(old, &v);
+	struct client_slot *had = recorder_take(old, &v);
 	void *p = real_realloc(old, n);
 	if (!p && n != 0) {
 		if (had)
-			recorder_put_back(old, &v);
+			recorder_put_back(had, old, &v);
 		return NULL;
 	}
 	if (had)
-		recorder_apply_free(&v);
+		recorder_apply_free(had, &v);
 	if (p)
 		client_on_alloc(p, n, caller);
 	return p;

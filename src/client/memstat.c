@@ -89,9 +89,12 @@ static bool on_signal_frame(void)
 
 void memstat_take(void)
 {
-	struct hp_header_v1 *h = hp_client.region.hdr;
-	if (!h)
+	struct client_slot *s = client_cur();
+	if (!s)
 		return;
+	/* Into the attach's first region, where a collector looks for it
+	 * however many regions --block-client added. */
+	struct hp_header_v1 *h = s->root->region.hdr;
 	struct hp_memstat_v1 *m = &h->memstat;
 	uint64_t rss = 0, anon = 0, flags = 0;
 	struct mallinfo2 mi = {0};

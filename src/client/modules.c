@@ -6,28 +6,48 @@
  * library was loaded since); dl_iterate_phdr's load counter makes the
  * no-change case cheap.  Scans are serialized by a trylock: a thread that
  * finds another one scanning simply goes on.
+ *
+ * A region attached late (from the attach signal's handler, where
+ * dl_iterate_phdr may not run) or after fork starts with an empty module
+ * table: its first new stack finds no module for its PCs and scans.  The
+ * load counter is remembered per region, so a new region is always
+ * scanned in full.
  */
 #include <elf.h>
 #include <link.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "client/client.h"
 
-static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+/* An atomic flag, not a mutex: a forked child can reset it (a scan that
+ * another thread of the parent was running is gone with that thread). */
+static _Atomic int scanning;
 static unsigned long long last_adds = ~0ull;
+static const void *last_base; /* region the last scan went into */
 static uint64_t scan_generation;
 static char exe_path[1024];
 static size_t exe_path_len;
 
+/* Async-signal-safe (readlink): also called when attaching from the
+ * attach signal's handler. */
 void modules_init(void)
 {
+	if (exe_path_len)
+		return;
 	ssize_t n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
 	if (n > 0) {
 		exe_path[n] = '\0';
 		exe_path_len = (size_t)n;
 	}
+}
+
+void modules_reset_after_fork(void)
+{
+	atomic_store_explicit(&scanning, 0, memory_order_relaxed);
+	last_adds = ~0ull;
+	last_base = NULL;
 }
 
 static uint32_t find_build_id(const struct dl_phdr_info *info, uint8_t *out)
@@ -123,16 +143,20 @@ static int peek_adds(struct dl_phdr_info *info, size_t size, void *arg)
 
 void modules_scan(struct hp_region *r)
 {
-	if (pthread_mutex_trylock(&scan_lock) != 0)
+	int expect = 0;
+	if (!atomic_compare_exchange_strong_explicit(&scanning, &expect, 1,
+	                                             memory_order_acquire,
+	                                             memory_order_relaxed))
 		return;
 	unsigned long long adds = 0;
 	dl_iterate_phdr(peek_adds, &adds);
-	if (adds != last_adds) {
+	if (adds != last_adds || r->base != last_base) {
 		last_adds = adds;
+		last_base = r->base;
 		scan_generation++;
 		dl_iterate_phdr(scan_one, r);
 	}
-	pthread_mutex_unlock(&scan_lock);
+	atomic_store_explicit(&scanning, 0, memory_order_release);
 }
 
 void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)

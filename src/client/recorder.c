@@ -4,20 +4,27 @@
  * stack's counters; on free, take back exactly what was charged.  Every
  * step is lock-free; the re-entrancy guard keeps allocations made by the
  * unwinder itself (or by a signal handler that interrupts us) out.
+ *
+ * Each call loads the current region (hp_client.cur) once and works in
+ * that slot to the end, so a region switch by another thread (late attach,
+ * GROW) never mixes two regions in one sample.  Session options cost one
+ * predictable branch each when off: peak tracking (track_max), adaptive
+ * sampling (adaptive) and --block-client (HP_CFG_BLOCK_CLIENT, only on a
+ * full table).
  */
 #include <math.h>
 #include <stdatomic.h>
 
 #include "client/client.h"
 
-uint64_t recorder_objects_fp(size_t size, bool exact)
+uint64_t recorder_objects_fp(size_t size, bool exact, uint64_t interval)
 {
-	if (exact)
+	if (exact || interval == 0)
 		return HP_OBJ_FP_ONE;
 	/* A block of `size` bytes is sampled with probability
 	 * p = 1 - exp(-size / interval); counting it 1/p times makes the
 	 * object count unbiased. */
-	double p = -expm1(-(double)size / (double)hp_client.interval);
+	double p = -expm1(-(double)size / (double)interval);
 	if (!(p > 0.0))
 		return HP_OBJ_FP_ONE;
 	return (uint64_t)((double)HP_OBJ_FP_ONE / p + 0.5);
@@ -39,11 +46,181 @@ static void discharge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
 	                          memory_order_relaxed);
 }
 
+void recorder_slot_setup(struct client_slot *s, uint32_t gen)
+{
+	/* Cached once: the collector wrote these before handing the region
+	 * over, and the recorder must not re-read (or trust) them per call. */
+	struct hp_header_v1 *h = s->region.hdr;
+	s->gen = gen;
+	s->unwind_mode = h->unwind_mode;
+	s->max_frames = h->max_frames;
+	s->flags = h->config_flags;
+	s->track_max =
+	        (h->config_flags & HP_CFG_TRACK_MAX) && s->region.stack_max;
+	s->base_interval = h->sampling_interval;
+	s->adaptive = h->config_flags & HP_CFG_ADAPTIVE;
+	s->threshold_pct = h->adaptive_threshold_pct;
+	if (s->threshold_pct == 0 || s->threshold_pct > 100)
+		s->threshold_pct = 90;
+	/* ceil(threshold * 8 / 100) slots of a bucket, at least 1 */
+	s->live_trigger = (s->threshold_pct * HP_LIVE_BUCKET + 99) / 100;
+	if (s->live_trigger == 0)
+		s->live_trigger = 1;
+	s->max_interval = h->adaptive_max_interval;
+	if (s->max_interval < s->base_interval)
+		s->max_interval = s->base_interval;
+	s->block_timeout_ms = h->block_timeout_ms;
+	if (s->block_timeout_ms > 60000)
+		s->block_timeout_ms = 60000;
+	s->prev = NULL;
+	s->root = s;
+	atomic_store_explicit(&s->grow_after_ns, 0, memory_order_relaxed);
+}
+
+/* ---- peak tracking (--dump-at-max) ---------------------------------- */
+
+/* Copies the root's peak (max_live_bytes, max_ts_ns, then max_epoch) into
+ * the headers of the later regions of the chain from s. */
+static void peak_mirror(struct client_slot *s)
+{
+	struct hp_header_v1 *rh = s->root->region.hdr;
+	uint64_t e = atomic_load_explicit(&rh->max_epoch, memory_order_acquire);
+	uint64_t m =
+	        atomic_load_explicit(&rh->max_live_bytes, memory_order_relaxed);
+	uint64_t ts =
+	        atomic_load_explicit(&rh->max_ts_ns, memory_order_relaxed);
+	for (int hops = 0; s && s != s->root && hops < HP_CLIENT_SLOTS;
+	     s = s->prev, hops++) {
+		struct hp_header_v1 *h = s->region.hdr;
+		atomic_store_explicit(&h->max_live_bytes, m,
+		                      memory_order_relaxed);
+		atomic_store_explicit(&h->max_ts_ns, ts, memory_order_relaxed);
+		atomic_store_explicit(&h->max_epoch, e, memory_order_release);
+	}
+}
+
+void recorder_slot_chain(struct client_slot *ns, struct client_slot *s)
+{
+	ns->prev = s;
+	ns->root = s->root;
+	ns->track_max = ns->track_max && ns->root->track_max;
+	if (ns->track_max)
+		peak_mirror(ns);
+}
+
+static void peak_alloc(struct client_slot *s, uint64_t bytes)
+{
+	if (stackmax_alloc(&s->root->region, bytes) && s != s->root)
+		peak_mirror(s);
+}
+
+/* ---- adaptive sampling ---------------------------------------------- */
+
+static uint64_t interval_of(const struct client_slot *s, uint64_t raw)
+{
+	return raw ? raw : s->base_interval;
+}
+
+bool recorder_adapt(struct client_slot *s, uint64_t seen)
+{
+	struct hp_header_v1 *h = s->region.hdr;
+	uint64_t raw = atomic_load_explicit(&h->current_interval,
+	                                    memory_order_relaxed);
+	uint64_t cur = interval_of(s, raw);
+	if (cur != seen || cur >= s->max_interval)
+		return false; /* another thread did it, or at the max */
+	uint64_t next = cur * 2 > s->max_interval ? s->max_interval : cur * 2;
+	if (!atomic_compare_exchange_strong_explicit(&h->current_interval, &raw,
+	                                             next, memory_order_relaxed,
+	                                             memory_order_relaxed))
+		return false;
+	/* The heap table says which interval the heap uses now. */
+	__atomic_store_n(&s->region.heaps[0].interval, next, __ATOMIC_RELAXED);
+	if (client_cur() == s) {
+		atomic_store_explicit(&hp_client.interval, next,
+		                      memory_order_relaxed);
+		atomic_store_explicit(&hp_client.exact_from, next,
+		                      memory_order_relaxed);
+	}
+	return true;
+}
+
+/*
+ * The fill at which the k-th doubling happens: the threshold of the
+ * table, then halfway between it and full, and so on.  Our tables are
+ * cumulative (stacks are never removed), so a fixed threshold would, once
+ * crossed, double at every new stack; halving the remaining room per
+ * doubling matches the halved rate at which new stacks arrive.
+ */
+static uint64_t adapt_trigger(uint64_t cap, uint32_t pct, unsigned level)
+{
+	uint64_t room = cap - cap / 100 * pct - cap % 100 * pct / 100;
+	return cap - (level < 64 ? room >> level : 0);
+}
+
+static unsigned level_of(const struct client_slot *s, uint64_t cur)
+{
+	unsigned k = 0;
+	while (k < 63 && (s->base_interval << (k + 1)) <= cur)
+		k++;
+	return k;
+}
+
+static void adapt_stacks(struct client_slot *s)
+{
+	struct hp_region *r = &s->region;
+	uint64_t cur =
+	        interval_of(s, atomic_load_explicit(&r->hdr->current_interval,
+	                                            memory_order_relaxed));
+	unsigned k = level_of(s, cur);
+	uint64_t su = atomic_load_explicit(&r->hdr->stacks_used,
+	                                   memory_order_relaxed);
+	uint64_t fu = atomic_load_explicit(&r->hdr->frames_used,
+	                                   memory_order_relaxed);
+	if (su >= adapt_trigger(r->stacks_cap, s->threshold_pct, k) ||
+	    fu >= adapt_trigger(r->frames_cap, s->threshold_pct, k))
+		recorder_adapt(s, cur);
+}
+
+/*
+ * The live table's signal: an insert whose bucket (the emptier of its
+ * two) now holds threshold% of its slots, or that failed.  One bucket is
+ * a noisy sample of the table, so it only prompts a look at the fill of
+ * 64 neighbouring buckets (one cache line); the interval doubles when
+ * they are past the threshold.  Without bucket fill (interval 1) only a
+ * failed insert counts.
+ */
+static void adapt_live(struct client_slot *s, uint64_t addr, uint64_t seen)
+{
+	struct hp_region *r = &s->region;
+	if (r->use_fill ? livetab_load_pct(r, addr) >= s->threshold_pct : true)
+		recorder_adapt(s, seen);
+}
+
+/* Which table made stacktab_intern return the overflow stack. */
+static uint32_t full_stack_table(const struct hp_region *r, uint32_t n)
+{
+	uint64_t su = atomic_load_explicit(&r->hdr->stacks_used,
+	                                   memory_order_relaxed);
+	uint64_t fu = atomic_load_explicit(&r->hdr->frames_used,
+	                                   memory_order_relaxed);
+	if (su >= r->stacks_cap)
+		return HP_TAB_STACKS;
+	if (fu + n > r->frames_cap)
+		return HP_TAB_FRAMES;
+	return HP_TAB_STACK_INDEX;
+}
+
+/* ---- allocation ----------------------------------------------------- */
+
 void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
                      uintptr_t caller)
 {
 	struct client_tls *t = &hp_tls;
-	struct hp_region *r = &hp_client.region;
+	struct client_slot *s = client_cur();
+	if (HP_UNLIKELY(!s))
+		return;
+	struct hp_region *r = &s->region;
 	if (t->in_hook) {
 		region_count(r, HP_CTR_REENTRANT, 1);
 		return;
@@ -53,15 +230,15 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 	if (HP_UNLIKELY(atomic_load_explicit(&r->hdr->control,
 	                                     memory_order_relaxed) ==
 	                HP_CONTROL_STOP)) {
-		client_stop(HP_STOP_REQUESTED);
+		client_stop(s, HP_STOP_REQUESTED);
 		t->in_hook = 0;
 		return;
 	}
 
 	uint64_t pcs[HP_MAX_FRAMES];
 	bool truncated = false;
-	uint32_t n = unwind_capture(pcs, hp_client.max_frames,
-	                            hp_client.unwind_mode, &truncated);
+	uint32_t n =
+	        unwind_capture(pcs, s->max_frames, s->unwind_mode, &truncated);
 	if (n == 0) {
 		/* Keep at least the caller of the hook. */
 		region_count(r, HP_CTR_UNWIND_ERRORS, 1);
@@ -71,52 +248,119 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 	if (truncated)
 		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);
 
+	uint64_t objs = recorder_objects_fp(size, exact, t->obj_interval);
+	bool grown = false;
+	uint32_t id;
+	uint32_t pressure;
+	int rc;
+again:;
 	bool is_new;
-	uint32_t id = stacktab_intern(
-	        r, 0, pcs, n, truncated ? HP_STACK_TRUNCATED : 0, &is_new);
+	id = stacktab_intern(r, 0, pcs, n, truncated ? HP_STACK_TRUNCATED : 0,
+	                     &is_new);
 	if (id == 0) {
+		if (HP_UNLIKELY(s->flags & HP_CFG_BLOCK_CLIENT) && !grown) {
+			struct client_slot *ns =
+			        client_grow(s, full_stack_table(r, n));
+			grown = true;
+			if (ns) {
+				s = ns;
+				r = &s->region;
+				goto again;
+			}
+		}
 		region_count(r, HP_CTR_STACK_FULL, 1);
 		region_count(r, HP_CTR_STACK_FULL_BYTES, charged);
 	} else if (is_new) {
 		modules_check(r, pcs, n);
+		if (HP_UNLIKELY(s->adaptive))
+			adapt_stacks(s);
 	}
 
-	uint64_t objs = recorder_objects_fp(size, exact);
-	struct hp_stack_v1 *s = &r->stacks[id];
-	charge(s, charged, objs);
+	/* The entry goes in before the counters change: nobody can free a
+	 * block malloc has not returned yet, and a failed insert may still
+	 * move the sample to a larger region (--block-client). */
 	struct hp_live_v1 v = {.stack_id = id,
 	                       .heap_id = 0,
 	                       .size = size,
 	                       .charged = charged,
 	                       .objects_fp = objs};
-	if (livetab_insert(r, (uintptr_t)ptr, &v) != 0) {
+	uint64_t seen = 0;
+	if (HP_UNLIKELY(s->adaptive))
+		seen = interval_of(
+		        s, atomic_load_explicit(&r->hdr->current_interval,
+		                                memory_order_relaxed));
+	rc = livetab_insert_p(r, (uintptr_t)ptr, &v, &pressure);
+	if (rc != 0 && HP_UNLIKELY(s->flags & HP_CFG_BLOCK_CLIENT) && !grown) {
+		struct client_slot *ns = client_grow(s, HP_TAB_LIVE_KEYS);
+		grown = true;
+		if (ns) {
+			s = ns;
+			r = &s->region;
+			goto again;
+		}
+	}
+	struct hp_stack_v1 *st = &r->stacks[id];
+	if (HP_UNLIKELY(s->track_max))
+		stackmax_touch(r, id);
+	charge(st, charged, objs);
+	if (rc != 0) {
 		/* Its free could never be matched: count it as freed now so
 		 * the space view is not inflated, and say so. */
-		discharge(s, charged, objs);
+		discharge(st, charged, objs);
 		region_count(r, HP_CTR_LIVE_FULL, 1);
 		region_count(r, HP_CTR_LIVE_FULL_BYTES, charged);
+	} else if (HP_UNLIKELY(s->track_max)) {
+		peak_alloc(s, charged);
 	}
+	if (HP_UNLIKELY(s->adaptive) && pressure >= s->live_trigger)
+		adapt_live(s, (uintptr_t)ptr, seen);
 	t->in_hook = 0;
 }
 
-bool recorder_take(void *ptr, struct hp_live_v1 *out)
-{
-	return livetab_remove(&hp_client.region, (uintptr_t)ptr, out);
-}
+/* ---- free ----------------------------------------------------------- */
 
-void recorder_apply_free(const struct hp_live_v1 *v)
+void recorder_apply_free(struct client_slot *s, const struct hp_live_v1 *v)
 {
-	struct hp_region *r = &hp_client.region;
+	struct hp_region *r = &s->region;
 	if (v->stack_id >= r->stacks_cap)
 		return;
+	if (HP_UNLIKELY(s->track_max))
+		stackmax_touch(r, v->stack_id);
 	discharge(&r->stacks[v->stack_id], v->charged, v->objects_fp);
+	if (HP_UNLIKELY(s->track_max))
+		stackmax_free(&s->root->region, v->charged);
 }
 
-void recorder_put_back(void *ptr, const struct hp_live_v1 *v)
+/* A free that missed the current region: the block may have been sampled
+ * into an earlier region of this attach (GROW).  Bucket fill makes each
+ * miss two byte loads when sampling. */
+static __attribute__((noinline)) struct client_slot *
+take_retired(struct client_slot *s, void *ptr, struct hp_live_v1 *out)
 {
-	struct hp_region *r = &hp_client.region;
+	for (int hops = 0; s && hops < HP_CLIENT_SLOTS; s = s->prev, hops++)
+		if (livetab_remove(&s->region, (uintptr_t)ptr, out))
+			return s;
+	return NULL;
+}
+
+struct client_slot *recorder_take(void *ptr, struct hp_live_v1 *out)
+{
+	struct client_slot *s = client_cur();
+	if (HP_UNLIKELY(!s))
+		return NULL;
+	if (livetab_remove(&s->region, (uintptr_t)ptr, out))
+		return s;
+	if (HP_UNLIKELY(s->prev != NULL))
+		return take_retired(s->prev, ptr, out);
+	return NULL;
+}
+
+void recorder_put_back(struct client_slot *s, void *ptr,
+                       const struct hp_live_v1 *v)
+{
+	struct hp_region *r = &s->region;
 	if (livetab_insert(r, (uintptr_t)ptr, v) != 0) {
-		recorder_apply_free(v);
+		recorder_apply_free(s, v);
 		region_count(r, HP_CTR_LIVE_FULL, 1);
 		region_count(r, HP_CTR_LIVE_FULL_BYTES, v->charged);
 	}
@@ -128,6 +372,7 @@ void recorder_free(void *ptr)
 	 * inside a hook must still leave the table or its address could be
 	 * matched to a stale record later. */
 	struct hp_live_v1 v;
-	if (livetab_remove(&hp_client.region, (uintptr_t)ptr, &v))
-		recorder_apply_free(&v);
+	struct client_slot *s = recorder_take(ptr, &v);
+	if (s)
+		recorder_apply_free(s, &v);
 }

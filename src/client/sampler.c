@@ -4,6 +4,16 @@
  * exponentially distributed gaps of mean `interval`.  An allocation that
  * covers k sample points is charged k * interval bytes, so the expected
  * charge equals its size.  The fast path (client_on_alloc) only subtracts.
+ *
+ * Adaptive sampling (HP_CFG_ADAPTIVE) changes the interval while threads
+ * run.  A thread picks the new interval up when it draws its next gap, and
+ * each sample point is charged the interval of the gap it ends
+ * (hp_tls.gap_interval): the rate is constant within a gap, so by the
+ * memoryless property charging 1/rate per point stays unbiased however the
+ * rate changes between points.  The object estimate of a sampled
+ * allocation uses the interval of the gap pending when it began
+ * (hp_tls.obj_interval), which is the one its sampling probability
+ * depended on.
  */
 #include <math.h>
 #include <stdint.h>
@@ -24,11 +34,17 @@ static uint64_t rng_next(struct client_tls *t)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
+/* Draws the next gap at the interval in force now and remembers it. */
 static int64_t draw_gap(struct client_tls *t)
 {
+	uint64_t interval =
+	        atomic_load_explicit(&hp_client.interval, memory_order_relaxed);
+	if (HP_UNLIKELY(interval == 0))
+		interval = 1;
+	t->gap_interval = interval;
 	/* u in (0, 1]: 53 random bits, never 0 so log(u) is finite. */
 	double u = (double)((rng_next(t) >> 11) + 1) * 0x1.0p-53;
-	double gap = -log(u) * (double)hp_client.interval;
+	double gap = -log(u) * (double)interval;
 	if (gap > 9.0e18)
 		gap = 9.0e18;
 	return (int64_t)(gap + 0.5);
@@ -57,10 +73,11 @@ uint64_t sampler_slow(struct client_tls *t, size_t size)
 		if (t->bytes_left > 0)
 			return 0;
 	}
-	uint64_t k = 0;
+	t->obj_interval = t->gap_interval;
+	uint64_t charged = 0;
 	while (t->bytes_left <= 0) {
-		k++;
+		charged += t->gap_interval;
 		t->bytes_left += draw_gap(t);
 	}
-	return k * hp_client.interval;
+	return charged;
 }

@@ -16,12 +16,28 @@
 
 static uintptr_t self_lo, self_hi; /* libheapprof.so text */
 static uintptr_t unw_lo, unw_hi;   /* libunwind text */
+static _Atomic int ready;
 
+/*
+ * Done at the first sample, not in the constructor: libunwind's own
+ * initialisation costs tens of microseconds (several system calls), which
+ * every process that loads the library but is never profiled would pay.
+ * Two threads racing here both run it; they compute the same values and
+ * libunwind serialises its own init.
+ */
 void unwind_init(void)
 {
-	modules_text_range((const void *)&unwind_init, &self_lo, &self_hi);
-	modules_text_range((const void *)&unw_backtrace, &unw_lo, &unw_hi);
+	if (HP_LIKELY(atomic_load_explicit(&ready, memory_order_acquire)))
+		return;
+	uintptr_t lo, hi, ulo, uhi;
+	modules_text_range((const void *)&unwind_init, &lo, &hi);
+	modules_text_range((const void *)&unw_backtrace, &ulo, &uhi);
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	__atomic_store_n(&self_lo, lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&self_hi, hi, __ATOMIC_RELAXED);
+	__atomic_store_n(&unw_lo, ulo, __ATOMIC_RELAXED);
+	__atomic_store_n(&unw_hi, uhi, __ATOMIC_RELAXED);
+	atomic_store_explicit(&ready, 1, memory_order_release);
 }
 
 static inline bool is_ours(uintptr_t pc)
@@ -105,6 +121,7 @@ uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
                         bool *truncated)
 {
 	*truncated = false;
+	unwind_init();
 	if (mode == HP_UNWIND_FP)
 		return capture_fp(pcs, max, truncated);
 	return capture_dwarf(pcs, max, truncated);

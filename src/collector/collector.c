@@ -1,13 +1,19 @@
 /*
- * The collector's control socket and regions.  The socket lives in a
- * private 0700 directory; only peers of our own uid are answered.  Each
- * accepted process gets a fresh memfd, sized, formatted and sealed against
- * shrinking (a client that truncated it could otherwise crash us with
- * SIGBUS), mapped by us and passed to the client with SCM_RIGHTS.
+ * The collector's regions and client connections.  Each accepted process
+ * gets a fresh memfd, sized, formatted and sealed against shrinking and
+ * growing (a client that truncated it could otherwise crash us with
+ * SIGBUS), mapped by us and passed to the client with SCM_RIGHTS.  The
+ * embedded control socket lives in a private 0700 directory and answers
+ * peers of our own uid only.
+ *
+ * Nothing here may block the session's poll loop: connections are accepted
+ * non-blocking and their hellos read as they arrive (bounded by
+ * COLLECTOR_HELLO_MS), clients' messages are read without waiting, and
+ * welcomes are sent with MSG_DONTWAIT (a client that does not read its
+ * socket loses its answer, not our time).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +24,6 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
-#include "layout/wire_v1.h"
-
-#define HELLO_TIMEOUT_MS 2000
 
 uint64_t boottime_ns(void)
 {
@@ -36,13 +39,16 @@ uint64_t collector_default_shmem(uint64_t interval)
 	return interval == 1 ? 512ull << 20 : 64ull << 20;
 }
 
-int collector_open(struct collector *c, const struct collector_opts *o)
+int collector_open(struct collector *c, const struct collector_opts *o,
+                   bool listen_sock)
 {
 	memset(c, 0, sizeof(*c));
 	c->listen_fd = -1;
 	c->opts = *o;
 	if (!c->opts.shmem_size)
 		c->opts.shmem_size = collector_default_shmem(o->interval);
+	if (!listen_sock)
+		return 0;
 	const char *tmp = getenv("TMPDIR");
 	if (!tmp || !*tmp || strlen(tmp) > 40)
 		tmp = "/tmp";
@@ -55,7 +61,7 @@ int collector_open(struct collector *c, const struct collector_opts *o)
 		return -e;
 	}
 	snprintf(c->path, sizeof(c->path), "%s/ctl", c->dir);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -73,13 +79,91 @@ int collector_open(struct collector *c, const struct collector_opts *o)
 	return 0;
 }
 
-static int make_region(struct collector *c, struct target *t)
+/* ---- /proc --------------------------------------------------------- */
+
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	return (ssize_t)got;
+}
+
+void proc_comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	ssize_t n = len ? read_small(path, buf, len - 1) : -1;
+	if (n < 0)
+		n = 0;
+	if (len) {
+		buf[n] = '\0';
+		char *nl = strchr(buf, '\n');
+		if (nl)
+			*nl = '\0';
+	}
+}
+
+char *proc_cmdline(pid_t pid)
+{
+	char path[64];
+	size_t cap = 4096;
+	char *buf = malloc(cap + 1);
+	if (!buf)
+		return NULL;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	ssize_t n = read_small(path, buf, cap);
+	if (n < 0)
+		n = 0;
+	/* Arguments are NUL-separated; the last NUL ends them. */
+	while (n > 0 && buf[n - 1] == '\0')
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	return buf;
+}
+
+pid_t proc_ppid(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	ssize_t n = read_small(path, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* "pid (comm) S ppid ...": comm may hold spaces and parentheses,
+	 * so parse from the last ')'. */
+	char *p = strrchr(buf, ')');
+	int ppid;
+	char state;
+	if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+		return -1;
+	return ppid;
+}
+
+/* ---- regions ------------------------------------------------------- */
+
+/* Creates, formats and maps a region of `size` bytes into *tr; returns the
+ * memfd (for the welcome) or a negative errno. */
+static int make_region(struct collector *c, uint64_t size,
+                       struct target_region *tr)
 {
 	int fd = memfd_create("heapprof-region",
 	                      MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	uint64_t size = c->opts.shmem_size;
 	if (ftruncate(fd, (off_t)size) != 0)
 		goto fail;
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=
@@ -89,21 +173,30 @@ static int make_region(struct collector *c, struct target *t)
 	        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
 		goto fail;
-	struct hp_config cfg = {.sampling_interval = c->opts.interval,
-	                        .unwind_mode = c->opts.unwind_mode,
-	                        .max_frames = c->opts.max_frames,
-	                        .session_id = 1,
-	                        .heap_enable_mask = 1};
+	const struct collector_opts *o = &c->opts;
+	struct hp_config cfg = {
+	        .sampling_interval = o->interval,
+	        .unwind_mode = o->unwind_mode,
+	        .max_frames = o->max_frames,
+	        /* Non-zero in a region; 0 in the profile means "no daemon
+	         * session" (record -- CMD). */
+	        .session_id = o->session_id ? o->session_id : 1,
+	        .heap_enable_mask = o->heap_enable_mask,
+	        .config_flags = o->config_flags,
+	        .adaptive_threshold_pct = o->adaptive_threshold_pct,
+	        .adaptive_max_interval = o->adaptive_max_interval,
+	        .block_timeout_ms = o->block_timeout_ms,
+	};
 	int rc = region_format(base, size, &cfg);
 	if (!rc)
-		rc = region_bind(&t->region, base, size);
+		rc = region_bind(&tr->region, base, size);
 	if (rc) {
 		munmap(base, size);
 		close(fd);
 		return rc;
 	}
-	t->base = base;
-	t->size = size;
+	tr->base = base;
+	tr->size = size;
 	return fd;
 fail:;
 	int e = -errno;
@@ -131,147 +224,501 @@ static int send_welcome(int fd, uint32_t status, uint64_t size, int region_fd)
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &region_fd, sizeof(int));
 	}
-	ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	ssize_t n;
+	do
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
 	return n == (ssize_t)sizeof(w) ? 0 : -EPIPE;
 }
 
-static int read_hello(int fd, struct hp_hello *h)
+void collector_refuse(int fd, uint32_t status)
 {
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	size_t got = 0;
-	while (got < sizeof(*h)) {
-		int rc = poll(&p, 1, HELLO_TIMEOUT_MS);
-		if (rc == 0)
-			return -ETIMEDOUT;
-		if (rc < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		ssize_t n = recv(fd, (char *)h + got, sizeof(*h) - got, 0);
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	if (h->magic != HP_WIRE_MAGIC || h->version != HP_WIRE_VERSION)
-		return -EPROTO;
-	return 0;
+	send_welcome(fd, status, 0, -1);
+	close(fd);
 }
 
-int collector_accept(struct collector *c, collector_want_fn want, void *ctx,
-                     const char *name, const char *cmdline)
+static struct target *new_target(struct collector *c)
 {
-	int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	struct hp_hello hello;
-	int rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-	if (rc != 0 || cred.uid != getuid()) {
-		close(fd);
-		return -EPERM;
+	if (c->ntargets == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		struct target **t = realloc(c->targets, cap * sizeof(*t));
+		if (!t)
+			return NULL;
+		c->targets = t;
+		c->cap = cap;
 	}
-	rc = read_hello(fd, &hello);
-	if (rc) {
-		close(fd);
-		return rc;
+	struct target *t = calloc(1, sizeof(*t));
+	if (t)
+		t->fd = -1;
+	return t;
+}
+
+int collector_answer(struct collector *c, int fd, const struct target_info *ti,
+                     struct target **out)
+{
+	if (out)
+		*out = NULL;
+	struct target *t = new_target(c);
+	if (!t) {
+		collector_refuse(fd, HP_WELCOME_ERROR);
+		return -ENOMEM;
 	}
-	if (!want(ctx, cred.pid) || c->ntargets == COLLECTOR_MAX_TARGETS ||
-	    hello.layout_version < HP_LAYOUT_VERSION) {
-		send_welcome(fd, HP_WELCOME_NOT_TARGET, 0, -1);
-		close(fd);
-		return 0;
-	}
-	struct target *t = &c->targets[c->ntargets];
-	memset(t, 0, sizeof(*t));
-	int region_fd = make_region(c, t);
+	int region_fd = make_region(c, c->opts.shmem_size, &t->reg[0]);
 	if (region_fd < 0) {
 		fprintf(stderr,
 		        "heapprof: collector: cannot create a %llu-byte region "
 		        "for pid %d: %s\n",
-		        (unsigned long long)c->opts.shmem_size, cred.pid,
+		        (unsigned long long)c->opts.shmem_size, (int)ti->pid,
 		        strerror(-region_fd));
-		send_welcome(fd, HP_WELCOME_ERROR, 0, -1);
-		close(fd);
+		collector_refuse(fd, HP_WELCOME_ERROR);
+		free(t);
 		return region_fd;
 	}
-	rc = send_welcome(fd, HP_WELCOME_ACCEPT, t->size, region_fd);
+	int rc = send_welcome(fd, HP_WELCOME_ACCEPT, t->reg[0].size, region_fd);
 	close(region_fd);
 	if (rc) {
-		munmap(t->base, t->size);
+		munmap(t->reg[0].base, t->reg[0].size);
 		close(fd);
+		free(t);
 		return rc;
 	}
-	t->pid = cred.pid;
+	t->nreg = 1;
+	t->shmem_total = t->reg[0].size;
+	t->pid = ti->pid;
+	t->ppid = ti->ppid;
 	t->fd = fd;
 	t->start_ts = boottime_ns();
-	c->ntargets++;
+	t->from_startup = ti->from_startup;
+	snprintf(t->how, sizeof(t->how), "%s", ti->how ? ti->how : "command");
+	c->targets[c->ntargets++] = t;
+	if (out)
+		*out = t;
+
+	char comm[64];
+	char *cmd = NULL;
+	if (!ti->name)
+		proc_comm(ti->pid, comm, sizeof(comm));
+	if (!ti->cmdline)
+		cmd = proc_cmdline(ti->pid);
 	struct prof_process info = {
-	        .pid = cred.pid,
-	        .name = name,
-	        .cmdline = cmdline,
+	        .pid = ti->pid,
+	        .name = ti->name ? ti->name : comm,
+	        .cmdline = ti->cmdline ? ti->cmdline : (cmd ? cmd : ""),
 	        .sampling_interval = c->opts.interval,
 	        .unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp" : "dwarf",
 	        .max_frames = c->opts.max_frames,
-	        .shmem_size = t->size,
-	        .from_startup = 1,
+	        .shmem_size = t->reg[0].size,
+	        .from_startup = ti->from_startup,
 	        .start_ts_ns = t->start_ts,
+	        .how = t->how,
+	        .ppid = ti->ppid > 0 ? ti->ppid : 0,
+	        .session_id = c->opts.session_id,
 	};
-	return profile_begin_process(c->profile, &info, &t->upid);
+	rc = profile_begin_process(c->profile, &info, &t->upid);
+	free(cmd);
+	return rc;
+}
+
+int collector_grow(struct collector *c, struct target *t)
+{
+	uint64_t last = t->reg[t->nreg - 1].size;
+	uint64_t size = last * 2;
+	uint64_t budget = c->opts.shmem_size * TARGET_SHMEM_FACTOR;
+	if (t->retired || t->nreg >= TARGET_MAX_REGIONS ||
+	    t->shmem_total + size > budget) {
+		send_welcome(t->fd, HP_WELCOME_ERROR, 0, -1);
+		return -ENOSPC;
+	}
+	struct target_region *tr = &t->reg[t->nreg];
+	int region_fd = make_region(c, size, tr);
+	if (region_fd < 0) {
+		send_welcome(t->fd, HP_WELCOME_ERROR, 0, -1);
+		return region_fd;
+	}
+	int rc = send_welcome(t->fd, HP_WELCOME_ACCEPT, size, region_fd);
+	close(region_fd);
+	if (rc) {
+		munmap(tr->base, tr->size);
+		memset(tr, 0, sizeof(*tr));
+		return rc;
+	}
+	t->nreg++;
+	t->shmem_total += size;
+	t->grows++;
+	return 0;
+}
+
+static void mark_disconnected(struct target *t)
+{
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+	if (!t->disconnected) {
+		t->disconnected = true;
+		t->disconnect_ts = boottime_ns();
+	}
 }
 
 void collector_poll_client(struct collector *c, struct target *t)
 {
-	char buf[256];
-	ssize_t n = recv(t->fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-		/* Exit or exec closed the connection; the region stays
-		 * readable in our mapping. */
-		close(t->fd);
-		t->fd = -1;
-		t->disconnected = true;
+	/* A bounded amount per call: a client that floods us gets read in
+	 * turns with everything else. */
+	for (int round = 0; round < 16 && t->fd >= 0; round++) {
+		uint8_t buf[256];
+		size_t want = t->proto_error ? sizeof(buf)
+		                             : sizeof(t->msg) - t->msg_len;
+		ssize_t n =
+		        recv(t->fd, t->proto_error ? buf : t->msg + t->msg_len,
+		             want, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			/* Exit or exec closed the connection; the regions
+			 * stay readable in our mappings. */
+			mark_disconnected(t);
+			return;
+		}
+		if (t->proto_error)
+			continue; /* discarded */
+		t->msg_len += (size_t)n;
+		if (t->msg_len < sizeof(t->msg))
+			continue;
+		struct hp_client_msg m;
+		memcpy(&m, t->msg, sizeof(m));
+		t->msg_len = 0;
+		if (m.magic != HP_WIRE_MAGIC || m.type != HP_CMSG_GROW) {
+			fprintf(stderr,
+			        "heapprof: collector: pid %d sent a malformed "
+			        "message; ignoring what it sends from now on "
+			        "(its profile is kept)\n",
+			        (int)t->pid);
+			t->proto_error = true;
+			continue;
+		}
+		int rc = collector_grow(c, t);
+		if (rc && !t->said_full) {
+			t->said_full = true;
+			if (rc == -ENOSPC)
+				fprintf(stderr,
+				        "heapprof: collector: pid %d: tables "
+				        "full and no more room (%d regions, "
+				        "%llu bytes); further samples are "
+				        "counted as dropped\n",
+				        (int)t->pid, t->nreg,
+				        (unsigned long long)t->shmem_total);
+			else
+				fprintf(stderr,
+				        "heapprof: collector: pid %d: cannot "
+				        "grow its region: %s\n",
+				        (int)t->pid, strerror(-rc));
+		}
 	}
-	/* v1 clients send nothing after the hello; extra bytes are ignored. */
+}
+
+/* ---- the embedded socket ------------------------------------------- */
+
+static void accept_pending(struct collector *c)
+{
+	for (;;) {
+		int fd = accept4(c->listen_fd, NULL, NULL,
+		                 SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			return; /* EAGAIN, or a connection that went away */
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+		    cred.uid != getuid() ||
+		    c->npending == COLLECTOR_MAX_PENDING) {
+			close(fd);
+			continue;
+		}
+		struct pending_conn *p = &c->pending[c->npending++];
+		memset(p, 0, sizeof(*p));
+		p->fd = fd;
+		p->pid = cred.pid;
+		p->deadline_ns =
+		        boottime_ns() + COLLECTOR_HELLO_MS * 1000000ull;
+	}
+}
+
+static void drop_pending(struct collector *c, size_t i, bool close_fd)
+{
+	if (close_fd)
+		close(c->pending[i].fd);
+	c->pending[i] = c->pending[--c->npending];
+}
+
+/* Reads what pending connection i sent; answers a complete hello. */
+static void read_pending(struct collector *c, size_t i, collector_want_fn want,
+                         void *ctx)
+{
+	struct pending_conn *p = &c->pending[i];
+	ssize_t n = recv(p->fd, p->buf + p->got, sizeof(p->buf) - p->got,
+	                 MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		drop_pending(c, i, true);
+		return;
+	}
+	p->got += (size_t)n;
+	if (p->got < sizeof(p->buf))
+		return;
+	struct hp_hello h;
+	memcpy(&h, p->buf, sizeof(h));
+	int fd = p->fd;
+	pid_t pid = p->pid;
+	drop_pending(c, i, false);
+	if (h.magic != HP_WIRE_MAGIC || h.version != HP_WIRE_VERSION) {
+		close(fd);
+		return;
+	}
+	struct target_info ti = {.pid = pid};
+	uint32_t st = HP_WELCOME_NOT_TARGET;
+	if (h.layout_version >= HP_LAYOUT_VERSION && !(h.flags & HP_HELLO_BUSY))
+		st = want(ctx, pid, &h, &ti);
+	if (st != HP_WELCOME_ACCEPT) {
+		collector_refuse(fd, st);
+		return;
+	}
+	ti.pid = pid; /* SO_PEERCRED, whatever the callback wrote */
+	collector_answer(c, fd, &ti, NULL);
+}
+
+int collector_timeout_ms(const struct collector *c)
+{
+	if (!c->npending)
+		return -1;
+	uint64_t now = boottime_ns(), first = UINT64_MAX;
+	for (size_t i = 0; i < c->npending; i++)
+		if (c->pending[i].deadline_ns < first)
+			first = c->pending[i].deadline_ns;
+	return first <= now ? 0 : (int)((first - now) / 1000000 + 1);
+}
+
+void collector_expire(struct collector *c)
+{
+	uint64_t now = boottime_ns();
+	for (size_t i = 0; i < c->npending;) {
+		if (c->pending[i].deadline_ns <= now)
+			drop_pending(c, i, true);
+		else
+			i++;
+	}
+}
+
+/*
+ * Poll entries carry a tag in the order they were added, so handle() can
+ * tell them apart: [socket][pending...][targets...].  The pending and
+ * target lists can change while handling, so each entry is matched by fd.
+ */
+size_t collector_pollfds(struct collector *c, struct pollfd *fds, size_t max)
+{
+	size_t n = 0;
+	if (c->listen_fd >= 0 && n < max)
+		fds[n++] =
+		        (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
+	for (size_t i = 0; i < c->npending && n < max; i++)
+		fds[n++] = (struct pollfd){.fd = c->pending[i].fd,
+		                           .events = POLLIN};
+	for (size_t i = 0; i < c->ntargets && n < max; i++) {
+		struct target *t = c->targets[i];
+		if (t->fd < 0)
+			continue;
+		/* After a protocol error only the hang-up matters. */
+		fds[n++] = (struct pollfd){
+		        .fd = t->fd,
+		        .events = (short)(t->proto_error ? POLLRDHUP
+		                                         : POLLIN | POLLRDHUP)};
+	}
+	return n;
+}
+
+void collector_handle(struct collector *c, const struct pollfd *fds, size_t n,
+                      collector_want_fn want, void *ctx)
+{
+	for (size_t k = 0; k < n; k++) {
+		if (!fds[k].revents)
+			continue;
+		int fd = fds[k].fd;
+		if (fd == c->listen_fd) {
+			accept_pending(c);
+			continue;
+		}
+		bool done = false;
+		for (size_t i = 0; i < c->npending && !done; i++)
+			if (c->pending[i].fd == fd) {
+				read_pending(c, i, want, ctx);
+				done = true;
+			}
+		for (size_t i = 0; i < c->ntargets && !done; i++) {
+			struct target *t = c->targets[i];
+			if (t->fd != fd)
+				continue;
+			done = true;
+			if (t->proto_error)
+				mark_disconnected(t);
+			else
+				collector_poll_client(c, t);
+		}
+	}
+}
+
+/* ---- targets ------------------------------------------------------- */
+
+struct target *collector_find(struct collector *c, pid_t pid)
+{
+	for (size_t i = c->ntargets; i-- > 0;)
+		if (c->targets[i]->pid == pid && !c->targets[i]->retired)
+			return c->targets[i];
+	return NULL;
+}
+
+bool collector_had_pid(const struct collector *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->ntargets; i++)
+		if (c->targets[i]->pid == pid)
+			return true;
+	return false;
+}
+
+int collector_dump(struct collector *c, struct target *t, const char *reason,
+                   uint64_t ts)
+{
+	if (t->retired || !t->nreg)
+		return 0;
+	const struct hp_region *regs[TARGET_MAX_REGIONS];
+	for (int i = 0; i < t->nreg; i++)
+		regs[i] = &t->reg[i].region;
+	struct snapshot s;
+	int rc = snapshot_take_regions(regs, t->nreg, &s);
+	if (rc)
+		return rc;
+	/* Heap selection is the session's promise: stacks of heaps it did
+	 * not select stay out of the profile whatever the client sampled
+	 * (heap_enable_mask in the header is advice to the client). */
+	size_t k = 0;
+	for (size_t i = 0; i < s.dump.nstacks; i++) {
+		uint32_t h = s.stacks[i].heap_id;
+		if (h < 64 && (c->opts.heap_enable_mask >> h & 1))
+			s.stacks[k++] = s.stacks[i];
+	}
+	s.dump.nstacks = k;
+	s.dump.ts_ns = ts ? ts : boottime_ns();
+	s.dump.reason = reason;
+	/* The process's memory beside the profile: the exit reading lives in
+	 * the first region's header. */
+	snapshot_memory(&t->reg[0].region, t->pid, !t->disconnected,
+	                &s.dump.memory);
+	rc = profile_write_dump(c->profile, t->upid, &s.dump);
+	snapshot_free(&s);
+	return rc;
+}
+
+int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
+                       int *errors)
+{
+	int dumped = 0;
+	uint64_t ts = boottime_ns();
+	for (size_t i = 0; i < c->ntargets; i++) {
+		struct target *t = c->targets[i];
+		if (t->retired || (pid && t->pid != pid))
+			continue;
+		if (collector_dump(c, t, reason, ts) != 0) {
+			if (errors)
+				(*errors)++;
+		} else {
+			dumped++;
+		}
+	}
+	return dumped;
 }
 
 int collector_dump_all(struct collector *c, const char *reason)
 {
-	int rc = 0;
-	uint64_t ts = boottime_ns();
-	for (size_t i = 0; i < c->ntargets; i++) {
-		struct snapshot s;
-		int r = snapshot_take(&c->targets[i].region, &s);
-		if (r) {
-			rc = r;
-			continue;
-		}
-		s.dump.ts_ns = ts;
-		s.dump.reason = reason;
-		snapshot_memory(&c->targets[i].region, c->targets[i].pid,
-		                !c->targets[i].disconnected, &s.dump.memory);
-		r = profile_write_dump(c->profile, c->targets[i].upid, &s.dump);
-		if (r)
-			rc = r;
-		snapshot_free(&s);
+	int errors = 0;
+	collector_dump_pid(c, 0, reason, &errors);
+	return errors ? -EIO : 0;
+}
+
+void collector_stop(struct target *t)
+{
+	for (int i = 0; i < t->nreg; i++)
+		if (t->reg[i].region.hdr)
+			atomic_store_explicit(&t->reg[i].region.hdr->control,
+			                      HP_CONTROL_STOP,
+			                      memory_order_release);
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+}
+
+void collector_retire(struct target *t)
+{
+	for (int i = 0; i < t->nreg; i++) {
+		if (t->reg[i].base)
+			munmap(t->reg[i].base, t->reg[i].size);
+		memset(&t->reg[i], 0, sizeof(t->reg[i]));
 	}
-	return rc;
+	t->nreg = 0;
+	t->retired = true;
+}
+
+int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
+                      int exit_status, bool disconnected)
+{
+	if (t->row_ended)
+		return 0;
+	t->row_ended = true;
+	struct prof_process_end e = {.end_ts_ns = end_ts,
+	                             .exit_status = exit_status,
+	                             .disconnected = disconnected};
+	return profile_end_process(c->profile, t->upid, &e);
+}
+
+int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
+                           const char *name, const char *note)
+{
+	char *cmd = proc_cmdline(pid);
+	uint64_t now = boottime_ns();
+	struct prof_process info = {
+	        .pid = pid,
+	        .name = name ? name : "",
+	        .cmdline = cmd ? cmd : "",
+	        .sampling_interval = c->opts.interval,
+	        .unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp" : "dwarf",
+	        .max_frames = c->opts.max_frames,
+	        .start_ts_ns = now,
+	        .how = how,
+	        .session_id = c->opts.session_id,
+	        .rejected_concurrent = 1,
+	        .note = note,
+	};
+	int64_t upid;
+	int rc = profile_begin_process(c->profile, &info, &upid);
+	free(cmd);
+	if (rc)
+		return rc;
+	struct prof_process_end e = {
+	        .end_ts_ns = now, .exit_status = -1, .rejected_concurrent = 1};
+	return profile_end_process(c->profile, upid, &e);
 }
 
 void collector_close(struct collector *c)
 {
 	for (size_t i = 0; i < c->ntargets; i++) {
-		if (c->targets[i].fd >= 0)
-			close(c->targets[i].fd);
-		if (c->targets[i].base)
-			munmap(c->targets[i].base, c->targets[i].size);
+		struct target *t = c->targets[i];
+		if (t->fd >= 0)
+			close(t->fd);
+		collector_retire(t);
+		free(t);
 	}
-	c->ntargets = 0;
+	free(c->targets);
+	c->targets = NULL;
+	c->ntargets = c->cap = 0;
+	for (size_t i = 0; i < c->npending; i++)
+		close(c->pending[i].fd);
+	c->npending = 0;
 	if (c->listen_fd >= 0)
 		close(c->listen_fd);
 	c->listen_fd = -1;

@@ -1,66 +1,193 @@
 /*
- * The collector: owns the control socket, creates one shared region per
- * profiled process, and turns regions into dumps in the profile.  Used
- * embedded by `heapprof record`; the daemon (a later issue) reuses it.
+ * The collector: creates one or more shared regions per profiled process,
+ * answers clients (hello -> welcome + region memfd), serves their messages
+ * (HP_CMSG_GROW) and turns regions into dumps in the profile.
+ *
+ * `heapprof record -- CMD` uses it with its own control socket (embedded);
+ * a `record -p/-n` session uses it without a socket: the daemon reads each
+ * client's hello and hands the session the connection, which the session
+ * answers with collector_answer exactly as the embedded socket would.
  */
 #ifndef HEAPPROF_COLLECTOR_H
 #define HEAPPROF_COLLECTOR_H
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "layout/region.h"
+#include "layout/wire_v1.h"
 #include "profile/profile.h"
 
-#define COLLECTOR_MAX_TARGETS 64
+/* A process gets at most this many regions (--block-client: GROW). */
+#define TARGET_MAX_REGIONS 4
+/* ... and at most shmem_size * TARGET_SHMEM_FACTOR bytes in all. */
+#define TARGET_SHMEM_FACTOR 8
+/* Connections whose hello we are still reading (embedded socket). */
+#define COLLECTOR_MAX_PENDING 64
+/* A client that connected must finish its hello within this time. */
+#define COLLECTOR_HELLO_MS 2000
 
 struct collector_opts {
 	uint64_t interval;
 	uint32_t unwind_mode;
 	uint32_t max_frames;
-	uint64_t shmem_size; /* 0: choose from the interval */
+	uint64_t shmem_size;       /* 0: choose from the interval */
+	uint64_t session_id;       /* the daemon's; 0 for record -- CMD (regions
+	                              then say 1) */
+	uint64_t heap_enable_mask; /* bit h: heap h is profiled (1 =
+	                              libc.malloc only); dumps leave the
+	                              other heaps' stacks out */
+	/* Session options written into each region's header. */
+	uint32_t config_flags; /* HP_CFG_* */
+	uint32_t adaptive_threshold_pct;
+	uint64_t adaptive_max_interval;
+	uint32_t block_timeout_ms;
+};
+
+struct target_region {
+	void *base; /* our mapping */
+	uint64_t size;
+	struct hp_region region; /* geometry as WE formatted it: trusted */
 };
 
 struct target {
-	pid_t pid;
-	int fd;     /* control connection, -1 once closed */
-	void *base; /* our mapping of the region */
-	uint64_t size;
-	struct hp_region region; /* geometry as WE formatted it: trusted */
+	pid_t pid, ppid;
+	int fd; /* client connection, -1 once closed */
+	struct target_region reg[TARGET_MAX_REGIONS];
+	int nreg;
+	uint64_t shmem_total; /* bytes of all its regions */
 	int64_t upid;
-	bool disconnected;
-	uint64_t start_ts;
+	char how[8]; /* "command", "pid", "name", "fork", "exec" */
+	bool from_startup;
+	bool disconnected; /* its connection closed during the session */
+	bool retired;      /* last dump written, regions unmapped */
+	bool proto_error;  /* sent bytes that are not messages: ignored */
+	bool row_ended;    /* profile_end_process done */
+	uint8_t msg[sizeof(struct hp_client_msg)]; /* partial message */
+	size_t msg_len;
+	uint64_t start_ts, disconnect_ts; /* CLOCK_BOOTTIME */
+	uint32_t grows; /* GROW requests answered with a region */
+	bool said_full; /* a refused GROW was reported */
+};
+
+/* A connection on the embedded socket whose hello is not complete. */
+struct pending_conn {
+	int fd;
+	pid_t pid;
+	uint8_t buf[sizeof(struct hp_hello)];
+	size_t got;
+	uint64_t deadline_ns; /* CLOCK_BOOTTIME */
 };
 
 struct collector {
-	int listen_fd;
+	int listen_fd;  /* -1 without a socket (daemon sessions) */
 	char dir[64];   /* private 0700 directory holding the socket */
 	char path[108]; /* socket path */
 	struct collector_opts opts;
 	struct profile *profile;
-	struct target targets[COLLECTOR_MAX_TARGETS];
-	size_t ntargets;
+	struct target **targets; /* in the order they attached */
+	size_t ntargets, cap;
+	struct pending_conn pending[COLLECTOR_MAX_PENDING];
+	size_t npending;
 };
 
-/* Decides whether a connecting pid is profiled (true: give it a region). */
-typedef bool (*collector_want_fn)(void *ctx, pid_t pid);
+/* How the session came to profile a process (see prof_process). */
+struct target_info {
+	pid_t pid, ppid;
+	const char *how; /* "command", "pid", "name", "fork", "exec" */
+	bool from_startup;
+	const char *name;    /* NULL: read /proc/PID/comm */
+	const char *cmdline; /* NULL: read /proc/PID/cmdline */
+};
 
-int collector_open(struct collector *c, const struct collector_opts *o);
-/* Accepts one pending connection and answers it.  Returns 0, or a
- * negative errno for a connection that was dropped (not fatal). */
-int collector_accept(struct collector *c, collector_want_fn want, void *ctx,
-                     const char *name, const char *cmdline);
-/* Handles readable client fds: EOF marks the target disconnected. */
+/*
+ * Decides what to do with a hello read on the embedded socket.  Returns
+ * HP_WELCOME_ACCEPT (and fills *ti; ti->pid is preset from SO_PEERCRED)
+ * or another hp_welcome_status to refuse.
+ */
+typedef uint32_t (*collector_want_fn)(void *ctx, pid_t pid,
+                                      const struct hp_hello *h,
+                                      struct target_info *ti);
+
+/* With listen: a private socket directory under $TMPDIR (embedded).
+ * 0 or a negative errno (message printed). */
+int collector_open(struct collector *c, const struct collector_opts *o,
+                   bool listen);
+
+/*
+ * The poll loop's side: collector_pollfds appends the socket, pending
+ * connections and client connections to fds (at most max) and returns how
+ * many; collector_handle reads what they said (accepts, hellos through
+ * want, GROW requests, disconnects).  Nothing in here blocks.
+ */
+size_t collector_pollfds(struct collector *c, struct pollfd *fds, size_t max);
+void collector_handle(struct collector *c, const struct pollfd *fds, size_t n,
+                      collector_want_fn want, void *ctx);
+/* Milliseconds until the next pending hello times out; -1 if none. */
+int collector_timeout_ms(const struct collector *c);
+/* Drops pending connections whose hello did not come in time. */
+void collector_expire(struct collector *c);
+
+/*
+ * Answers a client whose hello has been read on fd (ours from now on,
+ * also on error): makes its region, sends the welcome with the memfd and
+ * adds a process to the profile.  *out (may be NULL) gets the target.
+ * 0 or a negative errno (the client got HP_WELCOME_ERROR; fd closed).
+ */
+int collector_answer(struct collector *c, int fd, const struct target_info *ti,
+                     struct target **out);
+/* Sends a refusing welcome (status != ACCEPT) and closes fd. */
+void collector_refuse(int fd, uint32_t status);
+
+/* The newest target of pid that is not retired, or NULL. */
+struct target *collector_find(struct collector *c, pid_t pid);
+/* Whether any target (retired or not) ever had this pid. */
+bool collector_had_pid(const struct collector *c, pid_t pid);
+
+/* Handles readable data on a client connection: whole 16-byte messages
+ * (GROW); EOF marks the target disconnected. */
 void collector_poll_client(struct collector *c, struct target *t);
-/* Writes one dump of every target to the profile. */
+/* Makes a region twice the size of the target's last one (bounded) and
+ * sends it; 0 or a negative errno (the client got HP_WELCOME_ERROR). */
+int collector_grow(struct collector *c, struct target *t);
+
+/* One dump of one target; ts 0 = now.  0 or a negative errno. */
+int collector_dump(struct collector *c, struct target *t, const char *reason,
+                   uint64_t ts);
+/* One dump of every target that is not retired (pid 0), or of pid's.
+ * Returns the number of processes dumped; *errors counts failures. */
 int collector_dump_all(struct collector *c, const char *reason);
+int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
+                       int *errors);
+
+/* Sets header.control = STOP in every region of t (the client stops and
+ * may be attached again later) and closes its connection. */
+void collector_stop(struct target *t);
+/* Unmaps t's regions (after its last dump); the target stays listed. */
+void collector_retire(struct target *t);
+/* Ends t's process row once.  0 or a negative errno. */
+int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
+                      int exit_status, bool disconnected);
+
+/* A row for a process another session profiles (nothing recorded). */
+int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
+                           const char *name, const char *note);
+
+/* Closes the socket, every connection and mapping; frees the targets. */
 void collector_close(struct collector *c);
 
 uint64_t collector_default_shmem(uint64_t interval);
 uint64_t boottime_ns(void);
 
-/* snapshot.c: copies a region into a prof_dump (arrays owned by snap). */
+/* /proc/PID/comm and cmdline (arguments joined by spaces); "" if gone.
+ * ppid from /proc/PID/stat, -1 if unknown. */
+void proc_comm(pid_t pid, char *buf, size_t len);
+char *proc_cmdline(pid_t pid); /* malloc'd, never NULL unless OOM */
+pid_t proc_ppid(pid_t pid);
+
+/* snapshot.c: copies regions into a prof_dump (arrays owned by snap). */
 struct snapshot {
 	struct prof_dump dump;
 	struct prof_module *modules;
@@ -72,6 +199,16 @@ struct snapshot {
 	char (*heap_names)[HP_HEAP_NAME_MAX];
 };
 int snapshot_take(const struct hp_region *r, struct snapshot *s);
+/*
+ * All of a process's regions into one dump: stacks concatenated (the
+ * writer merges equal call stacks, so a stack's identity is its frames,
+ * whatever region holds it), modules from all (duplicates dropped), header
+ * counters summed.  With HP_CFG_TRACK_MAX the stacks hold the state at the
+ * peak of live bytes (stackmax_read) and at_max, max_ts_ns and
+ * max_live_bytes are set.
+ */
+int snapshot_take_regions(const struct hp_region *const *r, int n,
+                          struct snapshot *s);
 /* The process's memory: /proc/PID/status if pid runs (and alive), else
  * what the client wrote at exit; fields it could not get stay unset. */
 void snapshot_memory(const struct hp_region *r, pid_t pid, bool alive,

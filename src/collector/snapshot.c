@@ -17,140 +17,237 @@ static uint64_t clamp(uint64_t v, uint64_t cap)
 	return v < cap ? v : cap;
 }
 
-static int take_modules(const struct hp_region *r, struct snapshot *s)
+/* Same executable mapping as one already taken (another region of the
+ * same process saw the module too). */
+static bool module_seen(const struct snapshot *s, size_t k,
+                        const struct hp_module_v1 *m)
 {
-	uint64_t n = clamp(atomic_load_explicit(&r->hdr->modules_used,
-	                                        memory_order_acquire),
-	                   r->modules_cap);
-	uint64_t slen = clamp(atomic_load_explicit(&r->hdr->strings_used,
-	                                           memory_order_acquire),
-	                      r->strings_cap);
-	s->modules = calloc(n ? n : 1, sizeof(*s->modules));
-	s->build_ids = calloc(n ? n : 1, HP_BUILD_ID_MAX);
-	s->strings = malloc(slen + 1);
+	for (size_t i = 0; i < k; i++)
+		if (s->modules[i].start == m->start &&
+		    s->modules[i].end == m->end &&
+		    s->modules[i].base == m->base)
+			return true;
+	return false;
+}
+
+static int take_modules(const struct hp_region *const *rs, int nr,
+                        struct snapshot *s)
+{
+	uint64_t n[TARGET_MAX_REGIONS], slen[TARGET_MAX_REGIONS];
+	uint64_t ntotal = 0, stotal = 0;
+	for (int j = 0; j < nr; j++) {
+		const struct hp_region *r = rs[j];
+		n[j] = clamp(atomic_load_explicit(&r->hdr->modules_used,
+		                                  memory_order_acquire),
+		             r->modules_cap);
+		slen[j] = clamp(atomic_load_explicit(&r->hdr->strings_used,
+		                                     memory_order_acquire),
+		                r->strings_cap);
+		ntotal += n[j];
+		stotal += slen[j] + 1;
+	}
+	s->modules = calloc(ntotal ? ntotal : 1, sizeof(*s->modules));
+	s->build_ids = calloc(ntotal ? ntotal : 1, HP_BUILD_ID_MAX);
+	s->strings = malloc(stotal + 1);
 	if (!s->modules || !s->build_ids || !s->strings)
 		return -ENOMEM;
-	memcpy(s->strings, r->strings, slen);
-	s->strings[slen] = '\0';
-	size_t k = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		const struct hp_module_v1 *m = &r->modules[i];
-		if (!atomic_load_explicit(&m->ready, memory_order_acquire))
-			continue;
-		struct prof_module *o = &s->modules[k];
-		uint64_t po = m->path_off;
-		o->path = po < slen ? s->strings + po : "";
-		uint32_t bl = m->build_id_len;
-		if (bl > HP_BUILD_ID_MAX)
-			bl = HP_BUILD_ID_MAX;
-		memcpy(s->build_ids + k * HP_BUILD_ID_MAX, m->build_id, bl);
-		o->build_id = s->build_ids + k * HP_BUILD_ID_MAX;
-		o->build_id_len = bl;
-		o->start = m->start;
-		o->end = m->end;
-		o->base = m->base;
-		o->load_bias = m->load_bias;
-		o->exact_offset = m->exact_offset;
-		if (o->end < o->start)
-			o->end = o->start;
-		k++;
+	size_t k = 0, soff = 0;
+	for (int j = 0; j < nr; j++) {
+		const struct hp_region *r = rs[j];
+		char *strs = s->strings + soff;
+		memcpy(strs, r->strings, slen[j]);
+		strs[slen[j]] = '\0';
+		soff += slen[j] + 1;
+		for (uint64_t i = 0; i < n[j]; i++) {
+			const struct hp_module_v1 *m = &r->modules[i];
+			if (!atomic_load_explicit(&m->ready,
+			                          memory_order_acquire) ||
+			    module_seen(s, k, m))
+				continue;
+			struct prof_module *o = &s->modules[k];
+			uint64_t po = m->path_off;
+			o->path = po < slen[j] ? strs + po : "";
+			uint32_t bl = m->build_id_len;
+			if (bl > HP_BUILD_ID_MAX)
+				bl = HP_BUILD_ID_MAX;
+			memcpy(s->build_ids + k * HP_BUILD_ID_MAX, m->build_id,
+			       bl);
+			o->build_id = s->build_ids + k * HP_BUILD_ID_MAX;
+			o->build_id_len = bl;
+			o->start = m->start;
+			o->end = m->end;
+			o->base = m->base;
+			o->load_bias = m->load_bias;
+			o->exact_offset = m->exact_offset;
+			if (o->end < o->start)
+				o->end = o->start;
+			k++;
+		}
 	}
 	s->dump.modules = s->modules;
 	s->dump.nmodules = k;
 	return 0;
 }
 
-static int take_stacks(const struct hp_region *r, struct snapshot *s)
+/*
+ * Stacks of every region, one after the other.  Equal call stacks in two
+ * regions stay two entries here; the writer merges them by callsite, so
+ * their sum is what the process did, and the sum is stable from dump to
+ * dump (a stack's identity is its frames and heap, not its region).
+ */
+static int take_stacks(const struct hp_region *const *rs, int nr, bool at_max,
+                       struct snapshot *s)
 {
-	uint64_t n = clamp(atomic_load_explicit(&r->hdr->stacks_used,
-	                                        memory_order_acquire),
-	                   r->stacks_cap);
-	uint64_t total = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t nf = r->stacks[i].nframes;
-		total += nf < HP_MAX_FRAMES ? nf : HP_MAX_FRAMES;
+	uint64_t n[TARGET_MAX_REGIONS], nall = 0, total = 0;
+	for (int j = 0; j < nr; j++) {
+		const struct hp_region *r = rs[j];
+		n[j] = clamp(atomic_load_explicit(&r->hdr->stacks_used,
+		                                  memory_order_acquire),
+		             r->stacks_cap);
+		nall += n[j];
+		for (uint64_t i = 0; i < n[j]; i++) {
+			uint32_t nf = r->stacks[i].nframes;
+			total += nf < HP_MAX_FRAMES ? nf : HP_MAX_FRAMES;
+		}
 	}
-	s->stacks = calloc(n ? n : 1, sizeof(*s->stacks));
+	s->stacks = calloc(nall ? nall : 1, sizeof(*s->stacks));
 	s->pcs = calloc(total ? total : 1, sizeof(uint64_t));
 	if (!s->stacks || !s->pcs)
 		return -ENOMEM;
 	size_t k = 0, used = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		const struct hp_stack_v1 *st = &r->stacks[i];
-		if (!atomic_load_explicit(&st->ready, memory_order_acquire))
-			continue;
-		struct prof_stack *o = &s->stacks[k];
-		o->alloc_count = atomic_load_explicit(&st->alloc_count,
-		                                      memory_order_relaxed);
-		if (o->alloc_count == 0)
-			continue; /* unused (e.g. lost an intern race) */
-		o->alloc_bytes = atomic_load(&st->alloc_bytes);
-		o->alloc_objects_fp = atomic_load(&st->alloc_objects_fp);
-		o->free_count = atomic_load(&st->free_count);
-		o->free_bytes = atomic_load(&st->free_bytes);
-		o->free_objects_fp = atomic_load(&st->free_objects_fp);
-		uint32_t nf = st->nframes;
-		uint64_t off = st->frames_off;
-		if (nf > HP_MAX_FRAMES || off > r->frames_cap ||
-		    nf > r->frames_cap - off || used + nf > total)
-			nf = 0; /* corrupt: keep the counters, drop frames */
-		memcpy(s->pcs + used, r->frames + off, nf * sizeof(uint64_t));
-		o->pcs = s->pcs + used;
-		o->nframes = nf;
-		used += nf;
-		o->heap_id = st->heap_id < r->heaps_cap ? st->heap_id : 0;
-		o->flags = i == 0 ? HP_STACK_OVERFLOW
-		                  : (st->flags & HP_STACK_TRUNCATED);
-		k++;
+	for (int j = 0; j < nr; j++) {
+		const struct hp_region *r = rs[j];
+		for (uint64_t i = 0; i < n[j]; i++) {
+			const struct hp_stack_v1 *st = &r->stacks[i];
+			if (!atomic_load_explicit(&st->ready,
+			                          memory_order_acquire))
+				continue;
+			struct hp_stack_counts cnt;
+			if (at_max)
+				stackmax_read(r, i, &cnt);
+			else
+				stack_counts(r, i, &cnt);
+			/* Unused (lost an intern race), or not yet
+			 * allocated from at the peak. */
+			if (cnt.alloc_count == 0)
+				continue;
+			struct prof_stack *o = &s->stacks[k];
+			o->alloc_count = cnt.alloc_count;
+			o->alloc_bytes = cnt.alloc_bytes;
+			o->alloc_objects_fp = cnt.alloc_objects_fp;
+			o->free_count = cnt.free_count;
+			o->free_bytes = cnt.free_bytes;
+			o->free_objects_fp = cnt.free_objects_fp;
+			uint32_t nf = st->nframes;
+			uint64_t off = st->frames_off;
+			if (nf > HP_MAX_FRAMES || off > r->frames_cap ||
+			    nf > r->frames_cap - off || used + nf > total)
+				nf = 0; /* corrupt: keep the counters only */
+			memcpy(s->pcs + used, r->frames + off,
+			       nf * sizeof(uint64_t));
+			o->pcs = s->pcs + used;
+			o->nframes = nf;
+			used += nf;
+			o->heap_id =
+			        st->heap_id < r->heaps_cap ? st->heap_id : 0;
+			o->flags = i == 0 ? HP_STACK_OVERFLOW
+			                  : (st->flags & HP_STACK_TRUNCATED);
+			k++;
+		}
 	}
 	s->dump.stacks = s->stacks;
 	s->dump.nstacks = k;
 	return 0;
 }
 
-static int take_heaps(const struct hp_region *r, struct snapshot *s)
+/* Heap names by id: the first region that registered the id names it. */
+static int take_heaps(const struct hp_region *const *rs, int nr,
+                      struct snapshot *s)
 {
-	uint64_t n = clamp(
-	        atomic_load_explicit(&r->hdr->heaps_used, memory_order_acquire),
-	        r->heaps_cap);
+	uint64_t n = 0;
+	for (int j = 0; j < nr; j++) {
+		uint64_t u = clamp(atomic_load_explicit(&rs[j]->hdr->heaps_used,
+		                                        memory_order_acquire),
+		                   rs[j]->heaps_cap);
+		if (u > n)
+			n = u;
+	}
 	s->heaps = calloc(n ? n : 1, sizeof(*s->heaps));
 	s->heap_names = calloc(n ? n : 1, HP_HEAP_NAME_MAX);
 	if (!s->heaps || !s->heap_names)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++) {
-		const struct hp_heap_v1 *h = &r->heaps[i];
-		memcpy(s->heap_names[i], h->name, HP_HEAP_NAME_MAX);
-		s->heap_names[i][HP_HEAP_NAME_MAX - 1] = '\0';
-		if (!atomic_load_explicit(&h->ready, memory_order_acquire))
-			s->heap_names[i][0] = '\0';
 		s->heaps[i].name = s->heap_names[i];
-		s->heaps[i].interval = h->interval;
+		for (int j = 0; j < nr; j++) {
+			const struct hp_region *r = rs[j];
+			if (i >= r->heaps_cap)
+				continue;
+			const struct hp_heap_v1 *h = &r->heaps[i];
+			if (!atomic_load_explicit(&h->ready,
+			                          memory_order_acquire))
+				continue;
+			memcpy(s->heap_names[i], h->name, HP_HEAP_NAME_MAX);
+			s->heap_names[i][HP_HEAP_NAME_MAX - 1] = '\0';
+			s->heaps[i].interval = h->interval;
+			break;
+		}
 	}
 	s->dump.heaps = s->heaps;
 	s->dump.nheaps = n;
 	return 0;
 }
 
-int snapshot_take(const struct hp_region *r, struct snapshot *s)
+int snapshot_take_regions(const struct hp_region *const *rs, int nr,
+                          struct snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
-	const struct hp_header_v1 *h = r->hdr;
-	for (int i = 0; i < HP_CTR_COUNT; i++)
-		s->dump.counters[i] = atomic_load_explicit(
-		        &((struct hp_header_v1 *)h)->counters[i],
-		        memory_order_relaxed);
-	s->dump.client_state =
-	        atomic_load(&((struct hp_header_v1 *)h)->client_state);
-	s->dump.stop_reason =
-	        atomic_load(&((struct hp_header_v1 *)h)->stop_reason);
-	int rc = take_modules(r, s);
+	if (nr < 1 || nr > TARGET_MAX_REGIONS)
+		return -EINVAL;
+	struct hp_header_v1 *h0 = rs[0]->hdr;
+	for (int j = 0; j < nr; j++) {
+		struct hp_header_v1 *h = rs[j]->hdr;
+		for (int i = 0; i < HP_CTR_COUNT; i++)
+			s->dump.counters[i] += atomic_load_explicit(
+			        &h->counters[i], memory_order_relaxed);
+		/* Adaptive sampling only raises the interval: the highest
+		 * any region reports is the one in use. */
+		uint64_t ci = atomic_load_explicit(&h->current_interval,
+		                                   memory_order_relaxed);
+		if (ci > s->dump.interval_used)
+			s->dump.interval_used = ci;
+	}
+	/* State: the newest region's, where the client writes now. */
+	struct hp_header_v1 *hn = rs[nr - 1]->hdr;
+	s->dump.client_state = atomic_load(&hn->client_state);
+	s->dump.stop_reason = atomic_load(&hn->stop_reason);
+	/*
+	 * The peak is kept in the header of the region the client accounts
+	 * live bytes in (the first); each region's STACK_MAX copies follow
+	 * their own header's epoch (stackmax_read).
+	 */
+	/* Our own geometry says whether we asked for peak tracking (the
+	 * header's config_flags are in memory the client can write). */
+	bool at_max = rs[0]->stack_max != NULL;
+	if (at_max) {
+		s->dump.at_max = 1;
+		s->dump.max_live_bytes = atomic_load_explicit(
+		        &h0->max_live_bytes, memory_order_acquire);
+		s->dump.max_ts_ns = atomic_load_explicit(&h0->max_ts_ns,
+		                                         memory_order_relaxed);
+	}
+	int rc = take_modules(rs, nr, s);
 	if (!rc)
-		rc = take_stacks(r, s);
+		rc = take_stacks(rs, nr, at_max, s);
 	if (!rc)
-		rc = take_heaps(r, s);
+		rc = take_heaps(rs, nr, s);
 	if (rc)
 		snapshot_free(s);
 	return rc;
+}
+
+int snapshot_take(const struct hp_region *r, struct snapshot *s)
+{
+	return snapshot_take_regions(&r, 1, s);
 }
 
 void snapshot_free(struct snapshot *s)

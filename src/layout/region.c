@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
 
@@ -33,8 +34,10 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 {
 	if (!base || size < HP_REGION_MIN_SIZE || !cfg ||
 	    cfg->sampling_interval == 0 || cfg->max_frames == 0 ||
-	    cfg->max_frames > HP_MAX_FRAMES)
+	    cfg->max_frames > HP_MAX_FRAMES ||
+	    cfg->adaptive_threshold_pct > 100)
 		return -EINVAL;
+	bool track_max = cfg->config_flags & HP_CFG_TRACK_MAX;
 
 	struct hp_header_v1 *h = base;
 	memset(h, 0, sizeof(*h));
@@ -47,6 +50,21 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	h->max_frames = cfg->max_frames;
 	h->session_id = cfg->session_id;
 	h->heap_enable_mask = cfg->heap_enable_mask;
+	h->config_flags = cfg->config_flags;
+	h->adaptive_threshold_pct = cfg->adaptive_threshold_pct;
+	h->adaptive_max_interval = cfg->adaptive_max_interval;
+	if (cfg->config_flags & HP_CFG_ADAPTIVE) {
+		if (!h->adaptive_threshold_pct)
+			h->adaptive_threshold_pct = 90;
+		if (!h->adaptive_max_interval)
+			h->adaptive_max_interval = 64 * cfg->sampling_interval;
+		if (h->adaptive_max_interval < cfg->sampling_interval)
+			h->adaptive_max_interval = cfg->sampling_interval;
+	}
+	h->block_timeout_ms = cfg->block_timeout_ms;
+	/* Peak epochs start at 1 so that a zeroed STACK_MAX entry (epoch 0)
+	 * never matches: "unchanged since the peak". */
+	atomic_store_explicit(&h->max_epoch, 1, memory_order_relaxed);
 
 	/*
 	 * Budget: fixed small tables first, then the rest split between the
@@ -89,10 +107,12 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	off = ALIGN64(off + live_cap / HP_LIVE_BUCKET);
 
 	/* Stack budget: index slots (2 per stack), records, and ~16 frames
-	 * per stack on average. */
+	 * per stack on average; with peak tracking a STACK_MAX entry too. */
 	rest = size - off;
 	uint64_t per_stack = 2 * sizeof(uint64_t) + sizeof(struct hp_stack_v1) +
 	                     16 * sizeof(uint64_t);
+	if (track_max)
+		per_stack += sizeof(struct hp_stack_max_v1);
 	uint64_t nstack = pow2_floor(rest / per_stack);
 	if (nstack < 16)
 		return -EINVAL;
@@ -102,6 +122,13 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	t[HP_TAB_STACKS] = (struct hp_table_desc){
 	        off, nstack, sizeof(struct hp_stack_v1), 0};
 	off = ALIGN64(off + nstack * sizeof(struct hp_stack_v1));
+	if (track_max) {
+		t[HP_TAB_STACK_MAX] = (struct hp_table_desc){
+		        off, nstack, sizeof(struct hp_stack_max_v1), 0};
+		off = ALIGN64(off + nstack * sizeof(struct hp_stack_max_v1));
+	}
+	if (off >= size)
+		return -EINVAL;
 	uint64_t nframes = (size - off) / sizeof(uint64_t);
 	t[HP_TAB_FRAMES] =
 	        (struct hp_table_desc){off, nframes, sizeof(uint64_t), 0};
@@ -172,6 +199,14 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	    h->sampling_interval == 0)
 		return -EINVAL;
 
+	/* STACK_MAX: absent in regions without peak tracking (and in v1
+	 * headers that predate it: all zeros). */
+	const struct hp_table_desc *sm = &t[HP_TAB_STACK_MAX];
+	if (sm->capacity != 0 &&
+	    (!table_ok(sm, size, sizeof(struct hp_stack_max_v1)) ||
+	     sm->capacity != t[HP_TAB_STACKS].capacity))
+		return -EINVAL;
+
 	uint8_t *b = base;
 	r->base = b;
 	r->size = size;
@@ -194,6 +229,8 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	r->strings_cap = t[HP_TAB_STRINGS].capacity;
 	r->heaps = (struct hp_heap_v1 *)(b + t[HP_TAB_HEAPS].offset);
 	r->heaps_cap = t[HP_TAB_HEAPS].capacity;
+	if (sm->capacity)
+		r->stack_max = (struct hp_stack_max_v1 *)(b + sm->offset);
 	return 0;
 }
 
@@ -305,11 +342,23 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 	return (b & (nb - 1)) * HP_LIVE_BUCKET;
 }
 
-int livetab_insert(struct hp_region *r, uint64_t addr,
-                   const struct hp_live_v1 *v)
+int livetab_insert_p(struct hp_region *r, uint64_t addr,
+                     const struct hp_live_v1 *v, uint32_t *pressure)
 {
+	/* With bucket fill (when sampling) the emptier bucket is tried
+	 * first: two choices balance the load far better than first-fit.
+	 * At interval 1 there is no fill to compare; first-fit. */
+	int order = 0;
+	if (r->use_fill &&
+	    atomic_load_explicit(
+	            &r->live_fill[live_bucket(r, addr, 1) / HP_LIVE_BUCKET],
+	            memory_order_relaxed) <
+	            atomic_load_explicit(&r->live_fill[live_bucket(r, addr, 0) /
+	                                               HP_LIVE_BUCKET],
+	                                 memory_order_relaxed))
+		order = 1;
 	for (int which = 0; which < 2; which++) {
-		uint64_t b = live_bucket(r, addr, which);
+		uint64_t b = live_bucket(r, addr, which ^ order);
 		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
 			_Atomic uint64_t *k = &r->live_keys[b + i];
 			uint64_t cur =
@@ -320,16 +369,49 @@ int livetab_insert(struct hp_region *r, uint64_t addr,
 			            k, &cur, HP_LIVE_BUSY, memory_order_acquire,
 			            memory_order_relaxed))
 				continue;
+			uint32_t fill = 0;
 			if (r->use_fill)
-				atomic_fetch_add_explicit(
-				        &r->live_fill[b / HP_LIVE_BUCKET], 1,
-				        memory_order_relaxed);
+				fill = atomic_fetch_add_explicit(
+				               &r->live_fill[b /
+				                             HP_LIVE_BUCKET],
+				               1, memory_order_relaxed) +
+				       1u;
+			if (pressure)
+				*pressure =
+				        r->use_fill
+				                ? fill + (which ? HP_LIVE_BUCKET
+				                                : 0)
+				                : 0;
 			r->live_values[b + i] = *v;
 			atomic_store_explicit(k, addr, memory_order_release);
 			return 0;
 		}
 	}
+	if (pressure)
+		*pressure = 2 * HP_LIVE_BUCKET;
 	return -ENOSPC;
+}
+
+int livetab_insert(struct hp_region *r, uint64_t addr,
+                   const struct hp_live_v1 *v)
+{
+	return livetab_insert_p(r, addr, v, NULL);
+}
+
+uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
+{
+	if (!r->use_fill)
+		return 0;
+	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
+	uint64_t n = nb < 64 ? nb : 64;
+	uint64_t first = (live_bucket(r, addr, 0) / HP_LIVE_BUCKET) & ~63ull;
+	if (first + n > nb)
+		first = nb - n;
+	uint64_t sum = 0;
+	for (uint64_t i = 0; i < n; i++)
+		sum += atomic_load_explicit(&r->live_fill[first + i],
+		                            memory_order_relaxed);
+	return (uint32_t)(sum * 100 / (n * HP_LIVE_BUCKET));
 }
 
 bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
@@ -376,4 +458,113 @@ uint64_t strtab_append(struct hp_region *r, const char *s, size_t len)
 	atomic_store_explicit(&h->strings_used, off + len + 1,
 	                      memory_order_release);
 	return off;
+}
+
+/* ---- peak tracking (HP_CFG_TRACK_MAX) ------------------------------- */
+
+void stack_counts(const struct hp_region *r, uint64_t id,
+                  struct hp_stack_counts *out)
+{
+	if (id >= r->stacks_cap) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	const struct hp_stack_v1 *s = &r->stacks[id];
+	out->alloc_count =
+	        atomic_load_explicit(&s->alloc_count, memory_order_relaxed);
+	out->alloc_bytes =
+	        atomic_load_explicit(&s->alloc_bytes, memory_order_relaxed);
+	out->alloc_objects_fp = atomic_load_explicit(&s->alloc_objects_fp,
+	                                             memory_order_relaxed);
+	out->free_count =
+	        atomic_load_explicit(&s->free_count, memory_order_relaxed);
+	out->free_bytes =
+	        atomic_load_explicit(&s->free_bytes, memory_order_relaxed);
+	out->free_objects_fp =
+	        atomic_load_explicit(&s->free_objects_fp, memory_order_relaxed);
+}
+
+void stackmax_touch(struct hp_region *r, uint32_t id)
+{
+	if (!r->stack_max || id >= r->stacks_cap)
+		return;
+	struct hp_stack_max_v1 *m = &r->stack_max[id];
+	uint64_t e =
+	        atomic_load_explicit(&r->hdr->max_epoch, memory_order_acquire);
+	if (atomic_load_explicit(&m->epoch, memory_order_relaxed) == e)
+		return; /* already saved since the last peak */
+	/* First change since the peak: save the state at the peak (the
+	 * counters as they are now), then claim the epoch. */
+	struct hp_stack_counts c;
+	stack_counts(r, id, &c);
+	m->alloc_count = c.alloc_count;
+	m->alloc_bytes = c.alloc_bytes;
+	m->alloc_objects_fp = c.alloc_objects_fp;
+	m->free_count = c.free_count;
+	m->free_bytes = c.free_bytes;
+	m->free_objects_fp = c.free_objects_fp;
+	atomic_store_explicit(&m->epoch, e, memory_order_release);
+}
+
+bool stackmax_alloc(struct hp_region *r, uint64_t bytes)
+{
+	if (!r->stack_max)
+		return false;
+	struct hp_header_v1 *h = r->hdr;
+	uint64_t live = atomic_fetch_add_explicit(&h->live_bytes, bytes,
+	                                          memory_order_relaxed) +
+	                bytes;
+	uint64_t max =
+	        atomic_load_explicit(&h->max_live_bytes, memory_order_relaxed);
+	while (live > max) {
+		if (!atomic_compare_exchange_weak_explicit(
+		            &h->max_live_bytes, &max, live,
+		            memory_order_relaxed, memory_order_relaxed))
+			continue;
+		struct timespec ts;
+		clock_gettime(CLOCK_BOOTTIME, &ts);
+		atomic_store_explicit(&h->max_ts_ns,
+		                      (uint64_t)ts.tv_sec * 1000000000ull +
+		                              (uint64_t)ts.tv_nsec,
+		                      memory_order_relaxed);
+		/* Release: a reader that sees the new epoch sees the counters
+		 * that made the peak. */
+		atomic_fetch_add_explicit(&h->max_epoch, 1,
+		                          memory_order_release);
+		return true;
+	}
+	return false;
+}
+
+void stackmax_free(struct hp_region *r, uint64_t bytes)
+{
+	if (!r->stack_max)
+		return;
+	atomic_fetch_sub_explicit(&r->hdr->live_bytes, bytes,
+	                          memory_order_relaxed);
+}
+
+void stackmax_read(const struct hp_region *r, uint64_t id,
+                   struct hp_stack_counts *out)
+{
+	if (id >= r->stacks_cap) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	if (r->stack_max) {
+		const struct hp_stack_max_v1 *m = &r->stack_max[id];
+		uint64_t e = atomic_load_explicit(&r->hdr->max_epoch,
+		                                  memory_order_acquire);
+		if (atomic_load_explicit(&m->epoch, memory_order_acquire) ==
+		    e) {
+			out->alloc_count = m->alloc_count;
+			out->alloc_bytes = m->alloc_bytes;
+			out->alloc_objects_fp = m->alloc_objects_fp;
+			out->free_count = m->free_count;
+			out->free_bytes = m->free_bytes;
+			out->free_objects_fp = m->free_objects_fp;
+			return;
+		}
+	}
+	stack_counts(r, id, out);
 }

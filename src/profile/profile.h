@@ -119,6 +119,11 @@ int profile_write_dump(struct profile *p, int64_t upid,
                        const struct prof_dump *d);
 int profile_end_process(struct profile *p, int64_t upid,
                         const struct prof_process_end *e);
+/*
+ * Set a session-level key in heapprof_meta (replacing an earlier value),
+ * e.g. "config": the session's config as config_print writes it.
+ */
+int profile_set_meta(struct profile *p, const char *key, const char *value);
 /* Commit and close; 0 or negative errno. Frees p in every case. */
 int profile_close(struct profile *p);
 

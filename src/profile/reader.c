@@ -5,6 +5,7 @@
  * per frame.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -389,24 +390,134 @@ void reader_free_processes(struct rd_process *p, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(p[i].name);
 		free(p[i].cmdline);
+		free(p[i].unwind);
+		free(p[i].how);
+		free(p[i].note);
 	}
 	free(p);
+}
+
+/*
+ * "alias.col" if table has the column, else "NULL": columns are added to
+ * the format over time, and an older profile must still read.
+ */
+static const char *col_or_null(sqlite3 *db, const char *table,
+                               const char *alias, const char *col, char *buf,
+                               size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT 1 FROM pragma_table_info(?1)"
+	                       " WHERE name = ?2",
+	                       -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
+		found = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	if (!found)
+		return "NULL";
+	snprintf(buf, len, "%s.%s", alias, col);
+	return buf;
+}
+
+/* The SELECT list of cols from table (aliased), each NULL if missing. */
+static char *select_cols(sqlite3 *db, const char *table, const char *alias,
+                         const char *const *cols, size_t ncols)
+{
+	size_t len = 1;
+	char one[64];
+
+	for (size_t i = 0; i < ncols; i++)
+		len += strlen(alias) + strlen(cols[i]) + 8;
+	char *out = malloc(len);
+	if (!out)
+		return NULL;
+	out[0] = '\0';
+	for (size_t i = 0; i < ncols; i++) {
+		if (i)
+			strcat(out, ", ");
+		strcat(out, col_or_null(db, table, alias, cols[i], one,
+		                        sizeof(one)));
+	}
+	return out;
+}
+
+/* heapprof_process columns read after the process table's, in order. */
+static const char *const hp_cols[] = {
+        "sampling_interval", "unwind",       "max_frames",
+        "shmem_size",        "from_startup", "rejected_concurrent",
+        "disconnected",      "exit_status",  "client_state",
+        "stop_reason",       "how",          "ppid",
+        "session_id",        "note",         "interval_used",
+        "max_live_bytes",    "max_ts",
+};
+
+static int fill_process(struct rd_process *p, sqlite3_stmt *st)
+{
+	memset(p, 0, sizeof(*p));
+	p->upid = sqlite3_column_int64(st, 0);
+	p->pid = sqlite3_column_int64(st, 1);
+	p->name = dup_text_or_empty(st, 2);
+	p->cmdline = dup_text_or_empty(st, 3);
+	p->start_ts = sqlite3_column_int64(st, 4);
+	p->has_end = sqlite3_column_type(st, 5) != SQLITE_NULL;
+	p->end_ts = sqlite3_column_int64(st, 5);
+	p->interval = sqlite3_column_int64(st, 6);
+	p->unwind = dup_text_or_empty(st, 7);
+	p->max_frames = sqlite3_column_int64(st, 8);
+	p->shmem_size = sqlite3_column_int64(st, 9);
+	p->from_startup = sqlite3_column_int64(st, 10) != 0;
+	p->rejected_concurrent = sqlite3_column_int64(st, 11) != 0;
+	p->disconnected = sqlite3_column_int64(st, 12) != 0;
+	p->has_exit = sqlite3_column_type(st, 13) != SQLITE_NULL;
+	p->exit_status = sqlite3_column_int64(st, 13);
+	p->client_state = sqlite3_column_int64(st, 14);
+	p->stop_reason = sqlite3_column_int64(st, 15);
+	p->how = dup_col(st, 16);
+	if (!p->how || !p->how[0]) {
+		free(p->how);
+		p->how = strdup("command");
+	}
+	p->ppid = sqlite3_column_int64(st, 17);
+	p->session_id = sqlite3_column_int64(st, 18);
+	if (sqlite3_column_type(st, 19) != SQLITE_NULL &&
+	    !(p->note = dup_col(st, 19)))
+		return -1;
+	p->interval_used = sqlite3_column_int64(st, 20);
+	p->max_live_bytes = sqlite3_column_int64(st, 21);
+	p->max_ts = sqlite3_column_int64(st, 22);
+	return p->name && p->cmdline && p->unwind && p->how ? 0 : -1;
 }
 
 int reader_load_processes(sqlite3 *db, const char *subsys,
                           struct rd_process **out, size_t *n)
 {
-	sqlite3_stmt *st = prepare(
-	        db, subsys,
-	        "SELECT p.upid, p.pid, p.name, p.cmdline, hp.sampling_interval,"
-	        " p.start_ts, p.end_ts FROM process p LEFT JOIN"
-	        " heapprof_process hp USING (upid) ORDER BY p.upid");
+	char *cols = select_cols(db, "heapprof_process", "hp", hp_cols,
+	                         sizeof(hp_cols) / sizeof(hp_cols[0]));
+	char *sql = NULL;
+	if (!cols || asprintf(&sql,
+	                      "SELECT p.upid, p.pid, p.name, p.cmdline,"
+	                      " p.start_ts, p.end_ts, %s FROM process p"
+	                      " LEFT JOIN heapprof_process hp USING (upid)"
+	                      " ORDER BY p.upid",
+	                      cols) < 0)
+		sql = NULL;
+	free(cols);
+	*out = NULL;
+	*n = 0;
+	if (!sql) {
+		hp_err(subsys, "out of memory");
+		return -ENOMEM;
+	}
+	sqlite3_stmt *st = prepare(db, subsys, sql);
 	struct rd_process *a = NULL;
 	size_t cap = 0;
 	int rc = SQLITE_DONE;
 
-	*out = NULL;
-	*n = 0;
+	free(sql);
 	if (!st)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -416,17 +527,9 @@ int reader_load_processes(sqlite3 *db, const char *subsys,
 			break;
 		}
 		a = b;
-		struct rd_process *p = &a[*n];
-		memset(p, 0, sizeof(*p));
-		p->upid = sqlite3_column_int64(st, 0);
-		p->pid = sqlite3_column_int64(st, 1);
-		p->name = dup_text_or_empty(st, 2);
-		p->cmdline = dup_text_or_empty(st, 3);
-		p->interval = sqlite3_column_int64(st, 4);
-		p->start_ts = sqlite3_column_int64(st, 5);
-		p->end_ts = sqlite3_column_int64(st, 6);
+		int bad = fill_process(&a[*n], st);
 		++*n;
-		if (!p->name || !p->cmdline) {
+		if (bad) {
 			rc = SQLITE_NOMEM;
 			break;
 		}
@@ -451,15 +554,29 @@ void reader_free_dumps(struct rd_dump *d, size_t n)
 int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
                       struct rd_dump **out, size_t *n)
 {
-	sqlite3_stmt *st = prepare(db, subsys,
-	                           "SELECT ts, reason FROM heapprof_dump"
-	                           " WHERE upid = ? ORDER BY ts, id");
+	static const char *const cols[] = {"at_max", "max_ts", "max_live_bytes",
+	                                   "interval_used"};
+	char *sel = select_cols(db, "heapprof_dump", "d", cols,
+	                        sizeof(cols) / sizeof(cols[0]));
+	char *sql = NULL;
+	if (!sel || asprintf(&sql,
+	                     "SELECT d.ts, d.reason, %s FROM heapprof_dump d"
+	                     " WHERE d.upid = ? ORDER BY d.ts, d.id",
+	                     sel) < 0)
+		sql = NULL;
+	free(sel);
+	*out = NULL;
+	*n = 0;
+	if (!sql) {
+		hp_err(subsys, "out of memory");
+		return -ENOMEM;
+	}
+	sqlite3_stmt *st = prepare(db, subsys, sql);
 	struct rd_dump *a = NULL;
 	size_t cap = 0;
 	int rc = SQLITE_DONE;
 
-	*out = NULL;
-	*n = 0;
+	free(sql);
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
@@ -470,7 +587,12 @@ int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
 			break;
 		}
 		a = b;
+		memset(&a[*n], 0, sizeof(a[*n]));
 		a[*n].ts = sqlite3_column_int64(st, 0);
+		a[*n].at_max = sqlite3_column_int64(st, 2) != 0;
+		a[*n].max_ts = sqlite3_column_int64(st, 3);
+		a[*n].max_live_bytes = sqlite3_column_int64(st, 4);
+		a[*n].interval_used = sqlite3_column_int64(st, 5);
 		a[*n].reason = dup_text_or_empty(st, 1);
 		if (!a[(*n)++].reason) {
 			rc = SQLITE_NOMEM;

@@ -103,6 +103,10 @@ const struct rd_symbol *rd_frame_symbols(const struct rd_stacks *s,
 
 /* ---- processes, dumps, heaps and the state of a heap at a dump --------- */
 
+/*
+ * A process and how it was profiled (process + heapprof_process).  A
+ * profile written before a column existed reads it as 0 / NULL.
+ */
 struct rd_process {
 	int64_t upid;
 	int64_t pid;
@@ -110,11 +114,37 @@ struct rd_process {
 	char *cmdline;            /* never NULL */
 	int64_t interval;         /* sampling interval in bytes */
 	int64_t start_ts, end_ts; /* end_ts 0 while running */
+	int has_end;              /* end_ts was recorded */
+
+	char *unwind; /* "dwarf", "fp"; never NULL ("" if unknown) */
+	int64_t max_frames, shmem_size;
+	int from_startup;
+	/* Another session profiled it: nothing was recorded (no dumps). */
+	int rejected_concurrent;
+	int disconnected; /* went away before the session ended */
+	int has_exit;
+	int64_t exit_status; /* 0..255 or 128+signal, if has_exit */
+	int64_t client_state, stop_reason; /* hp_client_state, hp_stop_reason */
+	/* "command", "pid", "name", "fork" or "exec"; never NULL ("command"
+	 * in profiles before sessions). */
+	char *how;
+	int64_t ppid;          /* 0 if unknown */
+	int64_t session_id;    /* daemon's session id; 0 for record -- CMD */
+	char *note;            /* why it was not profiled, or NULL */
+	int64_t interval_used; /* at the last dump (adaptive sampling may
+	                          raise it); 0 if unknown */
+	/* The highest peak of its at-max dumps (--dump-at-max); 0 if none. */
+	int64_t max_live_bytes, max_ts;
 };
 
 struct rd_dump {
 	int64_t ts;
 	char *reason; /* never NULL */
+	/* --dump-at-max: the dump holds the state at the peak of live bytes,
+	 * max_live_bytes charged bytes at max_ts. */
+	int at_max;
+	int64_t max_ts, max_live_bytes;
+	int64_t interval_used; /* the interval in effect; 0 if unknown */
 };
 
 /* Every process, by upid.  0 or negative errno (message printed). */

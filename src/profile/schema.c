@@ -3,6 +3,10 @@
  * Perfetto's names and columns so its example queries run verbatim; the
  * heapprof_* tables hold what Perfetto keeps elsewhere in its trace
  * (process config, per-process counters, dump list, file metadata).
+ *
+ * Columns are only ever added (the format version stays 1): a profile
+ * written before a column existed lacks it, and readers treat a missing
+ * column as NULL (reader.c checks PRAGMA table_info).
  */
 #include <stddef.h>
 
@@ -28,12 +32,15 @@ const char profile_schema_sql[] =
         "CREATE TABLE heapprof_process(upid INTEGER PRIMARY KEY,"
         " sampling_interval INT, unwind TEXT, max_frames INT, shmem_size INT,"
         " from_startup INT, rejected_concurrent INT, disconnected INT,"
-        " exit_status INT, client_state INT, stop_reason INT);\n"
+        " exit_status INT, client_state INT, stop_reason INT, how TEXT,"
+        " ppid INT, session_id INT, note TEXT, interval_used INT,"
+        " max_live_bytes INT, max_ts INT);\n"
         "CREATE TABLE heapprof_process_stats(upid INT, name TEXT, value INT);\n"
         "CREATE TABLE heapprof_heap(upid INT, heap_id INT, name TEXT,"
         " sampling_interval INT, PRIMARY KEY(upid, heap_id));\n"
         "CREATE TABLE heapprof_dump(id INTEGER PRIMARY KEY, ts INT, upid INT,"
-        " reason TEXT);\n"
+        " reason TEXT, at_max INT, max_ts INT, max_live_bytes INT,"
+        " interval_used INT);\n"
         "CREATE TABLE heapprof_dump_memory(upid INT, ts INT, name TEXT,"
         " value INT, source TEXT);\n"
         "CREATE INDEX heapprof_process_stats_upid"

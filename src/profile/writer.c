@@ -43,7 +43,8 @@ struct cum {
 
 struct proc_state {
 	int64_t upid;
-	struct hmap prev; /* (callsite id, heap id) -> index into cum */
+	uint64_t interval; /* configured; a dump's 0 interval_used means it */
+	struct hmap prev;  /* (callsite id, heap id) -> index into cum */
 	struct cum *cum;
 	size_t ncum, capcum;
 };
@@ -67,6 +68,7 @@ enum stmt_id {
 	ST_PROC_STATE,
 	ST_HEAP,
 	ST_MEMORY,
+	ST_PROC_MAX,
 	ST_COUNT
 };
 
@@ -86,17 +88,24 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_ALLOC] = "INSERT INTO heap_profile_allocation(type, ts, upid,"
                      " heap_name, callsite_id, count, size)"
                      " VALUES('heap_profile_allocation', ?, ?, ?, ?, ?, ?)",
-        [ST_DUMP] =
-                "INSERT INTO heapprof_dump(ts, upid, reason) VALUES(?, ?, ?)",
+        [ST_DUMP] = "INSERT INTO heapprof_dump(ts, upid, reason, at_max,"
+                    " max_ts, max_live_bytes, interval_used)"
+                    " VALUES(?, ?, ?, ?, ?, ?, ?)",
         [ST_STAT] = "INSERT INTO heapprof_process_stats(upid, name, value)"
                     " VALUES(?, ?, ?)",
         [ST_DEL_STATS] = "DELETE FROM heapprof_process_stats WHERE upid = ?",
         [ST_PROC_STATE] = "UPDATE heapprof_process SET client_state = ?,"
-                          " stop_reason = ? WHERE upid = ?",
+                          " stop_reason = ?, interval_used = ?"
+                          " WHERE upid = ?",
         [ST_HEAP] = "INSERT OR REPLACE INTO heapprof_heap(upid, heap_id, name,"
                     " sampling_interval) VALUES(?, ?, ?, ?)",
         [ST_MEMORY] = "INSERT INTO heapprof_dump_memory(upid, ts, name,"
                       " value, source) VALUES(?, ?, ?, ?, ?)",
+        /* The highest peak of the process's at-max dumps (the client's
+         * peak only grows; max() guards against a bad read). */
+        [ST_PROC_MAX] = "UPDATE heapprof_process SET max_live_bytes = ?1,"
+                        " max_ts = ?2 WHERE upid = ?3 AND"
+                        " (max_live_bytes IS NULL OR max_live_bytes < ?1)",
 };
 
 /* Names of the header counters (enum hp_counter) in heapprof_process_stats.
@@ -341,7 +350,8 @@ static int insert_process(struct profile *p, const struct prof_process *info,
 	        "INSERT INTO heapprof_process(upid,"
 	        " sampling_interval, unwind, max_frames,"
 	        " shmem_size, from_startup, rejected_concurrent,"
-	        " disconnected) VALUES(?, ?, ?, ?, ?, ?, 0, 0)",
+	        " disconnected, how, ppid, session_id, note)"
+	        " VALUES(?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
 	        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, *upid);
@@ -350,6 +360,17 @@ static int insert_process(struct profile *p, const struct prof_process *info,
 		sqlite3_bind_int64(st, 4, info->max_frames);
 		sqlite3_bind_int64(st, 5, i64(info->shmem_size));
 		sqlite3_bind_int(st, 6, info->from_startup ? 1 : 0);
+		sqlite3_bind_int(st, 7, info->rejected_concurrent ? 1 : 0);
+		sqlite3_bind_text(st, 8, info->how ? info->how : "command", -1,
+		                  SQLITE_STATIC);
+		/* Unknown (0) is stored as NULL. */
+		if (info->ppid > 0)
+			sqlite3_bind_int(st, 9, info->ppid);
+		if (info->session_id)
+			sqlite3_bind_int64(st, 10, i64(info->session_id));
+		if (info->note)
+			sqlite3_bind_text(st, 11, info->note, -1,
+			                  SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
 	}
@@ -381,6 +402,7 @@ int profile_begin_process(struct profile *p, const struct prof_process *info,
 	struct proc_state *ps = &p->procs[p->nprocs++];
 	memset(ps, 0, sizeof(*ps));
 	ps->upid = upid;
+	ps->interval = info->sampling_interval;
 	hmap_init(&ps->prev);
 	*upid_out = upid;
 	return 0;
@@ -405,8 +427,9 @@ int profile_end_process(struct profile *p, int64_t upid,
 		rc = sqlite3_prepare_v2(p->db,
 		                        "UPDATE heapprof_process SET"
 		                        " exit_status = ?1, disconnected = ?2,"
-		                        " rejected_concurrent = ?3"
-		                        " WHERE upid = ?4",
+		                        " rejected_concurrent ="
+		                        " max(coalesce(rejected_concurrent, 0),"
+		                        " ?3) WHERE upid = ?4",
 		                        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		/* -1 (unknown) is stored as NULL. */
@@ -907,16 +930,25 @@ static int write_memory(struct profile *p, int64_t upid,
 	return err;
 }
 
-static int write_dump_row(struct dump_ctx *c, int64_t upid)
+static int write_dump_row(struct dump_ctx *c, const struct proc_state *ps)
 {
 	struct profile *p = c->p;
 	const struct prof_dump *d = c->d;
+	int64_t upid = ps->upid;
 	sqlite3_stmt *st = p->st[ST_DUMP];
+	/* Stored as the interval in effect, so SQL needs no fallback. */
+	uint64_t used = d->interval_used ? d->interval_used : ps->interval;
 	int err;
 
 	sqlite3_bind_int64(st, 1, i64(d->ts_ns));
 	sqlite3_bind_int64(st, 2, upid);
 	sqlite3_bind_text(st, 3, d->reason ? d->reason : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, d->at_max ? 1 : 0);
+	if (d->at_max) {
+		sqlite3_bind_int64(st, 5, i64(d->max_ts_ns));
+		sqlite3_bind_int64(st, 6, i64(d->max_live_bytes));
+	}
+	sqlite3_bind_int64(st, 7, i64(used));
 	err = step(p, ST_DUMP, "writing dump");
 	if (!err)
 		err = write_memory(p, upid, d);
@@ -925,8 +957,16 @@ static int write_dump_row(struct dump_ctx *c, int64_t upid)
 	st = p->st[ST_PROC_STATE];
 	sqlite3_bind_int64(st, 1, d->client_state);
 	sqlite3_bind_int64(st, 2, d->stop_reason);
-	sqlite3_bind_int64(st, 3, upid);
+	sqlite3_bind_int64(st, 3, i64(used));
+	sqlite3_bind_int64(st, 4, upid);
 	err = step(p, ST_PROC_STATE, "writing process state");
+	if (!err && d->at_max) {
+		st = p->st[ST_PROC_MAX];
+		sqlite3_bind_int64(st, 1, i64(d->max_live_bytes));
+		sqlite3_bind_int64(st, 2, i64(d->max_ts_ns));
+		sqlite3_bind_int64(st, 3, upid);
+		err = step(p, ST_PROC_MAX, "writing process peak");
+	}
 	for (size_t h = 0; !err && h < d->nheaps; h++) {
 		char buf[32];
 		if (!d->heaps[h].name && h != 0)
@@ -1015,7 +1055,7 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 	if (!err)
 		err = write_stats(c, ps->upid);
 	if (!err)
-		err = write_dump_row(c, ps->upid);
+		err = write_dump_row(c, ps);
 	return err;
 }
 
@@ -1097,6 +1137,23 @@ static int destroy(struct profile *p, int fold)
 	free_state(p);
 	free(p);
 	return err;
+}
+
+int profile_set_meta(struct profile *p, const char *key, const char *value)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(p->db,
+	                            "INSERT OR REPLACE INTO heapprof_meta(key,"
+	                            " value) VALUES(?, ?)",
+	                            -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, value ? value : "", -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : sql_err(p, rc, "writing metadata");
 }
 
 int profile_close(struct profile *p)

@@ -3,7 +3,10 @@
  * (merged duplicate stacks, a PC outside every module, the overflow stack,
  * frees, a second heap), checked with SQL: per-dump delta rows, state by
  * summing up to a ts, the callsite tree, interning, symbolized names, and
- * that a failed dump leaves the file and the writer consistent.
+ * that a failed dump leaves the file and the writer consistent.  Then a
+ * session's per-process metadata (how, ppid, rejected_concurrent, at-max
+ * dumps, the interval used) written, read back by the reader (also from a
+ * profile that predates those columns) and shown by `heapprof report`.
  */
 #include <errno.h>
 #include <sqlite3.h>
@@ -13,7 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/commands.h"
 #include "profile/profile.h"
+#include "profile/reader.h"
 #include "selfmod.h"
 #include "unit.h"
 
@@ -562,6 +567,367 @@ static void test_failed_dump_rolls_back(void)
 	sqlite3_close(db);
 }
 
+/* ---- session metadata -------------------------------------------------- */
+
+static char sesspath[4300], oldpath[4300];
+static int64_t sess_upid[3];
+
+#define SEC 1000000000ull
+
+/*
+ * A session by name: process A attached while running (a dump, then an
+ * at-max dump after adaptive sampling raised its interval), B rejected
+ * (begin only), C rejected (begin and end: the end must not clear it).
+ */
+static void write_session(void)
+{
+	struct prof_process a = {
+	        .pid = 100,
+	        .name = "srv",
+	        .cmdline = "srv -x",
+	        .sampling_interval = 4096,
+	        .unwind = "fp",
+	        .max_frames = 32,
+	        .shmem_size = 8 << 20,
+	        .from_startup = 0,
+	        .start_ts_ns = 10 * SEC,
+	        .how = "name",
+	        .ppid = 1,
+	        .session_id = 7,
+	};
+	struct prof_process b = a, c = a;
+	b.pid = 200;
+	b.start_ts_ns = 11 * SEC;
+	b.rejected_concurrent = 1;
+	b.note = "profiled by session 3";
+	b.how = "pid";
+	c.pid = 300;
+	c.start_ts_ns = 12 * SEC;
+	c.rejected_concurrent = 1;
+	c.how = NULL;
+	c.ppid = 0;
+	c.session_id = 0;
+
+	snprintf(sesspath, sizeof(sesspath), "%s/session.db", dir);
+	struct profile *p = profile_create(sesspath, "heapprof record -n srv");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK(profile_set_meta(p, "config", "pid: 1\n") == 0);
+	CHECK(profile_set_meta(p, "config", "process_cmdline: \"srv\"\n") == 0);
+	CHECK(profile_begin_process(p, &a, &sess_upid[0]) == 0);
+	CHECK(profile_begin_process(p, &b, &sess_upid[1]) == 0);
+	CHECK(profile_begin_process(p, &c, &sess_upid[2]) == 0);
+
+	struct prof_stack st1[] = {stack(0, s1, 3, 1, 4096, FP, 0, 0, 0)};
+	struct prof_dump d1 = dump(11 * SEC, st1, 1);
+	CHECK(profile_write_dump(p, sess_upid[0], &d1) == 0);
+	struct prof_stack st2[] = {
+	        stack(0, s1, 3, 3, 3 * 4096, 3 * FP, 0, 0, 0)};
+	struct prof_dump d2 = dump(13 * SEC, st2, 1);
+	d2.interval_used = 16384;
+	d2.at_max = 1;
+	d2.max_ts_ns = 12 * SEC + SEC / 2;
+	d2.max_live_bytes = 3 * 4096;
+	d2.reason = "end";
+	CHECK(profile_write_dump(p, sess_upid[0], &d2) == 0);
+
+	struct prof_process_end ea = {
+	        .end_ts_ns = 13 * SEC, .exit_status = -1, .disconnected = 1};
+	struct prof_process_end ec = {.end_ts_ns = 13 * SEC, .exit_status = -1};
+	CHECK(profile_end_process(p, sess_upid[0], &ea) == 0);
+	CHECK(profile_end_process(p, sess_upid[2], &ec) == 0);
+	CHECK(profile_close(p) == 0);
+}
+
+static void test_session_rows(void)
+{
+	sqlite3 *db = NULL;
+
+	write_session();
+	CHECK(sqlite3_open_v2(sesspath, &db, SQLITE_OPEN_READONLY, NULL) ==
+	      SQLITE_OK);
+	CHECK(str_is(db, "SELECT value FROM heapprof_meta WHERE key = 'config'",
+	             "process_cmdline: \"srv\"\n"));
+	CHECK(q1(db, "SELECT count(*) FROM heapprof_meta"
+	             " WHERE key = 'config'") == 1);
+	CHECK(str_is(db, "SELECT how FROM heapprof_process WHERE upid = 1",
+	             "name"));
+	CHECK(str_is(db, "SELECT how FROM heapprof_process WHERE upid = 2",
+	             "pid"));
+	CHECK(str_is(db, "SELECT how FROM heapprof_process WHERE upid = 3",
+	             "command"));
+	CHECK(q1(db, "SELECT ppid FROM heapprof_process WHERE upid = 1") == 1);
+	CHECK(q1(db, "SELECT ppid FROM heapprof_process WHERE upid = 3") ==
+	      -999999);
+	CHECK(q1(db, "SELECT session_id FROM heapprof_process"
+	             " WHERE upid = 1") == 7);
+	CHECK(q1(db, "SELECT rejected_concurrent FROM heapprof_process"
+	             " WHERE upid = 1") == 0);
+	CHECK(q1(db, "SELECT rejected_concurrent FROM heapprof_process"
+	             " WHERE upid = 2") == 1);
+	CHECK(q1(db, "SELECT rejected_concurrent FROM heapprof_process"
+	             " WHERE upid = 3") == 1);
+	CHECK(str_is(db, "SELECT note FROM heapprof_process WHERE upid = 2",
+	             "profiled by session 3"));
+	CHECK(q1(db, "SELECT note IS NULL FROM heapprof_process"
+	             " WHERE upid = 1") == 1);
+	CHECK(q1(db, "SELECT interval_used FROM heapprof_process"
+	             " WHERE upid = 1") == 16384);
+	CHECK(q1(db, "SELECT max_live_bytes FROM heapprof_process"
+	             " WHERE upid = 1") == 3 * 4096);
+	CHECK(q1(db, "SELECT max_ts FROM heapprof_process WHERE upid = 1") ==
+	      (int64_t)(12 * SEC + SEC / 2));
+	CHECK(q1(db, "SELECT disconnected FROM heapprof_process"
+	             " WHERE upid = 1") == 1);
+	/* Dumps: the first plain, the second at max with the raised interval.
+	 */
+	CHECK(q1(db, "SELECT count(*) FROM heapprof_dump WHERE upid != 1") ==
+	      0);
+	CHECK(q1(db,
+	         "SELECT at_max FROM heapprof_dump WHERE ts = 11000000000") ==
+	      0);
+	CHECK(q1(db, "SELECT max_ts FROM heapprof_dump"
+	             " WHERE ts = 11000000000") == -999999);
+	CHECK(q1(db, "SELECT interval_used FROM heapprof_dump"
+	             " WHERE ts = 11000000000") == 4096);
+	CHECK(q1(db, "SELECT at_max FROM heapprof_dump"
+	             " WHERE ts = 13000000000") == 1);
+	CHECK(q1(db, "SELECT max_live_bytes FROM heapprof_dump"
+	             " WHERE ts = 13000000000") == 3 * 4096);
+	CHECK(q1(db, "SELECT interval_used FROM heapprof_dump"
+	             " WHERE ts = 13000000000") == 16384);
+	sqlite3_close(db);
+}
+
+static void test_session_reader(void)
+{
+	sqlite3 *db = reader_open(sesspath, "test");
+	struct rd_process *p = NULL;
+	struct rd_dump *d = NULL;
+	size_t n = 0, nd = 0;
+
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK(reader_load_processes(db, "test", &p, &n) == 0);
+	CHECK_EQ_U64(n, 3);
+	if (n == 3) {
+		CHECK(!strcmp(p[0].how, "name") && p[0].ppid == 1 &&
+		      p[0].session_id == 7 && !p[0].rejected_concurrent &&
+		      !p[0].note && !p[0].from_startup && p[0].disconnected &&
+		      !p[0].has_exit && p[0].has_end);
+		CHECK(p[0].interval == 4096 && p[0].interval_used == 16384);
+		CHECK(p[0].max_live_bytes == 3 * 4096 &&
+		      p[0].max_ts == (int64_t)(12 * SEC + SEC / 2));
+		CHECK(!strcmp(p[0].unwind, "fp") && p[0].max_frames == 32 &&
+		      p[0].shmem_size == 8 << 20);
+		CHECK(p[0].start_ts == (int64_t)(10 * SEC) &&
+		      p[0].end_ts == (int64_t)(13 * SEC));
+		CHECK(p[1].rejected_concurrent && p[1].note &&
+		      !strcmp(p[1].note, "profiled by session 3") &&
+		      !strcmp(p[1].how, "pid") && !p[1].has_end &&
+		      p[1].end_ts == 0 && p[1].interval_used == 0);
+		CHECK(p[2].rejected_concurrent &&
+		      !strcmp(p[2].how, "command") && p[2].ppid == 0 &&
+		      p[2].has_end);
+	}
+	reader_free_processes(p, n);
+	CHECK(reader_load_dumps(db, "test", sess_upid[0], &d, &nd) == 0);
+	CHECK_EQ_U64(nd, 2);
+	if (nd == 2) {
+		CHECK(!d[0].at_max && d[0].interval_used == 4096 &&
+		      d[0].max_ts == 0);
+		CHECK(d[1].at_max && d[1].interval_used == 16384 &&
+		      d[1].max_live_bytes == 3 * 4096 &&
+		      d[1].max_ts == (int64_t)(12 * SEC + SEC / 2) &&
+		      !strcmp(d[1].reason, "end"));
+	}
+	reader_free_dumps(d, nd);
+	sqlite3_close(db);
+}
+
+/* A profile as heapprof wrote them before sessions: no new columns. */
+static void test_old_profile(void)
+{
+	static const char old_schema[] =
+	        "CREATE TABLE heapprof_meta(key TEXT PRIMARY KEY, value TEXT);"
+	        "CREATE TABLE stack_profile_mapping(id INTEGER PRIMARY KEY, "
+	        "type"
+	        " TEXT, build_id TEXT, exact_offset INT, start_offset INT,"
+	        " start INT, \"end\" INT, load_bias INT, name TEXT);"
+	        "CREATE TABLE stack_profile_frame(id INTEGER PRIMARY KEY, type"
+	        " TEXT, name TEXT, mapping INT, rel_pc INT, symbol_set_id INT,"
+	        " deobfuscated_name TEXT, system_name TEXT);"
+	        "CREATE TABLE stack_profile_callsite(id INTEGER PRIMARY KEY, "
+	        "type"
+	        " TEXT, depth INT, parent_id INT, frame_id INT);"
+	        "CREATE TABLE stack_profile_symbol(id INTEGER PRIMARY KEY, type"
+	        " TEXT, symbol_set_id INT, name TEXT, source_file TEXT,"
+	        " line_number INT);"
+	        "CREATE TABLE heap_profile_allocation(id INTEGER PRIMARY KEY,"
+	        " type TEXT, ts INT, upid INT, heap_name TEXT, callsite_id INT,"
+	        " count INT, size INT);"
+	        "CREATE TABLE process(upid INTEGER PRIMARY KEY, pid INT, name"
+	        " TEXT, cmdline TEXT, start_ts INT, end_ts INT);"
+	        "CREATE TABLE heapprof_process(upid INTEGER PRIMARY KEY,"
+	        " sampling_interval INT, unwind TEXT, max_frames INT, "
+	        "shmem_size"
+	        " INT, from_startup INT, rejected_concurrent INT, disconnected"
+	        " INT, exit_status INT, client_state INT, stop_reason INT);"
+	        "CREATE TABLE heapprof_process_stats(upid INT, name TEXT, value"
+	        " INT);"
+	        "CREATE TABLE heapprof_dump(id INTEGER PRIMARY KEY, ts INT, "
+	        "upid"
+	        " INT, reason TEXT);"
+	        "INSERT INTO heapprof_meta VALUES('format_version', '1');"
+	        "INSERT INTO process VALUES(1, 55, 'old', 'old -v', 100, 300);"
+	        "INSERT INTO heapprof_process VALUES(1, 1, 'dwarf', 64, "
+	        "1048576,"
+	        " 1, 0, 0, 0, 2, 4);"
+	        "INSERT INTO heapprof_dump VALUES(1, 200, 1, 'end');";
+	sqlite3 *db = NULL;
+
+	snprintf(oldpath, sizeof(oldpath), "%s/old.db", dir);
+	CHECK(sqlite3_open(oldpath, &db) == SQLITE_OK);
+	CHECK(sqlite3_exec(db, old_schema, NULL, NULL, NULL) == SQLITE_OK);
+	sqlite3_close(db);
+
+	db = reader_open(oldpath, "test");
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	struct rd_process *p = NULL;
+	struct rd_dump *d = NULL;
+	size_t n = 0, nd = 0;
+	CHECK(reader_load_processes(db, "test", &p, &n) == 0);
+	CHECK(n == 1 && p[0].pid == 55 && !strcmp(p[0].how, "command") &&
+	      p[0].interval == 1 && p[0].interval_used == 0 &&
+	      !p[0].rejected_concurrent && p[0].has_exit &&
+	      p[0].exit_status == 0 && p[0].from_startup && !p[0].note &&
+	      p[0].end_ts == 300);
+	reader_free_processes(p, n);
+	CHECK(reader_load_dumps(db, "test", 1, &d, &nd) == 0);
+	CHECK(nd == 1 && d[0].ts == 200 && !d[0].at_max &&
+	      d[0].interval_used == 0 && !strcmp(d[0].reason, "end"));
+	reader_free_dumps(d, nd);
+	sqlite3_close(db);
+}
+
+/* Run `heapprof report ARGS` with stdout captured; the text, malloc'd. */
+static char *run_report(int argc, char **argv, int *status)
+{
+	FILE *cap = tmpfile();
+	int saved = dup(1);
+	char *out = NULL;
+
+	fflush(stdout);
+	dup2(fileno(cap), 1);
+	*status = cmd_report(argc, argv);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	long len = ftell(cap);
+	if (len < 0)
+		len = 0;
+	rewind(cap);
+	out = calloc(1, (size_t)len + 1);
+	if (out && fread(out, 1, (size_t)len, cap) != (size_t)len)
+		out[0] = '\0';
+	fclose(cap);
+	return out;
+}
+
+static int has_line(const char *text, const char *line)
+{
+	const char *p = text;
+	size_t n = strlen(line);
+
+	while (p && (p = strstr(p, line))) {
+		if ((p == text || p[-1] == '\n') && (p[n] == '\n' || !p[n]))
+			return 1;
+		p += n;
+	}
+	fprintf(stderr, "  no line '%s' in the report\n", line);
+	return 0;
+}
+
+static void test_session_report(void)
+{
+	char *argv[] = {"report", sesspath, NULL};
+	int status = -1;
+	char *out = run_report(2, argv, &status);
+
+	CHECK(status == 0);
+	CHECK(out != NULL);
+	if (!out)
+		return;
+	CHECK(has_line(out, "Profile of 3 processes: 1 profiled, 2 not "
+	                    "profiled (already profiled by another session)"));
+	CHECK(has_line(out, "Process 100 (srv)"));
+	CHECK(has_line(out, "  profiled as    by name (record -n), parent pid "
+	                    "1, session 7"));
+	CHECK(has_line(out, "  sampling       one sample per 4096 bytes on "
+	                    "average, unwind fp, max 32 frames"));
+	CHECK(has_line(out, "  interval used  16384 bytes at the last dump: "
+	                    "raised by adaptive sampling from 4096"));
+	CHECK(has_line(out, "  recorded       attached while running at "
+	                    "+0.000 s until +3.000 s, 3.000 s (boot time "
+	                    "10.000 s to 13.000 s)"));
+	CHECK(has_line(out, "  dumps          2; showing dump 2 at +3.000 s "
+	                    "(end)"));
+	CHECK(has_line(out, "  dump at max    state at the peak of live "
+	                    "bytes: 12.00 KiB (12288 B) at +2.500 s"));
+	CHECK(has_line(out, "  dropped        stack table full 5 (0 B), live "
+	                    "table full 0 (0 B), module table full 0"));
+	CHECK(has_line(out, "  client errors  0 unwind errors, 0 truncated "
+	                    "stacks, 0 reentrant calls skipped"));
+	CHECK(has_line(out, "  warning: the process disconnected before the "
+	                    "session ended"));
+	CHECK(has_line(out, "Process 200 (srv)"));
+	CHECK(has_line(out, "  profiled as    by pid (record -p), parent pid "
+	                    "1, session 7"));
+	CHECK(has_line(out, "  not profiled: already profiled by another "
+	                    "session (profiled by session 3)"));
+	CHECK(has_line(out, "  profiled as    the command run by heapprof "
+	                    "record"));
+	CHECK(has_line(out, "  not profiled: already profiled by another "
+	                    "session"));
+	/* Rejected processes: no sampling, dumps or allocation sections. */
+	const char *b = strstr(out, "Process 200");
+	CHECK(b && !strstr(b, "  sampling ") && !strstr(b, "  dumps ") &&
+	      !strstr(b, "Heap libc.malloc"));
+	/* The at-max dump is not a leak report. */
+	CHECK(!strstr(out, "= leaks"));
+	free(out);
+
+	/* --pid: one process, no session line. */
+	char *argv2[] = {"report", sesspath, "--pid", "200", NULL};
+	out = run_report(4, argv2, &status);
+	CHECK(status == 0 && out && !strstr(out, "Profile of") &&
+	      strstr(out, "Process 200") && !strstr(out, "Process 100"));
+	free(out);
+}
+
+static void test_old_profile_report(void)
+{
+	char *argv[] = {"report", oldpath, NULL};
+	int status = -1;
+	char *out = run_report(2, argv, &status);
+
+	CHECK(status == 0 && out);
+	if (!out)
+		return;
+	CHECK(has_line(out, "Process 55 (old)"));
+	CHECK(has_line(out, "  profiled as    the command run by heapprof "
+	                    "record"));
+	CHECK(has_line(out, "  recorded       from startup, 0.000 s (boot "
+	                    "time 0.000 s to 0.000 s)"));
+	CHECK(!strstr(out, "interval used") && !strstr(out, "Profile of") &&
+	      !strstr(out, "dump at max"));
+	free(out);
+}
+
 static void test_create_errors(void)
 {
 	fprintf(stderr, "  (a 'cannot open' error message is expected)\n");
@@ -584,6 +950,11 @@ int main(void)
 	        {"seed_query", test_seed_query},
 	        {"failed_dump_rolls_back", test_failed_dump_rolls_back},
 	        {"create_errors", test_create_errors},
+	        {"session_rows", test_session_rows},
+	        {"session_reader", test_session_reader},
+	        {"old_profile", test_old_profile},
+	        {"session_report", test_session_report},
+	        {"old_profile_report", test_old_profile_report},
 	        {NULL, NULL},
 	};
 	if (!mkdtemp(dir)) {

@@ -33,8 +33,8 @@ static void test_format_bind(void)
 	CHECK(r.live_cap >= 1024);
 	/* Tables do not overlap and fit. */
 	const struct hp_table_desc *t = r.hdr->tables;
-	for (int i = 0; i <= HP_TAB_LIVE_FILL; i++)
-		for (int j = 0; j <= HP_TAB_LIVE_FILL; j++) {
+	for (int i = 0; i <= HP_TAB_STACK_MAX; i++)
+		for (int j = 0; j <= HP_TAB_STACK_MAX; j++) {
 			if (i == j)
 				continue;
 			uint64_t ie =
@@ -46,6 +46,220 @@ static void test_format_bind(void)
 		}
 	CHECK(strcmp(r.heaps[0].name, "libc.malloc") == 0);
 	CHECK(r.stacks[0].flags & HP_STACK_OVERFLOW);
+	/* No session options: no STACK_MAX table, options off. */
+	CHECK(r.stack_max == NULL);
+	CHECK_EQ_U64(t[HP_TAB_STACK_MAX].capacity, 0);
+	CHECK_EQ_U64(r.hdr->config_flags, 0);
+	CHECK_EQ_U64(atomic_load(&r.hdr->max_epoch), 1);
+	free(base);
+}
+
+/* Session options land in the header; TRACK_MAX adds STACK_MAX, parallel
+ * to the stacks, inside the same budget. */
+static void test_format_options(void)
+{
+	uint64_t size = 8 << 20;
+	void *base = calloc(1, size);
+	struct hp_config cfg = {.sampling_interval = 4096,
+	                        .max_frames = 64,
+	                        .heap_enable_mask = 1,
+	                        .config_flags = HP_CFG_TRACK_MAX |
+	                                        HP_CFG_ADAPTIVE |
+	                                        HP_CFG_BLOCK_CLIENT,
+	                        .adaptive_threshold_pct = 75,
+	                        .block_timeout_ms = 250};
+	CHECK(region_format(base, size, &cfg) == 0);
+	struct hp_region r;
+	CHECK(region_bind(&r, base, size) == 0);
+	struct hp_header_v1 *h = base;
+	CHECK_EQ_U64(h->config_flags,
+	             HP_CFG_TRACK_MAX | HP_CFG_ADAPTIVE | HP_CFG_BLOCK_CLIENT);
+	CHECK_EQ_U64(h->adaptive_threshold_pct, 75);
+	CHECK_EQ_U64(h->adaptive_max_interval, 64 * 4096); /* default */
+	CHECK_EQ_U64(h->block_timeout_ms, 250);
+	CHECK_EQ_U64(atomic_load(&h->max_epoch), 1);
+	CHECK_EQ_U64(atomic_load(&h->current_interval), 0);
+	CHECK(r.stack_max != NULL);
+	CHECK_EQ_U64(h->tables[HP_TAB_STACK_MAX].capacity, r.stacks_cap);
+	CHECK_EQ_U64(h->tables[HP_TAB_STACK_MAX].entry_size, 64);
+	const struct hp_table_desc *t = h->tables;
+	for (int i = 0; i <= HP_TAB_STACK_MAX; i++) {
+		uint64_t ie = t[i].offset + t[i].capacity * t[i].entry_size;
+		CHECK(ie <= size);
+		for (int j = 0; j <= HP_TAB_STACK_MAX; j++) {
+			uint64_t je =
+			        t[j].offset + t[j].capacity * t[j].entry_size;
+			if (i != j)
+				CHECK(ie <= t[j].offset || je <= t[i].offset);
+		}
+	}
+	/* Explicit max interval kept; threshold over 100 refused. */
+	cfg.adaptive_max_interval = 1 << 20;
+	CHECK(region_format(base, size, &cfg) == 0);
+	CHECK_EQ_U64(h->adaptive_max_interval, 1 << 20);
+	cfg.adaptive_threshold_pct = 101;
+	CHECK(region_format(base, size, &cfg) == -EINVAL);
+
+	/* Bind checks STACK_MAX: capacity 0 or exactly the stacks'. */
+	cfg.adaptive_threshold_pct = 90;
+	CHECK(region_format(base, size, &cfg) == 0);
+	h->tables[HP_TAB_STACK_MAX].capacity--;
+	CHECK(region_bind(&r, base, size) == -EINVAL);
+	h->tables[HP_TAB_STACK_MAX].capacity++;
+	h->tables[HP_TAB_STACK_MAX].entry_size = 32;
+	CHECK(region_bind(&r, base, size) == -EINVAL);
+	h->tables[HP_TAB_STACK_MAX].entry_size = 64;
+	h->tables[HP_TAB_STACK_MAX].offset = size - 64;
+	CHECK(region_bind(&r, base, size) == -EINVAL);
+	memset(&h->tables[HP_TAB_STACK_MAX], 0, sizeof(struct hp_table_desc));
+	CHECK(region_bind(&r, base, size) == 0);
+	CHECK(r.stack_max == NULL);
+
+	/* A v1 header from before the options (zeros there) still binds. */
+	h->config_flags = 0;
+	h->adaptive_threshold_pct = 0;
+	h->adaptive_max_interval = 0;
+	h->block_timeout_ms = 0;
+	atomic_store(&h->max_epoch, 0);
+	CHECK(region_bind(&r, base, size) == 0);
+	free(base);
+}
+
+/* Drives the peak-tracking protocol the way the client does (touch before
+ * a change, alloc/free after) and reads it back the way the collector
+ * does: the state at the peak must be exact. */
+static void charge(struct hp_region *r, uint32_t id, uint64_t bytes)
+{
+	stackmax_touch(r, id);
+	atomic_fetch_add(&r->stacks[id].alloc_count, 1);
+	atomic_fetch_add(&r->stacks[id].alloc_bytes, bytes);
+	atomic_fetch_add(&r->stacks[id].alloc_objects_fp, HP_OBJ_FP_ONE);
+	stackmax_alloc(r, bytes);
+}
+
+static void discharge(struct hp_region *r, uint32_t id, uint64_t bytes)
+{
+	stackmax_touch(r, id);
+	atomic_fetch_add(&r->stacks[id].free_count, 1);
+	atomic_fetch_add(&r->stacks[id].free_bytes, bytes);
+	atomic_fetch_add(&r->stacks[id].free_objects_fp, HP_OBJ_FP_ONE);
+	stackmax_free(r, bytes);
+}
+
+static void test_stackmax_protocol(void)
+{
+	uint64_t size = 4 << 20;
+	void *base = calloc(1, size);
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .config_flags = HP_CFG_TRACK_MAX};
+	CHECK(region_format(base, size, &cfg) == 0);
+	struct hp_region r;
+	CHECK(region_bind(&r, base, size) == 0);
+	/* 3 stacks; a random walk of allocs/frees; the model keeps the
+	 * true counters and the copy at the highest live total so far. */
+	enum { NS = 4 };
+	struct hp_stack_counts truth[NS] = {0}, atmax[NS] = {0};
+	uint64_t live = 0, maxlive = 0;
+	uint64_t blocks[64][2]; /* stack, bytes */
+	int nblocks = 0;
+	uint64_t rng = 12345;
+	for (int step = 0; step < 5000; step++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t dice = (uint32_t)(rng >> 33);
+		bool do_alloc =
+		        nblocks == 0 || (nblocks < 64 && dice % 100 < 52);
+		if (do_alloc) {
+			uint32_t id = 1 + dice % (NS - 1);
+			uint64_t bytes = 16 + (dice >> 8) % 5000;
+			charge(&r, id, bytes);
+			truth[id].alloc_count++;
+			truth[id].alloc_bytes += bytes;
+			truth[id].alloc_objects_fp += HP_OBJ_FP_ONE;
+			blocks[nblocks][0] = id;
+			blocks[nblocks][1] = bytes;
+			nblocks++;
+			live += bytes;
+		} else {
+			int k = (int)((dice >> 4) % (uint32_t)nblocks);
+			uint32_t id = (uint32_t)blocks[k][0];
+			uint64_t bytes = blocks[k][1];
+			blocks[k][0] = blocks[nblocks - 1][0];
+			blocks[k][1] = blocks[nblocks - 1][1];
+			nblocks--;
+			discharge(&r, id, bytes);
+			truth[id].free_count++;
+			truth[id].free_bytes += bytes;
+			truth[id].free_objects_fp += HP_OBJ_FP_ONE;
+			live -= bytes;
+		}
+		if (live > maxlive) {
+			maxlive = live;
+			memcpy(atmax, truth, sizeof(truth));
+		}
+		CHECK_EQ_U64(atomic_load(&r.hdr->live_bytes), live);
+		CHECK_EQ_U64(atomic_load(&r.hdr->max_live_bytes), maxlive);
+		/* Every 97 steps (and at the end) read it as a dump would. */
+		if (step % 97 == 0 || step == 4999) {
+			for (uint32_t id = 0; id < NS; id++) {
+				struct hp_stack_counts c;
+				stackmax_read(&r, id, &c);
+				CHECK(memcmp(&c, &atmax[id], sizeof(c)) == 0);
+				if (memcmp(&c, &atmax[id], sizeof(c)) != 0) {
+					fprintf(stderr,
+					        "step %d stack %u: bytes %llu "
+					        "vs %llu\n",
+					        step, id,
+					        (unsigned long long)
+					                c.alloc_bytes,
+					        (unsigned long long)atmax[id]
+					                .alloc_bytes);
+					step = 5000;
+				}
+			}
+		}
+	}
+	CHECK(atomic_load(&r.hdr->max_epoch) > 10);
+	CHECK(atomic_load(&r.hdr->max_ts_ns) > 0);
+	free(base);
+}
+
+/* The sequence from the brief: A, B, free A, C smaller than A: the peak
+ * is A+B and the at-peak view shows A and B live, C not yet allocated. */
+static void test_stackmax_sequence(void)
+{
+	uint64_t size = 4 << 20;
+	void *base = calloc(1, size);
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .config_flags = HP_CFG_TRACK_MAX};
+	CHECK(region_format(base, size, &cfg) == 0);
+	struct hp_region r;
+	CHECK(region_bind(&r, base, size) == 0);
+	charge(&r, 1, 1000);    /* A */
+	charge(&r, 2, 500);     /* B: peak 1500 */
+	discharge(&r, 1, 1000); /* free A */
+	charge(&r, 3, 800);     /* C: 1300 < 1500 */
+	struct hp_stack_counts c;
+	stackmax_read(&r, 1, &c);
+	CHECK_EQ_U64(c.alloc_bytes, 1000);
+	CHECK_EQ_U64(c.free_bytes, 0);
+	stackmax_read(&r, 2, &c);
+	CHECK_EQ_U64(c.alloc_bytes, 500);
+	stackmax_read(&r, 3, &c);
+	CHECK_EQ_U64(c.alloc_count, 0);
+	CHECK_EQ_U64(atomic_load(&r.hdr->max_live_bytes), 1500);
+	CHECK_EQ_U64(atomic_load(&r.hdr->live_bytes), 1300);
+	charge(&r, 3, 300); /* 1600: a new peak, everything current */
+	for (uint32_t id = 1; id <= 3; id++) {
+		struct hp_stack_counts cur;
+		stackmax_read(&r, id, &c);
+		stack_counts(&r, id, &cur);
+		CHECK(memcmp(&c, &cur, sizeof(c)) == 0);
+	}
+	/* Out of range ids read as zero. */
+	stackmax_read(&r, r.stacks_cap, &c);
+	CHECK_EQ_U64(c.alloc_count, 0);
 	free(base);
 }
 
@@ -122,7 +336,10 @@ static void test_live_table(void)
 	struct hp_region r;
 	void *base = new_region(4 << 20, 4096, &r);
 	struct hp_live_v1 v = {.stack_id = 7, .size = 100, .charged = 4096};
-	CHECK(livetab_insert(&r, 0x10000, &v) == 0);
+	uint32_t pressure = 99;
+	CHECK(livetab_insert_p(&r, 0x10000, &v, &pressure) == 0);
+	CHECK_EQ_U64(pressure, 1);
+	CHECK_EQ_U64(livetab_load_pct(&r, 0x10000), 0); /* 1 of 512 */
 	struct hp_live_v1 out;
 	CHECK(!livetab_remove(&r, 0x20000, &out));
 	CHECK(livetab_remove(&r, 0x10000, &out));
@@ -132,15 +349,25 @@ static void test_live_table(void)
 	/* Fill until both buckets of some address are full: insert fails
 	 * with -ENOSPC, and every inserted address comes back exactly once. */
 	uint64_t n = r.live_cap * 2, ok = 0, full = 0;
+	uint64_t high = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		v.stack_id = (uint32_t)i;
-		if (livetab_insert(&r, 0x100000 + i * 16, &v) == 0)
+		if (livetab_insert_p(&r, 0x100000 + i * 16, &v, &pressure) ==
+		    0) {
 			ok++;
-		else
+			/* The emptier bucket is tried first: a success
+			 * never finds it full. */
+			CHECK(pressure >= 1 && pressure <= 8);
+			high += pressure == 8;
+		} else {
 			full++;
+			CHECK_EQ_U64(pressure, 16);
+		}
 	}
+	CHECK(high > 0);
 	CHECK(full > 0);
-	CHECK(ok > r.live_cap / 2); /* two choices keep it well filled */
+	/* Two choices, the emptier first, keep it well filled. */
+	CHECK(ok > r.live_cap * 85 / 100);
 	uint64_t back = 0;
 	for (uint64_t i = 0; i < n; i++)
 		if (livetab_remove(&r, 0x100000 + i * 16, &out)) {
@@ -245,6 +472,9 @@ int main(void)
 	static const struct unit_test tests[] = {
 	        {"format_bind", test_format_bind},
 	        {"bind_rejects", test_bind_rejects},
+	        {"format_options", test_format_options},
+	        {"stackmax_protocol", test_stackmax_protocol},
+	        {"stackmax_sequence", test_stackmax_sequence},
 	        {"stack_intern", test_stack_intern},
 	        {"stack_overflow", test_stack_overflow},
 	        {"live_table", test_live_table},

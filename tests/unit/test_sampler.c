@@ -25,8 +25,12 @@ uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
 void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
 {
 }
-void client_stop(uint32_t reason)
+void client_stop(struct client_slot *s, uint32_t reason)
 {
+}
+struct client_slot *client_grow(struct client_slot *s, uint32_t table)
+{
+	return NULL;
 }
 
 /* Charge for one allocation, as client_on_alloc computes it. */
@@ -70,8 +74,9 @@ static void check_stream(uint64_t interval, size_t size, unsigned n,
 			uint64_t c = charge_of(size, &sampled, &exact);
 			est += (double)c;
 			if (sampled)
-				obj += (double)recorder_objects_fp(size,
-				                                   exact) /
+				obj += (double)recorder_objects_fp(
+				               size, exact,
+				               hp_tls.obj_interval) /
 				       HP_OBJ_FP_ONE;
 		}
 		sum += est;
@@ -123,7 +128,7 @@ static void test_large_is_exact(void)
 	CHECK_EQ_U64(charge_of(4096, &sampled, &exact), 4096);
 	CHECK(sampled && exact);
 	CHECK_EQ_U64(charge_of(1 << 20, &sampled, &exact), 1 << 20);
-	CHECK_EQ_U64(recorder_objects_fp(1 << 20, true), HP_OBJ_FP_ONE);
+	CHECK_EQ_U64(recorder_objects_fp(1 << 20, true, 4096), HP_OBJ_FP_ONE);
 }
 
 static void test_interval_one_records_everything(void)
@@ -148,6 +153,87 @@ static void test_charge_is_multiple_of_interval(void)
 	}
 }
 
+/*
+ * Adaptive sampling changes the interval while a thread is between sample
+ * points.  The point that ends a gap is charged the interval that gap was
+ * drawn with; later gaps use the new interval.  Deterministic: the first
+ * sample after the change is charged the old interval, then the new.
+ */
+static void test_interval_change_charges_gap_interval(void)
+{
+	set_interval(4096);
+	bool sampled, exact;
+	charge_of(1, &sampled, &exact); /* seeds: gap drawn at 4096 */
+	CHECK_EQ_U64(hp_tls.gap_interval, 4096);
+	hp_client.interval = 16384; /* as recorder_adapt does */
+	uint64_t first = 0, later = 0;
+	int samples = 0;
+	for (int i = 0; i < 1000000 && samples < 50; i++) {
+		uint64_t c = charge_of(64, &sampled, &exact);
+		if (!c)
+			continue;
+		if (samples == 0) {
+			first = c;
+			/* Its object estimate uses the old interval too. */
+			CHECK_EQ_U64(hp_tls.obj_interval, 4096);
+		} else {
+			later += c % 16384;
+			CHECK_EQ_U64(hp_tls.obj_interval, 16384);
+		}
+		samples++;
+	}
+	CHECK_EQ_U64(first, 4096);
+	CHECK_EQ_U64(later, 0); /* every later charge a multiple of 16384 */
+	CHECK_EQ_U64(samples, 50);
+}
+
+/*
+ * The estimate stays unbiased across interval changes: streams whose
+ * interval doubles twice part-way (4096 -> 8192 -> 16384), bytes and
+ * objects both.
+ */
+static void test_adaptive_stream_unbiased(void)
+{
+	const size_t size = 200;
+	const unsigned n = 30000, trials = 1500;
+	double bytes = (double)size * n;
+	double sum = 0, sumsq = 0, objsum = 0;
+	for (unsigned t = 0; t < trials; t++) {
+		set_interval(4096);
+		double est = 0, obj = 0;
+		for (unsigned i = 0; i < n; i++) {
+			if (i == n / 3 || i == 2 * n / 3)
+				hp_client.interval = hp_client.interval * 2;
+			bool sampled, exact;
+			uint64_t c = charge_of(size, &sampled, &exact);
+			est += (double)c;
+			if (sampled)
+				obj += (double)recorder_objects_fp(
+				               size, exact,
+				               hp_tls.obj_interval) /
+				       HP_OBJ_FP_ONE;
+		}
+		sum += est;
+		sumsq += est * est;
+		objsum += obj;
+	}
+	double mean = sum / trials;
+	double var = sumsq / trials - mean * mean;
+	/* Variance of the piecewise process: sum over thirds of I * bytes. */
+	double sd_theory = sqrt((4096.0 + 8192.0 + 16384.0) * bytes / 3);
+	double se = sd_theory / sqrt((double)trials);
+	if (fabs(mean - bytes) > 4 * se)
+		fprintf(stderr, "adaptive mean %.0f vs %.0f (4 se = %.0f)\n",
+		        mean, bytes, 4 * se);
+	CHECK(fabs(mean - bytes) <= 4 * se);
+	double sd = sqrt(var > 0 ? var : 0);
+	CHECK(fabs(sd - sd_theory) <= 0.12 * sd_theory);
+	double objmean = objsum / trials;
+	if (fabs(objmean - n) > 0.03 * n)
+		fprintf(stderr, "adaptive objects %.1f vs %u\n", objmean, n);
+	CHECK(fabs(objmean - n) <= 0.03 * n);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -159,6 +245,9 @@ int main(void)
 	         test_interval_one_records_everything},
 	        {"charge_is_multiple_of_interval",
 	         test_charge_is_multiple_of_interval},
+	        {"interval_change_charges_gap_interval",
+	         test_interval_change_charges_gap_interval},
+	        {"adaptive_stream_unbiased", test_adaptive_stream_unbiased},
 	        {NULL, NULL},
 	};
 	return unit_main("sampler", tests);

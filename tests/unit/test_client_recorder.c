@@ -1,0 +1,455 @@
+/*
+ * The recorder with the session options, driven in place (recorder.c and
+ * sampler.c compiled into this test, the unwinder and module scan
+ * stubbed): peak tracking exact at interval 1 (--dump-at-max), adaptive
+ * sampling doubling the interval at the documented fills and never past
+ * its max, and --block-client's switch to a grown region with frees
+ * matched in the retired one.
+ */
+#include <stdlib.h>
+
+#include "unit.h"
+
+#include "../../src/client/recorder.c"
+#include "../../src/client/sampler.c"
+
+struct client_state hp_client;
+__thread struct client_tls hp_tls;
+_Atomic int hp_active;
+
+/* The "stack" the stub unwinder returns: one synthetic PC per callsite. */
+static uint64_t cur_pc = 0x401000;
+
+uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
+                        bool *truncated)
+{
+	pcs[0] = cur_pc;
+	pcs[1] = 0x400100;
+	*truncated = false;
+	return 2;
+}
+void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
+{
+}
+static int stops;
+void client_stop(struct client_slot *s, uint32_t reason)
+{
+	stops++;
+}
+
+/* client_grow stub: hands out `grow_to` once, as client.c would after
+ * the collector's ACCEPT (prev chain, current interval, publish). */
+static struct client_slot *grow_to;
+static uint32_t grow_table = ~0u;
+static int grows;
+struct client_slot *client_grow(struct client_slot *s, uint32_t table)
+{
+	grows++;
+	grow_table = table;
+	struct client_slot *ns = grow_to;
+	if (!ns)
+		return NULL;
+	grow_to = NULL;
+	recorder_slot_chain(ns, s);
+	atomic_store(&hp_client.cur, ns);
+	return ns;
+}
+
+static struct client_slot slots[3];
+
+static struct client_slot *make_slot(int i, uint64_t size,
+                                     const struct hp_config *cfg)
+{
+	struct client_slot *s = &slots[i];
+	memset(s, 0, sizeof(*s));
+	void *base = calloc(1, size);
+	CHECK(region_format(base, size, cfg) == 0);
+	CHECK(region_bind(&s->region, base, size) == 0);
+	recorder_slot_setup(s, 1);
+	return s;
+}
+
+static void use_slot(struct client_slot *s)
+{
+	atomic_store(&hp_client.cur, s);
+	uint64_t iv = s->base_interval;
+	hp_client.interval = iv;
+	hp_client.exact_from = iv == 1 ? 0 : iv;
+	hp_active = 1;
+	hp_tls = (struct client_tls){0};
+	grows = 0;
+	stops = 0;
+	grow_to = NULL;
+}
+
+static void free_slot(struct client_slot *s)
+{
+	free(s->region.base);
+	memset(s, 0, sizeof(*s));
+}
+
+/* What a collector computes per callsite from stackmax_read. */
+static uint64_t peak_live_of(const struct hp_region *r, uint64_t pc)
+{
+	uint64_t used = atomic_load(&r->hdr->stacks_used);
+	uint64_t live = 0;
+	for (uint64_t id = 1; id < used && id < r->stacks_cap; id++) {
+		if (r->stacks[id].nframes == 0 ||
+		    r->frames[r->stacks[id].frames_off] != pc)
+			continue;
+		struct hp_stack_counts c;
+		stackmax_read(r, id, &c);
+		live += c.alloc_bytes - c.free_bytes;
+	}
+	return live;
+}
+
+/*
+ * --dump-at-max, exact at interval 1: a single-threaded program's random
+ * walk of mallocs and frees from 5 callsites (with reallocs in between);
+ * at every step the at-peak view read back from the region must equal the
+ * state recorded at the true peak of live bytes.
+ */
+static void test_peak_exact(void)
+{
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .heap_enable_mask = 1,
+	                        .config_flags = HP_CFG_TRACK_MAX};
+	struct client_slot *s = make_slot(0, 8 << 20, &cfg);
+	CHECK(s->track_max);
+	use_slot(s);
+	enum { NSITE = 5, NB = 200 };
+	struct {
+		void *p;
+		uint64_t size;
+		int site;
+	} blocks[NB];
+	int nb = 0;
+	uint64_t live_by_site[NSITE] = {0}, peak_by_site[NSITE] = {0};
+	uint64_t live = 0, peak = 0;
+	uint64_t rng = 99;
+	char arena[1]; /* addresses only, never dereferenced */
+	uintptr_t next_addr = (uintptr_t)arena + 0x100000;
+	for (int step = 0; step < 20000; step++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t d = (uint32_t)(rng >> 33);
+		if (nb == 0 || (nb < NB && d % 100 < 55)) {
+			int site = (int)(d % NSITE);
+			uint64_t size = 1 + (d >> 7) % 3000;
+			cur_pc = 0x401000 + 0x100 * (uint64_t)site;
+			void *p = (void *)(next_addr += 64);
+			recorder_sample(p, size, size, true, 0);
+			blocks[nb].p = p;
+			blocks[nb].size = size;
+			blocks[nb].site = site;
+			nb++;
+			live += size;
+			live_by_site[site] += size;
+		} else {
+			int k = (int)((d >> 3) % (uint32_t)nb);
+			recorder_free(blocks[k].p);
+			live -= blocks[k].size;
+			live_by_site[blocks[k].site] -= blocks[k].size;
+			blocks[k] = blocks[--nb];
+		}
+		if (live > peak) {
+			peak = live;
+			memcpy(peak_by_site, live_by_site,
+			       sizeof(peak_by_site));
+		}
+		if (step % 251 == 0 || step == 19999) {
+			CHECK_EQ_U64(atomic_load(&s->region.hdr->live_bytes),
+			             live);
+			CHECK_EQ_U64(
+			        atomic_load(&s->region.hdr->max_live_bytes),
+			        peak);
+			int bad = 0;
+			for (int i = 0; i < NSITE; i++) {
+				uint64_t got = peak_live_of(
+				        &s->region, 0x401000 + 0x100 * i);
+				if (got != peak_by_site[i])
+					bad++;
+				CHECK_EQ_U64(got, peak_by_site[i]);
+			}
+			if (bad)
+				break;
+		}
+	}
+	CHECK_EQ_U64(atomic_load(&s->region.hdr->counters[HP_CTR_LIVE_FULL]),
+	             0);
+	free_slot(s);
+}
+
+/* Without the flag nothing of the peak protocol is touched. */
+static void test_peak_off(void)
+{
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .heap_enable_mask = 1};
+	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
+	CHECK(!s->track_max);
+	use_slot(s);
+	recorder_sample((void *)0x100040, 100, 100, true, 0);
+	CHECK_EQ_U64(atomic_load(&s->region.hdr->live_bytes), 0);
+	CHECK_EQ_U64(atomic_load(&s->region.hdr->max_epoch), 1);
+	free_slot(s);
+}
+
+/*
+ * Adaptive sampling: each new stack that takes the stack table past the
+ * k-th trigger (threshold, then halfway to full, ...) doubles the
+ * interval, in the header, in heap 0, and for the sampler; never past the
+ * max.
+ */
+static void test_adaptive_stacks(void)
+{
+	struct hp_config cfg = {.sampling_interval = 4096,
+	                        .max_frames = 64,
+	                        .heap_enable_mask = 1,
+	                        .config_flags = HP_CFG_ADAPTIVE,
+	                        .adaptive_threshold_pct = 50,
+	                        .adaptive_max_interval = 4096 * 8};
+	struct client_slot *s = make_slot(0, 1 << 20, &cfg);
+	CHECK(s->adaptive);
+	use_slot(s);
+	struct hp_region *r = &s->region;
+	uint64_t cap = r->stacks_cap, fcap = r->frames_cap;
+	int doublings = 0;
+	bool early = false, late = false;
+	for (uint64_t i = 0; i < cap + 10; i++) {
+		cur_pc = 0x500000 + i * 16;
+		uint64_t before = atomic_load(&hp_client.interval);
+		unsigned k = (unsigned)doublings;
+		uint64_t ts = adapt_trigger(cap, 50, k);
+		uint64_t tf = adapt_trigger(fcap, 50, k);
+		recorder_sample((void *)(0x200000 + i * 64), 5000, 5000, true,
+		                0);
+		/* Freed at once: only the stack tables fill. */
+		recorder_free((void *)(0x200000 + i * 64));
+		uint64_t after = atomic_load(&hp_client.interval);
+		uint64_t su = atomic_load(&r->hdr->stacks_used);
+		uint64_t fu = atomic_load(&r->hdr->frames_used);
+		bool crossed = su >= ts || fu >= tf;
+		if (after != before) {
+			doublings++;
+			CHECK_EQ_U64(after, before * 2);
+			early |= !crossed;
+		} else if (crossed && doublings < 3 && su < cap) {
+			late = true; /* crossed without doubling */
+		}
+	}
+	/* 4096 -> 8192 -> 16384 -> 32768 (the max): three doublings, each
+	 * at the first sample that took a table past its trigger (50%, 75%,
+	 * 87.5% of its capacity), never before. */
+	CHECK_EQ_U64(doublings, 3);
+	CHECK(!early);
+	CHECK(!late);
+	CHECK_EQ_U64(adapt_trigger(1000, 50, 0), 500);
+	CHECK_EQ_U64(adapt_trigger(1000, 50, 1), 750);
+	CHECK_EQ_U64(adapt_trigger(1000, 90, 1), 950);
+	CHECK_EQ_U64(adapt_trigger(1000, 100, 0), 1000);
+	CHECK_EQ_U64(atomic_load(&r->hdr->current_interval), 32768);
+	CHECK_EQ_U64(r->heaps[0].interval, 32768);
+	CHECK_EQ_U64(r->hdr->sampling_interval, 4096); /* the original */
+	CHECK_EQ_U64(atomic_load(&hp_client.interval), 32768);
+	CHECK_EQ_U64(atomic_load(&hp_client.exact_from), 32768);
+	/* A racing thread that saw an older interval does not double. */
+	CHECK(!recorder_adapt(s, 16384));
+	free_slot(s);
+}
+
+/* Live table pressure doubles too; without the flag nothing changes. */
+static void test_adaptive_live(void)
+{
+	for (int on = 0; on < 2; on++) {
+		struct hp_config cfg = {.sampling_interval = 64,
+		                        .max_frames = 64,
+		                        .heap_enable_mask = 1,
+		                        .config_flags =
+		                                on ? HP_CFG_ADAPTIVE : 0,
+		                        .adaptive_threshold_pct = 90};
+		struct client_slot *s = make_slot(0, 1 << 20, &cfg);
+		use_slot(s);
+		struct hp_region *r = &s->region;
+		cur_pc = 0x600000;
+		uint64_t live_at_double = 0;
+		for (uint64_t i = 0; i < r->live_cap * 2; i++) {
+			recorder_sample((void *)(0x300000 + i * 48), 100, 64,
+			                false, 0);
+			if (!live_at_double &&
+			    atomic_load(&r->hdr->current_interval))
+				live_at_double =
+				        i + 1 -
+				        atomic_load(
+				                &r->hdr->counters
+				                         [HP_CTR_LIVE_FULL]);
+		}
+		if (on) {
+			/* Doubled near the threshold (90%): the signal is an
+			 * estimate from 64 buckets, not before 80%. */
+			CHECK(live_at_double >= r->live_cap * 80 / 100);
+			CHECK(live_at_double <= r->live_cap);
+			CHECK_EQ_U64(atomic_load(&r->hdr->current_interval),
+			             64 * 64); /* default max: 64x */
+		} else {
+			CHECK_EQ_U64(atomic_load(&r->hdr->current_interval), 0);
+			CHECK_EQ_U64(atomic_load(&hp_client.interval), 64);
+		}
+		free_slot(s);
+	}
+}
+
+/*
+ * --block-client: when the stack table is full the recorder asks to grow
+ * (client_grow) and records the sample in the new region; frees of
+ * blocks sampled before find them in the retired region.  When growing
+ * fails the sample is dropped as without the option (overflow stack).
+ */
+static void test_block_client_grow(void)
+{
+	struct hp_config small = {.sampling_interval = 1,
+	                          .max_frames = 64,
+	                          .heap_enable_mask = 1,
+	                          .config_flags = HP_CFG_BLOCK_CLIENT,
+	                          .block_timeout_ms = 100};
+	struct client_slot *s1 = make_slot(0, 1 << 20, &small);
+	struct client_slot *s2 = make_slot(1, 4 << 20, &small);
+	use_slot(s1);
+	uint64_t cap = s1->region.stacks_cap;
+	/* Fill s1's stack table: cap - 1 stacks fit (id 0 is overflow). */
+	uint64_t n = cap + 20;
+	for (uint64_t i = 0; i < n; i++) {
+		cur_pc = 0x700000 + i * 16;
+		if (i == cap - 1)
+			grow_to = s2; /* the collector will have room */
+		recorder_sample((void *)(0x400000 + i * 64), 10, 10, true, 0);
+	}
+	CHECK_EQ_U64(grows, 1);
+	CHECK_EQ_U64(grow_table, HP_TAB_STACKS);
+	CHECK(atomic_load(&hp_client.cur) == s2);
+	CHECK(s2->prev == s1);
+	CHECK_EQ_U64(atomic_load(&s1->region.hdr->counters[HP_CTR_STACK_FULL]),
+	             0);
+	uint64_t in1 = 0, in2 = 0;
+	for (uint64_t id = 1; id < s1->region.stacks_cap; id++)
+		in1 += atomic_load(&s1->region.stacks[id].alloc_count);
+	for (uint64_t id = 1; id < s2->region.stacks_cap; id++)
+		in2 += atomic_load(&s2->region.stacks[id].alloc_count);
+	CHECK_EQ_U64(in1 + in2, n);
+	CHECK_EQ_U64(in2, n - (cap - 1));
+	/* Frees: every block leaves whichever region holds it. */
+	for (uint64_t i = 0; i < n; i++)
+		recorder_free((void *)(0x400000 + i * 64));
+	uint64_t f1 = 0, f2 = 0;
+	for (uint64_t id = 1; id < s1->region.stacks_cap; id++)
+		f1 += atomic_load(&s1->region.stacks[id].free_count);
+	for (uint64_t id = 1; id < s2->region.stacks_cap; id++)
+		f2 += atomic_load(&s2->region.stacks[id].free_count);
+	CHECK_EQ_U64(f1, in1);
+	CHECK_EQ_U64(f2, in2);
+	/* A realloc of an old block takes it out of the old region. */
+	recorder_sample((void *)0x9990000, 10, 10, true, 0);
+	struct hp_live_v1 v;
+	CHECK(recorder_take((void *)0x4000000, &v) == NULL);
+	free_slot(s1);
+	free_slot(s2);
+
+	/* Growing refused: the sample goes to the overflow stack. */
+	s1 = make_slot(0, 1 << 20, &small);
+	use_slot(s1);
+	cap = s1->region.stacks_cap;
+	for (uint64_t i = 0; i < cap + 5; i++) {
+		cur_pc = 0x800000 + i * 16;
+		recorder_sample((void *)(0x500000 + i * 64), 10, 10, true, 0);
+	}
+	CHECK(grows >= 1);
+	CHECK(atomic_load(&hp_client.cur) == s1);
+	CHECK_EQ_U64(atomic_load(&s1->region.hdr->counters[HP_CTR_STACK_FULL]),
+	             (uint64_t)grows);
+	free_slot(s1);
+}
+
+/*
+ * --dump-at-max with --block-client: the peak spans regions.  Live bytes
+ * and the peak are kept in the first region; a new peak is copied into
+ * the later ones, so stackmax_read on each region (its own header's
+ * epoch) gives the state at the true peak.
+ */
+static void test_peak_across_grow(void)
+{
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .heap_enable_mask = 1,
+	                        .config_flags =
+	                                HP_CFG_TRACK_MAX | HP_CFG_BLOCK_CLIENT};
+	struct client_slot *s1 = make_slot(0, 1 << 20, &cfg);
+	struct client_slot *s2 = make_slot(1, 4 << 20, &cfg);
+	use_slot(s1);
+	uint64_t cap = s1->region.stacks_cap;
+	/* Sites 0..cap+9: one block each of 100 bytes; then free the first
+	 * half (in s1), allocate 3 blocks of 50 at a new site (in s2). */
+	grow_to = s2;
+	uint64_t n = cap + 10;
+	for (uint64_t i = 0; i < n; i++) {
+		cur_pc = 0xa00000 + i * 16;
+		recorder_sample((void *)(0x600000 + i * 64), 100, 100, true, 0);
+	}
+	CHECK(atomic_load(&hp_client.cur) == s2);
+	uint64_t peak = n * 100;
+	for (uint64_t i = 0; i < n / 2; i++)
+		recorder_free((void *)(0x600000 + i * 64));
+	cur_pc = 0xb00000;
+	for (uint64_t i = 0; i < 3; i++)
+		recorder_sample((void *)(0x900000 + i * 64), 50, 50, true, 0);
+	struct hp_header_v1 *h1 = s1->region.hdr, *h2 = s2->region.hdr;
+	CHECK_EQ_U64(atomic_load(&h1->max_live_bytes), peak);
+	CHECK_EQ_U64(atomic_load(&h1->live_bytes), peak - (n / 2) * 100 + 150);
+	CHECK_EQ_U64(atomic_load(&h2->max_epoch), atomic_load(&h1->max_epoch));
+	CHECK_EQ_U64(atomic_load(&h2->max_live_bytes), peak);
+	/* The at-peak view over both regions: every site live once, the
+	 * new site absent. */
+	uint64_t live = 0;
+	struct client_slot *both[2] = {s1, s2};
+	for (int k = 0; k < 2; k++) {
+		struct hp_region *r = &both[k]->region;
+		for (uint64_t id = 1; id < r->stacks_cap; id++) {
+			struct hp_stack_counts c;
+			stackmax_read(r, id, &c);
+			live += c.alloc_bytes - c.free_bytes;
+		}
+	}
+	CHECK_EQ_U64(live, peak);
+	free_slot(s1);
+	free_slot(s2);
+}
+
+/* A STOP request seen at a sample stops the client; nothing recorded. */
+static void test_stop(void)
+{
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .heap_enable_mask = 1};
+	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
+	use_slot(s);
+	atomic_store(&s->region.hdr->control, HP_CONTROL_STOP);
+	recorder_sample((void *)0x100040, 100, 100, true, 0);
+	CHECK_EQ_U64(stops, 1);
+	CHECK_EQ_U64(atomic_load(&s->region.hdr->stacks_used), 1);
+	free_slot(s);
+}
+
+int main(void)
+{
+	static const struct unit_test tests[] = {
+	        {"peak_exact", test_peak_exact},
+	        {"peak_off", test_peak_off},
+	        {"adaptive_stacks", test_adaptive_stacks},
+	        {"adaptive_live", test_adaptive_live},
+	        {"block_client_grow", test_block_client_grow},
+	        {"peak_across_grow", test_peak_across_grow},
+	        {"stop", test_stop},
+	        {NULL, NULL},
+	};
+	return unit_main("client_recorder", tests);
+}
