@@ -73,8 +73,8 @@ enum hp_ctl_type {
 #define HP_SESS_FOLLOW_EXEC 0x8u /* targets after they exec */
 
 struct hp_ctl_session {
-	uint32_t flags; /* HP_SESS_* */
-	uint32_t npids; /* <= HP_CTL_MAX_PIDS */
+	uint32_t flags;  /* HP_SESS_* */
+	uint32_t npids;  /* <= HP_CTL_MAX_PIDS */
 	uint32_t nnames; /* <= HP_CTL_MAX_NAMES */
 	uint32_t reserved;
 };
@@ -85,9 +85,9 @@ struct hp_ctl_session_ok {
 };
 
 struct hp_ctl_client {
-	int32_t pid; /* from SO_PEERCRED */
-	int32_t ppid; /* from /proc/PID/stat, checked by the daemon */
-	uint32_t hello_flags; /* hp_hello_flags */
+	int32_t pid;           /* from SO_PEERCRED */
+	int32_t ppid;          /* from /proc/PID/stat, checked by the daemon */
+	uint32_t hello_flags;  /* hp_hello_flags */
 	uint32_t from_startup; /* 1: hello from the library constructor */
 	uint32_t layout_version; /* from the hello */
 	uint32_t reserved;

@@ -55,7 +55,8 @@ int hp_daemon_paths(char *dir, size_t dirlen, char *sock, size_t socklen)
 	}
 	if (sock) {
 		size_t p = 0;
-		if (!put(sock, socklen, &p, d) || !put(sock, socklen, &p, "/") ||
+		if (!put(sock, socklen, &p, d) ||
+		    !put(sock, socklen, &p, "/") ||
 		    !put(sock, socklen, &p, HP_DAEMON_SOCK_NAME))
 			return -ENAMETOOLONG;
 	}
