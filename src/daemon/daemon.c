@@ -279,12 +279,13 @@ static int check_maps(int pid, int *has_lib)
 	return rc;
 }
 
-/* argv[0] of a process (bounded); "" when unreadable. */
-static void read_argv0(int pid, char *out, size_t len)
+/* The start of /proc/PID/<file> (bounded, NUL-terminated); "" when
+ * unreadable. */
+static void read_proc_small(int pid, const char *file, char *out, size_t len)
 {
 	char path[64];
 	out[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -296,22 +297,16 @@ static void read_argv0(int pid, char *out, size_t len)
 	out[n > 0 ? n : 0] = '\0';
 }
 
+/* argv[0] of a process: cmdline up to its first NUL. */
+static void read_argv0(int pid, char *out, size_t len)
+{
+	read_proc_small(pid, "cmdline", out, len);
+}
+
+/* comm, without its newline. */
 static void read_comm(int pid, char *out, size_t len)
 {
-	char path[64];
-	out[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n;
-	do
-		n = read(fd, out, len - 1);
-	while (n < 0 && errno == EINTR);
-	close(fd);
-	if (n < 0)
-		n = 0;
-	out[n] = '\0';
+	read_proc_small(pid, "comm", out, len);
 	char *nl = strchr(out, '\n');
 	if (nl)
 		*nl = '\0';
