@@ -693,9 +693,12 @@ static void on_client_msg(struct session *s, struct hp_ctl_msg *m)
 	                         .from_startup = cm.from_startup != 0};
 	struct target *old = collector_find(&s->col, pid);
 	bool again = collector_had_pid(&s->col, pid);
-	if (cm.hello_flags & HP_HELLO_FORK_CHILD)
+	if (cm.hello_flags & HP_HELLO_FORK_CHILD) {
 		ti.how = "fork";
-	else if (again && (cm.hello_flags & HP_HELLO_AT_STARTUP) &&
+		/* As with record -- CMD: the child is profiled from its
+		 * first moment (the fork). */
+		ti.from_startup = true;
+	} else if (again && (cm.hello_flags & HP_HELLO_AT_STARTUP) &&
 	         s->cfg->follow_exec)
 		ti.how = "exec";
 	else if (is_explicit_pid(s, pid))

@@ -391,6 +391,28 @@ db_valid "$T_DIR/ff.db" &&
 	}
 
 # ---------------------------------------------------------------------------
+t_begin "--follow-fork through the daemon: -n NAME from startup, the child's own row, exact"
+start_record ffd -n forker --no-running --follow-fork -i 1 -o "$T_DIR/ffd.db"
+if wait_until 20 "session start" grep_q "$T_DIR/ffd.err" "session [0-9]+ started"; then
+	FRC=0
+	LD_PRELOAD="$LIB" run_bounded 60 "$PROGS/forker" >"$T_DIR/ffd.prog.out" 2>/dev/null || FRC=$?
+	assert_eq "$BARE_RC" "$FRC" "exit status as in a bare run"
+	assert_eq "$(cat "$T_DIR/ff.bare.out")" "$(cat "$T_DIR/ffd.prog.out")" "stdout as in a bare run"
+fi
+kill -INT "$RPID"
+wait_record ffd
+assert_eq 0 "$REC_RC" "record exit status after SIGINT"
+db_valid "$T_DIR/ffd.db" &&
+	{
+		rows=$(q "$T_DIR/ffd.db" "SELECT h.how, h.from_startup, h.ppid = (SELECT pid FROM process WHERE upid = 1)
+		  FROM process p JOIN heapprof_process h USING(upid) ORDER BY upid;" | tr '\n' ' ')
+		assert_eq "name|1|0 fork|1|1 " "$rows" "rows: the program from startup, then its child (ppid = parent)"
+		check_views "$T_DIR/ffd.db" parent_before 50 50000 50 50000
+		check_views "$T_DIR/ffd.db" parent_after 30 60000 20 40000
+		check_views "$T_DIR/ffd.db" child_only_alloc 40 120000 20 60000
+	}
+
+# ---------------------------------------------------------------------------
 t_begin "--follow-exec with -- CMD: the new image's own row, exact"
 bare_run fe "$PROGS/execer"
 hp_record fe -i 1 --follow-exec -o "$T_DIR/fe.db" -- "$PROGS/execer"
