@@ -699,7 +699,7 @@ static void on_client_msg(struct session *s, struct hp_ctl_msg *m)
 		 * first moment (the fork). */
 		ti.from_startup = true;
 	} else if (again && (cm.hello_flags & HP_HELLO_AT_STARTUP) &&
-	         s->cfg->follow_exec)
+	           s->cfg->follow_exec)
 		ti.how = "exec";
 	else if (is_explicit_pid(s, pid))
 		ti.how = "pid";
