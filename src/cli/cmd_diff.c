@@ -135,9 +135,15 @@ struct raw_args {
 };
 
 /* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
-static int parse_opt(int argc, char **argv, int *i, struct diff_opts *o,
-                     struct raw_args *r)
+struct diff_parse {
+	struct diff_opts *o;
+	struct raw_args *r;
+};
+
+static int parse_opt(int argc, char **argv, int *i, void *ctx)
 {
+	struct diff_opts *o = ((struct diff_parse *)ctx)->o;
+	struct raw_args *r = ((struct diff_parse *)ctx)->r;
 	int missing = 0;
 	const char *v;
 
@@ -241,27 +247,11 @@ static int parse_args(int argc, char **argv, struct diff_opts *o,
 	o->view = RD_SPACE;
 	o->top = 10;
 	o->heap = "libc.malloc";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			diff_usage(stdout);
-			return 1;
-		}
-		int rc = parse_opt(argc, argv, &i, o, &r);
-		if (rc < 0)
-			return 2;
-		if (rc == 0)
-			continue;
-		if (a[0] == '-' && a[1]) {
-			hp_err(SUBSYS, "unknown option '%s'", a);
-			return 2;
-		}
-		if (r.noperands == 2) {
-			hp_err(SUBSYS, "unexpected argument '%s'", a);
-			return 2;
-		}
-		r.operand[r.noperands++] = a;
-	}
+	struct diff_parse dp = {o, &r};
+	int rc = opt_walk(SUBSYS, argc, argv, parse_opt, &dp, diff_usage,
+	                  r.operand, 2, &r.noperands);
+	if (rc)
+		return rc;
 	if (r.noperands == 0 || (r.noperands == 1 && !r.have_dumps)) {
 		hp_err(SUBSYS, "need two profiles (A B, FILE@N FILE@M) or "
 		               "FILE --dumps N,M (see heapprof diff --help)");

@@ -100,8 +100,9 @@ static void report_usage(FILE *f)
 }
 
 /* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
-static int parse_opt(int argc, char **argv, int *i, struct report_opts *o)
+static int parse_opt(int argc, char **argv, int *i, void *ctx)
 {
+	struct report_opts *o = ctx;
 	int missing = 0;
 	const char *v;
 
@@ -148,27 +149,11 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->view = RD_SPACE;
 	o->top = 10;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			report_usage(stdout);
-			return 1;
-		}
-		int r = parse_opt(argc, argv, &i, o);
-		if (r < 0)
-			return 2;
-		if (r == 0)
-			continue;
-		if (a[0] == '-' && a[1]) {
-			hp_err(SUBSYS, "unknown option '%s'", a);
-			return 2;
-		}
-		if (o->file) {
-			hp_err(SUBSYS, "unexpected argument '%s'", a);
-			return 2;
-		}
-		o->file = a;
-	}
+	size_t n;
+	int rc = opt_walk(SUBSYS, argc, argv, parse_opt, o, report_usage,
+	                  &o->file, 1, &n);
+	if (rc)
+		return rc;
 	if (!o->file) {
 		hp_err(SUBSYS, "missing FILE");
 		report_usage(stderr);

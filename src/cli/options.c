@@ -82,3 +82,33 @@ int opt_parse_view(const char *cmd, const char *v, enum rd_view *out)
 	       v);
 	return -1;
 }
+
+int opt_walk(const char *cmd, int argc, char **argv,
+             int (*parse)(int argc, char **argv, int *i, void *ctx), void *ctx,
+             void (*usage)(FILE *f), const char **operands, size_t max,
+             size_t *n)
+{
+	*n = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 1;
+		}
+		int r = parse(argc, argv, &i, ctx);
+		if (r < 0)
+			return 2;
+		if (r == 0)
+			continue;
+		if (a[0] == '-' && a[1]) {
+			hp_err(cmd, "unknown option '%s'", a);
+			return 2;
+		}
+		if (*n == max) {
+			hp_err(cmd, "unexpected argument '%s'", a);
+			return 2;
+		}
+		operands[(*n)++] = a;
+	}
+	return 0;
+}

@@ -2,7 +2,9 @@
 #ifndef HEAPPROF_OPTIONS_H
 #define HEAPPROF_OPTIONS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "profile/reader.h"
 
@@ -25,5 +27,18 @@ int opt_parse_long(const char *s, long *out);
 /* A view name (space, alloc_space, objects, alloc_objects); on error
  * prints "heapprof: <cmd>: invalid --view ..." and returns -1. */
 int opt_parse_view(const char *cmd, const char *v, enum rd_view *out);
+
+/*
+ * The argument walk of the commands that read profiles.  -h/--help prints
+ * usage(stdout) and returns 1.  Each word goes to parse(argc, argv, &i,
+ * ctx) first (-1 error, 0 taken, 1 not one of its options); other words
+ * starting with '-' are unknown options; the rest are operands, at most
+ * max of them, stored in operands[] (*n counts them).  Returns 0, 1, or 2
+ * on a usage error (message printed).
+ */
+int opt_walk(const char *cmd, int argc, char **argv,
+             int (*parse)(int argc, char **argv, int *i, void *ctx), void *ctx,
+             void (*usage)(FILE *f), const char **operands, size_t max,
+             size_t *n);
 
 #endif
