@@ -417,22 +417,10 @@ static bool has_heap(char *const *list, int n)
 	return false;
 }
 
-/* Heaps other than libc.malloc are accepted for the custom allocator API
- * (issue 5): say that nothing reports to them yet. */
+/* A session that leaves malloc out says so: an empty-looking profile of
+ * a program that only mallocs is then no surprise. */
 static void warn_heaps(const struct session_config *c)
 {
-	char *const *lists[] = {c->heaps, c->exclude_heaps};
-	int counts[] = {c->nheaps, c->nexclude_heaps};
-	for (int l = 0; l < 2; l++)
-		for (int i = 0; i < counts[l]; i++)
-			if (strcmp(lists[l][i], "libc.malloc"))
-				fprintf(stderr,
-				        PFX
-				        "heap '%s' is recorded as requested, "
-				        "but only libc.malloc exists until "
-				        "the custom allocator API: nothing "
-				        "reports to it\n",
-				        lists[l][i]);
 	bool malloc_on =
 	        c->nheaps ? has_heap(c->heaps, c->nheaps)
 	                  : !has_heap(c->exclude_heaps, c->nexclude_heaps);

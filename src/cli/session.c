@@ -108,19 +108,22 @@ static int status_code(int st)
 
 /* ---- the session's options into the collector's ------------------- */
 
-static bool has_heap(char *const *list, int n, const char *name)
+static void select_heap(struct collector_opts *o, const char *name,
+                        uint64_t interval, uint32_t flags)
 {
-	for (int i = 0; i < n; i++)
-		if (!strcmp(list[i], name))
-			return true;
-	return false;
+	struct hp_heap_select_v1 *e = &o->heap_select[o->nheap_select++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->interval = interval;
+	e->flags = flags;
 }
 
 /*
- * Regions are formatted with the session's options.  Heaps: only
- * libc.malloc (heap id 0) exists until the custom allocator API; other
- * names are kept in the config and the profile's metadata, and bit 0 of
- * heap_enable_mask says whether malloc is profiled at all.
+ * Regions are formatted with the session's options.  Heaps travel by name
+ * (the client knows its heaps' ids, we do not): --heaps lists them, each
+ * with its interval (--heap-intervals, else --interval); --all-heaps takes
+ * every heap but --exclude-heaps ones at --interval; neither means
+ * libc.malloc only.  The header's sampling_interval is malloc's interval.
  */
 static void collector_opts_of(const struct session_config *cfg,
                               struct collector_opts *o)
@@ -130,26 +133,22 @@ static void collector_opts_of(const struct session_config *cfg,
 	o->unwind_mode = cfg->unwind_mode;
 	o->max_frames = cfg->max_frames;
 	o->shmem_size = cfg->shmem_size;
-	bool malloc_on = true;
-	if (cfg->nheaps) {
-		malloc_on = false;
-		for (int i = 0; i < cfg->nheaps; i++) {
-			if (strcmp(cfg->heaps[i], "libc.malloc"))
-				continue;
-			malloc_on = true;
-			if (i < cfg->nheap_intervals && cfg->heap_intervals[i])
-				o->interval = cfg->heap_intervals[i];
-		}
-	} else if (cfg->all_heaps) {
-		malloc_on = !has_heap(cfg->exclude_heaps, cfg->nexclude_heaps,
-		                      "libc.malloc");
+	for (int i = 0; i < cfg->nheaps && i < (int)HP_MAX_HEAPS; i++) {
+		uint64_t iv = i < cfg->nheap_intervals && cfg->heap_intervals[i]
+		                      ? cfg->heap_intervals[i]
+		                      : cfg->interval;
+		select_heap(o, cfg->heaps[i], iv, 0);
+		if (!strcmp(cfg->heaps[i], "libc.malloc"))
+			o->interval = iv;
 	}
-	/* --all-heaps: every bit, so heaps registered later are on too.
-	 * Other names cannot be mapped to ids before the custom allocator
-	 * API registers them. */
-	o->heap_enable_mask = cfg->all_heaps ? ~1ull : 0;
-	if (malloc_on)
-		o->heap_enable_mask |= 1;
+	if (cfg->all_heaps) {
+		o->config_flags |= HP_CFG_ALL_HEAPS;
+		for (int i = 0;
+		     i < cfg->nexclude_heaps && o->nheap_select < HP_MAX_HEAPS;
+		     i++)
+			select_heap(o, cfg->exclude_heaps[i], 0,
+			            HP_HEAPSEL_EXCLUDE);
+	}
 	if (cfg->follow_fork)
 		o->config_flags |= HP_CFG_FOLLOW_FORK;
 	if (cfg->dump_at_max)

@@ -48,6 +48,7 @@
 #include "layout/wire_v1.h"
 
 HP_HIDDEN _Atomic int hp_active;
+HP_HIDDEN _Atomic int hp_malloc_on;
 HP_HIDDEN struct client_state hp_client = {.sock_fd = -1};
 HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
@@ -88,9 +89,14 @@ void client_stop(struct client_slot *s, uint32_t reason)
 	                      memory_order_release);
 	/* Only if no other session attached meanwhile. */
 	int gen = (int)s->gen;
-	atomic_compare_exchange_strong_explicit(&hp_active, &gen, 0,
+	atomic_compare_exchange_strong_explicit(&hp_malloc_on, &gen, 0,
 	                                        memory_order_relaxed,
 	                                        memory_order_relaxed);
+	gen = (int)s->gen;
+	if (atomic_compare_exchange_strong_explicit(&hp_active, &gen, 0,
+	                                            memory_order_relaxed,
+	                                            memory_order_relaxed))
+		heaps_session_changed();
 }
 
 /* ---- talking to a collector (async-signal-safe) --------------------- */
@@ -281,8 +287,9 @@ static uint64_t header_attach(struct client_slot *s, uint64_t interval)
 		/* GROW: the new region goes on at the interval in use. */
 		atomic_store_explicit(&h->current_interval, interval,
 		                      memory_order_relaxed);
-		__atomic_store_n(&s->region.heaps[0].interval, interval,
-		                 __ATOMIC_RELAXED);
+		if (s->region.heaps[0].flags & HP_HEAP_ENABLED)
+			__atomic_store_n(&s->region.heaps[0].interval,
+			                 interval, __ATOMIC_RELAXED);
 	} else {
 		interval = atomic_load_explicit(&h->current_interval,
 		                                memory_order_relaxed);
@@ -368,6 +375,8 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 	attach_gen = gen;
 	modules_init();
 	uint64_t interval = header_attach(s, 0);
+	heaps_publish(s);
+	bool malloc_on = region_heap_interval(&s->region, "libc.malloc") != 0;
 	if (scan)
 		modules_scan(&s->region);
 
@@ -382,9 +391,15 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 			memcpy(collector_path, path, len + 1);
 	}
 	set_interval(interval);
-	atomic_store_explicit(&hp_client.cur, s, memory_order_release);
+	atomic_store_explicit(&hp_client.cur, s, memory_order_seq_cst);
+	atomic_store_explicit(&hp_malloc_on, malloc_on ? (int)gen : 0,
+	                      memory_order_release);
 	atomic_store_explicit(&hp_active, (int)gen, memory_order_release);
+	/* A heap registered while we published may have seen the old
+	 * region: write the table again (entries already there stay). */
+	heaps_publish(s);
 	retire_old(gen);
+	heaps_session_changed();
 	return 0;
 }
 
@@ -409,6 +424,32 @@ static bool profiled_and_alive(void)
 	if (n == 0)
 		return false; /* EOF: the collector is gone */
 	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+void client_check_session(void)
+{
+	int gen = atomic_load_explicit(&hp_active, memory_order_acquire);
+	struct client_slot *s = client_cur();
+	int fd = hp_client.sock_fd;
+	if (!gen || !s || s->gen != (uint32_t)gen)
+		return;
+	if (atomic_load_explicit(&s->region.hdr->control,
+	                         memory_order_relaxed) == HP_CONTROL_STOP) {
+		client_stop(s, HP_STOP_REQUESTED);
+		return;
+	}
+	if (fd < 0)
+		return;
+	int saved = errno;
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	errno = saved;
+	/* EOF on the connection this session attached through: an attach
+	 * that replaced it (and may have let its number be reused) changed
+	 * sock_fd or the generation first. */
+	if (n == 0 && hp_client.sock_fd == fd &&
+	    atomic_load_explicit(&hp_active, memory_order_acquire) == gen)
+		client_stop(s, HP_STOP_COLLECTOR_GONE);
 }
 
 static void late_attach(void)
@@ -542,7 +583,9 @@ struct client_slot *client_grow(struct client_slot *s, uint32_t table)
 	uint64_t interval =
 	        atomic_load_explicit(&hp_client.interval, memory_order_relaxed);
 	header_attach(ns, interval);
-	atomic_store_explicit(&hp_client.cur, ns, memory_order_release);
+	heaps_publish(ns);
+	atomic_store_explicit(&hp_client.cur, ns, memory_order_seq_cst);
+	heaps_publish(ns);
 out:
 	atomic_store_explicit(&growing, 0, memory_order_release);
 	return ns;
@@ -562,6 +605,7 @@ static void on_fork_child(void)
 	        atomic_load_explicit(&s->region.hdr->control,
 	                             memory_order_relaxed) != HP_CONTROL_STOP;
 	atomic_store_explicit(&hp_active, 0, memory_order_relaxed);
+	atomic_store_explicit(&hp_malloc_on, 0, memory_order_relaxed);
 	atomic_store_explicit(&hp_client.cur, NULL, memory_order_relaxed);
 	for (int i = 0; i < HP_CLIENT_SLOTS; i++)
 		if (atomic_load_explicit(&hp_client.slots[i].state,
@@ -575,6 +619,7 @@ static void on_fork_child(void)
 	atomic_store_explicit(&attaching, 0, memory_order_relaxed);
 	atomic_store_explicit(&growing, 0, memory_order_relaxed);
 	modules_reset_after_fork();
+	heaps_after_fork_child();
 	if (!follow || !collector_path[0])
 		return;
 	/* --follow-fork: our own region from the same collector.  Modules

@@ -26,6 +26,12 @@
  * region cannot turn off a session that attached meanwhile.
  */
 extern HP_HIDDEN _Atomic int hp_active;
+/*
+ * The same generation while the session also profiles libc.malloc (the
+ * malloc hooks test this one), 0 otherwise: a session may select only
+ * custom heaps (--heaps NAME), and then malloc costs what it costs idle.
+ */
+extern HP_HIDDEN _Atomic int hp_malloc_on;
 
 /*
  * One mapped region and what the recorder needs of its header.  Slots live
@@ -103,8 +109,20 @@ extern HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
 
 /* recorder.c: accounting of one allocation / free / realloc. */
+/*
+ * Records a sampled allocation of heap_id under live-table key `key` (an
+ * address for libc.malloc, heaps_key() for custom heaps) charged
+ * `charged` bytes and `objs` objects (16.16), with the current stack.
+ * false when nothing was recorded (re-entered, or the session stopped).
+ */
+HP_HIDDEN bool recorder_record(uint32_t heap_id, uint64_t key, size_t size,
+                               uint64_t charged, uint64_t objs,
+                               uintptr_t caller);
+/* libc.malloc's sample: objects from exact / the thread's obj_interval. */
 HP_HIDDEN void recorder_sample(void *ptr, size_t size, uint64_t charged,
                                bool exact, uintptr_t caller);
+/* A free of live-table key `key`: its charge leaves its stack. */
+HP_HIDDEN void recorder_forget(uint64_t key);
 HP_HIDDEN void recorder_free(void *ptr);
 /* Caches what the recorder needs of a bound region's header into s (the
  * first region of an attach: root = s). */
@@ -131,6 +149,9 @@ HP_HIDDEN bool recorder_adapt(struct client_slot *s, uint64_t seen);
 
 /* sampler.c: the slow path of the Poisson sampler. */
 HP_HIDDEN uint64_t sampler_slow(struct client_tls *t, size_t size);
+/* One exponential gap of mean `interval` from t's generator (seeded on
+ * first use): the custom heaps' samplers. */
+HP_HIDDEN int64_t sampler_gap(struct client_tls *t, uint64_t interval);
 
 /*
  * Called by every allocating hook after the real allocator returned p != 0,
@@ -181,7 +202,21 @@ HP_HIDDEN void client_log(const char *msg, const char *detail);
 HP_HIDDEN void memstat_init(void);
 HP_HIDDEN void memstat_take(void);
 
+/* heaps.c: the custom allocator API (include/heapprof/heap_profile.h). */
+/* Writes every registered custom heap into s's heap table with the
+ * interval s's session selects for it.  Async-signal-safe. */
+HP_HIDDEN void heaps_publish(struct client_slot *s);
+/* The session changed (attached, stopped): the heaps' enable / disable
+ * callbacks are due.  Async-signal-safe; cheap when none are set. */
+HP_HIDDEN void heaps_session_changed(void);
+/* In a fork child, before it may attach: the callback thread is the
+ * parent's. */
+HP_HIDDEN void heaps_after_fork_child(void);
+
 /* client.c */
+/* Ends the session when its collector set STOP or closed our connection
+ * (the callback thread asks, a few times a second, while profiling). */
+HP_HIDDEN void client_check_session(void);
 /* Stops recording into s (control = STOP seen, or an internal failure):
  * records why in its header and turns hp_active off unless another
  * session attached meanwhile. */

@@ -1,6 +1,6 @@
 /*
  * The interposed allocation functions.  Each one calls the real allocator
- * and, only while hp_active, tells the recorder.  When the library is
+ * and, only while hp_malloc_on (a session profiles libc.malloc), tells the recorder.  When the library is
  * loaded but not profiling, a hook costs one predictable branch and an
  * indirect call.
  *
@@ -253,7 +253,7 @@ static void *boot_pvalloc(size_t n)
 
 /* ---- the C allocation functions ------------------------------------- */
 
-#define ACTIVE() atomic_load_explicit(&hp_active, memory_order_relaxed)
+#define ACTIVE() atomic_load_explicit(&hp_malloc_on, memory_order_relaxed)
 
 HP_EXPORT void *malloc(size_t n)
 {

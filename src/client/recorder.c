@@ -12,6 +12,7 @@
  * sampling (adaptive) and --block-client (HP_CFG_BLOCK_CLIENT, only on a
  * full table).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 
@@ -134,8 +135,12 @@ bool recorder_adapt(struct client_slot *s, uint64_t seen)
 	                                             next, memory_order_relaxed,
 	                                             memory_order_relaxed))
 		return false;
-	/* The heap table says which interval the heap uses now. */
-	__atomic_store_n(&s->region.heaps[0].interval, next, __ATOMIC_RELAXED);
+	/* The heap table says which interval malloc uses now.  (Adaptive
+	 * sampling moves libc.malloc's interval only; custom heaps keep
+	 * theirs.) */
+	if (s->region.heaps[0].flags & HP_HEAP_ENABLED)
+		__atomic_store_n(&s->region.heaps[0].interval, next,
+		                 __ATOMIC_RELAXED);
 	if (client_cur() == s) {
 		atomic_store_explicit(&hp_client.interval, next,
 		                      memory_order_relaxed);
@@ -216,14 +221,22 @@ static uint32_t full_stack_table(const struct hp_region *r, uint32_t n)
 void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
                      uintptr_t caller)
 {
+	recorder_record(0, (uintptr_t)ptr, size, charged,
+	                recorder_objects_fp(size, exact, hp_tls.obj_interval),
+	                caller);
+}
+
+bool recorder_record(uint32_t heap_id, uint64_t key, size_t size,
+                     uint64_t charged, uint64_t objs, uintptr_t caller)
+{
 	struct client_tls *t = &hp_tls;
 	struct client_slot *s = client_cur();
 	if (HP_UNLIKELY(!s))
-		return;
+		return false;
 	struct hp_region *r = &s->region;
 	if (t->in_hook) {
 		region_count(r, HP_CTR_REENTRANT, 1);
-		return;
+		return false;
 	}
 	t->in_hook = 1;
 
@@ -232,7 +245,7 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 	                HP_CONTROL_STOP)) {
 		client_stop(s, HP_STOP_REQUESTED);
 		t->in_hook = 0;
-		return;
+		return false;
 	}
 
 	uint64_t pcs[HP_MAX_FRAMES];
@@ -248,15 +261,14 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 	if (truncated)
 		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);
 
-	uint64_t objs = recorder_objects_fp(size, exact, t->obj_interval);
 	bool grown = false;
 	uint32_t id;
 	uint32_t pressure;
 	int rc;
 again:;
 	bool is_new;
-	id = stacktab_intern(r, 0, pcs, n, truncated ? HP_STACK_TRUNCATED : 0,
-	                     &is_new);
+	id = stacktab_intern(r, heap_id, pcs, n,
+	                     truncated ? HP_STACK_TRUNCATED : 0, &is_new);
 	if (id == 0) {
 		if (HP_UNLIKELY(s->flags & HP_CFG_BLOCK_CLIENT) && !grown) {
 			struct client_slot *ns =
@@ -280,7 +292,7 @@ again:;
 	 * block malloc has not returned yet, and a failed insert may still
 	 * move the sample to a larger region (--block-client). */
 	struct hp_live_v1 v = {.stack_id = id,
-	                       .heap_id = 0,
+	                       .heap_id = heap_id,
 	                       .size = size,
 	                       .charged = charged,
 	                       .objects_fp = objs};
@@ -289,8 +301,12 @@ again:;
 		seen = interval_of(
 		        s, atomic_load_explicit(&r->hdr->current_interval,
 		                                memory_order_relaxed));
-	rc = livetab_insert_p(r, (uintptr_t)ptr, &v, &pressure);
-	if (rc != 0 && HP_UNLIKELY(s->flags & HP_CFG_BLOCK_CLIENT) && !grown) {
+	/* Keys 0 and 1 mark empty and busy slots: such a block (only a
+	 * custom heap's key can be one) is recorded but not tracked. */
+	bool keyable = key > HP_LIVE_BUSY;
+	rc = keyable ? livetab_insert_p(r, key, &v, &pressure) : -EINVAL;
+	if (rc != 0 && keyable && HP_UNLIKELY(s->flags & HP_CFG_BLOCK_CLIENT) &&
+	    !grown) {
 		struct client_slot *ns = client_grow(s, HP_TAB_LIVE_KEYS);
 		grown = true;
 		if (ns) {
@@ -312,9 +328,10 @@ again:;
 	} else if (HP_UNLIKELY(s->track_max)) {
 		peak_alloc(s, charged);
 	}
-	if (HP_UNLIKELY(s->adaptive) && pressure >= s->live_trigger)
-		adapt_live(s, (uintptr_t)ptr, seen);
+	if (HP_UNLIKELY(s->adaptive) && rc == 0 && pressure >= s->live_trigger)
+		adapt_live(s, key, seen);
 	t->in_hook = 0;
+	return true;
 }
 
 /* ---- free ----------------------------------------------------------- */
@@ -366,13 +383,18 @@ void recorder_put_back(struct client_slot *s, void *ptr,
 	}
 }
 
-void recorder_free(void *ptr)
+void recorder_forget(uint64_t key)
 {
 	/* No re-entrancy guard: removal never allocates, and a block freed
-	 * inside a hook must still leave the table or its address could be
+	 * inside a hook must still leave the table or its key could be
 	 * matched to a stale record later. */
 	struct hp_live_v1 v;
-	struct client_slot *s = recorder_take(ptr, &v);
+	struct client_slot *s = recorder_take((void *)(uintptr_t)key, &v);
 	if (s)
 		recorder_apply_free(s, &v);
+}
+
+void recorder_free(void *ptr)
+{
+	recorder_forget((uintptr_t)ptr);
 }

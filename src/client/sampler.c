@@ -34,6 +34,16 @@ static uint64_t rng_next(struct client_tls *t)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
+static int64_t exp_gap(struct client_tls *t, uint64_t interval)
+{
+	/* u in (0, 1]: 53 random bits, never 0 so log(u) is finite. */
+	double u = (double)((rng_next(t) >> 11) + 1) * 0x1.0p-53;
+	double gap = -log(u) * (double)interval;
+	if (gap > 9.0e18)
+		gap = 9.0e18;
+	return (int64_t)(gap + 0.5);
+}
+
 /* Draws the next gap at the interval in force now and remembers it. */
 static int64_t draw_gap(struct client_tls *t)
 {
@@ -42,12 +52,7 @@ static int64_t draw_gap(struct client_tls *t)
 	if (HP_UNLIKELY(interval == 0))
 		interval = 1;
 	t->gap_interval = interval;
-	/* u in (0, 1]: 53 random bits, never 0 so log(u) is finite. */
-	double u = (double)((rng_next(t) >> 11) + 1) * 0x1.0p-53;
-	double gap = -log(u) * (double)interval;
-	if (gap > 9.0e18)
-		gap = 9.0e18;
-	return (int64_t)(gap + 0.5);
+	return exp_gap(t, interval);
 }
 
 static void seed(struct client_tls *t)
@@ -63,12 +68,21 @@ static void seed(struct client_tls *t)
 	t->seeded = 1;
 }
 
+int64_t sampler_gap(struct client_tls *t, uint64_t interval)
+{
+	if (HP_UNLIKELY(!t->seeded))
+		seed(t);
+	return exp_gap(t, interval ? interval : 1);
+}
+
 uint64_t sampler_slow(struct client_tls *t, size_t size)
 {
-	if (HP_UNLIKELY(!t->seeded)) {
+	if (HP_UNLIKELY(!t->gap_interval)) {
 		/* First allocation of this thread: bytes_left was 0 - size.
-		 * Place the first sample point and re-test. */
-		seed(t);
+		 * Place the first sample point and re-test.  (The generator
+		 * may be seeded already, by a custom heap's sampler.) */
+		if (!t->seeded)
+			seed(t);
 		t->bytes_left += draw_gap(t);
 		if (t->bytes_left > 0)
 			return 0;

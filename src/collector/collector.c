@@ -45,8 +45,16 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	memset(c, 0, sizeof(*c));
 	c->listen_fd = -1;
 	c->opts = *o;
-	if (!c->opts.shmem_size)
-		c->opts.shmem_size = collector_default_shmem(o->interval);
+	if (!c->opts.shmem_size) {
+		/* The smallest interval of any selected heap sizes it. */
+		uint64_t iv = o->interval;
+		for (uint32_t i = 0; i < o->nheap_select; i++)
+			if (o->heap_select[i].interval &&
+			    o->heap_select[i].interval < iv &&
+			    !(o->heap_select[i].flags & HP_HEAPSEL_EXCLUDE))
+				iv = o->heap_select[i].interval;
+		c->opts.shmem_size = collector_default_shmem(iv);
+	}
 	if (!listen_sock)
 		return 0;
 	const char *tmp = getenv("TMPDIR");
@@ -181,7 +189,8 @@ static int make_region(struct collector *c, uint64_t size,
 	        /* Non-zero in a region; 0 in the profile means "no daemon
 	         * session" (record -- CMD). */
 	        .session_id = o->session_id ? o->session_id : 1,
-	        .heap_enable_mask = o->heap_enable_mask,
+	        .heap_select = o->heap_select,
+	        .nheap_select = o->nheap_select,
 	        .config_flags = o->config_flags,
 	        .adaptive_threshold_pct = o->adaptive_threshold_pct,
 	        .adaptive_max_interval = o->adaptive_max_interval,
@@ -596,11 +605,19 @@ int collector_dump(struct collector *c, struct target *t, const char *reason,
 		return rc;
 	/* Heap selection is the session's promise: stacks of heaps it did
 	 * not select stay out of the profile whatever the client sampled
-	 * (heap_enable_mask in the header is advice to the client). */
+	 * (the client applies the same selection, from the region).  A heap
+	 * is known by the name the client gave its id. */
+	bool all = c->opts.config_flags & HP_CFG_ALL_HEAPS;
 	size_t k = 0;
 	for (size_t i = 0; i < s.dump.nstacks; i++) {
 		uint32_t h = s.stacks[i].heap_id;
-		if (h < 64 && (c->opts.heap_enable_mask >> h & 1))
+		const char *name = h < s.dump.nheaps ? s.dump.heaps[h].name : NULL;
+		if (h == 0)
+			name = "libc.malloc";
+		if (name && name[0] &&
+		    hp_heap_select_interval(c->opts.heap_select,
+		                            c->opts.nheap_select, all,
+		                            c->opts.interval, name))
 			s.stacks[k++] = s.stacks[i];
 	}
 	s.dump.nstacks = k;

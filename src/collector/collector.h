@@ -36,9 +36,11 @@ struct collector_opts {
 	uint64_t shmem_size;       /* 0: choose from the interval */
 	uint64_t session_id;       /* the daemon's; 0 for record -- CMD (regions
 	                              then say 1) */
-	uint64_t heap_enable_mask; /* bit h: heap h is profiled (1 =
-	                              libc.malloc only); dumps leave the
-	                              other heaps' stacks out */
+	/* Heaps: HP_CFG_ALL_HEAPS in config_flags and this selection
+	 * (struct hp_heap_select_v1; none = libc.malloc only), written into
+	 * each region; dumps leave unselected heaps' stacks out. */
+	struct hp_heap_select_v1 heap_select[HP_MAX_HEAPS];
+	uint32_t nheap_select;
 	/* Session options written into each region's header. */
 	uint32_t config_flags; /* HP_CFG_* */
 	uint32_t adaptive_threshold_pct;

@@ -47,6 +47,7 @@ enum hp_stop_reason {
 	HP_STOP_EXEC = 2,      /* the process image was replaced */
 	HP_STOP_INTERNAL = 3,  /* internal failure inside the client */
 	HP_STOP_EXIT = 4,      /* the process ran its exit handlers */
+	HP_STOP_COLLECTOR_GONE = 5, /* its connection to the collector closed */
 };
 
 /* header.control, written by the collector, read by the client. */
@@ -87,6 +88,9 @@ enum hp_table {
 	HP_TAB_LIVE_FILL,   /* uint8 per live bucket: slots in use */
 	HP_TAB_STACK_MAX,   /* struct hp_stack_max_v1, parallel to STACKS;
 	                       capacity 0 unless HP_CFG_TRACK_MAX */
+	HP_TAB_HEAP_SELECT, /* struct hp_heap_select_v1, written by the
+	                       collector: the session's heaps by name;
+	                       capacity 0 = libc.malloc only */
 	HP_TAB_COUNT = 16
 };
 
@@ -126,6 +130,7 @@ _Static_assert(sizeof(struct hp_memstat_v1) == 64, "hp_memstat_v1 size");
 #define HP_CFG_TRACK_MAX    0x2u /* keep the state at the peak of live bytes */
 #define HP_CFG_ADAPTIVE     0x4u /* double the interval when tables fill */
 #define HP_CFG_BLOCK_CLIENT 0x8u /* wait for the collector, see LAYOUT.md */
+#define HP_CFG_ALL_HEAPS    0x10u /* every heap but HP_HEAPSEL_EXCLUDE ones */
 
 /*
  * The region header, at offset 0.  Written once by the collector before it
@@ -143,7 +148,8 @@ struct hp_header_v1 {
 	uint32_t unwind_mode;       /* enum hp_unwind_mode */
 	uint32_t max_frames;        /* 1..HP_MAX_FRAMES */
 	uint64_t session_id;        /* collector's id of the session */
-	uint64_t heap_enable_mask;  /* bit h: heap id h is profiled */
+	uint64_t heap_enable_mask;  /* bit 0: libc.malloc is profiled (the
+	                               other heaps: HP_TAB_HEAP_SELECT) */
 
 	struct hp_table_desc tables[HP_TAB_COUNT];
 
@@ -275,13 +281,42 @@ struct hp_module_v1 {
 };
 _Static_assert(sizeof(struct hp_module_v1) == 96, "hp_module_v1 size");
 
-/* A named heap (custom allocator API); heap 0 is "libc.malloc". */
+/*
+ * A heap of the process, by id: heap 0 is "libc.malloc" (written by the
+ * collector when it formats the region), ids 1.. are the custom allocator
+ * API's heaps, written by the client (the id registerHeap returned) when
+ * it attaches or when the heap is registered later.  `ready` is stored
+ * last (release); the same id always carries the same name.
+ */
 struct hp_heap_v1 {
 	_Atomic uint32_t ready;
-	uint32_t flags;
-	uint64_t interval; /* sampling interval used for this heap */
+	uint32_t flags;    /* HP_HEAP_* */
+	uint64_t interval; /* sampling interval in use; 0 = not profiled */
 	char name[HP_HEAP_NAME_MAX];
 };
 _Static_assert(sizeof(struct hp_heap_v1) == 80, "hp_heap_v1 size");
+
+#define HP_HEAP_ENABLED 0x1u /* the session profiles this heap */
+
+/*
+ * The session's choice of heaps, written by the collector before the
+ * region is handed over (HP_TAB_HEAP_SELECT, capacity = entries):
+ *   - HP_CFG_ALL_HEAPS: every heap, except entries with
+ *     HP_HEAPSEL_EXCLUDE;
+ *   - otherwise, with entries: exactly the listed heaps;
+ *   - no entries: libc.malloc only.
+ * A selected heap uses its entry's interval, or header.sampling_interval
+ * when that is 0 (or it has no entry).  See hp_heap_select_interval.
+ */
+struct hp_heap_select_v1 {
+	char name[HP_HEAP_NAME_MAX]; /* NUL terminated */
+	uint64_t interval;           /* 0: header.sampling_interval */
+	uint32_t flags;              /* HP_HEAPSEL_* */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct hp_heap_select_v1) == 80,
+               "hp_heap_select_v1 size");
+
+#define HP_HEAPSEL_EXCLUDE 0x1u /* with HP_CFG_ALL_HEAPS: not this one */
 
 #endif

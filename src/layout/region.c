@@ -30,14 +30,69 @@ static uint64_t mix64(uint64_t x)
 	return x;
 }
 
+static bool heap_name_eq(const char *a, const char *b)
+{
+	for (size_t i = 0; i < HP_HEAP_NAME_MAX; i++) {
+		if (a[i] != b[i])
+			return false;
+		if (!a[i])
+			return true;
+	}
+	return true;
+}
+
+uint64_t hp_heap_select_interval(const struct hp_heap_select_v1 *sel,
+                                 uint64_t n, bool all, uint64_t dflt,
+                                 const char *name)
+{
+	const struct hp_heap_select_v1 *hit = NULL;
+	bool listed = false;
+	for (uint64_t i = 0; i < n && i < HP_MAX_HEAPS; i++) {
+		if (!(sel[i].flags & HP_HEAPSEL_EXCLUDE))
+			listed = true;
+		if (!hit && heap_name_eq(sel[i].name, name))
+			hit = &sel[i];
+	}
+	if (all) {
+		if (hit && (hit->flags & HP_HEAPSEL_EXCLUDE))
+			return 0;
+	} else if (listed) {
+		if (!hit || (hit->flags & HP_HEAPSEL_EXCLUDE))
+			return 0;
+	} else if (!heap_name_eq(name, "libc.malloc")) {
+		return 0;
+	}
+	return hit && hit->interval ? hit->interval : dflt;
+}
+
+uint64_t region_heap_interval(const struct hp_region *r, const char *name)
+{
+	return hp_heap_select_interval(
+	        r->heap_select, r->heap_select_cap,
+	        r->hdr->config_flags & HP_CFG_ALL_HEAPS,
+	        r->hdr->sampling_interval, name);
+}
+
 int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 {
 	if (!base || size < HP_REGION_MIN_SIZE || !cfg ||
 	    cfg->sampling_interval == 0 || cfg->max_frames == 0 ||
 	    cfg->max_frames > HP_MAX_FRAMES ||
-	    cfg->adaptive_threshold_pct > 100)
+	    cfg->adaptive_threshold_pct > 100 ||
+	    cfg->nheap_select > HP_MAX_HEAPS ||
+	    (cfg->nheap_select && !cfg->heap_select))
 		return -EINVAL;
 	bool track_max = cfg->config_flags & HP_CFG_TRACK_MAX;
+	bool all_heaps = cfg->config_flags & HP_CFG_ALL_HEAPS;
+	uint64_t malloc_interval = hp_heap_select_interval(
+	        cfg->heap_select, cfg->nheap_select, all_heaps,
+	        cfg->sampling_interval, "libc.malloc");
+	/* Interval 1 anywhere: every live block of that heap needs a slot. */
+	bool every_block = cfg->sampling_interval == 1;
+	for (uint32_t i = 0; i < cfg->nheap_select; i++)
+		if (cfg->heap_select[i].interval == 1 &&
+		    !(cfg->heap_select[i].flags & HP_HEAPSEL_EXCLUDE))
+			every_block = true;
 
 	struct hp_header_v1 *h = base;
 	memset(h, 0, sizeof(*h));
@@ -49,7 +104,7 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	h->unwind_mode = cfg->unwind_mode;
 	h->max_frames = cfg->max_frames;
 	h->session_id = cfg->session_id;
-	h->heap_enable_mask = cfg->heap_enable_mask;
+	h->heap_enable_mask = malloc_interval ? 1 : 0;
 	h->config_flags = cfg->config_flags;
 	h->adaptive_threshold_pct = cfg->adaptive_threshold_pct;
 	h->adaptive_max_interval = cfg->adaptive_max_interval;
@@ -79,6 +134,19 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	                                         sizeof(struct hp_heap_v1), 0};
 	off = ALIGN64(off + HP_MAX_HEAPS * sizeof(struct hp_heap_v1));
 
+	if (cfg->nheap_select) {
+		uint64_t n = cfg->nheap_select;
+		t[HP_TAB_HEAP_SELECT] = (struct hp_table_desc){
+		        off, n, sizeof(struct hp_heap_select_v1), 0};
+		struct hp_heap_select_v1 *sel =
+		        (struct hp_heap_select_v1 *)((uint8_t *)base + off);
+		for (uint64_t i = 0; i < n; i++) {
+			sel[i] = cfg->heap_select[i];
+			sel[i].name[HP_HEAP_NAME_MAX - 1] = '\0';
+		}
+		off = ALIGN64(off + n * sizeof(struct hp_heap_select_v1));
+	}
+
 	uint64_t nmod = 1024;
 	t[HP_TAB_MODULES] = (struct hp_table_desc){
 	        off, nmod, sizeof(struct hp_module_v1), 0};
@@ -91,7 +159,7 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	if (off >= size)
 		return -EINVAL;
 	uint64_t rest = size - off;
-	uint64_t live_share = cfg->sampling_interval == 1 ? rest / 2 : rest / 8;
+	uint64_t live_share = every_block ? rest / 2 : rest / 8;
 	uint64_t per_live = sizeof(uint64_t) + sizeof(struct hp_live_v1);
 	uint64_t live_cap = pow2_floor(live_share / per_live);
 	if (live_cap < HP_LIVE_BUCKET * 2)
@@ -147,7 +215,8 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	        (struct hp_heap_v1 *)((uint8_t *)base + t[HP_TAB_HEAPS].offset);
 	memset(hp0, 0, sizeof(*hp0));
 	memcpy(hp0->name, "libc.malloc", sizeof("libc.malloc"));
-	hp0->interval = cfg->sampling_interval;
+	hp0->interval = malloc_interval;
+	hp0->flags = malloc_interval ? HP_HEAP_ENABLED : 0;
 	atomic_store_explicit(&hp0->ready, 1, memory_order_relaxed);
 	atomic_store_explicit(&h->heaps_used, 1, memory_order_release);
 	return 0;
@@ -199,6 +268,13 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	    h->sampling_interval == 0)
 		return -EINVAL;
 
+	/* HEAP_SELECT: absent when the session takes the default heaps. */
+	const struct hp_table_desc *hs = &t[HP_TAB_HEAP_SELECT];
+	if (hs->capacity != 0 &&
+	    (!table_ok(hs, size, sizeof(struct hp_heap_select_v1)) ||
+	     hs->capacity > HP_MAX_HEAPS))
+		return -EINVAL;
+
 	/* STACK_MAX: absent in regions without peak tracking (and in v1
 	 * headers that predate it: all zeros). */
 	const struct hp_table_desc *sm = &t[HP_TAB_STACK_MAX];
@@ -231,6 +307,11 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	r->heaps_cap = t[HP_TAB_HEAPS].capacity;
 	if (sm->capacity)
 		r->stack_max = (struct hp_stack_max_v1 *)(b + sm->offset);
+	if (hs->capacity) {
+		r->heap_select =
+		        (const struct hp_heap_select_v1 *)(b + hs->offset);
+		r->heap_select_cap = hs->capacity;
+	}
 	return 0;
 }
 

@@ -35,6 +35,10 @@ struct hp_region {
 	uint64_t strings_cap;
 	struct hp_heap_v1 *heaps;
 	uint64_t heaps_cap;
+	/* The session's heap selection (HP_TAB_HEAP_SELECT); NULL, 0 when
+	 * it has none (libc.malloc only). */
+	const struct hp_heap_select_v1 *heap_select;
+	uint64_t heap_select_cap;
 	/* HP_CFG_TRACK_MAX: parallel to stacks (stacks_cap entries); NULL
 	 * when the region has no STACK_MAX table. */
 	struct hp_stack_max_v1 *stack_max;
@@ -45,7 +49,11 @@ struct hp_config {
 	uint32_t unwind_mode;
 	uint32_t max_frames;
 	uint64_t session_id;
-	uint64_t heap_enable_mask;
+	/* Heaps: HP_CFG_ALL_HEAPS in config_flags and these entries (at most
+	 * HP_MAX_HEAPS), copied into HP_TAB_HEAP_SELECT.  None: libc.malloc
+	 * only.  See struct hp_heap_select_v1. */
+	const struct hp_heap_select_v1 *heap_select;
+	uint32_t nheap_select;
 	/* Session options (header fields of the same names).  0 means off /
 	 * the default: adaptive_threshold_pct 0 = 90 and
 	 * adaptive_max_interval 0 = 64 * sampling_interval when
@@ -76,6 +84,19 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg);
  * Returns 0, -EPROTO (bad magic/version) or -EINVAL (bad geometry).
  */
 int region_bind(struct hp_region *r, void *base, uint64_t size);
+
+/*
+ * The interval at which a heap called `name` is profiled under a heap
+ * selection (struct hp_heap_select_v1: `all` is HP_CFG_ALL_HEAPS, `dflt`
+ * the header's sampling_interval); 0 when it is not profiled.  Entry names
+ * are compared within HP_HEAP_NAME_MAX bytes, so a selection read from
+ * shared memory needs no terminator.
+ */
+uint64_t hp_heap_select_interval(const struct hp_heap_select_v1 *sel,
+                                 uint64_t n, bool all, uint64_t dflt,
+                                 const char *name);
+/* The same for a bound region's own selection. */
+uint64_t region_heap_interval(const struct hp_region *r, const char *name);
 
 /* Stack table. Returns the stack id; 0 is the overflow stack ("table
  * full").  `pcs` is leaf first.  *is_new tells whether a record was added. */

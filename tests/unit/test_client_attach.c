@@ -276,7 +276,6 @@ static void give_region(int fd, struct hp_config *cfg, struct fake_region *fr)
 		cfg->max_frames = 64;
 	if (!cfg->sampling_interval)
 		cfg->sampling_interval = 1;
-	cfg->heap_enable_mask = 1;
 	CHECK(region_format(fr->base, fr->size, cfg) == 0);
 	CHECK(region_bind(&fr->r, fr->base, fr->size) == 0);
 	send_welcome(fd, HP_WELCOME_ACCEPT, fr->size, mfd);
@@ -880,7 +879,6 @@ static int start_small(int lfd, struct child *c, struct fake_region *fr,
 	fr->base = mmap(NULL, fr->size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd,
 	                0);
 	cfg.max_frames = 64;
-	cfg.heap_enable_mask = 1;
 	CHECK(region_format(fr->base, fr->size, &cfg) == 0);
 	CHECK(region_bind(&fr->r, fr->base, fr->size) == 0);
 	send_welcome(fd, HP_WELCOME_ACCEPT, fr->size, mfd);

@@ -114,7 +114,6 @@ static void test_peak_exact(void)
 {
 	struct hp_config cfg = {.sampling_interval = 1,
 	                        .max_frames = 64,
-	                        .heap_enable_mask = 1,
 	                        .config_flags = HP_CFG_TRACK_MAX};
 	struct client_slot *s = make_slot(0, 8 << 20, &cfg);
 	CHECK(s->track_max);
@@ -185,8 +184,7 @@ static void test_peak_exact(void)
 static void test_peak_off(void)
 {
 	struct hp_config cfg = {.sampling_interval = 1,
-	                        .max_frames = 64,
-	                        .heap_enable_mask = 1};
+	                        .max_frames = 64};
 	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
 	CHECK(!s->track_max);
 	use_slot(s);
@@ -206,7 +204,6 @@ static void test_adaptive_stacks(void)
 {
 	struct hp_config cfg = {.sampling_interval = 4096,
 	                        .max_frames = 64,
-	                        .heap_enable_mask = 1,
 	                        .config_flags = HP_CFG_ADAPTIVE,
 	                        .adaptive_threshold_pct = 50,
 	                        .adaptive_max_interval = 4096 * 8};
@@ -265,7 +262,6 @@ static void test_adaptive_live(void)
 	for (int on = 0; on < 2; on++) {
 		struct hp_config cfg = {.sampling_interval = 64,
 		                        .max_frames = 64,
-		                        .heap_enable_mask = 1,
 		                        .config_flags =
 		                                on ? HP_CFG_ADAPTIVE : 0,
 		                        .adaptive_threshold_pct = 90};
@@ -310,7 +306,6 @@ static void test_block_client_grow(void)
 {
 	struct hp_config small = {.sampling_interval = 1,
 	                          .max_frames = 64,
-	                          .heap_enable_mask = 1,
 	                          .config_flags = HP_CFG_BLOCK_CLIENT,
 	                          .block_timeout_ms = 100};
 	struct client_slot *s1 = make_slot(0, 1 << 20, &small);
@@ -380,7 +375,6 @@ static void test_peak_across_grow(void)
 {
 	struct hp_config cfg = {.sampling_interval = 1,
 	                        .max_frames = 64,
-	                        .heap_enable_mask = 1,
 	                        .config_flags =
 	                                HP_CFG_TRACK_MAX | HP_CFG_BLOCK_CLIENT};
 	struct client_slot *s1 = make_slot(0, 1 << 20, &cfg);
@@ -428,8 +422,7 @@ static void test_peak_across_grow(void)
 static void test_stop(void)
 {
 	struct hp_config cfg = {.sampling_interval = 1,
-	                        .max_frames = 64,
-	                        .heap_enable_mask = 1};
+	                        .max_frames = 64};
 	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
 	use_slot(s);
 	atomic_store(&s->region.hdr->control, HP_CONTROL_STOP);

@@ -112,7 +112,6 @@ static void test_grow_and_dump(void)
 	                           .unwind_mode = HP_UNWIND_DWARF,
 	                           .max_frames = 64,
 	                           .shmem_size = MIB,
-	                           .heap_enable_mask = 1,
 	                           .config_flags = HP_CFG_BLOCK_CLIENT,
 	                           .block_timeout_ms = 100};
 	CHECK(collector_open(&c, &o, false) == 0);
@@ -251,7 +250,6 @@ static void test_at_max(void)
 	                           .unwind_mode = HP_UNWIND_DWARF,
 	                           .max_frames = 64,
 	                           .shmem_size = 4 * MIB,
-	                           .heap_enable_mask = 1,
 	                           .config_flags = HP_CFG_TRACK_MAX};
 	CHECK(collector_open(&c, &o, false) == 0);
 	int sv[2];

@@ -17,8 +17,7 @@ static void *new_region(uint64_t size, uint64_t interval, struct hp_region *r)
 {
 	void *base = calloc(1, size);
 	struct hp_config cfg = {.sampling_interval = interval,
-	                        .max_frames = 64,
-	                        .heap_enable_mask = 1};
+	                        .max_frames = 64};
 	CHECK(region_format(base, size, &cfg) == 0);
 	CHECK(region_bind(r, base, size) == 0);
 	return base;
@@ -62,7 +61,6 @@ static void test_format_options(void)
 	void *base = calloc(1, size);
 	struct hp_config cfg = {.sampling_interval = 4096,
 	                        .max_frames = 64,
-	                        .heap_enable_mask = 1,
 	                        .config_flags = HP_CFG_TRACK_MAX |
 	                                        HP_CFG_ADAPTIVE |
 	                                        HP_CFG_BLOCK_CLIENT,
