@@ -44,7 +44,7 @@ PROG_SRCS   := $(wildcard tests/integration/progs/*.c)
 PROG_CXX    := $(wildcard tests/integration/progs/*.cc)
 PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SRCS)) \
                $(patsubst tests/integration/progs/%.cc,$(BUILD)/progs/%,$(PROG_CXX))
-EXAMPLE_BINS := $(BUILD)/examples/demo
+EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all deps test-deps test unit integration demo bench install clean format check-format
@@ -110,6 +110,23 @@ $(BUILD)/progs/%: tests/integration/progs/%.cc
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -fno-inline -pthread -o $@ $<
+
+# Programs using the custom allocator API (heapprof/heap_profile.h) link
+# the client library and find it at run time in the build directory, one
+# level up from their own ($$ORIGIN/..), as an installed program finds it
+# in $(PREFIX)/lib.
+API_LINK := -Iinclude -L$(BUILD) -lheapprof -Wl,-rpath,'$$ORIGIN/..'
+
+$(BUILD)/examples/pool: examples/pool.c include/heapprof/heap_profile.h \
+  $(BUILD)/libheapprof.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -fno-inline -o $@ $< $(API_LINK)
+
+# Test programs named api_*.c use the API too.
+$(BUILD)/progs/api_%: tests/integration/progs/api_%.c \
+  include/heapprof/heap_profile.h $(BUILD)/libheapprof.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread -o $@ $< $(API_LINK)
 
 $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)

@@ -288,8 +288,8 @@ static uint64_t header_attach(struct client_slot *s, uint64_t interval)
 		atomic_store_explicit(&h->current_interval, interval,
 		                      memory_order_relaxed);
 		if (s->region.heaps[0].flags & HP_HEAP_ENABLED)
-			__atomic_store_n(&s->region.heaps[0].interval,
-			                 interval, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->region.heaps[0].interval, interval,
+			                 __ATOMIC_RELAXED);
 	} else {
 		interval = atomic_load_explicit(&h->current_interval,
 		                                memory_order_relaxed);

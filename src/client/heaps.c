@@ -114,10 +114,9 @@ static void publish_one(struct client_slot *s, uint32_t id)
 		return;
 	struct hp_heap_v1 *e = &r->heaps[id];
 	uint32_t want = 0;
-	if (!atomic_compare_exchange_strong_explicit(&e->ready, &want,
-	                                             ENTRY_WRITING,
-	                                             memory_order_acquire,
-	                                             memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(
+	            &e->ready, &want, ENTRY_WRITING, memory_order_acquire,
+	            memory_order_relaxed))
 		return; /* written, or being written by another thread */
 	const struct AHeapInfo *h = &heap_tab[id];
 	memcpy(e->name, h->name, HP_HEAP_NAME_MAX);
@@ -126,8 +125,8 @@ static void publish_one(struct client_slot *s, uint32_t id)
 	e->flags = iv ? HP_HEAP_ENABLED : 0;
 	atomic_store_explicit(&e->ready, 1, memory_order_release);
 	/* heaps_used: one past the highest id written. */
-	uint64_t used = atomic_load_explicit(&r->hdr->heaps_used,
-	                                     memory_order_relaxed);
+	uint64_t used =
+	        atomic_load_explicit(&r->hdr->heaps_used, memory_order_relaxed);
 	while (used < (uint64_t)id + 1 &&
 	       !atomic_compare_exchange_weak_explicit(
 	               &r->hdr->heaps_used, &used, (uint64_t)id + 1,
@@ -160,11 +159,11 @@ static uint64_t heap_interval(const struct client_slot *s, uint32_t id)
 /* ---- callbacks -------------------------------------------------------- */
 
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int cb_fd = -1;        /* eventfd that wakes the thread */
-static _Atomic bool cb_wanted;        /* a registered heap has callbacks */
-static _Atomic bool cb_running;       /* the thread runs in this process */
-static _Atomic int cb_starting;       /* one thread starts it */
-static __thread int cb_depth;         /* callbacks running on this thread */
+static _Atomic int cb_fd = -1;  /* eventfd that wakes the thread */
+static _Atomic bool cb_wanted;  /* a registered heap has callbacks */
+static _Atomic bool cb_running; /* the thread runs in this process */
+static _Atomic int cb_starting; /* one thread starts it */
+static __thread int cb_depth;   /* callbacks running on this thread */
 
 void heaps_session_changed(void)
 {
@@ -227,10 +226,10 @@ static void *cb_main(void *arg)
 	int fd = atomic_load_explicit(&cb_fd, memory_order_acquire);
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int timeout = atomic_load_explicit(&hp_active,
-		                                   memory_order_relaxed)
-		                      ? CHECK_MS
-		                      : -1;
+		int timeout =
+		        atomic_load_explicit(&hp_active, memory_order_relaxed)
+		                ? CHECK_MS
+		                : -1;
 		int rc = poll(&p, 1, timeout);
 		if (rc > 0 && (p.revents & POLLIN)) {
 			uint64_t v;
@@ -346,9 +345,9 @@ HP_EXPORT AHeapInfo *AHeapInfo_create(const char *heap_name)
 			         heap_name);
 			goto out;
 		}
-	} while (!atomic_compare_exchange_weak_explicit(
-	        &heap_next, &id, id + 1, memory_order_acq_rel,
-	        memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&heap_next, &id, id + 1,
+	                                                memory_order_acq_rel,
+	                                                memory_order_relaxed));
 	info = &heap_tab[id];
 	memcpy(info->name, heap_name, len);
 	info->name[len] = '\0';
@@ -452,16 +451,17 @@ static uint64_t heap_key(uint32_t id, uint64_t alloc_id)
 	return x;
 }
 
-static __attribute__((noinline)) bool
-heap_report(uint32_t heap_id, uint64_t alloc_id, uint64_t size, bool sampled,
-            uintptr_t caller)
+static __attribute__((noinline)) bool heap_report(uint32_t heap_id,
+                                                  uint64_t alloc_id,
+                                                  uint64_t size, bool sampled,
+                                                  uintptr_t caller)
 {
 	int saved = errno;
 	bool done = false;
 	if (heap_id == 0 || heap_id >= HP_MAX_HEAPS)
 		goto out;
-	if (HP_UNLIKELY(!atomic_load_explicit(&cb_running,
-	                                      memory_order_relaxed)) &&
+	if (HP_UNLIKELY(
+	            !atomic_load_explicit(&cb_running, memory_order_relaxed)) &&
 	    atomic_load_explicit(&cb_wanted, memory_order_relaxed))
 		cb_start(); /* a fork child that is profiled */
 	int gen = atomic_load_explicit(&hp_active, memory_order_acquire);

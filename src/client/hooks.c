@@ -1,8 +1,8 @@
 /*
  * The interposed allocation functions.  Each one calls the real allocator
- * and, only while hp_malloc_on (a session profiles libc.malloc), tells the recorder.  When the library is
- * loaded but not profiling, a hook costs one predictable branch and an
- * indirect call.
+ * and, only while hp_malloc_on (a session profiles libc.malloc), tells the
+ * recorder.  When the library is loaded but not profiling, a hook costs one
+ * predictable branch and an indirect call.
  *
  * Bootstrap: the real functions are found with dlsym(RTLD_NEXT).  Until
  * then every pointer below points at a boot_* function that resolves them

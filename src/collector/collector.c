@@ -611,7 +611,8 @@ int collector_dump(struct collector *c, struct target *t, const char *reason,
 	size_t k = 0;
 	for (size_t i = 0; i < s.dump.nstacks; i++) {
 		uint32_t h = s.stacks[i].heap_id;
-		const char *name = h < s.dump.nheaps ? s.dump.heaps[h].name : NULL;
+		const char *name =
+		        h < s.dump.nheaps ? s.dump.heaps[h].name : NULL;
 		if (h == 0)
 			name = "libc.malloc";
 		if (name && name[0] &&

@@ -33,9 +33,9 @@ struct collector_opts {
 	uint64_t interval;
 	uint32_t unwind_mode;
 	uint32_t max_frames;
-	uint64_t shmem_size;       /* 0: choose from the interval */
-	uint64_t session_id;       /* the daemon's; 0 for record -- CMD (regions
-	                              then say 1) */
+	uint64_t shmem_size; /* 0: choose from the interval */
+	uint64_t session_id; /* the daemon's; 0 for record -- CMD (regions
+	                        then say 1) */
 	/* Heaps: HP_CFG_ALL_HEAPS in config_flags and this selection
 	 * (struct hp_heap_select_v1; none = libc.malloc only), written into
 	 * each region; dumps leave unselected heaps' stacks out. */

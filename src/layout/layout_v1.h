@@ -126,10 +126,10 @@ _Static_assert(sizeof(struct hp_memstat_v1) == 64, "hp_memstat_v1 size");
 #define HP_MEMSTAT_MALLOC 2u /* malloc_* valid (glibc mallinfo2) */
 
 /* header.config_flags */
-#define HP_CFG_FOLLOW_FORK  0x1u /* a forked child asks for its own region */
-#define HP_CFG_TRACK_MAX    0x2u /* keep the state at the peak of live bytes */
-#define HP_CFG_ADAPTIVE     0x4u /* double the interval when tables fill */
-#define HP_CFG_BLOCK_CLIENT 0x8u /* wait for the collector, see LAYOUT.md */
+#define HP_CFG_FOLLOW_FORK  0x1u  /* a forked child asks for its own region */
+#define HP_CFG_TRACK_MAX    0x2u  /* keep the state at the peak of live bytes */
+#define HP_CFG_ADAPTIVE     0x4u  /* double the interval when tables fill */
+#define HP_CFG_BLOCK_CLIENT 0x8u  /* wait for the collector, see LAYOUT.md */
 #define HP_CFG_ALL_HEAPS    0x10u /* every heap but HP_HEAPSEL_EXCLUDE ones */
 
 /*

@@ -67,10 +67,9 @@ uint64_t hp_heap_select_interval(const struct hp_heap_select_v1 *sel,
 
 uint64_t region_heap_interval(const struct hp_region *r, const char *name)
 {
-	return hp_heap_select_interval(
-	        r->heap_select, r->heap_select_cap,
-	        r->hdr->config_flags & HP_CFG_ALL_HEAPS,
-	        r->hdr->sampling_interval, name);
+	return hp_heap_select_interval(r->heap_select, r->heap_select_cap,
+	                               r->hdr->config_flags & HP_CFG_ALL_HEAPS,
+	                               r->hdr->sampling_interval, name);
 }
 
 int region_format(void *base, uint64_t size, const struct hp_config *cfg)

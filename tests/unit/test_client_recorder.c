@@ -183,8 +183,7 @@ static void test_peak_exact(void)
 /* Without the flag nothing of the peak protocol is touched. */
 static void test_peak_off(void)
 {
-	struct hp_config cfg = {.sampling_interval = 1,
-	                        .max_frames = 64};
+	struct hp_config cfg = {.sampling_interval = 1, .max_frames = 64};
 	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
 	CHECK(!s->track_max);
 	use_slot(s);
@@ -421,8 +420,7 @@ static void test_peak_across_grow(void)
 /* A STOP request seen at a sample stops the client; nothing recorded. */
 static void test_stop(void)
 {
-	struct hp_config cfg = {.sampling_interval = 1,
-	                        .max_frames = 64};
+	struct hp_config cfg = {.sampling_interval = 1, .max_frames = 64};
 	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
 	use_slot(s);
 	atomic_store(&s->region.hdr->control, HP_CONTROL_STOP);
