@@ -286,6 +286,99 @@ static void test_bind_rejects(void)
 	free(base);
 }
 
+static struct hp_heap_select_v1 sel(const char *name, uint64_t interval,
+                                     uint32_t flags)
+{
+	struct hp_heap_select_v1 e;
+	memset(&e, 0, sizeof(e));
+	strcpy(e.name, name);
+	e.interval = interval;
+	e.flags = flags;
+	return e;
+}
+
+/* The selection rules of struct hp_heap_select_v1, one by one. */
+static void test_heap_select(void)
+{
+	/* No entries: libc.malloc only, at the default interval. */
+	CHECK_EQ_U64(hp_heap_select_interval(NULL, 0, false, 4096,
+	                                     "libc.malloc"),
+	             4096);
+	CHECK_EQ_U64(hp_heap_select_interval(NULL, 0, false, 4096, "pool"), 0);
+	/* A list: exactly those, each at its interval (0 = default). */
+	struct hp_heap_select_v1 l[] = {sel("pool", 1, 0), sel("gpu", 0, 0)};
+	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "pool"), 1);
+	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "gpu"), 4096);
+	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096,
+	                                     "libc.malloc"),
+	             0);
+	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "poo"), 0);
+	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "pool2"), 0);
+	/* All heaps: everything but the excluded, at the default. */
+	struct hp_heap_select_v1 x[] = {sel("gpu", 0, HP_HEAPSEL_EXCLUDE)};
+	CHECK_EQ_U64(hp_heap_select_interval(x, 1, true, 512, "pool"), 512);
+	CHECK_EQ_U64(hp_heap_select_interval(x, 1, true, 512, "libc.malloc"),
+	             512);
+	CHECK_EQ_U64(hp_heap_select_interval(x, 1, true, 512, "gpu"), 0);
+	CHECK_EQ_U64(hp_heap_select_interval(NULL, 0, true, 512, "any"), 512);
+	/* Only exclusions without all: nothing listed, so malloc only. */
+	CHECK_EQ_U64(hp_heap_select_interval(x, 1, false, 512, "libc.malloc"),
+	             512);
+	CHECK_EQ_U64(hp_heap_select_interval(x, 1, false, 512, "pool"), 0);
+	/* A name read from shared memory without its NUL still compares
+	 * within HP_HEAP_NAME_MAX bytes. */
+	struct hp_heap_select_v1 full = sel("", 7, 0);
+	memset(full.name, 'a', sizeof(full.name));
+	char name[HP_HEAP_NAME_MAX + 1];
+	memset(name, 'a', HP_HEAP_NAME_MAX);
+	name[HP_HEAP_NAME_MAX] = '\0';
+	CHECK_EQ_U64(hp_heap_select_interval(&full, 1, false, 1, name), 7);
+}
+
+/* The selection travels in the region: format copies it, bind finds it,
+ * heap 0 says whether malloc is on, and interval 1 on any heap sizes the
+ * live table for every block. */
+static void test_format_heaps(void)
+{
+	uint64_t size = 8 << 20;
+	struct hp_heap_select_v1 l[] = {sel("pool", 1, 0)};
+	struct hp_config cfg = {.sampling_interval = 4096,
+	                        .max_frames = 64,
+	                        .heap_select = l,
+	                        .nheap_select = 1};
+	void *base = calloc(1, size);
+	CHECK(region_format(base, size, &cfg) == 0);
+	struct hp_region r;
+	CHECK(region_bind(&r, base, size) == 0);
+	CHECK_EQ_U64(r.heap_select_cap, 1);
+	CHECK(r.heap_select && !strcmp(r.heap_select[0].name, "pool"));
+	CHECK_EQ_U64(region_heap_interval(&r, "pool"), 1);
+	CHECK_EQ_U64(region_heap_interval(&r, "libc.malloc"), 0);
+	CHECK_EQ_U64(r.heaps[0].interval, 0);
+	CHECK_EQ_U64(r.heaps[0].flags & HP_HEAP_ENABLED, 0);
+	CHECK_EQ_U64(r.hdr->heap_enable_mask, 0);
+	uint64_t live_with_pool_at_1 = r.live_cap;
+
+	/* The default (no selection): malloc on, no HEAP_SELECT table. */
+	struct hp_region d;
+	void *dbase = new_region(size, 4096, &d);
+	CHECK(d.heap_select == NULL);
+	CHECK_EQ_U64(d.hdr->tables[HP_TAB_HEAP_SELECT].capacity, 0);
+	CHECK_EQ_U64(d.heaps[0].interval, 4096);
+	CHECK(d.heaps[0].flags & HP_HEAP_ENABLED);
+	CHECK_EQ_U64(region_heap_interval(&d, "libc.malloc"), 4096);
+	CHECK(live_with_pool_at_1 > d.live_cap);
+	free(dbase);
+
+	/* Bind refuses a selection table larger than HP_MAX_HEAPS. */
+	r.hdr->tables[HP_TAB_HEAP_SELECT].capacity = HP_MAX_HEAPS + 1;
+	CHECK(region_bind(&r, base, size) == -EINVAL);
+	/* ... and format one with too many entries. */
+	cfg.nheap_select = HP_MAX_HEAPS + 1;
+	CHECK(region_format(base, size, &cfg) == -EINVAL);
+	free(base);
+}
+
 static void test_stack_intern(void)
 {
 	struct hp_region r;
@@ -471,6 +564,8 @@ int main(void)
 	        {"format_bind", test_format_bind},
 	        {"bind_rejects", test_bind_rejects},
 	        {"format_options", test_format_options},
+	        {"heap_select", test_heap_select},
+	        {"format_heaps", test_format_heaps},
 	        {"stackmax_protocol", test_stackmax_protocol},
 	        {"stackmax_sequence", test_stackmax_sequence},
 	        {"stack_intern", test_stack_intern},
