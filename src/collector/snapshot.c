@@ -183,8 +183,10 @@ static int take_heaps(const struct hp_region *const *rs, int nr,
 			if (i >= r->heaps_cap)
 				continue;
 			const struct hp_heap_v1 *h = &r->heaps[i];
-			if (!atomic_load_explicit(&h->ready,
-			                          memory_order_acquire))
+			/* 1: published; 2: a client thread is still
+			 * writing it (custom heaps, heaps.c). */
+			if (atomic_load_explicit(&h->ready,
+			                         memory_order_acquire) != 1)
 				continue;
 			memcpy(s->heap_names[i], h->name, HP_HEAP_NAME_MAX);
 			s->heap_names[i][HP_HEAP_NAME_MAX - 1] = '\0';
