@@ -721,11 +721,65 @@ static void print_process_header(sqlite3 *db, const struct rd_process *p,
 	print_counters(db, p);
 }
 
-static void print_totals(const char *heap, const int64_t t[RD_NVIEWS])
+/* A heap's sampling interval from heapprof_heap (-1: not known, e.g. a
+ * profile written before that table). */
+static int64_t heap_interval(sqlite3 *db, int64_t upid, const char *heap)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t iv = -1;
+	if (sqlite3_prepare_v2(
+	            db,
+	            "SELECT max(sampling_interval) FROM heapprof_heap"
+	            " WHERE upid = ? AND name = ?",
+	            -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_text(st, 2, heap, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_type(st, 0) != SQLITE_NULL)
+			iv = sqlite3_column_int64(st, 0);
+	}
+	sqlite3_finalize(st);
+	return iv;
+}
+
+/* Heaps the program registered that the session did not select. */
+static void print_unselected(sqlite3 *db, int64_t upid)
+{
+	sqlite3_stmt *st = NULL;
+	int n = 0;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name FROM heapprof_heap WHERE upid = ?"
+	                       " AND sampling_interval = 0 ORDER BY heap_id",
+	                       -1, &st, NULL) != SQLITE_OK) {
+		sqlite3_finalize(st);
+		return;
+	}
+	sqlite3_bind_int64(st, 1, upid);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const unsigned char *name = sqlite3_column_text(st, 0);
+		printf("%s%s", n++ ? ", " : "  not selected   ",
+		       name ? (const char *)name : "?");
+	}
+	if (n)
+		printf(" (registered by the program; --heaps or --all-heaps "
+		       "records %s)\n",
+		       n == 1 ? "it" : "them");
+	sqlite3_finalize(st);
+}
+
+static void print_totals(sqlite3 *db, int64_t upid, const char *heap,
+                         const int64_t t[RD_NVIEWS])
 {
 	char b[HP_FMT_BYTES_MAX];
+	int64_t iv = heap_interval(db, upid, heap);
 
-	printf("  heap %s at this dump:\n", heap);
+	if (iv == 1)
+		printf("  heap %s (every allocation) at this dump:\n", heap);
+	else if (iv > 1)
+		printf("  heap %s (sampled every %s) at this dump:\n", heap,
+		       hp_fmt_bytes(b, sizeof(b), (uint64_t)iv));
+	else
+		printf("  heap %s at this dump:\n", heap);
 	for (int v = 0; v < RD_NVIEWS; v++)
 		printf("    %-14s %-26s %s\n", rd_view_names[v],
 		       fmt_value(b, sizeof(b), (enum rd_view)v, t[v]),
@@ -954,9 +1008,10 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	if (nheaps < 0)
 		return -1;
 	for (ssize_t i = 0; i < nheaps; i++)
-		print_totals(heaps[i].name, heaps[i].t);
+		print_totals(db, p->upid, heaps[i].name, heaps[i].t);
 	if (nheaps == 0)
 		printf("  no allocations were sampled up to this dump\n");
+	print_unselected(db, p->upid);
 	struct mem_row mem;
 	if (load_memory(db, p->upid, d.ts, &mem) < 0)
 		err = -1;
