@@ -30,9 +30,9 @@
 
 struct pool {
 	size_t obj_size;
-	char *chunk;        /* current chunk */
-	size_t chunk_left;  /* bytes not carved yet */
-	void *free_list;    /* freed objects, linked through their 1st word */
+	char *chunk;       /* current chunk */
+	size_t chunk_left; /* bytes not carved yet */
+	void *free_list;   /* freed objects, linked through their 1st word */
 	void *chunks[MAX_CHUNKS]; /* every chunk, to give back at the end */
 	size_t nchunks;
 };

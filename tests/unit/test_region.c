@@ -287,7 +287,7 @@ static void test_bind_rejects(void)
 }
 
 static struct hp_heap_select_v1 sel(const char *name, uint64_t interval,
-                                     uint32_t flags)
+                                    uint32_t flags)
 {
 	struct hp_heap_select_v1 e;
 	memset(&e, 0, sizeof(e));
@@ -301,16 +301,15 @@ static struct hp_heap_select_v1 sel(const char *name, uint64_t interval,
 static void test_heap_select(void)
 {
 	/* No entries: libc.malloc only, at the default interval. */
-	CHECK_EQ_U64(hp_heap_select_interval(NULL, 0, false, 4096,
-	                                     "libc.malloc"),
-	             4096);
+	CHECK_EQ_U64(
+	        hp_heap_select_interval(NULL, 0, false, 4096, "libc.malloc"),
+	        4096);
 	CHECK_EQ_U64(hp_heap_select_interval(NULL, 0, false, 4096, "pool"), 0);
 	/* A list: exactly those, each at its interval (0 = default). */
 	struct hp_heap_select_v1 l[] = {sel("pool", 1, 0), sel("gpu", 0, 0)};
 	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "pool"), 1);
 	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "gpu"), 4096);
-	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096,
-	                                     "libc.malloc"),
+	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "libc.malloc"),
 	             0);
 	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "poo"), 0);
 	CHECK_EQ_U64(hp_heap_select_interval(l, 2, false, 4096, "pool2"), 0);
