@@ -218,6 +218,9 @@ static uint32_t full_stack_table(const struct hp_region *r, uint32_t n)
 
 /* ---- allocation ----------------------------------------------------- */
 
+static bool record(uint32_t heap_id, uint64_t key, size_t size,
+                   uint64_t charged, uint64_t objs, uintptr_t caller);
+
 void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
                      uintptr_t caller)
 {
@@ -228,6 +231,18 @@ void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
 
 bool recorder_record(uint32_t heap_id, uint64_t key, size_t size,
                      uint64_t charged, uint64_t objs, uintptr_t caller)
+{
+	/* The program sees errno as its allocator left it: the unwinder's
+	 * first run (libunwind probes memory through a pipe and reads it
+	 * empty: EAGAIN), a module scan or a GROW may change it. */
+	int saved = errno;
+	bool done = record(heap_id, key, size, charged, objs, caller);
+	errno = saved;
+	return done;
+}
+
+static bool record(uint32_t heap_id, uint64_t key, size_t size,
+                   uint64_t charged, uint64_t objs, uintptr_t caller)
 {
 	struct client_tls *t = &hp_tls;
 	struct client_slot *s = client_cur();
