@@ -123,9 +123,13 @@ AHeapInfo *AHeapInfo_setEnabledCallback(
  * stops: it ended (its duration passed, `heapprof record` was stopped),
  * or its collector went away.  Called on the "heapprof-cb" thread, after
  * the enable callback of that session, at most once per enable; never at
- * process exit (the profile simply ends there) and never in a child
- * forked from a profiled process.  The same rules as the enable callback
- * apply otherwise.  Returns info.
+ * process exit (the profile simply ends there).  The same rules as the
+ * enable callback apply otherwise.  Returns info.
+ *
+ * A forked child starts afresh: if the session follows it (--follow-fork)
+ * its enable callbacks run again, in the child, once it reports or
+ * registers a heap; otherwise no callback runs in it (and its reports
+ * record nothing).
  */
 AHeapInfo *AHeapInfo_setDisabledCallback(
         AHeapInfo *info,

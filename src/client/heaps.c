@@ -163,6 +163,7 @@ static _Atomic int cb_fd = -1;  /* eventfd that wakes the thread */
 static _Atomic bool cb_wanted;  /* a registered heap has callbacks */
 static _Atomic bool cb_running; /* the thread runs in this process */
 static _Atomic int cb_starting; /* one thread starts it */
+static _Atomic bool cb_failed;  /* it could not start: no retries */
 static __thread int cb_depth;   /* callbacks running on this thread */
 
 void heaps_session_changed(void)
@@ -247,7 +248,8 @@ static void *cb_main(void *arg)
 static void cb_start(void)
 {
 	if (!atomic_load_explicit(&cb_wanted, memory_order_relaxed) ||
-	    atomic_load_explicit(&cb_running, memory_order_acquire))
+	    atomic_load_explicit(&cb_running, memory_order_acquire) ||
+	    atomic_load_explicit(&cb_failed, memory_order_relaxed))
 		return;
 	int zero = 0;
 	if (!atomic_compare_exchange_strong_explicit(&cb_starting, &zero, 1,
@@ -258,7 +260,10 @@ static void cb_start(void)
 		goto out;
 	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (fd < 0) {
-		complain(4, "cannot start the heap callback thread",
+		atomic_store_explicit(&cb_failed, true, memory_order_relaxed);
+		complain(4,
+		         "cannot start the heap callback thread; enable and "
+		         "disable callbacks only run from registerHeap",
 		         strerror(errno));
 		goto out;
 	}
@@ -277,7 +282,10 @@ static void cb_start(void)
 	if (rc != 0) {
 		atomic_store_explicit(&cb_fd, -1, memory_order_release);
 		close(fd);
-		complain(4, "cannot start the heap callback thread",
+		atomic_store_explicit(&cb_failed, true, memory_order_relaxed);
+		complain(4,
+		         "cannot start the heap callback thread; enable and "
+		         "disable callbacks only run from registerHeap",
 		         strerror(rc));
 		goto out;
 	}
@@ -290,17 +298,23 @@ out:
 void heaps_after_fork_child(void)
 {
 	/* The thread and its eventfd belong to the parent (writing the
-	 * shared eventfd would wake the parent's thread).  Heaps keep what
-	 * their callbacks were told: the child's allocator state is the
-	 * parent's copy.  A child that is followed starts its own thread at
-	 * its next registration or report. */
+	 * shared eventfd would wake the parent's thread).  The child starts
+	 * afresh, as a process nothing was told yet: a child the session
+	 * follows gets its enable callbacks from its own thread, started at
+	 * its next registration or report; one it does not follow gets no
+	 * callback at all. */
 	int fd = atomic_exchange_explicit(&cb_fd, -1, memory_order_relaxed);
 	if (fd >= 0)
 		close(fd);
 	atomic_store_explicit(&cb_running, false, memory_order_relaxed);
 	atomic_store_explicit(&cb_starting, 0, memory_order_relaxed);
+	atomic_store_explicit(&cb_failed, false, memory_order_relaxed);
 	pthread_mutex_init(&cb_lock, NULL);
 	cb_depth = 0;
+	for (uint32_t id = 1; id < HP_MAX_HEAPS; id++) {
+		heap_tab[id].told_interval = 0;
+		heap_tab[id].told_gen = 0;
+	}
 }
 
 /* ---- the API: describing and registering heaps ------------------------ */
