@@ -1,6 +1,8 @@
 # heapprof build.  `make` builds build/heapprof and build/libheapprof.so;
 # `make test` builds and runs the test suite; `make demo` profiles the
 # bundled example.  Both install missing Debian packages first.
+# `make install` (PREFIX, DESTDIR) installs the programs, the client
+# library, the API header and heapprof.pc; `make uninstall` removes them.
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
@@ -38,6 +40,16 @@ CLI_OBJS    := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS)) $(PROTO_OBJ)
 # Everything but main(), for unit tests.
 CORE_OBJS   := $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJS))
 
+# The version `heapprof version` prints, for heapprof.pc.
+VERSION     := $(shell sed -n 's/^\#define HEAPPROF_VERSION "\(.*\)"$$/\1/p' src/cli/main.c)
+# The client library is versioned: programs linked with -lheapprof record
+# its soname (DT_NEEDED libheapprof.so.1), so that an incompatible
+# libheapprof.so.2 could be installed beside it one day.  libheapprof.so
+# is a link to it, for -lheapprof and for `heapprof record`'s preload; the
+# preloaded copy and the linked one have the same soname, so ld.so maps
+# one library even when they are found under different paths.
+LIB_SONAME  := libheapprof.so.1
+
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 PROG_SRCS   := $(wildcard tests/integration/progs/*.c)
@@ -47,7 +59,8 @@ PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SR
 EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps test-deps test unit integration demo bench install clean format check-format
+.PHONY: all deps test-deps test unit integration demo bench bench-api install \
+        uninstall clean format check-format
 all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
 
 deps:
@@ -78,10 +91,14 @@ $(PROTO_OBJ): $(PROTO_C) $(PROTO_H)
 $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: $(PROTO_H)
 $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: ALL_CFLAGS += -I$(PROTO_GEN)
 
-$(BUILD)/libheapprof.so: $(CLIENT_OBJS) src/client/libheapprof.map
+$(BUILD)/$(LIB_SONAME): $(CLIENT_OBJS) src/client/libheapprof.map
 	$(CC) -shared -o $@ $(CLIENT_OBJS) $(SAN) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
-	  -Wl,-soname,libheapprof.so $(LIB_LIBS)
+	  -Wl,-soname,$(LIB_SONAME) $(LIB_LIBS)
+
+# ln -sf also replaces the plain file an older build left under this name.
+$(BUILD)/libheapprof.so: $(BUILD)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $@
 
 $(BUILD)/heapprof: $(CLI_OBJS)
 	$(CC) -o $@ $(CLI_OBJS) $(SAN) $(CLI_LIBS)
@@ -132,6 +149,13 @@ $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -pthread -o $@ $<
 
+# The cost of an API call: linked like an API program ($$ORIGIN/.. is the
+# build dir from $(BUILD)/bench too).
+$(BUILD)/bench/api_idle: bench/api_idle.c include/heapprof/heap_profile.h \
+  $(BUILD)/libheapprof.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -o $@ $< $(API_LINK)
+
 unit: deps all $(UNIT_BINS)
 	@tests/run-unit.sh $(BUILD)
 
@@ -149,11 +173,38 @@ demo: deps all
 bench: deps all $(BENCH_BINS)
 	@bench/run.sh $(BUILD)
 
+# A few seconds: the custom allocator API's cost with no session.
+bench-api: deps all $(BUILD)/bench/api_idle
+	$(BUILD)/bench/api_idle
+
+# The layout heapprof expects: the library in ../lib from the program
+# (src/cli/session.c, find_library), the header as <heapprof/...>.  The
+# .pc file gets PREFIX, not DESTDIR: DESTDIR is only where a package is
+# staged.
+INST_BIN := $(DESTDIR)$(PREFIX)/bin
+INST_LIB := $(DESTDIR)$(PREFIX)/lib
+INST_INC := $(DESTDIR)$(PREFIX)/include/heapprof
+INST_PC  := $(DESTDIR)$(PREFIX)/lib/pkgconfig
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
-	install -m 755 $(BUILD)/heapprof $(DESTDIR)$(PREFIX)/bin/heapprof
-	ln -sf heapprof $(DESTDIR)$(PREFIX)/bin/heapprofd
-	install -m 755 $(BUILD)/libheapprof.so $(DESTDIR)$(PREFIX)/lib/libheapprof.so
+	install -d $(INST_BIN) $(INST_LIB) $(INST_INC) $(INST_PC)
+	install -m 755 $(BUILD)/heapprof $(INST_BIN)/heapprof
+	ln -sf heapprof $(INST_BIN)/heapprofd
+	install -m 755 $(BUILD)/$(LIB_SONAME) $(INST_LIB)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(INST_LIB)/libheapprof.so
+	install -m 644 include/heapprof/heap_profile.h $(INST_INC)/heap_profile.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  heapprof.pc.in >$(INST_PC)/heapprof.pc.tmp
+	chmod 644 $(INST_PC)/heapprof.pc.tmp
+	mv -f $(INST_PC)/heapprof.pc.tmp $(INST_PC)/heapprof.pc
+
+# Exactly what install puts there, and the include directory if that
+# leaves it empty (it is ours); bin, lib and lib/pkgconfig may be shared.
+uninstall:
+	rm -f $(INST_BIN)/heapprof $(INST_BIN)/heapprofd \
+	  $(INST_LIB)/$(LIB_SONAME) $(INST_LIB)/libheapprof.so \
+	  $(INST_INC)/heap_profile.h $(INST_PC)/heapprof.pc
+	[ ! -d $(INST_INC) ] || rmdir --ignore-fail-on-non-empty $(INST_INC)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')

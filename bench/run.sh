@@ -20,6 +20,9 @@
 #   BENCH_MB_OPS, BENCH_SQL_ROWS, BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS
 #                         override a workload's size
 #   BENCH_WORK=DIR        inputs, logs and scratch (default BUILD/bench-work)
+#   BENCH_API=0           leave out the last table: the custom allocator
+#                         API's cost per call with no session (bench/api_idle,
+#                         a few seconds; alone: make bench-api)
 # Results: a table per workload on stdout, kept with the raw numbers in
 # BUILD/bench-results/.
 set -u
@@ -353,6 +356,27 @@ for wl in $WORKLOADS; do
 	done
 	perl "$BENCH/summarize.pl" "$TSV" "$NOTES" "$wl" "$MODES" | tee -a "$REPORT"
 done
+
+# ---- the custom allocator API ------------------------------------------------
+
+# ns per AHeapProfile_* call in a program linked with -lheapprof that no
+# session profiles (docs/HEAPS.md); `make bench` builds it.
+if [ "${BENCH_API:-1}" != 0 ]; then
+	API=$BUILD/bench/api_idle
+	say "== custom allocator API, no session: bench/api_idle =="
+	if [ ! -x "$API" ]; then
+		say "skipped: $API missing (make bench builds it)"
+	else
+		[ "$QUICK" = 0 ] && api_args=() || api_args=(3 5)
+		progress "api_idle: measuring"
+		timeout -k 5 120 "$API" "${api_args[@]}" >"$WORK/logs/api_idle.log" 2>&1 </dev/null
+		rc=$?
+		tee -a "$REPORT" <"$WORK/logs/api_idle.log"
+		[ "$rc" = 0 ] || say "api_idle failed (status $rc)"
+	fi
+	say ""
+fi
+
 T1=$(date +%s)
 say "total time: $((T1 - T0)) s; load $(cut -d' ' -f1-3 /proc/loadavg) at end"
 say "raw numbers: $TSV"

@@ -4,7 +4,9 @@
 #   scripts/deps.sh --test  also what the test suite needs: Go (`go tool
 #                           pprof` reads the exported profiles), Chromium
 #                           (the flame graph page is checked in it
-#                           headless) and Node.js (drives Chromium)
+#                           headless), Node.js (drives Chromium) and
+#                           pkg-config (a program is built against an
+#                           installed heapprof.pc)
 set -e
 need=""
 have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/x86_64-linux-gnu/$1" ]; }
@@ -25,6 +27,7 @@ if [ "${1:-}" = --test ]; then
 	command -v go >/dev/null 2>&1 || need="$need golang-go"
 	command -v chromium >/dev/null 2>&1 || need="$need chromium"
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
+	command -v pkg-config >/dev/null 2>&1 || need="$need pkgconf"
 fi
 if [ -n "$need" ]; then
 	echo "heapprof: installing Debian packages:$need"
