@@ -575,6 +575,17 @@ malloc: errno 4321
 malloc again: errno 4321" "$(cat "$T_DIR/er.out")" "errno after each call, --heaps $sel"
 done
 
+t_begin "not linked, preloaded: dlsym finds the API under heapprof record, exact"
+run_bounded 30 "$PROGS/heaps_dlsym" >"$T_DIR/dl.bare.out" 2>"$T_DIR/dl.bare.err"
+assert_eq "api absent
+done" "$(cat "$T_DIR/dl.bare.out")" "alone: the API is absent, the program goes on"
+hp_record dl -i 1 --all-heaps -o "$T_DIR/dl.db" -- "$PROGS/heaps_dlsym"
+assert_eq 0 "$REC_RC" "record exit status" || show_err dl
+assert_eq "api present
+done" "$(cat "$T_DIR/dl.out")" "preloaded by record: the API is there"
+db_valid "$T_DIR/dl.db" &&
+	check_heap incl "$T_DIR/dl.db" dl.heap dl_alloc "300 12000 200 8000"
+
 t_begin "a linked program with no session runs as usual"
 bare_run er "$PROGS/api_errno"
 assert_eq 0 "$BARE_RC" "api_errno exit status"
