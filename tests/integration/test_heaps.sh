@@ -480,6 +480,27 @@ exit" "$(cat "$LLOG")" "the whole log: each callback once per session, none at e
 assert_eq "" "$(cat "$D/out" "$D/err")" "nothing on the target's stdout or stderr"
 daemon_gone TERM
 
+t_begin "callbacks in fork children: a followed child is enabled on its own thread; an unfollowed one gets none"
+hp_record fcb --follow-fork --all-heaps -i 1 -o "$T_DIR/fcb.db" -- "$PROGS/api_forkcb"
+assert_eq 0 "$REC_RC" "record exit status" || show_err fcb
+assert_eq "enabled parent 1
+enabled child 1
+child: enabled" "$(cat "$T_DIR/fcb.out")" "followed: the child's own enable callback, none at exit"
+if db_valid "$T_DIR/fcb.db"; then
+	assert_eq "1 10 1 10" "$(heap_total "$T_DIR/fcb.db" fk.heap \
+		"$(q "$T_DIR/fcb.db" "SELECT upid FROM heapprof_process WHERE how = 'command';")")" \
+		"the parent's fk.heap"
+	assert_eq "2 50 2 50" "$(heap_total "$T_DIR/fcb.db" fk.heap \
+		"$(q "$T_DIR/fcb.db" "SELECT upid FROM heapprof_process WHERE how = 'fork';")")" \
+		"the child's fk.heap, both blocks"
+fi
+# Unfollowed, the child waits 300 ms: far longer than a followed child
+# takes to get its callback, so one that should not come would show.
+hp_record fcn --all-heaps -i 1 -o "$T_DIR/fcn.db" -- "$PROGS/api_forkcb" 300
+assert_eq 0 "$REC_RC" "record exit status" || show_err fcn
+assert_eq "enabled parent 1
+child: not enabled" "$(cat "$T_DIR/fcn.out")" "not followed: no callback in the child"
+
 # ---------------------------------------------------------------------------
 t_begin "reportSample under -i 4096: taken as is, exact"
 hp_record rs --all-heaps -i 4096 -o "$T_DIR/rs.db" -- "$PROGS/api_sample" sample 1000 3000
