@@ -452,17 +452,11 @@ HP_EXPORT uint32_t AHeapProfile_registerHeap(AHeapInfo *info)
 /* ---- the API: reports --------------------------------------------------- */
 
 /* A custom heap's live-table key: a bijection of alloc_id for each heap
- * (xor with a per-heap constant, then invertible xorshift-multiply
- * steps), so blocks of one heap never collide. */
+ * (xor with a per-heap constant, then splitmix64's finalizer, itself a
+ * bijection), so blocks of one heap never collide. */
 static uint64_t heap_key(uint32_t id, uint64_t alloc_id)
 {
-	uint64_t x = alloc_id ^ ((uint64_t)id * 0x9e3779b97f4a7c15ull);
-	x ^= x >> 31;
-	x *= 0x7fb5d329728ea185ull;
-	x ^= x >> 27;
-	x *= 0x81dadef4bc2dd44dull;
-	x ^= x >> 33;
-	return x;
+	return hp_mix64(alloc_id ^ ((uint64_t)id * 0x9e3779b97f4a7c15ull));
 }
 
 static __attribute__((noinline)) bool heap_report(uint32_t heap_id,

@@ -19,7 +19,7 @@ static uint64_t pow2_floor(uint64_t x)
 	return p;
 }
 
-static uint64_t mix64(uint64_t x)
+uint64_t hp_mix64(uint64_t x)
 {
 	/* splitmix64 finalizer: cheap and spreads low-entropy keys. */
 	x ^= x >> 30;
@@ -320,7 +320,7 @@ static uint64_t stack_hash(uint32_t heap_id, const uint64_t *pcs, uint32_t n)
 {
 	uint64_t h = 0x6a09e667f3bcc909ull ^ ((uint64_t)heap_id << 32) ^ n;
 	for (uint32_t i = 0; i < n; i++)
-		h = mix64(h ^ pcs[i]);
+		h = hp_mix64(h ^ pcs[i]);
 	return h | 1; /* never 0 */
 }
 

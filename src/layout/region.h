@@ -85,6 +85,10 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg);
  */
 int region_bind(struct hp_region *r, void *base, uint64_t size);
 
+/* splitmix64's finalizer: a bijection of 64-bit values that spreads
+ * low-entropy keys (stack hashes; custom heaps' live keys). */
+uint64_t hp_mix64(uint64_t x);
+
 /*
  * The interval at which a heap called `name` is profiled under a heap
  * selection (struct hp_heap_select_v1: `all` is HP_CFG_ALL_HEAPS, `dflt`
