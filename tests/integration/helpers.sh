@@ -37,18 +37,23 @@ sql_quote() {
 	printf '%s' "$1" | sed "s/'/''/g"
 }
 
-# leaf_views DB FUNC [TS]: "alloc_objects alloc_space objects space" of the
-# callsites whose leaf frame is named FUNC, summed over all rows (or the rows
-# up to dump time TS).  The seed's query: allocation -> callsite -> frame.
+# The four views of the allocation rows `a` a query selects, as
+# "alloc_objects alloc_space objects space".
+VIEWS_SQL="coalesce(sum(CASE WHEN a.count > 0 THEN a.count ELSE 0 END), 0)
+	    || ' ' || coalesce(sum(CASE WHEN a.size > 0 THEN a.size ELSE 0 END), 0)
+	    || ' ' || coalesce(sum(a.count), 0)
+	    || ' ' || coalesce(sum(a.size), 0)"
+
+# leaf_views DB FUNC [TS [COND]]: "alloc_objects alloc_space objects space"
+# of the callsites whose leaf frame is named FUNC, summed over all rows (or
+# the rows up to dump time TS; COND: an SQL condition on the rows `a`).
+# The seed's query: allocation -> callsite -> frame.
 leaf_views() {
 	local name tsw=""
 	name=$(sql_quote "$2")
 	[ -n "${3:-}" ] && tsw="AND a.ts <= $3"
-	sqlq "$1" "SELECT
-	    coalesce(sum(CASE WHEN a.count > 0 THEN a.count ELSE 0 END), 0)
-	    || ' ' || coalesce(sum(CASE WHEN a.size > 0 THEN a.size ELSE 0 END), 0)
-	    || ' ' || coalesce(sum(a.count), 0)
-	    || ' ' || coalesce(sum(a.size), 0)
+	[ -n "${4:-}" ] && tsw="$tsw AND $4"
+	sqlq "$1" "SELECT $VIEWS_SQL
 	  FROM heap_profile_allocation a
 	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
 	  JOIN stack_profile_frame f ON c.frame_id = f.id
@@ -69,9 +74,11 @@ check_views() {
 	return $ok
 }
 
-# incl_views DB FUNC: like leaf_views, over the callsites that have FUNC
-# anywhere on their stack (each callsite once, however often FUNC recurs).
+# incl_views DB FUNC [COND]: like leaf_views, over the callsites that have
+# FUNC anywhere on their stack (each callsite once, however often FUNC
+# recurs); COND: an SQL condition on the rows `a`.
 incl_views() {
+	local cond=${3:-1}
 	sqlq "$1" "WITH RECURSIVE anc(leaf, id, parent_id, frame_id, n) AS (
 	    SELECT c.id, c.id, c.parent_id, c.frame_id, 0 FROM stack_profile_callsite c
 	    WHERE c.id IN (SELECT DISTINCT callsite_id FROM heap_profile_allocation)
@@ -79,13 +86,9 @@ incl_views() {
 	    SELECT anc.leaf, p.id, p.parent_id, p.frame_id, anc.n + 1
 	    FROM anc JOIN stack_profile_callsite p ON p.id = anc.parent_id
 	    WHERE anc.n < 1000)
-	  SELECT
-	    coalesce(sum(CASE WHEN a.count > 0 THEN a.count ELSE 0 END), 0)
-	    || ' ' || coalesce(sum(CASE WHEN a.size > 0 THEN a.size ELSE 0 END), 0)
-	    || ' ' || coalesce(sum(a.count), 0)
-	    || ' ' || coalesce(sum(a.size), 0)
+	  SELECT $VIEWS_SQL
 	  FROM heap_profile_allocation a
-	  WHERE a.callsite_id IN (SELECT anc.leaf FROM anc
+	  WHERE ($cond) AND a.callsite_id IN (SELECT anc.leaf FROM anc
 	    JOIN stack_profile_frame f ON f.id = anc.frame_id
 	    WHERE f.name = '$(sql_quote "$2")');"
 }

@@ -10,100 +10,23 @@
 # a late attach through a private heapprofd; reportSample is taken as is,
 # reportAllocation sampled without bias; misuse of the API fails softly
 # with one line per kind; errno survives the first stack unwind; the
-# CLI's limits; a fork child's own heap rows.
+# CLI's limits; a fork child's own heap rows and callbacks; a program not
+# linked with the library finds the API with dlsym when preloaded.
 #
 # Programs (expected numbers derived in their comments): examples/pool.c,
 # progs/api_callbacks.c, api_sample.c, api_misuse.c, api_errno.c,
-# api_fork.c.
+# api_fork.c, api_forkcb.c, heaps_dlsym.c.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 POOL="$BUILD/examples/pool"
 t_require "$HP" "$BUILD/libheapprof.so" "$POOL" "$PROGS/api_callbacks" \
-	"$PROGS/api_sample" "$PROGS/api_misuse" "$PROGS/api_fork" "$PROGS/api_errno"
+	"$PROGS/api_sample" "$PROGS/api_misuse" "$PROGS/api_fork" "$PROGS/api_errno" \
+	"$PROGS/api_forkcb" "$PROGS/heaps_dlsym"
 
-# A private daemon for the late-attach cases: its socket lives under this
-# XDG_RUNTIME_DIR.
-export XDG_RUNTIME_DIR="$T_DIR/xdg"
-mkdir -m 700 "$XDG_RUNTIME_DIR"
-SOCK="$XDG_RUNTIME_DIR/heapprof/heapprofd.sock"
-DPID=""
-TPIDS=""
-W="$T_DIR/work"
-mkdir -p "$W"
-cd "$W" || exit 1
-
-heaps_cleanup() {
-	local p
-	for p in $TPIDS; do kill -KILL "$p" 2>/dev/null; done
-	[ -n "$DPID" ] && kill -KILL "$DPID" 2>/dev/null
-	t_cleanup
-}
-trap heaps_cleanup EXIT
-
-q() { sqlq "$@"; }
-
-# wait_until SECONDS DESCRIPTION CMD...: polls CMD until it succeeds.
-wait_until() {
-	local secs=$1 what=$2
-	shift 2
-	local end=$((SECONDS + secs))
-	until "$@"; do
-		if [ "$SECONDS" -ge "$end" ]; then
-			t_fail "no $what within ${secs}s"
-			return 1
-		fi
-		sleep 0.02
-	done
-}
-
-# wait_child SECONDS PID: waits for a background child, killing it when it
-# outlives SECONDS; WAIT_RC is its status.
-wait_child() {
-	local secs=$1 pid=$2
-	if ! timeout "$secs" tail -s 0.02 --pid="$pid" -f /dev/null 2>/dev/null; then
-		t_fail "pid $pid still running after ${secs}s; killing it"
-		kill -KILL "$pid" 2>/dev/null
-	fi
-	WAIT_RC=0
-	wait "$pid" || WAIT_RC=$?
-}
-
-grep_q() { grep -Eq -- "$2" "$1" 2>/dev/null; }
-count_is() { [ "$(grep -Ec -- "$2" "$1" 2>/dev/null)" = "$3" ]; } # FILE REGEX N
-
-start_daemon() {
-	rm -f "$SOCK"
-	"$HP" daemon --foreground >>"$T_DIR/daemon.log" 2>&1 &
-	DPID=$!
-	disown "$DPID"
-	wait_until 20 "daemon socket" test -S "$SOCK"
-}
-
-daemon_gone() {
-	[ -n "$DPID" ] || return 0
-	kill "-$1" "$DPID" 2>/dev/null
-	if ! timeout 20 tail -s 0.02 --pid="$DPID" -f /dev/null 2>/dev/null; then
-		t_fail "heapprofd (pid $DPID) still running 20 s after SIG$1"
-		kill -KILL "$DPID" 2>/dev/null
-	fi
-	DPID=""
-}
-
-# start_record TAG ARGS...: `heapprof record ARGS` in the background; RPID.
-start_record() {
-	local tag=$1
-	shift
-	timeout -k 5 120 "$HP" record "$@" >"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null &
-	RPID=$!
-}
-
-wait_record() { # TAG: waits for start_record's process; REC_RC
-	wait_child 60 "$RPID"
-	REC_RC=$WAIT_RC
-	[ "$REC_RC" = 0 ] || { echo "  record $1 exited $REC_RC:"; show_err "$1"; }
-}
+# A private daemon for the late-attach cases.
+. "$HERE/session_helpers.sh"
 
 # heap_where HEAP [UPID]: the SQL condition on allocation rows `a`.
 heap_where() {
@@ -113,38 +36,10 @@ heap_where() {
 	printf '%s' "$w"
 }
 
-VIEWS_SQL="coalesce(sum(CASE WHEN a.count > 0 THEN a.count ELSE 0 END), 0)
-	    || ' ' || coalesce(sum(CASE WHEN a.size > 0 THEN a.size ELSE 0 END), 0)
-	    || ' ' || coalesce(sum(a.count), 0)
-	    || ' ' || coalesce(sum(a.size), 0)"
-
-# heap_incl DB HEAP FUNC [UPID]: "alloc_objects alloc_space objects space"
-# of heap HEAP's rows whose stack has FUNC anywhere (inclusive by function
-# within a heap; each callsite once, however often FUNC recurs).
-heap_incl() {
-	sqlq "$1" "WITH RECURSIVE anc(leaf, id, parent_id, frame_id, n) AS (
-	    SELECT c.id, c.id, c.parent_id, c.frame_id, 0 FROM stack_profile_callsite c
-	    WHERE c.id IN (SELECT DISTINCT callsite_id FROM heap_profile_allocation)
-	    UNION ALL
-	    SELECT anc.leaf, p.id, p.parent_id, p.frame_id, anc.n + 1
-	    FROM anc JOIN stack_profile_callsite p ON p.id = anc.parent_id
-	    WHERE anc.n < 1000)
-	  SELECT $VIEWS_SQL
-	  FROM heap_profile_allocation a
-	  WHERE $(heap_where "$2" "${4:-}") AND a.callsite_id IN (SELECT anc.leaf FROM anc
-	    JOIN stack_profile_frame f ON f.id = anc.frame_id
-	    WHERE f.name = '$(sql_quote "$3")');"
-}
-
-# heap_leaf DB HEAP FUNC [UPID]: the same for the rows whose leaf frame
-# (the function that called the allocator or the API) is FUNC.
-heap_leaf() {
-	sqlq "$1" "SELECT $VIEWS_SQL
-	  FROM heap_profile_allocation a
-	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
-	  JOIN stack_profile_frame f ON c.frame_id = f.id
-	  WHERE $(heap_where "$2" "${4:-}") AND f.name = '$(sql_quote "$3")';"
-}
+# heap_incl DB HEAP FUNC [UPID]: incl_views within heap HEAP (of one
+# process); heap_leaf: leaf_views likewise.
+heap_incl() { incl_views "$1" "$3" "$(heap_where "$2" "${4:-}")"; }
+heap_leaf() { leaf_views "$1" "$3" "" "$(heap_where "$2" "${4:-}")"; }
 
 # heap_total DB HEAP [UPID]: the four views of the whole heap.
 heap_total() {
