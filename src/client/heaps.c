@@ -31,6 +31,7 @@
  * it is started again, in the child, by the next registration or report.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -45,8 +46,10 @@ _Static_assert(HEAPPROFD_HEAP_NAME_SZ == HP_HEAP_NAME_MAX, "heap name size");
 _Static_assert(HEAPPROF_MAX_CUSTOM_HEAPS == HP_MAX_HEAPS - 1, "heap count");
 
 #define CALLER() ((uintptr_t)__builtin_return_address(0))
-/* How often the callback thread looks for the end of a session. */
-#define CHECK_MS 200
+/* How often the callback thread looks for the end of a session, and,
+ * with none, for a session its eventfd did not announce. */
+#define CHECK_MS      200
+#define IDLE_CHECK_MS 1000
 
 enum { HEAP_FREE = 0, HEAP_CREATED = 1, HEAP_REGISTERED = 2 };
 /* hp_heap_v1.ready while a client thread writes the entry. */
@@ -226,13 +229,23 @@ static void *cb_main(void *arg)
 	(void)arg;
 	int fd = atomic_load_explicit(&cb_fd, memory_order_acquire);
 	for (;;) {
+		/* The eventfd wakes us at once; the timeouts are for what it
+		 * cannot say: a session that ended without telling us, and a
+		 * program that closed our eventfd (a close-every-fd loop:
+		 * poll reports POLLNVAL from then on and ignores fd -1). */
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		int timeout =
 		        atomic_load_explicit(&hp_active, memory_order_relaxed)
 		                ? CHECK_MS
-		                : -1;
+		                : IDLE_CHECK_MS;
 		int rc = poll(&p, 1, timeout);
-		if (rc > 0 && (p.revents & POLLIN)) {
+		if (rc > 0 && (p.revents & POLLNVAL)) {
+			int want = fd;
+			atomic_compare_exchange_strong_explicit(
+			        &cb_fd, &want, -1, memory_order_acq_rel,
+			        memory_order_relaxed);
+			fd = -1;
+		} else if (rc > 0 && (p.revents & POLLIN)) {
 			uint64_t v;
 			ssize_t n = read(fd, &v, sizeof(v));
 			(void)n;
@@ -266,6 +279,15 @@ static void cb_start(void)
 		         "disable callbacks only run from registerHeap",
 		         strerror(errno));
 		goto out;
+	}
+	/* Out of the way of the program's own descriptors: a program that
+	 * closes every descriptor takes it with it, and we must not write
+	 * into whatever file the program opens next under its number (the
+	 * thread notices within IDLE_CHECK_MS and stops writing). */
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (high >= 0) {
+		close(fd);
+		fd = high;
 	}
 	atomic_store_explicit(&cb_fd, fd, memory_order_release);
 	/* The thread takes none of the program's signals. */

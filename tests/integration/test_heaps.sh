@@ -375,6 +375,33 @@ exit" "$(cat "$LLOG")" "the whole log: each callback once per session, none at e
 assert_eq "" "$(cat "$D/out" "$D/err")" "nothing on the target's stdout or stderr"
 daemon_gone TERM
 
+t_begin "callbacks reach a program that closed every descriptor (heapprof-cb's eventfd with them)"
+start_daemon
+D="$W/closed"
+mkdir -p "$D"
+CLOG="$T_DIR/closed.log"
+"$PROGS/api_callbacks" "$CLOG" closefds "$D" >"$D/out" 2>"$D/err" &
+TPID=$!
+TPIDS="$TPIDS $TPID"
+if wait_until 20 "ready from api_callbacks" test -e "$D/ready"; then
+	start_record closed -p "$TPID" --heaps cb.a -i 4096 -o "$T_DIR/closed.db"
+	wait_until 20 "the enable callback" grep_q "$CLOG" "^enabled cb.a 4096 heapprof-cb"
+	kill -INT "$RPID"
+	wait_record closed
+	wait_until 20 "the disable callback" grep_q "$CLOG" "^disabled cb.a heapprof-cb"
+fi
+: >"$D/exit"
+wait_child 40 "$TPID"
+assert_eq 0 "$WAIT_RC" "target exit status"
+assert_eq "registered cb.a 0
+registered cb.b 0
+registered cb.c 0
+enabled cb.a 4096 heapprof-cb
+disabled cb.a heapprof-cb
+exit" "$(cat "$CLOG")" "the log: one enable, one disable, nothing else written into it"
+assert_eq "" "$(cat "$D/out" "$D/err")" "nothing on the target's stdout or stderr"
+daemon_gone TERM
+
 t_begin "callbacks in fork children: a followed child is enabled on its own thread; an unfollowed one gets none"
 hp_record fcb --follow-fork --all-heaps -i 1 -o "$T_DIR/fcb.db" -- "$PROGS/api_forkcb"
 assert_eq 0 "$REC_RC" "record exit status" || show_err fcb

@@ -1,6 +1,7 @@
 /*
  * api_callbacks LOG run
  * api_callbacks LOG wait DIR
+ * api_callbacks LOG closefds DIR
  *
  * Registers three custom heaps, "cb.a", "cb.b" and "cb.c", each with an
  * enable and a disable callback, and appends what happens to the file LOG,
@@ -28,12 +29,16 @@
  *       time DIR/go appears it removes it, runs one round and writes
  *       DIR/allocated (removed again at the next go).  Gives up after 30 s
  *       (exit 3).  The test drives it through these files.
+ * closefds: as wait, after closing every descriptor above 2 once the
+ *       heaps are registered (as daemons do): heapprof's eventfd goes
+ *       too, and callbacks must still come.
  */
 #define _GNU_SOURCE
 #include <heapprof/heap_profile.h>
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -167,10 +172,12 @@ static void remove_file(const char *name)
 
 int main(int argc, char **argv)
 {
-	if (argc < 3 || (strcmp(argv[2], "run") && strcmp(argv[2], "wait")) ||
-	    (!strcmp(argv[2], "wait") && argc < 4)) {
-		fprintf(stderr,
-		        "usage: api_callbacks LOG run | LOG wait DIR\n");
+	bool closefds = argc > 2 && !strcmp(argv[2], "closefds");
+	if (argc < 3 ||
+	    (strcmp(argv[2], "run") && strcmp(argv[2], "wait") && !closefds) ||
+	    (strcmp(argv[2], "run") && argc < 4)) {
+		fprintf(stderr, "usage: api_callbacks LOG run | LOG wait DIR "
+		                "| LOG closefds DIR\n");
 		return 2;
 	}
 	log_path = argv[1];
@@ -184,6 +191,9 @@ int main(int argc, char **argv)
 		         heaps[i].name, heaps[i].enables);
 		log_line(line);
 	}
+	if (closefds)
+		for (int fd = 3; fd < 4096; fd++)
+			close(fd);
 	int rc = 0;
 	if (!strcmp(argv[2], "run")) {
 		one_round();
