@@ -37,9 +37,11 @@
  * session selects them (`--heaps NAME,...`, `--all-heaps`).
  *
  * Rules that hold for every function below:
- *  - They never allocate from the program's heap on the reporting path,
- *    never take a lock a report could wait on, never block and preserve
- *    errno.  Reports may come from any thread, concurrently.
+ *  - Reports never take a lock another report could wait on, never block
+ *    and preserve errno; idle (nothing profiles the process) they do
+ *    nothing else.  While profiled, a recorded report unwinds the stack,
+ *    as a sampled malloc does (the unwinder's first use in a process may
+ *    call malloc).  Reports may come from any thread, concurrently.
  *  - Passing an invalid heap id (0, or one that registerHeap did not
  *    return) is harmless: reports return false and record nothing.
  *  - Nothing here writes to the program's stdout; a misuse that makes a
