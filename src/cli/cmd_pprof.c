@@ -93,23 +93,11 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		o->out = v;
 		return 0;
 	}
-	if ((v = opt_value(argc, argv, i, "--dump", &missing))) {
-		if (opt_parse_long(v, &o->dump) < 0 || o->dump == 0) {
-			hp_err(SUBSYS,
-			       "invalid --dump '%s' (want 1 for the first "
-			       "dump, -1 for the last)",
-			       v);
-			return -1;
-		}
-		return 0;
-	}
+	if ((v = opt_value(argc, argv, i, "--dump", &missing)))
+		return opt_parse_dump(SUBSYS, v, &o->dump);
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
-		if (opt_parse_long(v, &o->pid) < 0 || o->pid <= 0) {
-			hp_err(SUBSYS, "invalid --pid '%s'", v);
-			return -1;
-		}
 		o->have_pid = 1;
-		return 0;
+		return opt_parse_pid(SUBSYS, v, &o->pid);
 	}
 	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
 		if (!v[0]) {

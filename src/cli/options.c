@@ -112,3 +112,24 @@ int opt_walk(const char *cmd, int argc, char **argv,
 	}
 	return 0;
 }
+
+int opt_parse_dump(const char *cmd, const char *v, long *out)
+{
+	if (opt_parse_long(v, out) < 0 || *out == 0) {
+		hp_err(cmd,
+		       "invalid --dump '%s' (want 1 for the first dump, -1 "
+		       "for the last)",
+		       v);
+		return -1;
+	}
+	return 0;
+}
+
+int opt_parse_pid(const char *cmd, const char *v, long *out)
+{
+	if (opt_parse_long(v, out) < 0 || *out <= 0) {
+		hp_err(cmd, "invalid --pid '%s'", v);
+		return -1;
+	}
+	return 0;
+}

@@ -28,6 +28,13 @@ int opt_parse_long(const char *s, long *out);
  * prints "heapprof: <cmd>: invalid --view ..." and returns -1. */
 int opt_parse_view(const char *cmd, const char *v, enum rd_view *out);
 
+/* --dump N: 1 is the first dump, -1 the last; 0 and non-numbers are
+ * refused with "heapprof: <cmd>: invalid --dump ..." (-1). */
+int opt_parse_dump(const char *cmd, const char *v, long *out);
+
+/* --pid P: a positive pid; else "heapprof: <cmd>: invalid --pid ..." (-1). */
+int opt_parse_pid(const char *cmd, const char *v, long *out);
+
 /*
  * The argument walk of the commands that read profiles.  -h/--help prints
  * usage(stdout) and returns 1.  Each word goes to parse(argc, argv, &i,
