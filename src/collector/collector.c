@@ -45,16 +45,10 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	memset(c, 0, sizeof(*c));
 	c->listen_fd = -1;
 	c->opts = *o;
-	if (!c->opts.shmem_size) {
-		/* The smallest interval of any selected heap sizes it. */
-		uint64_t iv = o->interval;
-		for (uint32_t i = 0; i < o->nheap_select; i++)
-			if (o->heap_select[i].interval &&
-			    o->heap_select[i].interval < iv &&
-			    !(o->heap_select[i].flags & HP_HEAPSEL_EXCLUDE))
-				iv = o->heap_select[i].interval;
-		c->opts.shmem_size = collector_default_shmem(iv);
-	}
+	if (!c->opts.shmem_size)
+		c->opts.shmem_size =
+		        collector_default_shmem(hp_heap_select_min_interval(
+		                o->heap_select, o->nheap_select, o->interval));
 	if (!listen_sock)
 		return 0;
 	const char *tmp = getenv("TMPDIR");
@@ -613,8 +607,6 @@ int collector_dump(struct collector *c, struct target *t, const char *reason,
 		uint32_t h = s.stacks[i].heap_id;
 		const char *name =
 		        h < s.dump.nheaps ? s.dump.heaps[h].name : NULL;
-		if (h == 0)
-			name = "libc.malloc";
 		if (name && name[0] &&
 		    hp_heap_select_interval(c->opts.heap_select,
 		                            c->opts.nheap_select, all,

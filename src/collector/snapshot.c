@@ -160,11 +160,13 @@ static int take_stacks(const struct hp_region *const *rs, int nr, bool at_max,
 	return 0;
 }
 
-/* Heap names by id: the first region that registered the id names it. */
+/* Heap names by id: the first region that registered the id names it.
+ * Heap 0 is ours (region_format): libc.malloc whatever a client wrote, so
+ * the dump's heap selection and its rows agree on it. */
 static int take_heaps(const struct hp_region *const *rs, int nr,
                       struct snapshot *s)
 {
-	uint64_t n = 0;
+	uint64_t n = 1;
 	for (int j = 0; j < nr; j++) {
 		uint64_t u = clamp(atomic_load_explicit(&rs[j]->hdr->heaps_used,
 		                                        memory_order_acquire),
@@ -172,8 +174,8 @@ static int take_heaps(const struct hp_region *const *rs, int nr,
 		if (u > n)
 			n = u;
 	}
-	s->heaps = calloc(n ? n : 1, sizeof(*s->heaps));
-	s->heap_names = calloc(n ? n : 1, HP_HEAP_NAME_MAX);
+	s->heaps = calloc(n, sizeof(*s->heaps));
+	s->heap_names = calloc(n, HP_HEAP_NAME_MAX);
 	if (!s->heaps || !s->heap_names)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++) {
@@ -194,6 +196,7 @@ static int take_heaps(const struct hp_region *const *rs, int nr,
 			break;
 		}
 	}
+	snprintf(s->heap_names[0], HP_HEAP_NAME_MAX, "libc.malloc");
 	s->dump.heaps = s->heaps;
 	s->dump.nheaps = n;
 	return 0;

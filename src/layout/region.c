@@ -65,6 +65,17 @@ uint64_t hp_heap_select_interval(const struct hp_heap_select_v1 *sel,
 	return hit && hit->interval ? hit->interval : dflt;
 }
 
+uint64_t hp_heap_select_min_interval(const struct hp_heap_select_v1 *sel,
+                                     uint64_t n, uint64_t dflt)
+{
+	uint64_t iv = dflt;
+	for (uint64_t i = 0; i < n && i < HP_MAX_HEAPS; i++)
+		if (sel[i].interval && sel[i].interval < iv &&
+		    !(sel[i].flags & HP_HEAPSEL_EXCLUDE))
+			iv = sel[i].interval;
+	return iv;
+}
+
 uint64_t region_heap_interval(const struct hp_region *r, const char *name)
 {
 	return hp_heap_select_interval(r->heap_select, r->heap_select_cap,
@@ -87,11 +98,9 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	        cfg->heap_select, cfg->nheap_select, all_heaps,
 	        cfg->sampling_interval, "libc.malloc");
 	/* Interval 1 anywhere: every live block of that heap needs a slot. */
-	bool every_block = cfg->sampling_interval == 1;
-	for (uint32_t i = 0; i < cfg->nheap_select; i++)
-		if (cfg->heap_select[i].interval == 1 &&
-		    !(cfg->heap_select[i].flags & HP_HEAPSEL_EXCLUDE))
-			every_block = true;
+	bool every_block =
+	        hp_heap_select_min_interval(cfg->heap_select, cfg->nheap_select,
+	                                    cfg->sampling_interval) == 1;
 
 	struct hp_header_v1 *h = base;
 	memset(h, 0, sizeof(*h));

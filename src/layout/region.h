@@ -99,6 +99,10 @@ uint64_t hp_mix64(uint64_t x);
 uint64_t hp_heap_select_interval(const struct hp_heap_select_v1 *sel,
                                  uint64_t n, bool all, uint64_t dflt,
                                  const char *name);
+/* The smallest interval of any heap the selection can profile (dflt
+ * when none is smaller): what the live table must be sized for. */
+uint64_t hp_heap_select_min_interval(const struct hp_heap_select_v1 *sel,
+                                     uint64_t n, uint64_t dflt);
 /* The same for a bound region's own selection. */
 uint64_t region_heap_interval(const struct hp_region *r, const char *name);
 
