@@ -305,17 +305,23 @@ reported 0 0 0
 exit" "$(cat "$T_DIR/cbb.log" 2>/dev/null)" "the program's log"
 assert_eq "" "$(cat "$T_DIR/cbb.bare.out" "$T_DIR/cbb.bare.err")" "no output"
 
+# start_cb_target TAG LOG wait|closefds: api_callbacks in the background,
+# driven through files in D=$W/TAG; TPID once it is ready.
+start_cb_target() {
+	D="$W/$1"
+	mkdir -p "$D"
+	"$PROGS/api_callbacks" "$2" "$3" "$D" >"$D/out" 2>"$D/err" &
+	TPID=$!
+	TPIDS="$TPIDS $TPID"
+	wait_until 20 "ready from api_callbacks" test -e "$D/ready"
+}
+
 t_begin "callbacks on a late attach: enabled and disabled from heapprof-cb, once per session"
 # (The session's end reaches the program as STOP or a closed connection;
 # heapprof-cb notices within 200 ms even though the program is idle.)
 start_daemon
-D="$W/late"
-mkdir -p "$D"
 LLOG="$T_DIR/late.log"
-"$PROGS/api_callbacks" "$LLOG" wait "$D" >"$D/out" 2>"$D/err" &
-TPID=$!
-TPIDS="$TPIDS $TPID"
-if wait_until 20 "ready from api_callbacks" test -e "$D/ready"; then
+if start_cb_target late "$LLOG" wait; then
 	# Ended once the enable callbacks ran (a -d session could end
 	# before a busy machine ran the heapprof-cb thread at all).
 	start_record late1 -p "$TPID" --all-heaps -i 4096 -o "$T_DIR/late1.db"
@@ -377,13 +383,8 @@ daemon_gone TERM
 
 t_begin "callbacks reach a program that closed every descriptor (heapprof-cb's eventfd with them)"
 start_daemon
-D="$W/closed"
-mkdir -p "$D"
 CLOG="$T_DIR/closed.log"
-"$PROGS/api_callbacks" "$CLOG" closefds "$D" >"$D/out" 2>"$D/err" &
-TPID=$!
-TPIDS="$TPIDS $TPID"
-if wait_until 20 "ready from api_callbacks" test -e "$D/ready"; then
+if start_cb_target closed "$CLOG" closefds; then
 	start_record closed -p "$TPID" --heaps cb.a -i 4096 -o "$T_DIR/closed.db"
 	wait_until 20 "the enable callback" grep_q "$CLOG" "^enabled cb.a 4096 heapprof-cb"
 	kill -INT "$RPID"

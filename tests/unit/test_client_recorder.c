@@ -418,6 +418,40 @@ static void test_peak_across_grow(void)
 }
 
 /* A STOP request seen at a sample stops the client; nothing recorded. */
+/*
+ * recorder_record for a custom heap: the stack belongs to that heap (the
+ * same pcs in malloc's heap are another callsite), the live entry carries
+ * its id and its free finds it by key (heaps.c mixes ids into keys that
+ * do not meet malloc's addresses); a key that is 0 or 1 (the live
+ * table's empty and busy marks) is recorded, then counted as untracked,
+ * its charge given back at once.
+ */
+static void test_heap_keys(void)
+{
+	struct hp_config cfg = {.sampling_interval = 1, .max_frames = 64};
+	struct client_slot *s = make_slot(0, 8 << 20, &cfg);
+	use_slot(s);
+	struct hp_region *r = &s->region;
+	cur_pc = 0x402000;
+	CHECK(recorder_record(0, 0x10000, 48, 48, HP_OBJ_FP_ONE, 0));
+	CHECK(recorder_record(3, 0x20000, 32, 32, HP_OBJ_FP_ONE, 0));
+	CHECK_EQ_U64(atomic_load(&r->hdr->stacks_used), 3); /* two stacks */
+	CHECK_EQ_U64(r->stacks[1].heap_id, 0);
+	CHECK_EQ_U64(r->stacks[2].heap_id, 3);
+	struct hp_live_v1 v;
+	recorder_forget(0x20000);
+	CHECK(!livetab_remove(r, 0x20000, &v));
+	CHECK_EQ_U64(atomic_load(&r->stacks[2].free_bytes), 32);
+	CHECK_EQ_U64(atomic_load(&r->stacks[1].free_bytes), 0);
+	CHECK(livetab_remove(r, 0x10000, &v) && v.heap_id == 0);
+	for (uint64_t key = 0; key <= HP_LIVE_BUSY; key++)
+		CHECK(recorder_record(3, key, 16, 16, HP_OBJ_FP_ONE, 0));
+	CHECK_EQ_U64(atomic_load(&r->stacks[2].alloc_bytes), 32 + 2 * 16);
+	CHECK_EQ_U64(atomic_load(&r->stacks[2].free_bytes), 32 + 2 * 16);
+	CHECK_EQ_U64(atomic_load(&r->hdr->counters[HP_CTR_LIVE_FULL]), 2);
+	free_slot(s);
+}
+
 static void test_stop(void)
 {
 	struct hp_config cfg = {.sampling_interval = 1, .max_frames = 64};
@@ -439,6 +473,7 @@ int main(void)
 	        {"adaptive_live", test_adaptive_live},
 	        {"block_client_grow", test_block_client_grow},
 	        {"peak_across_grow", test_peak_across_grow},
+	        {"heap_keys", test_heap_keys},
 	        {"stop", test_stop},
 	        {NULL, NULL},
 	};
