@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 
 #include "cli/commands.h"
@@ -45,7 +46,7 @@ static const char *const view_help[RD_NVIEWS] = {
 /* One side of the comparison. */
 struct side {
 	const char *file;
-	long dump; /* 1-based; negative counts from the last; 0 = last */
+	struct dump_ref dump;
 	int have_pid;
 	long pid;
 	/* Loaded; db and stacks may be shared with the other side. */
@@ -68,6 +69,9 @@ struct diff_opts {
 	const char *heap;
 	enum rd_view view;
 	long top;
+	/* --dumps A,B: the value, split at its comma; the dump refs of
+	 * the sides point into it. */
+	char dumps_buf[2 * HP_SNAPSHOT_NAME_MAX + 2];
 };
 
 /* A stack or function (by symbolic identity) and its values in A and B. */
@@ -129,7 +133,7 @@ struct raw_args {
 	const char *operand[2];
 	size_t noperands;
 	int have_dumps;
-	long dumps[2];
+	struct dump_ref dumps[2];
 	int have_pid;
 	long pids[2];
 };
@@ -172,14 +176,21 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "--dumps", &missing))) {
-		if (parse_pair(v, &r->dumps[0], &r->dumps[1]) < 0 ||
-		    !r->dumps[0] || !r->dumps[1]) {
+		const char *comma = strchr(v, ',');
+		char *buf = o->dumps_buf;
+		if (!comma || strlen(v) >= sizeof(o->dumps_buf)) {
 			hp_err(SUBSYS,
 			       "invalid --dumps '%s' (want N,M: 1 = first "
-			       "dump, -1 = last)",
+			       "dump, -1 = last, or two snapshot names)",
 			       v);
 			return -1;
 		}
+		snprintf(buf, sizeof(o->dumps_buf), "%s", v);
+		char *second = buf + (comma - v);
+		*second++ = '\0';
+		if (opt_parse_dump(SUBSYS, buf, &r->dumps[0]) < 0 ||
+		    opt_parse_dump(SUBSYS, second, &r->dumps[1]) < 0)
+			return -1;
 		r->have_dumps = 1;
 		return 0;
 	}
@@ -207,32 +218,32 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
  * Split "FILE@N" into file and dump, unless the whole operand names an
  * existing file.  *file is the operand itself or a malloc'ed copy (*own).
  */
-static int split_operand(const char *op, const char **file, long *dump,
-                         char **own)
+static int split_operand(const char *op, const char **file,
+                         struct dump_ref *dump, char **own)
 {
 	struct stat sb;
 	const char *at = strrchr(op, '@');
-	long n;
 
 	*file = op;
 	*own = NULL;
-	if (stat(op, &sb) == 0 || !at || at == op ||
-	    opt_parse_long(at + 1, &n) < 0)
+	long n;
+	if (stat(op, &sb) == 0 || !at || at == op)
 		return 0;
-	if (n == 0) {
+	if (!at[1] || (opt_parse_long(at + 1, &n) == 0 && n == 0)) {
 		hp_err(SUBSYS,
 		       "invalid dump in '%s' (want @1 for the first dump, "
-		       "@-1 for the last)",
+		       "@-1 for the last, or @NAME for a snapshot)",
 		       op);
 		return -1;
 	}
+	if (opt_parse_dump(SUBSYS, at + 1, dump) < 0)
+		return -1;
 	*own = strndup(op, (size_t)(at - op));
 	if (!*own) {
 		hp_err(SUBSYS, "out of memory");
 		return -1;
 	}
 	*file = *own;
-	*dump = n;
 	return 0;
 }
 
@@ -262,7 +273,8 @@ static int parse_args(int argc, char **argv, struct diff_opts *o,
 		const char *op = r.operand[r.noperands == 2 ? k : 0];
 		if (split_operand(op, &sd->file, &sd->dump, &owned[k]) < 0)
 			return 2;
-		if (r.have_dumps && r.noperands == 2 && sd->dump) {
+		if (r.have_dumps && r.noperands == 2 &&
+		    (sd->dump.index || sd->dump.name)) {
 			hp_err(SUBSYS,
 			       "'%s': a dump given both with @ and "
 			       "--dumps",
@@ -316,21 +328,13 @@ static int pick_dump(struct side *sd)
 	if (reader_load_dumps(sd->db, SUBSYS, sd->proc->upid, &sd->dumps,
 	                      &sd->ndumps) < 0)
 		return -1;
-	long want = sd->dump ? sd->dump : -1;
-	long idx = want > 0 ? want : (long)sd->ndumps + 1 + want;
-	if (sd->ndumps == 0) {
-		hp_err(SUBSYS, "%s: process %" PRId64 " has no dumps", sd->file,
-		       sd->proc->pid);
+	char who[PATH_MAX + 64];
+	snprintf(who, sizeof(who), "%s: process %" PRId64, sd->file,
+	         sd->proc->pid);
+	long idx = opt_pick_dump(SUBSYS, who, sd->dumps, sd->ndumps, &sd->dump);
+	if (idx < 0)
 		return -1;
-	}
-	if (idx < 1 || (size_t)idx > sd->ndumps) {
-		hp_err(SUBSYS,
-		       "%s: process %" PRId64 " has %zu dump%s; dump %ld is "
-		       "out of range",
-		       sd->file, sd->proc->pid, sd->ndumps,
-		       sd->ndumps == 1 ? "" : "s", want);
-		return -1;
-	}
+	idx++;
 	sd->dump_index = (size_t)idx;
 	return 0;
 }

@@ -31,7 +31,7 @@
 struct pprof_opts {
 	const char *file;
 	const char *out;
-	long dump; /* 1-based; negative counts from the last; 0 = last */
+	struct dump_ref dump;
 	int all_dumps;
 	int have_pid;
 	long pid;
@@ -135,7 +135,7 @@ static int parse_args(int argc, char **argv, struct pprof_opts *o)
 		hp_err(SUBSYS, "missing FILE (see heapprof pprof --help)");
 		return 2;
 	}
-	if (o->all_dumps && o->dump) {
+	if (o->all_dumps && (o->dump.index || o->dump.name)) {
 		hp_err(SUBSYS, "--dump and --all exclude each other");
 		return 2;
 	}
@@ -226,14 +226,13 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 		       p->pid);
 		return 0;
 	}
-	long want = o->dump ? o->dump : -1;
-	long idx = want > 0 ? want : (long)pd->n + 1 + want;
-	if (!o->all_dumps && (idx < 1 || (size_t)idx > pd->n)) {
-		hp_err(SUBSYS,
-		       "process %" PRId64 " has %zu dump%s; --dump %ld is out "
-		       "of range",
-		       p->pid, pd->n, pd->n == 1 ? "" : "s", o->dump);
-		return -1;
+	long idx = 1;
+	if (!o->all_dumps) {
+		char who[64];
+		snprintf(who, sizeof(who), "process %" PRId64, p->pid);
+		idx = opt_pick_dump(SUBSYS, who, pd->d, pd->n, &o->dump) + 1;
+		if (idx == 0)
+			return -1;
 	}
 	if (pick_heaps(db, p, o, &heaps, &nheaps, heap_found) < 0)
 		return -1;

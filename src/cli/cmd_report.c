@@ -20,7 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "layout/layout_v1.h"
+#include "layout/layout_v2.h"
 #include "profile/reader.h"
 #include "util/err.h"
 #include "util/hmap.h"
@@ -42,7 +42,7 @@ struct report_opts {
 	const char *file;
 	enum rd_view view;
 	long top;
-	long dump; /* 1-based; negative counts from the last; 0 = last */
+	struct dump_ref dump;
 	int have_pid;
 	long pid;
 };
@@ -57,6 +57,7 @@ struct dump_sel {
 	size_t count, index; /* index is 1-based */
 	int64_t ts;
 	char reason[32];
+	char name[HP_SNAPSHOT_NAME_MAX]; /* a named snapshot's; "" if none */
 	int at_max;
 	int64_t max_ts, max_live_bytes;
 };
@@ -232,21 +233,23 @@ static int select_dump(sqlite3 *db, const struct rd_process *p,
 	if (reader_load_dumps(db, SUBSYS, p->upid, &dumps, &n) < 0)
 		return -1;
 	d->count = n;
-	long want = o->dump ? o->dump : -1;
-	long idx = want > 0 ? want : (long)n + 1 + want;
-	if (n && (idx < 1 || (size_t)idx > n)) {
-		hp_err(SUBSYS,
-		       "process %" PRId64 " has %zu dump%s; --dump %ld is out "
-		       "of range",
-		       p->pid, n, n == 1 ? "" : "s", o->dump);
-		reader_free_dumps(dumps, n);
-		return -1;
+	long idx = 0;
+	if (n) {
+		char who[64];
+		snprintf(who, sizeof(who), "process %" PRId64, p->pid);
+		idx = opt_pick_dump(SUBSYS, who, dumps, n, &o->dump) + 1;
+		if (idx == 0) {
+			reader_free_dumps(dumps, n);
+			return -1;
+		}
 	}
 	if (n) {
 		const struct rd_dump *x = &dumps[idx - 1];
 		d->index = (size_t)idx;
 		d->ts = x->ts;
 		snprintf(d->reason, sizeof(d->reason), "%s", x->reason);
+		snprintf(d->name, sizeof(d->name), "%s",
+		         x->name ? x->name : "");
 		d->at_max = x->at_max;
 		d->max_ts = x->max_ts;
 		d->max_live_bytes = x->max_live_bytes;

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "layout/layout_v1.h"
+#include "layout/layout_v2.h"
 
 #define CFG_MAX_PIDS  1024
 #define CFG_MAX_NAMES 64

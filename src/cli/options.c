@@ -113,16 +113,60 @@ int opt_walk(const char *cmd, int argc, char **argv,
 	return 0;
 }
 
-int opt_parse_dump(const char *cmd, const char *v, long *out)
+int opt_parse_dump(const char *cmd, const char *v, struct dump_ref *out)
 {
-	if (opt_parse_long(v, out) < 0 || *out == 0) {
-		hp_err(cmd,
-		       "invalid --dump '%s' (want 1 for the first dump, -1 "
-		       "for the last)",
-		       v);
+	long n;
+	out->index = 0;
+	out->name = NULL;
+	if (opt_parse_long(v, &n) == 0) {
+		out->index = n;
+		if (n != 0)
+			return 0;
+	} else if (v[0] && strlen(v) < HP_SNAPSHOT_NAME_MAX) {
+		out->name = v;
+		return 0;
+	}
+	hp_err(cmd,
+	       "invalid --dump '%s' (want 1 for the first dump, -1 for the "
+	       "last, or a snapshot's name)",
+	       v);
+	return -1;
+}
+
+const char *opt_dump_str(const struct dump_ref *ref, char *buf, size_t len)
+{
+	if (ref->name)
+		snprintf(buf, len, "snapshot '%s'", ref->name);
+	else
+		snprintf(buf, len, "dump %ld", ref->index ? ref->index : -1);
+	return buf;
+}
+
+long opt_pick_dump(const char *cmd, const char *who, const struct rd_dump *d,
+                   size_t n, const struct dump_ref *ref)
+{
+	if (n == 0) {
+		hp_err(cmd, "%s has no dumps", who);
 		return -1;
 	}
-	return 0;
+	if (ref->name) {
+		for (size_t i = n; i-- > 0;)
+			if (d[i].name && !strcmp(d[i].name, ref->name))
+				return (long)i;
+		hp_err(cmd,
+		       "%s has no snapshot named '%s' (heapprof snapshot "
+		       "--list shows them)",
+		       who, ref->name);
+		return -1;
+	}
+	long want = ref->index ? ref->index : -1;
+	long idx = want > 0 ? want : (long)n + 1 + want;
+	if (idx < 1 || (size_t)idx > n) {
+		hp_err(cmd, "%s has %zu dump%s; dump %ld is out of range", who,
+		       n, n == 1 ? "" : "s", want);
+		return -1;
+	}
+	return idx - 1;
 }
 
 int opt_parse_pid(const char *cmd, const char *v, long *out)

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "layout/wire_v1.h"
 #include "profile/reader.h"
 
 /* Parses a decimal integer in [min, max]; on error prints
@@ -28,9 +29,31 @@ int opt_parse_long(const char *s, long *out);
  * prints "heapprof: <cmd>: invalid --view ..." and returns -1. */
 int opt_parse_view(const char *cmd, const char *v, enum rd_view *out);
 
-/* --dump N: 1 is the first dump, -1 the last; 0 and non-numbers are
- * refused with "heapprof: <cmd>: invalid --dump ..." (-1). */
-int opt_parse_dump(const char *cmd, const char *v, long *out);
+/*
+ * A dump named on the command line: by position (index 1 is the first,
+ * -1 the last; 0 = not given, the last) or by the name of a snapshot
+ * (heapprof_take_named_snapshot, heapprof snapshot): name is then not
+ * NULL (it points into argv).  A value that is a number is a position.
+ */
+struct dump_ref {
+	long index;
+	const char *name;
+};
+
+/* --dump N|NAME; 0 and empty values are refused with
+ * "heapprof: <cmd>: invalid --dump ..." (-1). */
+int opt_parse_dump(const char *cmd, const char *v, struct dump_ref *out);
+
+/*
+ * The dump ref names among d[0..n) (one process's dumps, reader order):
+ * its 0-based index; a name picks the last dump of that name.  -1 with
+ * "heapprof: <cmd>: <who>: ..." printed when it is out of range, no dump
+ * has the name, or n is 0.
+ */
+long opt_pick_dump(const char *cmd, const char *who, const struct rd_dump *d,
+                   size_t n, const struct dump_ref *ref);
+/* "dump 3" or "snapshot 'after-load'" for messages; buf of 160 bytes. */
+const char *opt_dump_str(const struct dump_ref *ref, char *buf, size_t len);
 
 /* --pid P: a positive pid; else "heapprof: <cmd>: invalid --pid ..." (-1). */
 int opt_parse_pid(const char *cmd, const char *v, long *out);

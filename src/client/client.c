@@ -269,6 +269,10 @@ static int slot_map(struct client_slot *s, int region_fd, uint64_t size,
 	if (base == MAP_FAILED)
 		return -errno;
 	int rc = region_bind(&s->region, base, size);
+	/* The collector formats the version our hello asked for; this
+	 * client writes v2 entries only. */
+	if (!rc && s->region.version != HP_LAYOUT_VERSION)
+		rc = -EPROTO;
 	if (rc) {
 		munmap(base, size);
 		memset(&s->region, 0, sizeof(s->region));

@@ -133,11 +133,11 @@ HP_HIDDEN void recorder_slot_chain(struct client_slot *ns,
                                    struct client_slot *s);
 /* Takes ptr's live entry out (realloc); returns the slot it was found in,
  * or NULL. */
-HP_HIDDEN struct client_slot *recorder_take(void *ptr, struct hp_live_v1 *out);
+HP_HIDDEN struct client_slot *recorder_take(void *ptr, struct hp_live_v2 *out);
 HP_HIDDEN void recorder_apply_free(struct client_slot *s,
-                                   const struct hp_live_v1 *v);
+                                   const struct hp_live_v2 *v);
 HP_HIDDEN void recorder_put_back(struct client_slot *s, void *ptr,
-                                 const struct hp_live_v1 *v);
+                                 const struct hp_live_v2 *v);
 /* Objects a sampled allocation stands for (16.16 fixed): 1 when exact,
  * else 1/p with p the probability that a block of `size` bytes is sampled
  * at `interval`. */

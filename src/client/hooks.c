@@ -292,7 +292,7 @@ static void *realloc_tracked(void *old, size_t n, uintptr_t caller)
 			client_on_alloc(p, n, caller);
 		return p;
 	}
-	struct hp_live_v1 v;
+	struct hp_live_v2 v;
 	struct client_slot *had = recorder_take(old, &v);
 	void *p = real_realloc(old, n);
 	if (!p && n != 0) {

@@ -306,7 +306,7 @@ again:;
 	/* The entry goes in before the counters change: nobody can free a
 	 * block malloc has not returned yet, and a failed insert may still
 	 * move the sample to a larger region (--block-client). */
-	struct hp_live_v1 v = {.stack_id = id,
+	struct hp_live_v2 v = {.stack_id = id,
 	                       .heap_id = heap_id,
 	                       .size = size,
 	                       .charged = charged,
@@ -351,7 +351,7 @@ again:;
 
 /* ---- free ----------------------------------------------------------- */
 
-void recorder_apply_free(struct client_slot *s, const struct hp_live_v1 *v)
+void recorder_apply_free(struct client_slot *s, const struct hp_live_v2 *v)
 {
 	struct hp_region *r = &s->region;
 	if (v->stack_id >= r->stacks_cap)
@@ -367,7 +367,7 @@ void recorder_apply_free(struct client_slot *s, const struct hp_live_v1 *v)
  * into an earlier region of this attach (GROW).  Bucket fill makes each
  * miss two byte loads when sampling. */
 static __attribute__((noinline)) struct client_slot *
-take_retired(struct client_slot *s, void *ptr, struct hp_live_v1 *out)
+take_retired(struct client_slot *s, void *ptr, struct hp_live_v2 *out)
 {
 	for (int hops = 0; s && hops < HP_CLIENT_SLOTS; s = s->prev, hops++)
 		if (livetab_remove(&s->region, (uintptr_t)ptr, out))
@@ -375,7 +375,7 @@ take_retired(struct client_slot *s, void *ptr, struct hp_live_v1 *out)
 	return NULL;
 }
 
-struct client_slot *recorder_take(void *ptr, struct hp_live_v1 *out)
+struct client_slot *recorder_take(void *ptr, struct hp_live_v2 *out)
 {
 	struct client_slot *s = client_cur();
 	if (HP_UNLIKELY(!s))
@@ -388,7 +388,7 @@ struct client_slot *recorder_take(void *ptr, struct hp_live_v1 *out)
 }
 
 void recorder_put_back(struct client_slot *s, void *ptr,
-                       const struct hp_live_v1 *v)
+                       const struct hp_live_v2 *v)
 {
 	struct hp_region *r = &s->region;
 	if (livetab_insert(r, (uintptr_t)ptr, v) != 0) {
@@ -403,7 +403,7 @@ void recorder_forget(uint64_t key)
 	/* No re-entrancy guard: removal never allocates, and a block freed
 	 * inside a hook must still leave the table or its key could be
 	 * matched to a stale record later. */
-	struct hp_live_v1 v;
+	struct hp_live_v2 v;
 	struct client_slot *s = recorder_take((void *)(uintptr_t)key, &v);
 	if (s)
 		recorder_apply_free(s, &v);

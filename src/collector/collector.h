@@ -199,6 +199,12 @@ struct snapshot {
 	char *strings;
 	uint8_t *build_ids;
 	char (*heap_names)[HP_HEAP_NAME_MAX];
+	struct prof_block *blocks; /* snapshot_take_live */
+	/* Live slots a writer held through every retry, and blocks whose
+	 * stack had no allocation counted yet: allocations and frees in
+	 * progress while the snapshot was read (0 when the process was
+	 * stopped). */
+	uint64_t blocks_in_flight;
 };
 int snapshot_take(const struct hp_region *r, struct snapshot *s);
 /*
@@ -211,6 +217,17 @@ int snapshot_take(const struct hp_region *r, struct snapshot *s);
  */
 int snapshot_take_regions(const struct hp_region *const *r, int n,
                           struct snapshot *s);
+/*
+ * snapshot_take_regions plus every live block (dump.blocks, nblocks): the
+ * consistent snapshot.  Each block is copied whole (the live entries are
+ * seqlocks, livetab_read) while the process runs; a block allocated or
+ * freed during the read may or may not be in it, and blocks_in_flight
+ * counts the entries a writer was changing.  Read while the process is
+ * stopped (SIGSTOP), it is exact.  Stacks keep key = region index << 32 |
+ * stack id.
+ */
+int snapshot_take_live(const struct hp_region *const *r, int n,
+                       struct snapshot *s);
 /* The process's memory: /proc/PID/status if pid runs (and alive), else
  * what the client wrote at exit; fields it could not get stay unset. */
 void snapshot_memory(const struct hp_region *r, pid_t pid, bool alive,

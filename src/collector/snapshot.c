@@ -132,6 +132,7 @@ static int take_stacks(const struct hp_region *const *rs, int nr, bool at_max,
 			if (cnt.alloc_count == 0)
 				continue;
 			struct prof_stack *o = &s->stacks[k];
+			o->key = ((uint64_t)j << 32) | i;
 			o->alloc_count = cnt.alloc_count;
 			o->alloc_bytes = cnt.alloc_bytes;
 			o->alloc_objects_fp = cnt.alloc_objects_fp;
@@ -255,8 +256,102 @@ int snapshot_take(const struct hp_region *r, struct snapshot *s)
 	return snapshot_take_regions(&r, 1, s);
 }
 
+/* The index in s->stacks of the stack with this key (stacks are in key
+ * order); -1 if it is not there. */
+static ssize_t stack_by_key(const struct snapshot *s, uint64_t key)
+{
+	size_t lo = 0, hi = s->dump.nstacks;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->stacks[mid].key < key)
+			lo = mid + 1;
+		else if (s->stacks[mid].key > key)
+			hi = mid;
+		else
+			return (ssize_t)mid;
+	}
+	return -1;
+}
+
+int snapshot_take_live(const struct hp_region *const *rs, int nr,
+                       struct snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (nr < 1 || nr > TARGET_MAX_REGIONS)
+		return -EINVAL;
+	/*
+	 * Blocks first, stacks after: a client interns a block's stack
+	 * before it inserts the block, so every stack a block names is in
+	 * the stack table by the time we read it.
+	 */
+	size_t cap = 1024, n = 0;
+	struct prof_block *b = malloc(cap * sizeof(*b));
+	uint64_t busy = 0;
+	if (!b)
+		return -ENOMEM;
+	for (int j = 0; j < nr; j++) {
+		const struct hp_region *r = rs[j];
+		for (uint64_t i = 0; i < r->live_cap; i++) {
+			uint64_t key;
+			struct hp_live_v2 v;
+			enum hp_live_read rc = livetab_read(r, i, &key, &v);
+			if (rc == HP_LIVE_READ_BUSY)
+				busy++;
+			if (rc != HP_LIVE_READ_OK)
+				continue;
+			if (n == cap) {
+				struct prof_block *nb =
+				        realloc(b, 2 * cap * sizeof(*b));
+				if (!nb) {
+					free(b);
+					return -ENOMEM;
+				}
+				b = nb;
+				cap *= 2;
+			}
+			b[n++] = (struct prof_block){
+			        .address = key,
+			        .size = v.size,
+			        .charged = v.charged,
+			        .objects_fp = v.objects_fp,
+			        .stack = (uint32_t)j, /* region, for now */
+			        .stack_id = v.stack_id,
+			        .heap_id = v.heap_id,
+			        .tid = v.tid,
+			        .ts_ns = v.ts_ns};
+		}
+	}
+	int rc = snapshot_take_regions(rs, nr, s);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	/* Each block to its stack's index in the dump.  A block whose
+	 * stack has no allocation counted yet is one whose hook has not
+	 * returned: in flight, like a busy slot. */
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		ssize_t at = stack_by_key(s, ((uint64_t)b[i].stack << 32) |
+		                                     b[i].stack_id);
+		if (at < 0) {
+			busy++;
+			continue;
+		}
+		b[k] = b[i];
+		b[k].stack = (uint32_t)at;
+		b[k].heap_id = s->stacks[at].heap_id;
+		k++;
+	}
+	s->blocks = b;
+	s->dump.blocks = b;
+	s->dump.nblocks = k;
+	s->blocks_in_flight = busy;
+	return 0;
+}
+
 void snapshot_free(struct snapshot *s)
 {
+	free(s->blocks);
 	free(s->modules);
 	free(s->stacks);
 	free(s->heaps);

@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "layout/layout_v1.h"
+#include "layout/layout_v2.h"
 #include "layout/paths.h"
 #include "layout/wire_v1.h"
 

@@ -10,7 +10,8 @@
  * value the client could have written: it keeps its own copy of the geometry
  * it planned and clamps every count and index it reads.
  *
- * See docs/LAYOUT.md for the prose description.
+ * Version 2 (layout_v2.h) extends it; this file keeps v1's definitions,
+ * which v2 shares.  See docs/LAYOUT.md for the prose description.
  */
 #ifndef HEAPPROF_LAYOUT_V1_H
 #define HEAPPROF_LAYOUT_V1_H
@@ -19,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HP_MAGIC          0x31464f5250504148ull /* "HAPPROF1" little endian */
-#define HP_LAYOUT_VERSION 1u
+#define HP_MAGIC     0x31464f5250504148ull /* "HAPPROF1" little endian */
+#define HP_LAYOUT_V1 1u                    /* header.version of a v1 region */
 
 #define HP_MAX_FRAMES     256u /* hard cap on --max-frames */
 #define HP_DEFAULT_FRAMES 64u  /* default --max-frames */
@@ -238,9 +239,10 @@ struct hp_stack_max_v1 {
 _Static_assert(sizeof(struct hp_stack_max_v1) == 64, "hp_stack_max_v1 size");
 
 /*
- * A live sampled allocation.  Keys (addresses) live in their own array so a
- * lookup reads one cache line per bucket.  A key is published in two steps:
- * slot takes HP_LIVE_BUSY, the value is written, the key is stored with
+ * A live sampled allocation (v1; a v2 region holds struct hp_live_v2,
+ * layout_v2.h, under the same keys).  Keys (addresses) live in their own array
+ * so a lookup reads one cache line per bucket.  A key is published in two
+ * steps: slot takes HP_LIVE_BUSY, the value is written, the key is stored with
  * release order.  A reader skips EMPTY and BUSY slots.
  *
  * HP_TAB_LIVE_FILL counts, per bucket, the slots in use.  It is raised

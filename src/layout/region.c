@@ -1,5 +1,6 @@
 /*
- * The v1 region's geometry and its lock-free tables.  This file is compiled
+ * The region's geometry (layout v2; v1 for clients that speak only v1) and
+ * its lock-free tables.  This file is compiled
  * into both the client library and the collector, so it uses no libc
  * function that could allocate or lock.
  */
@@ -92,6 +93,14 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	    cfg->nheap_select > HP_MAX_HEAPS ||
 	    (cfg->nheap_select && !cfg->heap_select))
 		return -EINVAL;
+	uint32_t version =
+	        cfg->layout_version ? cfg->layout_version : HP_LAYOUT_VERSION;
+	if (version < HP_LAYOUT_MIN_VERSION || version > HP_LAYOUT_VERSION ||
+	    cfg->trace_mode > HP_TRACE_RING)
+		return -EINVAL;
+	bool v2 = version >= 2;
+	bool traced =
+	        v2 && cfg->trace_mode != HP_TRACE_OFF && cfg->region_index == 0;
 	bool track_max = cfg->config_flags & HP_CFG_TRACK_MAX;
 	bool all_heaps = cfg->config_flags & HP_CFG_ALL_HEAPS;
 	uint64_t malloc_interval = hp_heap_select_interval(
@@ -103,10 +112,11 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	                                    cfg->sampling_interval) == 1;
 
 	struct hp_header_v1 *h = base;
-	memset(h, 0, sizeof(*h));
+	uint64_t hsize = v2 ? HP_HEADER_V2_SIZE : sizeof(*h);
+	memset(h, 0, hsize);
 	h->magic = HP_MAGIC;
-	h->version = HP_LAYOUT_VERSION;
-	h->header_size = sizeof(*h);
+	h->version = version;
+	h->header_size = (uint32_t)hsize;
 	h->region_size = size;
 	h->sampling_interval = cfg->sampling_interval;
 	h->unwind_mode = cfg->unwind_mode;
@@ -135,8 +145,27 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	 * needs a slot, so the live table gets the larger share; when
 	 * sampling, live slots are rarely used and stacks get more.
 	 */
-	uint64_t off = ALIGN64(sizeof(*h));
+	uint64_t off = ALIGN64(hsize);
 	struct hp_table_desc *t = h->tables;
+
+	if (v2) {
+		struct hp_header_ext_v2 *x =
+		        (struct hp_header_ext_v2 *)((uint8_t *)base +
+		                                    sizeof(*h));
+		x->region_index = cfg->region_index;
+		x->trace_mode = traced ? cfg->trace_mode : HP_TRACE_OFF;
+		x->trace_block_ms = cfg->trace_block_ms;
+	}
+	if (traced) {
+		uint64_t nev = pow2_floor(cfg->trace_bytes /
+		                          sizeof(struct hp_event_v2));
+		if (cfg->trace_bytes < sizeof(struct hp_event_v2) ||
+		    nev * sizeof(struct hp_event_v2) >= size - off)
+			return -EINVAL;
+		t[HP_TAB_TRACE] = (struct hp_table_desc){
+		        off, nev, sizeof(struct hp_event_v2), 0};
+		off = ALIGN64(off + nev * sizeof(struct hp_event_v2));
+	}
 
 	t[HP_TAB_HEAPS] = (struct hp_table_desc){off, HP_MAX_HEAPS,
 	                                         sizeof(struct hp_heap_v1), 0};
@@ -168,16 +197,18 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 		return -EINVAL;
 	uint64_t rest = size - off;
 	uint64_t live_share = every_block ? rest / 2 : rest / 8;
-	uint64_t per_live = sizeof(uint64_t) + sizeof(struct hp_live_v1);
+	uint64_t live_size =
+	        v2 ? sizeof(struct hp_live_v2) : sizeof(struct hp_live_v1);
+	uint64_t per_live = sizeof(uint64_t) + live_size;
 	uint64_t live_cap = pow2_floor(live_share / per_live);
 	if (live_cap < HP_LIVE_BUCKET * 2)
 		return -EINVAL;
 	t[HP_TAB_LIVE_KEYS] =
 	        (struct hp_table_desc){off, live_cap, sizeof(uint64_t), 0};
 	off = ALIGN64(off + live_cap * sizeof(uint64_t));
-	t[HP_TAB_LIVE_VALUES] = (struct hp_table_desc){
-	        off, live_cap, sizeof(struct hp_live_v1), 0};
-	off = ALIGN64(off + live_cap * sizeof(struct hp_live_v1));
+	t[HP_TAB_LIVE_VALUES] =
+	        (struct hp_table_desc){off, live_cap, (uint32_t)live_size, 0};
+	off = ALIGN64(off + live_cap * live_size);
 	t[HP_TAB_LIVE_FILL] =
 	        (struct hp_table_desc){off, live_cap / HP_LIVE_BUCKET, 1, 0};
 	off = ALIGN64(off + live_cap / HP_LIVE_BUCKET);
@@ -246,17 +277,21 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	if (!base || size < sizeof(struct hp_header_v1))
 		return -EINVAL;
 	struct hp_header_v1 *h = base;
-	if (h->magic != HP_MAGIC || h->version != HP_LAYOUT_VERSION ||
-	    h->header_size != sizeof(*h))
+	if (h->magic != HP_MAGIC || h->version < HP_LAYOUT_MIN_VERSION ||
+	    h->version > HP_LAYOUT_VERSION)
 		return -EPROTO;
-	if (h->region_size != size)
+	bool v2 = h->version >= 2;
+	if (h->header_size != (v2 ? HP_HEADER_V2_SIZE : sizeof(*h)))
+		return -EPROTO;
+	if (h->region_size != size || size < h->header_size)
 		return -EINVAL;
-	static const uint32_t esz[HP_TAB_COUNT] = {
+	uint32_t esz[HP_TAB_COUNT] = {
 	        [HP_TAB_STACK_INDEX] = sizeof(uint64_t),
 	        [HP_TAB_STACKS] = sizeof(struct hp_stack_v1),
 	        [HP_TAB_FRAMES] = sizeof(uint64_t),
 	        [HP_TAB_LIVE_KEYS] = sizeof(uint64_t),
-	        [HP_TAB_LIVE_VALUES] = sizeof(struct hp_live_v1),
+	        [HP_TAB_LIVE_VALUES] = v2 ? sizeof(struct hp_live_v2)
+	                                  : sizeof(struct hp_live_v1),
 	        [HP_TAB_MODULES] = sizeof(struct hp_module_v1),
 	        [HP_TAB_STRINGS] = 1,
 	        [HP_TAB_HEAPS] = sizeof(struct hp_heap_v1),
@@ -291,10 +326,29 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	     sm->capacity != t[HP_TAB_STACKS].capacity))
 		return -EINVAL;
 
+	/* TRACE (v2): absent without --trace and in GROW regions. */
+	const struct hp_table_desc *tt = &t[HP_TAB_TRACE];
+	uint64_t tcap = v2 ? tt->capacity : 0;
+	if (tcap != 0 && (!table_ok(tt, size, sizeof(struct hp_event_v2)) ||
+	                  (tcap & (tcap - 1))))
+		return -EINVAL;
+
 	uint8_t *b = base;
+	struct hp_header_ext_v2 *x =
+	        v2 ? (struct hp_header_ext_v2 *)(b + sizeof(*h)) : NULL;
+	uint32_t tmode = x ? x->trace_mode : HP_TRACE_OFF;
+	if (tcap != 0 && (tmode == HP_TRACE_OFF || tmode > HP_TRACE_RING))
+		return -EINVAL;
 	r->base = b;
 	r->size = size;
 	r->hdr = h;
+	r->version = h->version;
+	r->ext = x;
+	if (tcap) {
+		r->trace = (struct hp_event_v2 *)(b + tt->offset);
+		r->trace_cap = tcap;
+		r->trace_mode = tmode;
+	}
 	r->stack_index = (_Atomic uint64_t *)(b + t[HP_TAB_STACK_INDEX].offset);
 	r->stack_index_cap = icap;
 	r->stacks = (struct hp_stack_v1 *)(b + t[HP_TAB_STACKS].offset);
@@ -302,8 +356,13 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	r->frames = (uint64_t *)(b + t[HP_TAB_FRAMES].offset);
 	r->frames_cap = t[HP_TAB_FRAMES].capacity;
 	r->live_keys = (_Atomic uint64_t *)(b + t[HP_TAB_LIVE_KEYS].offset);
-	r->live_values =
-	        (struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES].offset);
+	if (v2)
+		r->live_values =
+		        (struct hp_live_v2 *)(b + t[HP_TAB_LIVE_VALUES].offset);
+	else
+		r->live_v1 =
+		        (const struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES]
+		                                                .offset);
 	r->live_cap = lcap;
 	r->live_fill = (_Atomic uint8_t *)(b + t[HP_TAB_LIVE_FILL].offset);
 	r->use_fill = h->sampling_interval > 1;
@@ -431,8 +490,45 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 	return (b & (nb - 1)) * HP_LIVE_BUCKET;
 }
 
+/*
+ * The fields of a v2 entry, as relaxed atomic accesses: the entry is a
+ * seqlock (struct hp_live_v2), so a reader may copy it while its owner
+ * writes; it throws such a copy away.
+ */
+static void live_store(struct hp_live_v2 *e, const struct hp_live_v2 *v)
+{
+	__atomic_store_n(&e->stack_id, v->stack_id, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->heap_id, v->heap_id, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->tid, v->tid, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->size, v->size, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->charged, v->charged, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->objects_fp, v->objects_fp, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->ts_ns, v->ts_ns, __ATOMIC_RELAXED);
+}
+
+static void live_load(const struct hp_live_v2 *e, struct hp_live_v2 *out)
+{
+	out->stack_id = __atomic_load_n(&e->stack_id, __ATOMIC_RELAXED);
+	out->heap_id = __atomic_load_n(&e->heap_id, __ATOMIC_RELAXED);
+	out->tid = __atomic_load_n(&e->tid, __ATOMIC_RELAXED);
+	out->size = __atomic_load_n(&e->size, __ATOMIC_RELAXED);
+	out->charged = __atomic_load_n(&e->charged, __ATOMIC_RELAXED);
+	out->objects_fp = __atomic_load_n(&e->objects_fp, __ATOMIC_RELAXED);
+	out->ts_ns = __atomic_load_n(&e->ts_ns, __ATOMIC_RELAXED);
+}
+
+/* The slot's owner (its key is HP_LIVE_BUSY) writes the entry. */
+static void live_write(struct hp_live_v2 *e, const struct hp_live_v2 *v)
+{
+	uint32_t seq = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	atomic_store_explicit(&e->seq, seq + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	live_store(e, v);
+	atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
+}
+
 int livetab_insert_p(struct hp_region *r, uint64_t addr,
-                     const struct hp_live_v1 *v, uint32_t *pressure)
+                     const struct hp_live_v2 *v, uint32_t *pressure)
 {
 	/* With bucket fill (when sampling) the emptier bucket is tried
 	 * first: two choices balance the load far better than first-fit.
@@ -471,7 +567,7 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 				                ? fill + (which ? HP_LIVE_BUCKET
 				                                : 0)
 				                : 0;
-			r->live_values[b + i] = *v;
+			live_write(&r->live_values[b + i], v);
 			atomic_store_explicit(k, addr, memory_order_release);
 			return 0;
 		}
@@ -482,7 +578,7 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 }
 
 int livetab_insert(struct hp_region *r, uint64_t addr,
-                   const struct hp_live_v1 *v)
+                   const struct hp_live_v2 *v)
 {
 	return livetab_insert_p(r, addr, v, NULL);
 }
@@ -503,7 +599,7 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 	return (uint32_t)(sum * 100 / (n * HP_LIVE_BUCKET));
 }
 
-bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
+bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 {
 	for (int which = 0; which < 2; which++) {
 		uint64_t b = live_bucket(r, addr, which);
@@ -518,7 +614,7 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 				continue;
 			uint64_t want = addr;
 			atomic_thread_fence(memory_order_acquire);
-			*out = r->live_values[b + i];
+			live_load(&r->live_values[b + i], out);
 			/* CAS, not store: two racing frees of one pointer
 			 * (a program bug) must not both take it back. */
 			if (!atomic_compare_exchange_strong_explicit(
@@ -533,6 +629,226 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out)
 		}
 	}
 	return false;
+}
+
+/* A seqlock read gives up after this many torn copies in a row. */
+#define READ_RETRIES 64
+
+enum hp_live_read livetab_read(const struct hp_region *r, uint64_t i,
+                               uint64_t *key, struct hp_live_v2 *out)
+{
+	if (i >= r->live_cap)
+		return HP_LIVE_READ_EMPTY;
+	_Atomic uint64_t *k = &r->live_keys[i];
+	memset(out, 0, sizeof(*out));
+	if (!r->live_values) {
+		/* v1: the key is published after the value and a removal
+		 * only clears the key; a copy is whole when the key is the
+		 * same before and after it. */
+		for (int n = 0; n < READ_RETRIES; n++) {
+			uint64_t k1 =
+			        atomic_load_explicit(k, memory_order_acquire);
+			if (k1 == HP_LIVE_EMPTY)
+				return HP_LIVE_READ_EMPTY;
+			if (k1 == HP_LIVE_BUSY)
+				continue;
+			const struct hp_live_v1 *e = &r->live_v1[i];
+			out->stack_id =
+			        __atomic_load_n(&e->stack_id, __ATOMIC_RELAXED);
+			out->heap_id =
+			        __atomic_load_n(&e->heap_id, __ATOMIC_RELAXED);
+			out->size = __atomic_load_n(&e->size, __ATOMIC_RELAXED);
+			out->charged =
+			        __atomic_load_n(&e->charged, __ATOMIC_RELAXED);
+			out->objects_fp = __atomic_load_n(&e->objects_fp,
+			                                  __ATOMIC_RELAXED);
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(k, memory_order_relaxed) ==
+			    k1) {
+				*key = k1;
+				return HP_LIVE_READ_OK;
+			}
+		}
+		return HP_LIVE_READ_BUSY;
+	}
+	const struct hp_live_v2 *e = &r->live_values[i];
+	for (int n = 0; n < READ_RETRIES; n++) {
+		uint64_t k1 = atomic_load_explicit(k, memory_order_acquire);
+		if (k1 == HP_LIVE_EMPTY)
+			return HP_LIVE_READ_EMPTY;
+		if (k1 == HP_LIVE_BUSY)
+			continue;
+		uint32_t s1 =
+		        atomic_load_explicit(&e->seq, memory_order_acquire);
+		if (s1 & 1u)
+			continue;
+		live_load(e, out);
+		atomic_thread_fence(memory_order_acquire);
+		uint32_t s2 =
+		        atomic_load_explicit(&e->seq, memory_order_relaxed);
+		uint64_t k2 = atomic_load_explicit(k, memory_order_relaxed);
+		if (s1 == s2 && k1 == k2) {
+			*key = k1;
+			return HP_LIVE_READ_OK;
+		}
+	}
+	return HP_LIVE_READ_BUSY;
+}
+
+/* ---- event trace (v2) ------------------------------------------------ */
+
+static void event_store(struct hp_event_v2 *e, const struct hp_event_v2 *v)
+{
+	__atomic_store_n(&e->ts_ns, v->ts_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->addr, v->addr, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->size, v->size, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->charged, v->charged, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->alloc_ts_ns, v->alloc_ts_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->stack_id, v->stack_id, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->tid, v->tid, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->kind, v->kind, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->region, v->region, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->heap_id, v->heap_id, __ATOMIC_RELAXED);
+}
+
+static void event_load(const struct hp_event_v2 *e, struct hp_event_v2 *out)
+{
+	out->ts_ns = __atomic_load_n(&e->ts_ns, __ATOMIC_RELAXED);
+	out->addr = __atomic_load_n(&e->addr, __ATOMIC_RELAXED);
+	out->size = __atomic_load_n(&e->size, __ATOMIC_RELAXED);
+	out->charged = __atomic_load_n(&e->charged, __ATOMIC_RELAXED);
+	out->alloc_ts_ns = __atomic_load_n(&e->alloc_ts_ns, __ATOMIC_RELAXED);
+	out->stack_id = __atomic_load_n(&e->stack_id, __ATOMIC_RELAXED);
+	out->tid = __atomic_load_n(&e->tid, __ATOMIC_RELAXED);
+	out->kind = __atomic_load_n(&e->kind, __ATOMIC_RELAXED);
+	out->region = __atomic_load_n(&e->region, __ATOMIC_RELAXED);
+	out->heap_id = __atomic_load_n(&e->heap_id, __ATOMIC_RELAXED);
+	out->reserved = 0;
+}
+
+void trace_drop(struct hp_region *r, const struct hp_event_v2 *ev)
+{
+	if (!r->ext)
+		return;
+	bool alloc = ev->kind == HP_EV_ALLOC;
+	_Atomic uint64_t *d = r->ext->trace_dropped;
+	atomic_fetch_add_explicit(&d[alloc ? HP_TDROP_ALLOCS : HP_TDROP_FREES],
+	                          1, memory_order_relaxed);
+	atomic_fetch_add_explicit(
+	        &d[alloc ? HP_TDROP_ALLOC_BYTES : HP_TDROP_FREE_BYTES],
+	        ev->size, memory_order_relaxed);
+}
+
+static void event_publish(struct hp_event_v2 *e, const struct hp_event_v2 *v,
+                          uint64_t pos)
+{
+	event_store(e, v);
+	atomic_store_explicit(&e->seq, pos + 1, memory_order_release);
+}
+
+int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
+{
+	if (!r->trace_cap)
+		return -ENODEV;
+	struct hp_header_ext_v2 *x = r->ext;
+	uint64_t mask = r->trace_cap - 1;
+	uint64_t pos;
+	struct hp_event_v2 *e;
+
+	switch (r->trace_mode) {
+	case HP_TRACE_STREAMING:
+		pos = atomic_load_explicit(&x->trace_head,
+		                           memory_order_relaxed);
+		for (;;) {
+			uint64_t tail = atomic_load_explicit(
+			        &x->trace_tail, memory_order_acquire);
+			if (pos - tail >= r->trace_cap)
+				return -EAGAIN;
+			if (atomic_compare_exchange_weak_explicit(
+			            &x->trace_head, &pos, pos + 1,
+			            memory_order_relaxed, memory_order_relaxed))
+				break;
+		}
+		/* The collector consumed position pos - capacity, which it
+		 * does only once that event was whole: nobody else writes
+		 * this slot now. */
+		e = &r->trace[pos & mask];
+		atomic_store_explicit(&e->seq, HP_EVENT_BUSY,
+		                      memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		event_publish(e, ev, pos);
+		return 0;
+	case HP_TRACE_ONESHOT:
+		pos = atomic_fetch_add_explicit(&x->trace_head, 1,
+		                                memory_order_relaxed);
+		if (pos >= r->trace_cap) {
+			if (pos == r->trace_cap) {
+				struct timespec ts;
+				clock_gettime(CLOCK_BOOTTIME, &ts);
+				uint64_t now =
+				        (uint64_t)ts.tv_sec * 1000000000u +
+				        (uint64_t)ts.tv_nsec;
+				atomic_store_explicit(&x->trace_full_ts,
+				                      now ? now : 1,
+				                      memory_order_release);
+			}
+			trace_drop(r, ev);
+			return -ENOSPC;
+		}
+		e = &r->trace[pos];
+		atomic_store_explicit(&e->seq, HP_EVENT_BUSY,
+		                      memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		event_publish(e, ev, pos);
+		return 0;
+	case HP_TRACE_RING: {
+		pos = atomic_fetch_add_explicit(&x->trace_head, 1,
+		                                memory_order_relaxed);
+		e = &r->trace[pos & mask];
+		uint64_t s =
+		        atomic_load_explicit(&e->seq, memory_order_relaxed);
+		/* Held by another writer, or already holding a newer event
+		 * (this writer was slower than a whole lap): drop ours. */
+		if (s == HP_EVENT_BUSY || (s != 0 && s - 1 > pos) ||
+		    !atomic_compare_exchange_strong_explicit(
+		            &e->seq, &s, HP_EVENT_BUSY, memory_order_relaxed,
+		            memory_order_relaxed)) {
+			trace_drop(r, ev);
+			return -EBUSY;
+		}
+		atomic_thread_fence(memory_order_release);
+		event_publish(e, ev, pos);
+		return 0;
+	}
+	default:
+		return -ENODEV;
+	}
+}
+
+enum hp_ev_read trace_get(const struct hp_region *r, uint64_t pos,
+                          struct hp_event_v2 *out)
+{
+	if (!r->trace_cap)
+		return HP_EV_READ_GONE;
+	if (r->trace_mode == HP_TRACE_ONESHOT && pos >= r->trace_cap)
+		return HP_EV_READ_GONE;
+	const struct hp_event_v2 *e = &r->trace[pos & (r->trace_cap - 1)];
+	for (int n = 0; n < READ_RETRIES; n++) {
+		uint64_t s1 =
+		        atomic_load_explicit(&e->seq, memory_order_acquire);
+		if (s1 == HP_EVENT_BUSY)
+			return HP_EV_READ_NOT_YET;
+		if (s1 != pos + 1)
+			return s1 > pos + 1 ? HP_EV_READ_GONE
+			                    : HP_EV_READ_NOT_YET;
+		event_load(e, out);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1) {
+			out->seq = s1;
+			return HP_EV_READ_OK;
+		}
+	}
+	return HP_EV_READ_GONE;
 }
 
 uint64_t strtab_append(struct hp_region *r, const char *s, size_t len)

@@ -1,8 +1,9 @@
 /*
- * Operations on a v1 region: the collector plans and formats it, the client
- * binds to it and inserts into its tables, the collector reads it.  All
- * table operations are lock-free and async-signal-safe: they never allocate,
- * never block and do a bounded amount of work.
+ * Operations on a region (layout v2, and v1 for reading): the collector plans
+ * and formats it, the client binds to it and inserts into its tables, the
+ * collector reads it.  All table operations are lock-free and
+ * async-signal-safe: they never allocate, never block and do a bounded amount
+ * of work.
  */
 #ifndef HEAPPROF_REGION_H
 #define HEAPPROF_REGION_H
@@ -11,13 +12,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "layout/layout_v1.h"
+#include "layout/layout_v2.h"
 
 /* A bound region: pointers and capacities, checked against region_size. */
 struct hp_region {
 	uint8_t *base;
 	uint64_t size;
 	struct hp_header_v1 *hdr;
+	uint32_t version;             /* header.version: 1 or 2 */
+	struct hp_header_ext_v2 *ext; /* v2 header part; NULL in v1 */
 	_Atomic uint64_t *stack_index;
 	uint64_t stack_index_cap; /* power of two */
 	struct hp_stack_v1 *stacks;
@@ -25,7 +28,10 @@ struct hp_region {
 	uint64_t *frames;
 	uint64_t frames_cap;
 	_Atomic uint64_t *live_keys;
-	struct hp_live_v1 *live_values;
+	/* v2 values; NULL in a v1 region, whose values (read only, through
+	 * livetab_read) are live_v1. */
+	struct hp_live_v2 *live_values;
+	const struct hp_live_v1 *live_v1;
 	uint64_t live_cap; /* power of two, multiple of HP_LIVE_BUCKET */
 	_Atomic uint8_t *live_fill; /* one per bucket */
 	bool use_fill; /* off at interval 1, where every free finds its block */
@@ -42,6 +48,10 @@ struct hp_region {
 	/* HP_CFG_TRACK_MAX: parallel to stacks (stacks_cap entries); NULL
 	 * when the region has no STACK_MAX table. */
 	struct hp_stack_max_v1 *stack_max;
+	/* v2 HP_TAB_TRACE; NULL, 0 without a trace (and in v1). */
+	struct hp_event_v2 *trace;
+	uint64_t trace_cap;  /* power of two */
+	uint32_t trace_mode; /* enum hp_trace_mode, cached at bind */
 };
 
 struct hp_config {
@@ -62,6 +72,16 @@ struct hp_config {
 	uint32_t adaptive_threshold_pct;
 	uint64_t adaptive_max_interval;
 	uint32_t block_timeout_ms;
+	/* 0: HP_LAYOUT_VERSION; HP_LAYOUT_V1 for a client that speaks only
+	 * v1 (no thread, time or trace). */
+	uint32_t layout_version;
+	/* v2: this region's place in its attach (0, or 1.. for GROW) and,
+	 * in region 0 only, the event trace: trace_bytes of the region
+	 * (rounded down to a power of two of events) go to HP_TAB_TRACE. */
+	uint32_t region_index;
+	uint32_t trace_mode; /* enum hp_trace_mode */
+	uint32_t trace_block_ms;
+	uint64_t trace_bytes;
 };
 
 /* Smallest region region_format accepts. */
@@ -69,6 +89,8 @@ struct hp_config {
 
 /*
  * Lays out tables in a zeroed region of `size` bytes and writes the header.
+ * The trace table (v2, region_index 0, trace_mode set) takes trace_bytes
+ * first; the caller adds them to the size it would use without a trace.
  * The live table is sized for the interval: every allocation needs a slot at
  * interval 1, few do when sampling.  With HP_CFG_TRACK_MAX the stack budget
  * includes a STACK_MAX entry per stack.  Returns 0 or -EINVAL (also for an
@@ -77,11 +99,11 @@ struct hp_config {
 int region_format(void *base, uint64_t size, const struct hp_config *cfg);
 
 /*
- * Checks a header and fills r.  Every table must lie inside [0, size).
- * STACK_MAX is optional (capacity 0: r->stack_max = NULL); when present it
- * must have one 64-byte entry per stack.  A v1 header written before the
- * session options existed (zeros) binds as "all options off".
- * Returns 0, -EPROTO (bad magic/version) or -EINVAL (bad geometry).
+ * Checks a header (version 1 or 2) and fills r.  Every table must lie inside
+ * [0, size). STACK_MAX is optional (capacity 0: r->stack_max = NULL); when
+ * present it must have one 64-byte entry per stack.  A v1 header written before
+ * the session options existed (zeros) binds as "all options off". Returns 0,
+ * -EPROTO (bad magic/version) or -EINVAL (bad geometry).
  */
 int region_bind(struct hp_region *r, void *base, uint64_t size);
 
@@ -112,10 +134,11 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
                          const uint64_t *pcs, uint32_t n, uint32_t flags,
                          bool *is_new);
 
-/* Live table. insert: 0 or -ENOSPC when both buckets are full.
- * remove: true and *out filled if addr was present. */
+/* Live table (v2 regions: the client's).  insert: 0 or -ENOSPC when
+ * both buckets are full; v->seq is ignored.  remove: true and *out filled
+ * if addr was present. */
 int livetab_insert(struct hp_region *r, uint64_t addr,
-                   const struct hp_live_v1 *v);
+                   const struct hp_live_v2 *v);
 /* Like livetab_insert; *pressure (0..16) tells how crowded the two
  * candidate buckets were: the slots used in the bucket the entry went to
  * (after the insert), plus 8 when the first bucket tried was full; 16 on
@@ -124,12 +147,57 @@ int livetab_insert(struct hp_region *r, uint64_t addr,
  * full (the other holds at least 7).
  * Without bucket fill (interval 1) it is 0 on success. */
 int livetab_insert_p(struct hp_region *r, uint64_t addr,
-                     const struct hp_live_v1 *v, uint32_t *pressure);
+                     const struct hp_live_v2 *v, uint32_t *pressure);
 /* The live table's load in percent, estimated from the fill of the 64
  * buckets (one cache line of fill bytes) around addr's first bucket; 0
  * without bucket fill (interval 1). */
 uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr);
-bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v1 *out);
+bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out);
+
+/*
+ * The reader's side (a snapshot), v1 or v2: slot i of the live table.
+ * HP_LIVE_READ_OK: *key and *out hold a whole entry (v1: tid and ts_ns
+ * 0); EMPTY: no block; BUSY: a writer held the slot through every retry
+ * (a block being recorded or removed right now).  Never blocks.
+ */
+enum hp_live_read {
+	HP_LIVE_READ_EMPTY = 0,
+	HP_LIVE_READ_OK = 1,
+	HP_LIVE_READ_BUSY = 2,
+};
+enum hp_live_read livetab_read(const struct hp_region *r, uint64_t i,
+                               uint64_t *key, struct hp_live_v2 *out);
+
+/*
+ * The event trace (v2, HP_TAB_TRACE; see enum hp_trace_mode).
+ * trace_put writes *ev (ev->seq ignored) at the next position:
+ *   0        written;
+ *   -EAGAIN  streaming, no room now: the caller may wait and call again,
+ *            or give up with trace_drop (nothing was counted yet);
+ *   -ENOSPC  oneshot, full (counted as dropped; the first sets
+ *            trace_full_ts);
+ *   -EBUSY   ring, another writer held the slot (counted);
+ *   -ENODEV  the region has no trace (nothing counted).
+ * Lock-free, bounded, async-signal-safe.
+ */
+int trace_put(struct hp_region *r, const struct hp_event_v2 *ev);
+/* Counts ev as dropped (trace_dropped[]). */
+void trace_drop(struct hp_region *r, const struct hp_event_v2 *ev);
+
+/*
+ * The reader's side: the event at position pos.
+ *   HP_EV_READ_OK    *out holds it whole;
+ *   HP_EV_READ_NOT_YET  not written yet (or being written);
+ *   HP_EV_READ_GONE  overwritten by a later event (ring), or pos is
+ *                    beyond what oneshot keeps.
+ */
+enum hp_ev_read {
+	HP_EV_READ_OK = 0,
+	HP_EV_READ_NOT_YET = 1,
+	HP_EV_READ_GONE = 2,
+};
+enum hp_ev_read trace_get(const struct hp_region *r, uint64_t pos,
+                          struct hp_event_v2 *out);
 
 /* Appends a module path to the string table; returns its offset or
  * UINT64_MAX when full. Single writer (the client's module scan). */

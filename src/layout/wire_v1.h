@@ -84,7 +84,20 @@ _Static_assert(sizeof(struct hp_welcome) == 56, "hp_welcome size");
  */
 enum hp_client_msg_type {
 	HP_CMSG_GROW = 1,
+	/*
+	 * heapprof_take_named_snapshot: arg is the length of the name
+	 * (1..HP_SNAPSHOT_NAME_MAX - 1) and that many bytes of name follow
+	 * the message (no NUL).  The collector writes a dump of the process
+	 * with every live block (reason "snapshot", that name) and answers
+	 * with an hp_welcome without fd: ACCEPT once it is in the profile,
+	 * ERROR if it could not write it.  One request at a time per
+	 * connection (GROW and SNAPSHOT share it).
+	 */
+	HP_CMSG_SNAPSHOT = 2,
 };
+
+/* Longest snapshot name, with its terminating NUL. */
+#define HP_SNAPSHOT_NAME_MAX 128
 
 struct hp_client_msg {
 	uint32_t magic; /* HP_WIRE_MAGIC */

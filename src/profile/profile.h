@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "layout/layout_v1.h"
+#include "layout/layout_v2.h"
 
 struct profile; /* opaque writer handle */
 
@@ -33,6 +33,9 @@ struct prof_module {
 };
 
 struct prof_stack {
+	/* Where the client keeps it: region index << 32 | stack id.  Events
+	 * of the trace name their stack by this key. */
+	uint64_t key;
 	uint32_t heap_id;
 	uint32_t nframes;
 	const uint64_t *pcs; /* leaf first; return addresses */
@@ -61,9 +64,30 @@ struct prof_memory {
 	uint64_t malloc_system, malloc_in_use, malloc_free;
 };
 
+/* A live block of a snapshot (prof_dump.blocks). */
+struct prof_block {
+	uint64_t address;    /* malloc's pointer; a custom heap's id */
+	uint64_t size;       /* requested bytes */
+	uint64_t charged;    /* bytes charged (sampled: the estimate) */
+	uint64_t objects_fp; /* objects charged, 16.16 fixed */
+	uint32_t stack;      /* index into prof_dump.stacks */
+	uint32_t stack_id;   /* the client's (for the reader's own use) */
+	uint32_t heap_id;
+	uint32_t tid;   /* allocating thread; 0 if unknown (layout v1) */
+	uint64_t ts_ns; /* CLOCK_BOOTTIME of the allocation; 0 unknown */
+};
+
 struct prof_dump {
 	uint64_t ts_ns;     /* CLOCK_BOOTTIME */
-	const char *reason; /* "end", "signal", ... */
+	const char *reason; /* "end", "signal", "snapshot", ... */
+	/* A named snapshot (heapprof_take_named_snapshot, heapprof
+	 * snapshot): heapprof_dump.name; NULL for other dumps. */
+	const char *name;
+	/* Every live block (a snapshot): heapprof_block rows for this dump.
+	 * NULL, 0: the dump keeps per-stack counters only. */
+	const struct prof_block *blocks;
+	size_t nblocks;
+	uint64_t blocks_in_flight; /* see struct snapshot */
 	const struct prof_module *modules;
 	size_t nmodules;
 	const struct prof_stack *stacks;
@@ -119,6 +143,47 @@ int profile_write_dump(struct profile *p, int64_t upid,
                        const struct prof_dump *d);
 int profile_end_process(struct profile *p, int64_t upid,
                         const struct prof_process_end *e);
+/*
+ * The event trace of a process (record --trace): heapprof_event rows.
+ * stack_key is the prof_stack.key of the allocation's stack; every dump of
+ * the process maps the keys it has seen to callsites
+ * (heapprof_trace_stack), so events written before the dump that first
+ * holds their stack resolve once it is written.
+ */
+struct prof_event {
+	uint64_t ts_ns; /* CLOCK_BOOTTIME */
+	uint32_t kind;  /* HP_EV_ALLOC, HP_EV_FREE */
+	uint32_t tid;
+	uint64_t address, size, charged;
+	uint64_t alloc_ts_ns; /* free: when the block was allocated */
+	uint64_t stack_key;
+	uint32_t heap_id;
+};
+int profile_write_events(struct profile *p, int64_t upid,
+                         const struct prof_event *ev, size_t n);
+
+/* What the trace of a process kept and left out (heapprof_trace, one row
+ * per process, replaced at each call). */
+struct prof_trace {
+	const char *mode; /* "streaming", "oneshot", "ring" */
+	uint64_t buffer_bytes;
+	uint64_t events; /* written to the profile */
+	/* Never written by the client: no room (streaming without
+	 * --block-client, or after a wait timed out; oneshot once full),
+	 * or a slot another writer held (ring). */
+	uint64_t dropped_allocs, dropped_frees;
+	uint64_t dropped_alloc_bytes, dropped_free_bytes;
+	/* ring: written, then replaced by newer events before it was read */
+	uint64_t overwritten;
+	/* reserved by a writer that never finished it (the process died in
+	 * the middle of writing it) */
+	uint64_t incomplete;
+	uint64_t full_ts_ns;     /* oneshot: when it filled; 0 if it did not */
+	uint64_t waits, wait_ns; /* streaming + --block-client */
+};
+int profile_set_trace(struct profile *p, int64_t upid,
+                      const struct prof_trace *t);
+
 /*
  * Set a session-level key in heapprof_meta (replacing an earlier value),
  * e.g. "config": the session's config as config_print writes it.

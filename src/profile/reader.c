@@ -546,8 +546,10 @@ int reader_load_processes(sqlite3 *db, const char *subsys,
 
 void reader_free_dumps(struct rd_dump *d, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(d[i].reason);
+		free(d[i].name);
+	}
 	free(d);
 }
 
@@ -555,14 +557,15 @@ int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
                       struct rd_dump **out, size_t *n)
 {
 	static const char *const cols[] = {"at_max", "max_ts", "max_live_bytes",
-	                                   "interval_used"};
+	                                   "interval_used", "name"};
 	char *sel = select_cols(db, "heapprof_dump", "d", cols,
 	                        sizeof(cols) / sizeof(cols[0]));
 	char *sql = NULL;
-	if (!sel || asprintf(&sql,
-	                     "SELECT d.ts, d.reason, %s FROM heapprof_dump d"
-	                     " WHERE d.upid = ? ORDER BY d.ts, d.id",
-	                     sel) < 0)
+	if (!sel ||
+	    asprintf(&sql,
+	             "SELECT d.ts, d.reason, %s, d.id FROM heapprof_dump d"
+	             " WHERE d.upid = ? ORDER BY d.ts, d.id",
+	             sel) < 0)
 		sql = NULL;
 	free(sel);
 	*out = NULL;
@@ -593,7 +596,16 @@ int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
 		a[*n].max_ts = sqlite3_column_int64(st, 3);
 		a[*n].max_live_bytes = sqlite3_column_int64(st, 4);
 		a[*n].interval_used = sqlite3_column_int64(st, 5);
+		a[*n].id = sqlite3_column_int64(st, 7);
 		a[*n].reason = dup_text_or_empty(st, 1);
+		if (sqlite3_column_type(st, 6) != SQLITE_NULL) {
+			a[*n].name = dup_text_or_empty(st, 6);
+			if (!a[*n].name) {
+				free(a[*n].reason);
+				rc = SQLITE_NOMEM;
+				break;
+			}
+		}
 		if (!a[(*n)++].reason) {
 			rc = SQLITE_NOMEM;
 			break;

@@ -145,6 +145,8 @@ struct rd_dump {
 	int at_max;
 	int64_t max_ts, max_live_bytes;
 	int64_t interval_used; /* the interval in effect; 0 if unknown */
+	char *name; /* a named snapshot's name; NULL for other dumps */
+	int64_t id; /* heapprof_dump.id (heapprof_block.dump_id) */
 };
 
 /* Every process, by upid.  0 or negative errno (message printed). */

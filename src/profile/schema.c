@@ -40,7 +40,25 @@ const char profile_schema_sql[] =
         " sampling_interval INT, PRIMARY KEY(upid, heap_id));\n"
         "CREATE TABLE heapprof_dump(id INTEGER PRIMARY KEY, ts INT, upid INT,"
         " reason TEXT, at_max INT, max_ts INT, max_live_bytes INT,"
-        " interval_used INT);\n"
+        " interval_used INT, name TEXT, blocks_in_flight INT);\n"
+        /* A snapshot dump's live blocks (prof_block). */
+        "CREATE TABLE heapprof_block(dump_id INT, upid INT, address INT,"
+        " size INT, charged INT, objects_fp INT, heap_name TEXT,"
+        " callsite_id INT, tid INT, ts INT);\n"
+        /* The event trace (prof_event); kind is 'alloc' or 'free'. */
+        "CREATE TABLE heapprof_event(upid INT, ts INT, kind TEXT, tid INT,"
+        " address INT, size INT, charged INT, heap_name TEXT,"
+        " stack_key INT, alloc_ts INT);\n"
+        "CREATE TABLE heapprof_trace_stack(upid INT, stack_key INT,"
+        " callsite_id INT, PRIMARY KEY(upid, stack_key));\n"
+        "CREATE TABLE heapprof_trace(upid INTEGER PRIMARY KEY, mode TEXT,"
+        " buffer_bytes INT, events INT, dropped_allocs INT,"
+        " dropped_frees INT, dropped_alloc_bytes INT,"
+        " dropped_free_bytes INT, overwritten INT, incomplete INT,"
+        " full_ts INT, waits INT, wait_ns INT);\n"
+        "CREATE VIEW heapprof_event_callsite AS SELECT e.*, s.callsite_id"
+        " FROM heapprof_event e LEFT JOIN heapprof_trace_stack s"
+        " ON s.upid = e.upid AND s.stack_key = e.stack_key;\n"
         "CREATE TABLE heapprof_dump_memory(upid INT, ts INT, name TEXT,"
         " value INT, source TEXT);\n"
         "CREATE INDEX heapprof_process_stats_upid"
@@ -58,7 +76,11 @@ const char profile_index_sql[] =
         "CREATE INDEX IF NOT EXISTS heap_profile_allocation_callsite"
         " ON heap_profile_allocation(callsite_id);\n"
         "CREATE INDEX IF NOT EXISTS stack_profile_callsite_parent"
-        " ON stack_profile_callsite(parent_id);\n";
+        " ON stack_profile_callsite(parent_id);\n"
+        "CREATE INDEX IF NOT EXISTS heapprof_event_upid_ts"
+        " ON heapprof_event(upid, ts);\n"
+        "CREATE INDEX IF NOT EXISTS heapprof_block_dump"
+        " ON heapprof_block(dump_id);\n";
 
 const char *const profile_required_tables[] = {
         "heapprof_meta",

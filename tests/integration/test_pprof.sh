@@ -273,10 +273,11 @@ t_begin "pprof: bad input fails with one line"
 expect_error e-nofile 2 'missing FILE' pprof
 expect_error e-opt 2 "unknown option '--bogus'" pprof "$KDB" --bogus
 expect_error e-dump0 2 "invalid --dump '0'" pprof "$KDB" --dump 0
-expect_error e-dumpx 2 "invalid --dump 'x'" pprof "$KDB" --dump x
+expect_error e-dumpx 2 "invalid --dump '0'" pprof "$KDB" --dump 0
+expect_error e-dumpname 1 "has no snapshot named 'x'" pprof "$KDB" --dump x
 expect_error e-both 2 'exclude each other' pprof "$KDB" --dump 1 --all
 expect_error e-val 2 "needs a value" pprof "$KDB" --pid
-expect_error e-range 1 'has 1 dump; --dump 2 is out of range' pprof "$KDB" --dump 2
+expect_error e-range 1 'has 1 dump; dump 2 is out of range' pprof "$KDB" --dump 2
 expect_error e-pid 1 'no process with pid 1$' pprof "$KDB" --pid 1
 expect_error e-heap 1 "no heap 'nosuch'" pprof "$KDB" --heap nosuch
 expect_error e-missing 1 'No such file' pprof "$T_DIR/nope.db"

@@ -344,7 +344,7 @@ static void test_block_client_grow(void)
 	CHECK_EQ_U64(f2, in2);
 	/* A realloc of an old block takes it out of the old region. */
 	recorder_sample((void *)0x9990000, 10, 10, true, 0);
-	struct hp_live_v1 v;
+	struct hp_live_v2 v;
 	CHECK(recorder_take((void *)0x4000000, &v) == NULL);
 	free_slot(s1);
 	free_slot(s2);
@@ -438,7 +438,7 @@ static void test_heap_keys(void)
 	CHECK_EQ_U64(atomic_load(&r->hdr->stacks_used), 3); /* two stacks */
 	CHECK_EQ_U64(r->stacks[1].heap_id, 0);
 	CHECK_EQ_U64(r->stacks[2].heap_id, 3);
-	struct hp_live_v1 v;
+	struct hp_live_v2 v;
 	recorder_forget(0x20000);
 	CHECK(!livetab_remove(r, 0x20000, &v));
 	CHECK_EQ_U64(atomic_load(&r->stacks[2].free_bytes), 32);

@@ -1,8 +1,9 @@
 /*
- * The v1 region: layout sizes, format/bind and the checks bind makes, the
+ * The region: layout sizes, format/bind and the checks bind makes, the
  * stack table (interning, dedup, overflow) and the live table (insert,
  * remove, bucket fill), single- and multi-threaded, and the collector's
- * snapshot of a region.
+ * snapshot of a region; layout v2's seqlocked live entries and event
+ * trace, and a v1 region still read.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -267,7 +268,9 @@ static void test_bind_rejects(void)
 	void *base = new_region(4 << 20, 4096, &r);
 	struct hp_header_v1 *h = base;
 	CHECK(region_bind(&r, base, 2 << 20) == -EINVAL); /* size mismatch */
-	h->version = 2;
+	h->version = HP_LAYOUT_VERSION + 1;
+	CHECK(region_bind(&r, base, 4 << 20) == -EPROTO);
+	h->version = HP_LAYOUT_V1; /* a v1 header is 768 bytes, not 1024 */
 	CHECK(region_bind(&r, base, 4 << 20) == -EPROTO);
 	h->version = HP_LAYOUT_VERSION;
 	h->tables[HP_TAB_FRAMES].capacity = 1ull << 40; /* out of bounds */
@@ -425,12 +428,12 @@ static void test_live_table(void)
 {
 	struct hp_region r;
 	void *base = new_region(4 << 20, 4096, &r);
-	struct hp_live_v1 v = {.stack_id = 7, .size = 100, .charged = 4096};
+	struct hp_live_v2 v = {.stack_id = 7, .size = 100, .charged = 4096};
 	uint32_t pressure = 99;
 	CHECK(livetab_insert_p(&r, 0x10000, &v, &pressure) == 0);
 	CHECK_EQ_U64(pressure, 1);
 	CHECK_EQ_U64(livetab_load_pct(&r, 0x10000), 0); /* 1 of 512 */
-	struct hp_live_v1 out;
+	struct hp_live_v2 out;
 	CHECK(!livetab_remove(&r, 0x20000, &out));
 	CHECK(livetab_remove(&r, 0x10000, &out));
 	CHECK_EQ_U64(out.stack_id, 7);
@@ -486,11 +489,11 @@ static void *worker_run(void *arg)
 		uint32_t id = stacktab_intern(w->r, 0, pcs, 3, 0, &is_new);
 		atomic_fetch_add(&w->r->stacks[id].alloc_count, 1);
 		uint64_t addr = ((uint64_t)w->id << 32) | ((uint64_t)i << 4);
-		struct hp_live_v1 v = {.stack_id = id, .charged = 1};
+		struct hp_live_v2 v = {.stack_id = id, .charged = 1};
 		if (livetab_insert(w->r, addr, &v) == 0)
 			w->inserted++;
 		if (i % 2 == 0) {
-			struct hp_live_v1 out;
+			struct hp_live_v2 out;
 			if (livetab_remove(w->r, addr, &out))
 				w->removed++;
 		}
@@ -557,6 +560,233 @@ static void test_snapshot_clamps(void)
 	free(base);
 }
 
+/* A v1 region (an older client's): formatted as v1, written the way a v1
+ * client writes (32-byte values, key published after the value), read
+ * whole by livetab_read with no thread or time. */
+static void test_v1_region(void)
+{
+	uint64_t size = 4 << 20;
+	void *base = calloc(1, size);
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .layout_version = HP_LAYOUT_V1,
+	                        .trace_mode = HP_TRACE_RING,
+	                        .trace_bytes = 1 << 20};
+	CHECK(region_format(base, size, &cfg) == 0);
+	struct hp_region r;
+	CHECK(region_bind(&r, base, size) == 0);
+	CHECK_EQ_U64(r.version, 1);
+	CHECK_EQ_U64(r.hdr->header_size, 768);
+	CHECK(r.ext == NULL && r.live_values == NULL && r.live_v1 != NULL);
+	CHECK(r.trace == NULL && r.trace_cap == 0); /* no trace in v1 */
+	CHECK_EQ_U64(r.hdr->tables[HP_TAB_LIVE_VALUES].entry_size, 32);
+	uint64_t pcs[1] = {0x1234};
+	bool is_new;
+	uint32_t id = stacktab_intern(&r, 0, pcs, 1, 0, &is_new);
+	struct hp_live_v1 *vals = (struct hp_live_v1 *)r.live_v1;
+	vals[5] = (struct hp_live_v1){.stack_id = id,
+	                              .size = 100,
+	                              .charged = 100,
+	                              .objects_fp = HP_OBJ_FP_ONE};
+	atomic_store(&r.live_keys[5], 0xabc0);
+	atomic_store(&r.live_keys[6], HP_LIVE_BUSY);
+	uint64_t key = 0, n = 0;
+	struct hp_live_v2 v;
+	for (uint64_t i = 0; i < r.live_cap; i++)
+		if (livetab_read(&r, i, &key, &v) == HP_LIVE_READ_OK) {
+			n++;
+			CHECK_EQ_U64(key, 0xabc0);
+			CHECK_EQ_U64(v.stack_id, id);
+			CHECK_EQ_U64(v.size, 100);
+			CHECK_EQ_U64(v.tid, 0);
+			CHECK_EQ_U64(v.ts_ns, 0);
+		}
+	CHECK_EQ_U64(n, 1);
+	CHECK(livetab_read(&r, 6, &key, &v) == HP_LIVE_READ_BUSY);
+	/* The collector's reading of stacks is the same for both. */
+	r.stacks[id].alloc_count = 1;
+	struct snapshot s;
+	CHECK(snapshot_take(&r, &s) == 0);
+	CHECK_EQ_U64(s.dump.nstacks, 1);
+	CHECK_EQ_U64(s.dump.stacks[0].pcs[0], 0x1234);
+	snapshot_free(&s);
+	free(base);
+}
+
+/* Writers insert and remove the same few addresses as fast as they can
+ * while a reader copies entries: every copy it calls whole is one that a
+ * writer wrote (size and ts agree with the key), never a mix. */
+struct churn {
+	struct hp_region *r;
+	int id;
+	_Atomic int *stop;
+};
+
+static void *churn_run(void *arg)
+{
+	struct churn *c = arg;
+	uint64_t gen = 0;
+	while (!atomic_load(c->stop)) {
+		for (uint64_t a = 1; a <= 16; a++) {
+			uint64_t addr = (a << 12) | ((uint64_t)c->id << 8);
+			gen++;
+			struct hp_live_v2 v = {.stack_id = (uint32_t)a,
+			                       .tid = (uint32_t)c->id,
+			                       .size = addr,
+			                       .charged = gen,
+			                       .objects_fp = gen,
+			                       .ts_ns = addr ^ gen};
+			if (livetab_insert(c->r, addr, &v) == 0) {
+				struct hp_live_v2 out;
+				CHECK(livetab_remove(c->r, addr, &out));
+			}
+		}
+	}
+	return NULL;
+}
+
+static void test_live_seqlock(void)
+{
+	struct hp_region r;
+	void *base = new_region(4 << 20, 1, &r);
+	_Atomic int stop = 0;
+	struct churn c[2];
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++) {
+		c[i] = (struct churn){.r = &r, .id = i + 1, .stop = &stop};
+		pthread_create(&th[i], NULL, churn_run, &c[i]);
+	}
+	uint64_t ok = 0, bad = 0;
+	for (int round = 0; round < 2000 || ok < 1000; round++) {
+		for (uint64_t i = 0; i < r.live_cap; i++) {
+			uint64_t key;
+			struct hp_live_v2 v;
+			if (livetab_read(&r, i, &key, &v) != HP_LIVE_READ_OK)
+				continue;
+			ok++;
+			if (v.size != key || v.ts_ns != (key ^ v.charged) ||
+			    v.objects_fp != v.charged ||
+			    v.tid != ((key >> 8) & 0xf))
+				bad++;
+		}
+		if (round > 200000)
+			break; /* bounded: the CHECK on ok says what happened */
+	}
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	CHECK(ok >= 1000);
+	CHECK_EQ_U64(bad, 0);
+	free(base);
+}
+
+static void *trace_region(uint64_t size, uint32_t mode, uint64_t bytes,
+                          struct hp_region *r)
+{
+	void *base = calloc(1, size);
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .trace_mode = mode,
+	                        .trace_bytes = bytes};
+	CHECK(region_format(base, size, &cfg) == 0);
+	CHECK(region_bind(r, base, size) == 0);
+	return base;
+}
+
+static struct hp_event_v2 ev_of(uint64_t i)
+{
+	return (struct hp_event_v2){.kind = (i & 1) ? HP_EV_FREE : HP_EV_ALLOC,
+	                            .ts_ns = 1000 + i,
+	                            .addr = 0x10000 + i * 16,
+	                            .size = i,
+	                            .stack_id = (uint32_t)i};
+}
+
+static void test_trace_modes(void)
+{
+	struct hp_region r;
+	struct hp_event_v2 e, x;
+	/* 64 KiB + a bit: 1024 events of 64 bytes. */
+	void *base =
+	        trace_region(4 << 20, HP_TRACE_STREAMING, 64 * 1024 + 100, &r);
+	CHECK_EQ_U64(r.trace_cap, 1024);
+	CHECK_EQ_U64(r.ext->region_index, 0);
+	CHECK(trace_get(&r, 0, &e) == HP_EV_READ_NOT_YET);
+	for (uint64_t i = 0; i < 1024; i++) {
+		x = ev_of(i);
+		CHECK(trace_put(&r, &x) == 0);
+	}
+	x = ev_of(7);
+	CHECK(trace_put(&r, &x) == -EAGAIN); /* full until consumed */
+	CHECK_EQ_U64(atomic_load(&r.ext->trace_dropped[HP_TDROP_FREES]), 0);
+	trace_drop(&r, &x);
+	CHECK_EQ_U64(atomic_load(&r.ext->trace_dropped[HP_TDROP_FREES]), 1);
+	CHECK_EQ_U64(atomic_load(&r.ext->trace_dropped[HP_TDROP_FREE_BYTES]),
+	             7);
+	CHECK(trace_get(&r, 3, &e) == HP_EV_READ_OK);
+	atomic_store(&r.ext->trace_tail, 10); /* the collector read 10 */
+	for (uint64_t i = 0; i < 10; i++) {
+		x = ev_of(1024 + i);
+		CHECK(trace_put(&r, &x) == 0);
+	}
+	CHECK(trace_put(&r, &x) == -EAGAIN);
+	CHECK(trace_get(&r, 3, &e) == HP_EV_READ_GONE); /* overwritten */
+	CHECK(trace_get(&r, 1030, &e) == HP_EV_READ_OK);
+	CHECK_EQ_U64(e.addr, 0x10000 + 1030 * 16);
+	CHECK_EQ_U64(e.kind, HP_EV_ALLOC);
+	CHECK_EQ_U64(e.seq, 1031);
+	CHECK(trace_get(&r, 1034, &e) == HP_EV_READ_NOT_YET);
+	free(base);
+
+	/* oneshot: the first 1024 stay, the rest are counted. */
+	base = trace_region(4 << 20, HP_TRACE_ONESHOT, 64 * 1024, &r);
+	for (uint64_t i = 0; i < 1500; i++) {
+		x = ev_of(i);
+		CHECK(trace_put(&r, &x) == (i < 1024 ? 0 : -ENOSPC));
+	}
+	CHECK(atomic_load(&r.ext->trace_full_ts) != 0);
+	CHECK_EQ_U64(atomic_load(&r.ext->trace_dropped[HP_TDROP_ALLOCS]) +
+	                     atomic_load(&r.ext->trace_dropped[HP_TDROP_FREES]),
+	             476);
+	CHECK(trace_get(&r, 1023, &e) == HP_EV_READ_OK);
+	CHECK_EQ_U64(e.size, 1023);
+	CHECK(trace_get(&r, 1024, &e) == HP_EV_READ_GONE);
+	free(base);
+
+	/* ring: the newest 1024 stay. */
+	base = trace_region(4 << 20, HP_TRACE_RING, 64 * 1024, &r);
+	for (uint64_t i = 0; i < 3000; i++) {
+		x = ev_of(i);
+		CHECK(trace_put(&r, &x) == 0);
+	}
+	CHECK_EQ_U64(atomic_load(&r.ext->trace_head), 3000);
+	CHECK(trace_get(&r, 3000 - 1025, &e) == HP_EV_READ_GONE);
+	for (uint64_t p = 3000 - 1024; p < 3000; p++) {
+		CHECK(trace_get(&r, p, &e) == HP_EV_READ_OK);
+		CHECK_EQ_U64(e.size, p);
+	}
+	free(base);
+
+	/* Only the first region of an attach has a trace. */
+	base = calloc(1, 4 << 20);
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .region_index = 1,
+	                        .trace_mode = HP_TRACE_RING,
+	                        .trace_bytes = 1 << 20};
+	CHECK(region_format(base, 4 << 20, &cfg) == 0);
+	CHECK(region_bind(&r, base, 4 << 20) == 0);
+	CHECK(r.trace == NULL);
+	CHECK_EQ_U64(r.ext->region_index, 1);
+	x = ev_of(0);
+	CHECK(trace_put(&r, &x) == -ENODEV);
+	/* A trace bigger than the region is refused. */
+	cfg.region_index = 0;
+	cfg.trace_bytes = 8 << 20;
+	CHECK(region_format(base, 4 << 20, &cfg) == -EINVAL);
+	free(base);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -572,6 +802,9 @@ int main(void)
 	        {"live_table", test_live_table},
 	        {"threads", test_threads},
 	        {"snapshot_clamps", test_snapshot_clamps},
+	        {"v1_region", test_v1_region},
+	        {"live_seqlock", test_live_seqlock},
+	        {"trace_modes", test_trace_modes},
 	        {NULL, NULL},
 	};
 	return unit_main("region", tests);

@@ -1,0 +1,159 @@
+/*
+ * The shared-memory format, version 2: version 1 (layout_v1.h) plus what
+ * full live tracking and the event trace need.  What changed:
+ *
+ *   - the header grows from 768 to 1024 bytes: the v1 header unchanged,
+ *     then struct hp_header_ext_v2 at offset 768;
+ *   - a live-table value is struct hp_live_v2 (48 bytes): each entry is a
+ *     seqlock and carries the allocating thread and the time, so a reader
+ *     copies every live block whole while the program runs;
+ *   - an optional event table (HP_TAB_TRACE, struct hp_event_v2).
+ *
+ * Everything else (tables, records, protocols) is v1's.  The collector
+ * formats v2 for a client that speaks it and v1 for a client that only
+ * speaks v1 (hp_hello.layout_version), and reads both: region_bind
+ * accepts either, and a v1 region reads as a v2 one without thread, time
+ * and trace.
+ *
+ * See docs/LAYOUT.md for the prose description.
+ */
+#ifndef HEAPPROF_LAYOUT_V2_H
+#define HEAPPROF_LAYOUT_V2_H
+
+#include "layout/layout_v1.h"
+
+#define HP_LAYOUT_VERSION     2u /* what this build writes */
+#define HP_LAYOUT_MIN_VERSION 1u /* the oldest it still reads */
+
+/* HP_TAB_TRACE: struct hp_event_v2, capacity a power of two; capacity 0
+ * without --trace (and in every GROW region: the trace lives in the
+ * first region of an attach). */
+#define HP_TAB_TRACE 11
+
+enum hp_trace_mode {
+	HP_TRACE_OFF = 0,
+	/* The collector reads events while the program runs and moves
+	 * trace_tail; a writer that finds no room waits (--block-client,
+	 * at most trace_block_ms) or drops the event and counts it. */
+	HP_TRACE_STREAMING = 1,
+	/* Events fill the table once; the first that does not fit sets
+	 * trace_full_ts, and it and every later one are dropped and
+	 * counted. */
+	HP_TRACE_ONESHOT = 2,
+	/* The newest `capacity` events: a writer overwrites the oldest.
+	 * Stacks, frames and modules are in their own tables and are never
+	 * overwritten, so every event left stays symbolizable. */
+	HP_TRACE_RING = 3,
+};
+
+/* trace_dropped[] indexes: events not written, exactly. */
+enum hp_trace_drop {
+	HP_TDROP_ALLOCS = 0,  /* allocation events */
+	HP_TDROP_FREES,       /* free events */
+	HP_TDROP_ALLOC_BYTES, /* requested bytes of the dropped allocations */
+	HP_TDROP_FREE_BYTES,  /* requested bytes of the dropped frees */
+	HP_TDROP_COUNT = 4
+};
+
+/*
+ * The v2 part of the header, at offset sizeof(struct hp_header_v1).
+ * Written by the collector before the region is handed over, except the
+ * atomic fields marked as the client's (and trace_tail: the collector's,
+ * while the program runs).
+ */
+struct hp_header_ext_v2 {
+	/* Collector, before hand-over. */
+	uint32_t region_index;   /* 0: first region of an attach; GROW: 1.. */
+	uint32_t trace_mode;     /* enum hp_trace_mode (region_index 0) */
+	uint32_t trace_block_ms; /* streaming + HP_CFG_BLOCK_CLIENT */
+	uint32_t reserved0;
+	uint64_t reserved1[6];
+
+	/* Client: next event position to hand out (events ever reserved,
+	 * whether written or not). */
+	_Atomic uint64_t trace_head;
+	/* Client: HP_TRACE_ONESHOT: CLOCK_BOOTTIME when the first event
+	 * did not fit; 0 while none was refused. */
+	_Atomic uint64_t trace_full_ts;
+	_Atomic uint64_t trace_dropped[HP_TDROP_COUNT];
+	/* Client: streaming with HP_CFG_BLOCK_CLIENT: writers that waited
+	 * for room, and the nanoseconds they waited in all. */
+	_Atomic uint64_t trace_waits;
+	_Atomic uint64_t trace_wait_ns;
+
+	/* Collector (streaming): events consumed; a writer has room while
+	 * head - tail < capacity.  Its own cache line. */
+	_Atomic uint64_t trace_tail;
+	uint64_t reserved2[7];
+
+	uint64_t reserved3[8];
+};
+_Static_assert(sizeof(struct hp_header_ext_v2) == 256,
+               "hp_header_ext_v2 size");
+
+#define HP_HEADER_V2_SIZE                                                     \
+	(sizeof(struct hp_header_v1) + sizeof(struct hp_header_ext_v2))
+
+/*
+ * A live block (HP_TAB_LIVE_VALUES in v2), parallel to HP_TAB_LIVE_KEYS.
+ * `seq` makes each entry a seqlock: the writer, which owns the slot (its
+ * key is HP_LIVE_BUSY), makes seq odd, writes the fields, makes it even,
+ * then publishes the key (release).  A reader loads the key (acquire),
+ * seq, copies the fields, then loads seq and the key again: the copy is
+ * whole when both are unchanged and seq is even.  seq only grows, so a
+ * slot freed and reused for the same address in between is seen.
+ */
+struct hp_live_v2 {
+	_Atomic uint32_t seq;
+	uint32_t stack_id;
+	uint32_t heap_id;
+	uint32_t tid;        /* thread that allocated it (gettid) */
+	uint64_t size;       /* requested bytes */
+	uint64_t charged;    /* bytes charged to the stack */
+	uint64_t objects_fp; /* objects charged, 16.16 fixed */
+	uint64_t ts_ns;      /* CLOCK_BOOTTIME when it was recorded */
+};
+_Static_assert(sizeof(struct hp_live_v2) == 48, "hp_live_v2 size");
+
+/*
+ * One event of the trace.  `seq` is position + 1 once the event at
+ * `position` is written, HP_EVENT_BUSY while a writer holds the slot and 0
+ * before its first use.  A writer claims the slot with a CAS from the
+ * value it saw (never from BUSY), writes, then stores position + 1
+ * (release); a reader of position p copies the event when seq == p + 1
+ * and keeps the copy if seq is still p + 1 after it.
+ *
+ * A free carries the stack, size and charge of the block as it was
+ * allocated, and when (alloc_ts_ns): a free alone tells a block's life.
+ * stack_id indexes the stack table of region `region` (region_index) of
+ * the same attach.
+ */
+struct hp_event_v2 {
+	_Atomic uint64_t seq;
+	uint64_t ts_ns;   /* CLOCK_BOOTTIME */
+	uint64_t addr;    /* the block's address (custom heaps: its id) */
+	uint64_t size;    /* requested bytes */
+	uint64_t charged; /* bytes charged (sampled: the estimate) */
+	uint64_t alloc_ts_ns; /* HP_EV_FREE: when it was allocated */
+	uint32_t stack_id;
+	uint32_t tid; /* thread that allocated / freed */
+	uint8_t kind; /* HP_EV_* */
+	uint8_t region;
+	uint16_t heap_id;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct hp_event_v2) == 64, "hp_event_v2 size");
+
+#define HP_EVENT_BUSY UINT64_MAX
+
+enum hp_event_kind {
+	HP_EV_ALLOC = 1,
+	HP_EV_FREE = 2,
+};
+
+/* --trace-buffer: default and bounds (bytes). */
+#define HP_TRACE_DEFAULT_BYTES (64ull << 20)
+#define HP_TRACE_MIN_BYTES     (64ull << 10)
+#define HP_TRACE_MAX_BYTES     (16ull << 30)
+
+#endif
