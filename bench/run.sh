@@ -12,8 +12,9 @@
 #   BENCH_QUICK=1         smoke run: 1 repetition, small inputs
 #   BENCH_WORKLOADS=...   subset of: malloc1 malloc2 malloc8 sqlite3 cc1 perl
 #                         ("malloc" = the three mallocbench ones)
-#   BENCH_MODES=...       subset of: bare idle default i1 fp heaptrack
-#                         heaptrack-raw (bare is always run)
+#   BENCH_MODES=...       subset of: bare idle default i1 fp trace
+#                         trace-ring heaptrack heaptrack-raw (bare is
+#                         always run)
 #   BENCH_TIMEOUT=S       limit for one run, seconds (default 600)
 #   BENCH_HEAPTRACK_MEM_MIB=M  address-space limit for heaptrack runs
 #                         (default 8192; 0 = none)
@@ -64,7 +65,7 @@ else
 fi
 
 ALL_WORKLOADS="malloc1 malloc2 malloc8 sqlite3 cc1 perl"
-ALL_MODES="bare idle default i1 fp heaptrack heaptrack-raw"
+ALL_MODES="bare idle default i1 fp trace trace-ring heaptrack heaptrack-raw"
 WORKLOADS=""
 for w in $(echo "${BENCH_WORKLOADS:-$ALL_WORKLOADS}" | tr ',' ' '); do
 	case $w in
@@ -174,7 +175,7 @@ else
 fi
 rm -f "$probe_db"
 if [ -n "$why" ]; then
-	for m in default i1 fp; do SKIP_MODE[$m]=$why; done
+	for m in default i1 fp trace trace-ring; do SKIP_MODE[$m]=$why; done
 fi
 if ! command -v heaptrack >/dev/null 2>&1; then
 	SKIP_MODE[heaptrack]="skipped: heaptrack not installed"
@@ -242,6 +243,11 @@ run_one() {
 	default) pre=("$HEAPPROF" record -o "$out" --) ;;
 	i1) pre=("$HEAPPROF" record -i 1 -o "$out" --) ;;
 	fp) pre=("$HEAPPROF" record --unwind fp -o "$out" --) ;;
+	# Every allocation and free as an event, kept in full (streaming,
+	# waiting for the collector rather than dropping) or the newest
+	# 64 MiB of them (ring): what heaptrack records.
+	trace) pre=("$HEAPPROF" record -i 1 --trace streaming --block-client -o "$out" --) ;;
+	trace-ring) pre=("$HEAPPROF" record -i 1 --trace ring -o "$out" --) ;;
 	heaptrack) pre=(heaptrack -o "$out") ;;
 	heaptrack-raw) pre=(heaptrack --raw -o "$out") ;;
 	esac

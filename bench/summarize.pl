@@ -20,6 +20,8 @@ my %label = (
 	'default'       => 'heapprof record (-i 4096)',
 	'i1'            => 'heapprof record -i 1',
 	'fp'            => 'heapprof record --unwind fp',
+	'trace'         => 'heapprof -i 1 --trace (stream)',
+	'trace-ring'    => 'heapprof -i 1 --trace ring',
 	'heaptrack'     => 'heaptrack',
 	'heaptrack-raw' => 'heaptrack --raw',
 );
@@ -118,14 +120,17 @@ for my $m (@modes) {
 	print "$line\n";
 }
 
-# Added time: what each profiler costs on top of running bare.
-if ($bare && $med{i1}) {
-	my $hp = $med{i1}{s} - $bare->{s};
+# Added time: what each profiler costs on top of running bare, for
+# each heapprof mode that records every allocation, against heaptrack.
+for my $mine (grep { $med{$_} } 'i1', 'trace', 'trace-ring') {
+	last unless $bare;
+	my $hp = $med{$mine}{s} - $bare->{s};
+	my $ml = $mine eq 'i1' ? 'heapprof -i 1' : "heapprof $mine";
 	for my $ht ('heaptrack', 'heaptrack-raw') {
 		next unless grep { $_ eq $ht } @modes;
 		if (!$med{$ht}) {
-			printf "added time: heapprof -i 1 +%.3f s; %s has no successful run\n",
-			  $hp, $label{$ht};
+			printf "added time: %s +%.3f s; %s has no successful run\n",
+			  $ml, $hp, $label{$ht};
 			next;
 		}
 		my $h = $med{$ht}{s} - $bare->{s};
@@ -133,13 +138,13 @@ if ($bare && $med{i1}) {
 		if ($h <= 0) {
 			$cmp = 'ratio undefined';
 		} elsif ($hp <= 0) {
-			$cmp = 'heapprof -i 1 added nothing measurable';
+			$cmp = "$ml added nothing measurable";
 		} else {
 			$cmp = sprintf('heapprof/heaptrack = %.2f (%s adds %.1fx as much)',
 				$hp / $h, $label{$ht}, $h / $hp);
 		}
-		printf "added time: heapprof -i 1 +%.3f s, %s +%.3f s -> %s\n",
-		  $hp, $label{$ht}, $h, $cmp;
+		printf "added time: %s +%.3f s, %s +%.3f s -> %s\n",
+		  $ml, $hp, $label{$ht}, $h, $cmp;
 	}
 }
 print "\n";
