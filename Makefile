@@ -141,7 +141,8 @@ $(BUILD)/examples/pool: examples/pool.c include/heapprof/heap_profile.h \
 
 # Test programs named api_*.c use the API too.
 $(BUILD)/progs/api_%: tests/integration/progs/api_%.c \
-  include/heapprof/heap_profile.h $(BUILD)/libheapprof.so
+  include/heapprof/heap_profile.h include/heapprof/heapprof.h \
+  $(BUILD)/libheapprof.so
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread -o $@ $< $(API_LINK)
 
@@ -193,6 +194,7 @@ install: all
 	install -m 755 $(BUILD)/$(LIB_SONAME) $(INST_LIB)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(INST_LIB)/libheapprof.so
 	install -m 644 include/heapprof/heap_profile.h $(INST_INC)/heap_profile.h
+	install -m 644 include/heapprof/heapprof.h $(INST_INC)/heapprof.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  heapprof.pc.in >$(INST_PC)/heapprof.pc.tmp
 	chmod 644 $(INST_PC)/heapprof.pc.tmp
@@ -203,7 +205,8 @@ install: all
 uninstall:
 	rm -f $(INST_BIN)/heapprof $(INST_BIN)/heapprofd \
 	  $(INST_LIB)/$(LIB_SONAME) $(INST_LIB)/libheapprof.so \
-	  $(INST_INC)/heap_profile.h $(INST_PC)/heapprof.pc
+	  $(INST_INC)/heap_profile.h $(INST_INC)/heapprof.h \
+	  $(INST_PC)/heapprof.pc
 	[ ! -d $(INST_INC) ] || rmdir --ignore-fail-on-non-empty $(INST_INC)
 
 format:

@@ -88,10 +88,9 @@ struct hp_header_ext_v2 {
 
 	uint64_t reserved3[8];
 };
-_Static_assert(sizeof(struct hp_header_ext_v2) == 256,
-               "hp_header_ext_v2 size");
+_Static_assert(sizeof(struct hp_header_ext_v2) == 256, "hp_header_ext_v2 size");
 
-#define HP_HEADER_V2_SIZE                                                     \
+#define HP_HEADER_V2_SIZE                                                      \
 	(sizeof(struct hp_header_v1) + sizeof(struct hp_header_ext_v2))
 
 /*
@@ -130,10 +129,10 @@ _Static_assert(sizeof(struct hp_live_v2) == 48, "hp_live_v2 size");
  */
 struct hp_event_v2 {
 	_Atomic uint64_t seq;
-	uint64_t ts_ns;   /* CLOCK_BOOTTIME */
-	uint64_t addr;    /* the block's address (custom heaps: its id) */
-	uint64_t size;    /* requested bytes */
-	uint64_t charged; /* bytes charged (sampled: the estimate) */
+	uint64_t ts_ns;       /* CLOCK_BOOTTIME */
+	uint64_t addr;        /* the block's address (custom heaps: its id) */
+	uint64_t size;        /* requested bytes */
+	uint64_t charged;     /* bytes charged (sampled: the estimate) */
 	uint64_t alloc_ts_ns; /* HP_EV_FREE: when it was allocated */
 	uint32_t stack_id;
 	uint32_t tid; /* thread that allocated / freed */

@@ -69,6 +69,7 @@ assert_eq 0 "$MAKE_RC" "make install status"
 EXPECT_FILES="./bin/heapprof
 ./bin/heapprofd
 ./include/heapprof/heap_profile.h
+./include/heapprof/heapprof.h
 ./lib/libheapprof.so
 ./lib/libheapprof.so.1
 ./lib/pkgconfig/heapprof.pc"
@@ -82,8 +83,10 @@ assert_eq libheapprof.so.1 "$(soname "$PREFIX/lib/libheapprof.so.1")" "installed
 cmp -s "$BUILD/libheapprof.so.1" "$PREFIX/lib/libheapprof.so.1" ||
 	t_fail "lib/libheapprof.so.1 differs from $BUILD/libheapprof.so.1"
 cmp -s "$BUILD/heapprof" "$PREFIX/bin/heapprof" || t_fail "bin/heapprof differs from $BUILD/heapprof"
-cmp -s "$ROOT/include/heapprof/heap_profile.h" "$PREFIX/include/heapprof/heap_profile.h" ||
-	t_fail "include/heapprof/heap_profile.h differs from the source"
+for h in heap_profile.h heapprof.h; do
+	cmp -s "$ROOT/include/heapprof/$h" "$PREFIX/include/heapprof/$h" ||
+		t_fail "include/heapprof/$h differs from the source"
+done
 assert_eq "755 755 644 644" \
 	"$(stat -c %a "$PREFIX/bin/heapprof" "$PREFIX/lib/libheapprof.so.1" \
 		"$PREFIX/include/heapprof/heap_profile.h" "$PREFIX/lib/pkgconfig/heapprof.pc" | tr '\n' ' ' | sed 's/ $//')" \
