@@ -40,13 +40,15 @@ extern "C" {
  * Returns 0 when the snapshot is in the profile, else a negative errno
  * value (errno itself is left alone):
  *   -EINVAL     name is NULL, empty, too long or has control characters;
- *   -ENOTCONN   this process is not being profiled;
+ *   -ENOTCONN   this process is not being profiled (or its collector
+ *               went away before answering);
  *   -EBUSY      another thread's snapshot (or a table-growth request) is
  *               in progress and did not end within the wait;
  *   -ETIMEDOUT  the collector did not answer within 30 s;
  *   -EIO        the collector could not write it.
  * Thread-safe; not async-signal-safe (do not call it from a signal
- * handler).  Never allocates.
+ * handler).  Never allocates; a block a signal handler allocates on the
+ * calling thread while it waits is not recorded.
  */
 int heapprof_take_named_snapshot(const char *name);
 

@@ -29,6 +29,18 @@
  * (--block-client) belong to the attach they grew, chained by `prev`, and
  * frees look through that chain.  A fork child has one thread: it unmaps
  * everything.
+ *
+ * Each mapped region's memfd stays open, dup'ed to a descriptor >= 512
+ * (close-on-exec), while its slot lives: `heapprof snapshot -p PID` finds
+ * the regions of a running process through /proc/PID/fd without its
+ * cooperation.  The program owns the descriptor table, so a kept
+ * descriptor is closed only if it still is the region (same device and
+ * inode): a program that closed every descriptor may have reused the
+ * number.
+ *
+ * Named snapshots (heapprof_take_named_snapshot, include/heapprof/
+ * heapprof.h) ask the collector over the session's connection; they share
+ * the one-request-at-a-time flag with GROW.
  */
 #include <errno.h>
 #include <limits.h>
@@ -38,14 +50,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "client/client.h"
+#include "heapprof/heapprof.h"
 #include "layout/paths.h"
 #include "layout/wire_v1.h"
+
+_Static_assert(HEAPPROF_SNAPSHOT_NAME_MAX + 1 == HP_SNAPSHOT_NAME_MAX,
+               "snapshot name size");
 
 HP_HIDDEN _Atomic int hp_active;
 HP_HIDDEN _Atomic int hp_malloc_on;
@@ -237,20 +255,61 @@ static int recv_welcome(int fd, struct hp_welcome *w, int *region_fd,
 
 /* ---- slots ---------------------------------------------------------- */
 
+/* Where kept region descriptors go: above what programs usually use
+ * (the callback thread's eventfd goes there too, heaps.c). */
+#define KEEP_FD_MIN 512
+
 static struct client_slot *slot_claim(void)
 {
 	for (int i = 0; i < HP_CLIENT_SLOTS; i++) {
 		uint32_t want = SLOT_FREE;
 		if (atomic_compare_exchange_strong_explicit(
 		            &hp_client.slots[i].state, &want, SLOT_CLAIMED,
-		            memory_order_acquire, memory_order_relaxed))
+		            memory_order_acquire, memory_order_relaxed)) {
+			hp_client.slots[i].keep_fd = -1;
 			return &hp_client.slots[i];
+		}
 	}
 	return NULL;
 }
 
+/* Keeps a descriptor of region_fd in s (async-signal-safe).  Without one
+ * (no descriptor >= 512 free, a low RLIMIT_NOFILE) only `heapprof
+ * snapshot -p` cannot find the region. */
+static void keep_region_fd(struct client_slot *s, int region_fd)
+{
+	s->keep_fd = -1;
+	int fd = fcntl(region_fd, F_DUPFD_CLOEXEC, KEEP_FD_MIN);
+	if (fd < 0)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return;
+	}
+	s->keep_dev = (uint64_t)st.st_dev;
+	s->keep_ino = (uint64_t)st.st_ino;
+	s->keep_fd = fd;
+}
+
+/* Closes s's kept descriptor if it still is the region (async-signal-
+ * safe): a program may have closed it and opened something else under
+ * that number. */
+static void drop_region_fd(struct client_slot *s)
+{
+	int fd = s->keep_fd;
+	s->keep_fd = -1;
+	if (fd < KEEP_FD_MIN)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == s->keep_dev &&
+	    (uint64_t)st.st_ino == s->keep_ino)
+		close(fd);
+}
+
 static void slot_release(struct client_slot *s)
 {
+	drop_region_fd(s);
 	if (s->region.base)
 		munmap(s->region.base, s->region.size);
 	memset(&s->region, 0, sizeof(s->region));
@@ -279,6 +338,7 @@ static int slot_map(struct client_slot *s, int region_fd, uint64_t size,
 		return rc;
 	}
 	recorder_slot_setup(s, gen);
+	keep_region_fd(s, region_fd);
 	atomic_store_explicit(&s->state, SLOT_MAPPED, memory_order_release);
 	return 0;
 }
@@ -595,6 +655,125 @@ out:
 	return ns;
 }
 
+/* ---- named snapshots (heapprof.h) ------------------------------------ */
+
+/* How long a snapshot waits for a GROW or another snapshot to finish,
+ * and for the collector's answer. */
+#define SNAP_BUSY_WAIT_MS 1000
+#define SNAP_ANSWER_MS    30000
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* 1..HEAPPROF_SNAPSHOT_NAME_MAX bytes, no control characters: its length,
+ * or 0. */
+static size_t snapshot_name_len(const char *name)
+{
+	if (!name)
+		return 0;
+	size_t n = 0;
+	for (; name[n]; n++) {
+		unsigned char c = (unsigned char)name[n];
+		if (n == HEAPPROF_SNAPSHOT_NAME_MAX || c < 0x20 || c == 0x7f)
+			return 0;
+	}
+	return n;
+}
+
+/* The request on the session's connection; caller holds `growing`. */
+static int snapshot_request(int fd, const char *name, size_t len)
+{
+	struct hp_welcome w;
+	int region_fd;
+	/* Answers already there are late ones, to a GROW that timed out
+	 * (client_grow would have taken them at its next request). */
+	while (recv_welcome(fd, &w, &region_fd, 0, MSG_DONTWAIT) == 0)
+		if (region_fd >= 0)
+			close(region_fd);
+
+	struct {
+		struct hp_client_msg m;
+		char name[HP_SNAPSHOT_NAME_MAX];
+	} req;
+	req.m = (struct hp_client_msg){
+	        .magic = HP_WIRE_MAGIC, .type = HP_CMSG_SNAPSHOT, .arg = len};
+	memcpy(req.name, name, len);
+	if (send_all(fd, &req, sizeof(req.m) + len) != 0)
+		return -ENOTCONN;
+
+	uint64_t deadline =
+	        clock_ns(CLOCK_MONOTONIC) + SNAP_ANSWER_MS * 1000000ull;
+	for (;;) {
+		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		int left = (int)((deadline - now + 999999) / 1000000);
+		int rc = recv_welcome(fd, &w, &region_fd, left, 0);
+		if (rc == -ETIMEDOUT)
+			return -ETIMEDOUT;
+		if (rc == -ECONNRESET || rc == -EPIPE || rc == -ENOTCONN)
+			return -ENOTCONN; /* the collector is gone */
+		if (rc)
+			return -EIO;
+		if (region_fd >= 0) {
+			/* A late GROW answer: its region is not wanted
+			 * now; ours comes after it. */
+			close(region_fd);
+			continue;
+		}
+		return w.status == HP_WELCOME_ACCEPT ? 0 : -EIO;
+	}
+}
+
+static int take_named_snapshot(const char *name)
+{
+	size_t len = snapshot_name_len(name);
+	if (len == 0)
+		return -EINVAL;
+	int gen = atomic_load_explicit(&hp_active, memory_order_acquire);
+	struct client_slot *s = client_cur();
+	if (!gen || !s || s->gen != (uint32_t)gen || hp_client.sock_fd < 0 ||
+	    atomic_load_explicit(&s->region.hdr->control,
+	                         memory_order_relaxed) == HP_CONTROL_STOP)
+		return -ENOTCONN;
+	/* One request at a time on the connection (GROW, a late attach
+	 * replacing it, another snapshot). */
+	for (int waited = 0;; waited++) {
+		int zero = 0;
+		if (atomic_compare_exchange_strong_explicit(
+		            &growing, &zero, 1, memory_order_acquire,
+		            memory_order_relaxed))
+			break;
+		if (waited == SNAP_BUSY_WAIT_MS)
+			return -EBUSY;
+		sleep_ms(1);
+	}
+	int rc;
+	int fd = hp_client.sock_fd;
+	if (fd < 0 ||
+	    atomic_load_explicit(&hp_active, memory_order_acquire) != gen)
+		rc = -ENOTCONN; /* ended while we waited */
+	else
+		rc = snapshot_request(fd, name, len);
+	atomic_store_explicit(&growing, 0, memory_order_release);
+	return rc;
+}
+
+HP_EXPORT int heapprof_take_named_snapshot(const char *name)
+{
+	int saved = errno;
+	/* Nothing this thread does meanwhile is recorded (a signal handler
+	 * that allocates while we wait is counted as re-entrant). */
+	hp_tls.in_hook++;
+	int rc = take_named_snapshot(name);
+	hp_tls.in_hook--;
+	errno = saved;
+	return rc;
+}
+
 /* ---- fork ----------------------------------------------------------- */
 
 static void on_fork_child(void)
@@ -611,6 +790,8 @@ static void on_fork_child(void)
 	atomic_store_explicit(&hp_active, 0, memory_order_relaxed);
 	atomic_store_explicit(&hp_malloc_on, 0, memory_order_relaxed);
 	atomic_store_explicit(&hp_client.cur, NULL, memory_order_relaxed);
+	/* (This also closes the parent's kept region descriptors: the
+	 * child's own regions, if any, come with its own attach.) */
 	for (int i = 0; i < HP_CLIENT_SLOTS; i++)
 		if (atomic_load_explicit(&hp_client.slots[i].state,
 		                         memory_order_relaxed) != SLOT_FREE)
@@ -622,6 +803,8 @@ static void on_fork_child(void)
 	/* Flags held by threads that do not exist in the child. */
 	atomic_store_explicit(&attaching, 0, memory_order_relaxed);
 	atomic_store_explicit(&growing, 0, memory_order_relaxed);
+	/* The child is another thread id. */
+	hp_tls.tid = 0;
 	modules_reset_after_fork();
 	heaps_after_fork_child();
 	if (!follow || !collector_path[0])

@@ -67,6 +67,26 @@ struct client_slot {
 	 * and counted as without the option. */
 	_Atomic uint64_t grow_after_ns;
 	_Atomic uint32_t state; /* SLOT_FREE / SLOT_MAPPED (client.c) */
+
+	/* The event trace (HP_TAB_TRACE), which lives in root's region: on
+	 * in every slot of an attach whose first region has one.  Events of
+	 * this slot name region_index (its stack table holds their
+	 * stack_id). */
+	bool traced;
+	uint8_t region_index;
+	/* root only: streaming with HP_CFG_BLOCK_CLIENT: a writer that finds
+	 * no room waits at most trace_block_ms; after a wait that timed out
+	 * nobody waits before trace_stall_ns (CLOCK_MONOTONIC). */
+	bool trace_block;
+	uint32_t trace_block_ms;
+	_Atomic uint64_t trace_stall_ns;
+
+	/* The region's memfd, kept open (>= 512, close-on-exec) so that
+	 * `heapprof snapshot -p PID` finds the region through /proc/PID/fd;
+	 * -1 without.  Closed with the slot only if it is still the same
+	 * file (the program may have closed the number and reused it). */
+	int keep_fd;
+	uint64_t keep_dev, keep_ino;
 };
 
 #define HP_CLIENT_SLOTS 16
@@ -103,6 +123,9 @@ struct client_tls {
 	uint64_t rng;
 	uint8_t seeded;
 	uint8_t in_hook;
+	/* gettid(), read at this thread's first sampled allocation or
+	 * traced free; 0 until then (and in a fork child: reset there). */
+	uint32_t tid;
 	uintptr_t stack_lo, stack_hi; /* for frame-pointer walks; 0 = unknown */
 };
 extern HP_HIDDEN __thread struct client_tls hp_tls
@@ -134,7 +157,9 @@ HP_HIDDEN void recorder_slot_chain(struct client_slot *ns,
 /* Takes ptr's live entry out (realloc); returns the slot it was found in,
  * or NULL. */
 HP_HIDDEN struct client_slot *recorder_take(void *ptr, struct hp_live_v2 *out);
-HP_HIDDEN void recorder_apply_free(struct client_slot *s,
+/* The free of key's entry v, taken out of slot s: its charge leaves its
+ * stack, and a FREE event goes to the trace. */
+HP_HIDDEN void recorder_apply_free(struct client_slot *s, uint64_t key,
                                    const struct hp_live_v2 *v);
 HP_HIDDEN void recorder_put_back(struct client_slot *s, void *ptr,
                                  const struct hp_live_v2 *v);

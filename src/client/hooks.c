@@ -282,7 +282,8 @@ HP_EXPORT void *calloc(size_t n, size_t m)
  * realloc is a free of the old block and an allocation of the new one.
  * The old block leaves the live table before the real call so that
  * another thread reusing its address cannot race with us; if the real
- * call fails the block is put back.
+ * call fails the block is put back (and the trace shows nothing), else
+ * the trace shows FREE(old), then ALLOC(new) if the new block is sampled.
  */
 static void *realloc_tracked(void *old, size_t n, uintptr_t caller)
 {
@@ -301,7 +302,7 @@ static void *realloc_tracked(void *old, size_t n, uintptr_t caller)
 		return NULL;
 	}
 	if (had)
-		recorder_apply_free(had, &v);
+		recorder_apply_free(had, (uintptr_t)old, &v);
 	if (p)
 		client_on_alloc(p, n, caller);
 	return p;

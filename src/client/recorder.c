@@ -10,13 +10,48 @@
  * GROW) never mixes two regions in one sample.  Session options cost one
  * predictable branch each when off: peak tracking (track_max), adaptive
  * sampling (adaptive) and --block-client (HP_CFG_BLOCK_CLIENT, only on a
- * full table).
+ * full table), and the event trace (traced).
+ *
+ * Every recorded block's live entry carries the allocating thread (gettid,
+ * cached per thread) and the time (CLOCK_BOOTTIME, a vDSO read): only
+ * sampled allocations pay for them.
+ *
+ * The event trace.  When the attach's first region has one, each recorded
+ * allocation writes an ALLOC event after its live entry went in, and each
+ * free that found its entry a FREE event (with the entry's stack, size,
+ * charge and time), so the trace and the counters tell the same story: an
+ * allocation whose entry did not fit (counted as freed at once) writes
+ * ALLOC then FREE, and a realloc that fails and puts its entry back writes
+ * nothing.  Streaming with --block-client: a writer that finds no room
+ * waits for the collector in short sleeps, at most trace_block_ms, then
+ * drops the event; after such a timeout nobody waits for TRACE_STALL_NS,
+ * so a stopped collector cannot stall every allocation.  Never waits in a
+ * free nested in a hook (a signal handler's), and never holding a lock
+ * (the recorder holds none).
  */
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "client/client.h"
+
+static uint64_t clock_now(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* This thread's id, read once (a new thread's TLS starts at 0). */
+static inline uint32_t thread_id(struct client_tls *t)
+{
+	if (HP_UNLIKELY(!t->tid))
+		t->tid = (uint32_t)syscall(SYS_gettid);
+	return t->tid;
+}
 
 uint64_t recorder_objects_fp(size_t size, bool exact, uint64_t interval)
 {
@@ -76,6 +111,18 @@ void recorder_slot_setup(struct client_slot *s, uint32_t gen)
 	s->prev = NULL;
 	s->root = s;
 	atomic_store_explicit(&s->grow_after_ns, 0, memory_order_relaxed);
+
+	struct hp_region *r = &s->region;
+	s->region_index = r->ext ? (uint8_t)r->ext->region_index : 0;
+	s->traced = r->trace_cap != 0;
+	uint32_t bms = r->ext ? r->ext->trace_block_ms : 0;
+	if (bms == 0)
+		bms = h->block_timeout_ms;
+	s->trace_block_ms = bms > 60000 ? 60000 : bms;
+	s->trace_block = s->traced && r->trace_mode == HP_TRACE_STREAMING &&
+	                 (s->flags & HP_CFG_BLOCK_CLIENT) &&
+	                 s->trace_block_ms != 0;
+	atomic_store_explicit(&s->trace_stall_ns, 0, memory_order_relaxed);
 }
 
 /* ---- peak tracking (--dump-at-max) ---------------------------------- */
@@ -104,6 +151,8 @@ void recorder_slot_chain(struct client_slot *ns, struct client_slot *s)
 {
 	ns->prev = s;
 	ns->root = s->root;
+	/* Events of every region of the attach go to the root's trace. */
+	ns->traced = ns->root->traced;
 	ns->track_max = ns->track_max && ns->root->track_max;
 	if (ns->track_max)
 		peak_mirror(ns);
@@ -216,6 +265,117 @@ static uint32_t full_stack_table(const struct hp_region *r, uint32_t n)
 	return HP_TAB_STACK_INDEX;
 }
 
+/* ---- event trace ---------------------------------------------------- */
+
+/* After a wait for room that timed out, nobody waits for this long. */
+#define TRACE_STALL_NS 1000000000ull
+/* Sleeps while waiting for room: from the first to the last, doubling. */
+#define TRACE_STEP_MIN_NS 20000ull
+#define TRACE_STEP_MAX_NS 1000000ull
+
+/* Streaming, --block-client, no room: wait for the collector to consume,
+ * at most trace_block_ms, then drop ev. */
+static __attribute__((noinline)) void trace_wait(struct client_slot *root,
+                                                 const struct hp_event_v2 *ev)
+{
+	struct hp_region *r = &root->region;
+	uint64_t start = clock_now(CLOCK_MONOTONIC);
+	if (start <
+	    atomic_load_explicit(&root->trace_stall_ns, memory_order_relaxed)) {
+		trace_drop(r, ev);
+		return;
+	}
+	int saved = errno; /* nanosleep: EINTR */
+	uint64_t deadline = start + (uint64_t)root->trace_block_ms * 1000000ull;
+	uint64_t step = TRACE_STEP_MIN_NS, now = start;
+	int rc;
+	do {
+		uint64_t nap = deadline - now < step ? deadline - now : step;
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)nap};
+		nanosleep(&ts, NULL);
+		rc = trace_put(r, ev);
+		now = clock_now(CLOCK_MONOTONIC);
+		if (step < TRACE_STEP_MAX_NS)
+			step *= 2;
+	} while (rc == -EAGAIN && now < deadline);
+	struct hp_header_ext_v2 *x = r->ext;
+	atomic_fetch_add_explicit(&x->trace_waits, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&x->trace_wait_ns, now - start,
+	                          memory_order_relaxed);
+	if (rc == -EAGAIN) {
+		trace_drop(r, ev);
+		atomic_store_explicit(&root->trace_stall_ns,
+		                      now + TRACE_STALL_NS,
+		                      memory_order_relaxed);
+	}
+	errno = saved;
+}
+
+/* Writes ev into the trace of s's attach.  Full: oneshot and ring count
+ * it themselves (trace_put); streaming waits (--block-client, may_wait)
+ * or drops and counts it. */
+static void trace_emit(struct client_slot *s, const struct hp_event_v2 *ev,
+                       bool may_wait)
+{
+	struct client_slot *root = s->root;
+	if (HP_LIKELY(trace_put(&root->region, ev) != -EAGAIN))
+		return;
+	if (root->trace_block && may_wait)
+		trace_wait(root, ev);
+	else
+		trace_drop(&root->region, ev);
+}
+
+/* The ALLOC event of a recorded allocation (key's entry v, in slot s);
+ * untracked (its entry did not go in: counted as freed at once), a FREE
+ * right after it. */
+static __attribute__((noinline)) void trace_alloc(struct client_slot *s,
+                                                  uint64_t key,
+                                                  const struct hp_live_v2 *v,
+                                                  bool untracked)
+{
+	struct hp_event_v2 ev = {.ts_ns = v->ts_ns,
+	                         .addr = key,
+	                         .size = v->size,
+	                         .charged = v->charged,
+	                         .stack_id = v->stack_id,
+	                         .tid = v->tid,
+	                         .kind = HP_EV_ALLOC,
+	                         .region = s->region_index,
+	                         .heap_id = (uint16_t)v->heap_id};
+	trace_emit(s, &ev, true);
+	if (untracked) {
+		ev.kind = HP_EV_FREE;
+		ev.alloc_ts_ns = v->ts_ns;
+		trace_emit(s, &ev, true);
+	}
+}
+
+/* The FREE event of key's entry v, found in slot s. */
+static __attribute__((noinline)) void
+trace_free(struct client_slot *s, uint64_t key, const struct hp_live_v2 *v)
+{
+	struct client_tls *t = &hp_tls;
+	struct hp_event_v2 ev = {.ts_ns = clock_now(CLOCK_BOOTTIME),
+	                         .addr = key,
+	                         .size = v->size,
+	                         .charged = v->charged,
+	                         .alloc_ts_ns = v->ts_ns,
+	                         .stack_id = v->stack_id,
+	                         .tid = thread_id(t),
+	                         .kind = HP_EV_FREE,
+	                         .region = s->region_index,
+	                         .heap_id = (uint16_t)v->heap_id};
+	/* Inside a hook (a free by the unwinder, or by a signal handler
+	 * that interrupted one) a wait could stall the hook it nests in.
+	 * Held while this free may wait: a signal handler that interrupts
+	 * the wait is such a nested hook. */
+	bool nested = t->in_hook != 0;
+	t->in_hook++;
+	trace_emit(s, &ev, !nested);
+	t->in_hook--;
+}
+
 /* ---- allocation ----------------------------------------------------- */
 
 static bool record(uint32_t heap_id, uint64_t key, size_t size,
@@ -262,6 +422,8 @@ static bool record(uint32_t heap_id, uint64_t key, size_t size,
 		t->in_hook = 0;
 		return false;
 	}
+	/* When it was allocated, as near the allocator's return as we get. */
+	uint64_t ts = clock_now(CLOCK_BOOTTIME);
 
 	uint64_t pcs[HP_MAX_FRAMES];
 	bool truncated = false;
@@ -308,9 +470,11 @@ again:;
 	 * move the sample to a larger region (--block-client). */
 	struct hp_live_v2 v = {.stack_id = id,
 	                       .heap_id = heap_id,
+	                       .tid = thread_id(t),
 	                       .size = size,
 	                       .charged = charged,
-	                       .objects_fp = objs};
+	                       .objects_fp = objs,
+	                       .ts_ns = ts};
 	uint64_t seen = 0;
 	if (HP_UNLIKELY(s->adaptive))
 		seen = interval_of(
@@ -345,13 +509,16 @@ again:;
 	}
 	if (HP_UNLIKELY(s->adaptive) && rc == 0 && pressure >= s->live_trigger)
 		adapt_live(s, key, seen);
+	if (HP_UNLIKELY(s->traced))
+		trace_alloc(s, key, &v, rc != 0);
 	t->in_hook = 0;
 	return true;
 }
 
 /* ---- free ----------------------------------------------------------- */
 
-void recorder_apply_free(struct client_slot *s, const struct hp_live_v2 *v)
+void recorder_apply_free(struct client_slot *s, uint64_t key,
+                         const struct hp_live_v2 *v)
 {
 	struct hp_region *r = &s->region;
 	if (v->stack_id >= r->stacks_cap)
@@ -361,6 +528,8 @@ void recorder_apply_free(struct client_slot *s, const struct hp_live_v2 *v)
 	discharge(&r->stacks[v->stack_id], v->charged, v->objects_fp);
 	if (HP_UNLIKELY(s->track_max))
 		stackmax_free(&s->root->region, v->charged);
+	if (HP_UNLIKELY(s->traced))
+		trace_free(s, key, v);
 }
 
 /* A free that missed the current region: the block may have been sampled
@@ -392,7 +561,8 @@ void recorder_put_back(struct client_slot *s, void *ptr,
 {
 	struct hp_region *r = &s->region;
 	if (livetab_insert(r, (uintptr_t)ptr, v) != 0) {
-		recorder_apply_free(s, v);
+		/* Counted (and traced) as freed: it can never be matched. */
+		recorder_apply_free(s, (uintptr_t)ptr, v);
 		region_count(r, HP_CTR_LIVE_FULL, 1);
 		region_count(r, HP_CTR_LIVE_FULL_BYTES, v->charged);
 	}
@@ -406,7 +576,7 @@ void recorder_forget(uint64_t key)
 	struct hp_live_v2 v;
 	struct client_slot *s = recorder_take((void *)(uintptr_t)key, &v);
 	if (s)
-		recorder_apply_free(s, &v);
+		recorder_apply_free(s, key, &v);
 }
 
 void recorder_free(void *ptr)

@@ -7,8 +7,13 @@
  * mapped from the handler, modules scanned lazily so the leaf PC still
  * resolves to the right function), BUSY while profiled, a new session
  * after STOP, a storm of signals, the handler's installation rules,
- * --follow-fork and the peer uid check.
+ * --follow-fork and the peer uid check; and what issue 6 added: live
+ * entries carry the allocating thread (a fork child's own), the event
+ * trace written by the real hooks (realloc included), the region memfd
+ * kept open at >= 512 and closed with its slot (only if still the same
+ * file), and heapprof_take_named_snapshot against the fake collector.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -139,10 +144,149 @@ static void say(const char *s)
 	}
 }
 
+typedef int (*snap_fn)(const char *);
+
+static int call_snapshot(const char *name)
+{
+	snap_fn fn =
+	        (snap_fn)dlsym(RTLD_DEFAULT, "heapprof_take_named_snapshot");
+	if (!fn)
+		return -9999;
+	return fn(name);
+}
+
+/* Replies "rc N errno E" for a snapshot call made with errno = EDOM. */
+static void say_snapshot(const char *name)
+{
+	char buf[64];
+	errno = EDOM;
+	int rc = call_snapshot(name);
+	int e = errno;
+	snprintf(buf, sizeof(buf), "rc %d errno %d\n", rc, e);
+	say(buf);
+}
+
+static pthread_t snap_thread;
+static int snap_thread_rc;
+static char snap_thread_name[256];
+
+static void *snap_thread_main(void *arg)
+{
+	(void)arg;
+	snap_thread_rc = call_snapshot(snap_thread_name);
+	return NULL;
+}
+
+static volatile uintptr_t re_old;
+
+NOINLINE void realloc_moves(void)
+{
+	void *p = malloc(100);
+	memset(p, 4, 100);
+	re_old = (uintptr_t)p;
+	void *q = realloc(p, 1 << 20);        /* from the heap to a mapping */
+	void *r = realloc(q, (size_t)-1 / 2); /* fails: q stays */
+	if (r)
+		_exit(8);
+	char buf[80];
+	snprintf(buf, sizeof(buf), "re %lx %lx\n", (unsigned long)re_old,
+	         (unsigned long)(uintptr_t)q);
+	free(q);
+	say(buf);
+}
+
+/* Descriptors of this process, at or above `min`, that are regions (the
+ * fake collector's memfds). */
+static int count_memfds(int min)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		if (e->d_name[0] == '.' || fd < min)
+			continue;
+		char path[64], link[256];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+		if (l > 0 && !strncmp(link, "/memfd:test-region", 18))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Commands that answer something other than "ok"; false if not one. */
+static bool child_special(const char *line)
+{
+	char buf[160];
+	if (!strncmp(line, "snap:", 5)) {
+		say_snapshot(line + 5);
+	} else if (!strcmp(line, "snapbad")) {
+		/* NULL, empty, 128 bytes, a control character, DEL. */
+		char long_name[130];
+		memset(long_name, 'x', 128);
+		long_name[128] = '\0';
+		int r[5] = {call_snapshot(NULL), call_snapshot(""),
+		            call_snapshot(long_name), call_snapshot("a\x01b"),
+		            call_snapshot("a\x7f")};
+		snprintf(buf, sizeof(buf), "bad %d %d %d %d %d\n", r[0], r[1],
+		         r[2], r[3], r[4]);
+		say(buf);
+	} else if (!strcmp(line, "snap127")) {
+		char name[128];
+		for (int i = 0; i < 127; i++)
+			name[i] = (char)('a' + i % 26);
+		name[127] = '\0';
+		say_snapshot(name);
+	} else if (!strncmp(line, "snapbg:", 7)) {
+		snprintf(snap_thread_name, sizeof(snap_thread_name), "%s",
+		         line + 7);
+		pthread_create(&snap_thread, NULL, snap_thread_main, NULL);
+		say("ok\n");
+	} else if (!strcmp(line, "snapjoin")) {
+		pthread_join(snap_thread, NULL);
+		snprintf(buf, sizeof(buf), "rc %d errno 0\n", snap_thread_rc);
+		say(buf);
+	} else if (!strncmp(line, "getfd ", 6)) {
+		snprintf(buf, sizeof(buf), "fd %d\n",
+		         fcntl(atoi(line + 6), F_GETFD));
+		say(buf);
+	} else if (!strncmp(line, "clobber ", 8)) {
+		/* The program closes a descriptor and reuses the number
+		 * for a file of its own on the same file system. */
+		int fd = atoi(line + 8);
+		close(fd);
+		int own = memfd_create("program-own", MFD_CLOEXEC);
+		dup2(own, fd);
+		close(own);
+		say("ok\n");
+	} else if (!strcmp(line, "forkfds")) {
+		pid_t p = fork();
+		if (p == 0)
+			_exit(count_memfds(512));
+		int st = 0;
+		while (waitpid(p, &st, 0) < 0 && errno == EINTR)
+			;
+		snprintf(buf, sizeof(buf), "n %d\n",
+		         WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		say(buf);
+	} else if (!strcmp(line, "re")) {
+		realloc_moves();
+	} else {
+		return false;
+	}
+	return true;
+}
+
 static int child_main(void)
 {
-	char line[64];
+	char line[256];
 	while (read_line(0, line, sizeof(line)) == 0) {
+		if (child_special(line))
+			continue;
 		if (!strcmp(line, "a1")) {
 			phase_a1();
 		} else if (!strcmp(line, "a2")) {
@@ -261,6 +405,7 @@ struct fake_region {
 	void *base;
 	uint64_t size;
 	struct hp_region r;
+	uint64_t ino; /* the memfd's */
 };
 
 /* Answers ACCEPT with a fresh region formatted with cfg. */
@@ -278,6 +423,9 @@ static void give_region(int fd, struct hp_config *cfg, struct fake_region *fr)
 		cfg->sampling_interval = 1;
 	CHECK(region_format(fr->base, fr->size, cfg) == 0);
 	CHECK(region_bind(&fr->r, fr->base, fr->size) == 0);
+	struct stat st;
+	CHECK(fstat(mfd, &st) == 0);
+	fr->ino = (uint64_t)st.st_ino;
 	send_welcome(fd, HP_WELCOME_ACCEPT, fr->size, mfd);
 	close(mfd);
 }
@@ -340,6 +488,53 @@ static bool child_do(struct child *c, const char *cmd)
 	return memcmp(buf, "ok\n", 3) == 0;
 }
 
+/* Sends a command and reads its one-line answer (bounded). */
+static bool child_ask(struct child *c, const char *cmd, char *out, size_t len)
+{
+	char buf[300];
+	snprintf(buf, sizeof(buf), "%s\n", cmd);
+	if (write(c->in, buf, strlen(buf)) != (ssize_t)strlen(buf))
+		return false;
+	size_t n = 0;
+	while (n + 1 < len) {
+		if (!wait_in(c->out, 10000))
+			return false;
+		ssize_t r = read(c->out, out + n, 1);
+		if (r <= 0)
+			return false;
+		if (out[n] == '\n')
+			break;
+		n++;
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/* Reads the answer to a command written earlier. */
+static bool child_answer(struct child *c, char *out, size_t len)
+{
+	size_t n = 0;
+	while (n + 1 < len) {
+		if (!wait_in(c->out, 40000))
+			return false;
+		ssize_t r = read(c->out, out + n, 1);
+		if (r <= 0)
+			return false;
+		if (out[n] == '\n')
+			break;
+		n++;
+	}
+	out[n] = '\0';
+	return true;
+}
+
+static bool child_send(struct child *c, const char *cmd)
+{
+	char buf[300];
+	snprintf(buf, sizeof(buf), "%s\n", cmd);
+	return write(c->in, buf, strlen(buf)) == (ssize_t)strlen(buf);
+}
+
 static int child_end(struct child *c)
 {
 	close(c->in);
@@ -387,6 +582,7 @@ static const struct {
              {"phase_a2", phase_a2},
              {"fork_child_alloc", fork_child_alloc},
              {"many_alloc", many_alloc},
+             {"realloc_moves", realloc_moves},
              {"child_other", child_other}};
 
 /* Our own functions' offsets from our load base: the child is the same
@@ -445,6 +641,24 @@ static void sum_leaf(const struct hp_region *r, const char *name,
 		out->alloc_bytes += atomic_load(&s->alloc_bytes);
 		out->frees += atomic_load(&s->free_count);
 		out->free_bytes += atomic_load(&s->free_bytes);
+	}
+}
+
+/* Live entries of r: how many carry tid, how many another. */
+static void live_tids(const struct hp_region *r, uint32_t tid, uint64_t *same,
+                      uint64_t *other)
+{
+	*same = *other = 0;
+	for (uint64_t i = 0; i < r->live_cap; i++) {
+		uint64_t key;
+		struct hp_live_v2 v;
+		if (livetab_read(r, i, &key, &v) != HP_LIVE_READ_OK)
+			continue;
+		if (v.tid == tid)
+			(*same)++;
+		else
+			(*other)++;
+		CHECK(v.ts_ns > 0);
 	}
 }
 
@@ -816,10 +1030,12 @@ static void test_follow_fork(void)
 		const char *cmd = "fork\n";
 		CHECK(write(c.in, cmd, strlen(cmd)) == (ssize_t)strlen(cmd));
 		int gfd = -1;
+		pid_t gpid = 0;
 		if (follow) {
 			gfd = accept_hello(lfd, 5000, &h);
 			CHECK(gfd >= 0);
 			if (gfd >= 0) {
+				gpid = h.pid;
 				CHECK_EQ_U64(h.flags, HP_HELLO_FORK_CHILD);
 				CHECK_EQ_U64(h.ppid, c.pid);
 				CHECK(h.pid != c.pid);
@@ -837,7 +1053,16 @@ static void test_follow_fork(void)
 		CHECK_EQ_U64(s.allocs, 0); /* never in the parent's region */
 		sum_leaf(&fr.r, "phase_a1", &s);
 		CHECK_EQ_U64(s.allocs, 10);
+		/* Live entries name their thread: the parent's main
+		 * thread, the fork child's own (not its parent's id). */
+		uint64_t same, other;
+		live_tids(&fr.r, (uint32_t)c.pid, &same, &other);
+		CHECK_EQ_U64(same, 10);
+		CHECK_EQ_U64(other, 0);
 		if (frc.base) {
+			live_tids(&frc.r, (uint32_t)gpid, &same, &other);
+			CHECK_EQ_U64(same, 7);
+			CHECK_EQ_U64(other, 0);
 			sum_leaf(&frc.r, "fork_child_alloc", &s);
 			CHECK_EQ_U64(s.allocs, 7);
 			CHECK_EQ_U64(s.alloc_bytes, 4900);
@@ -857,6 +1082,374 @@ static void test_follow_fork(void)
 		drop_region(&frc);
 		close(lfd);
 	}
+}
+
+/* ---- issue 6: thread ids, trace, kept memfd, named snapshots ---------- */
+
+/* The leaf function of stack id (region r), or NULL. */
+static const char *stack_leaf(const struct hp_region *r, uint32_t id)
+{
+	if (id == 0 || id >= r->stacks_cap || r->stacks[id].nframes == 0)
+		return NULL;
+	return leaf_name(r, r->frames[r->stacks[id].frames_off]);
+}
+
+/*
+ * The event trace through the real hooks: phase_a2's 20 mallocs and 5
+ * frees are exactly 25 events (thread, stack, sizes, alloc_ts of the
+ * frees); a realloc that moves a block is FREE(old) + ALLOC(new), one
+ * that fails is nothing.
+ */
+static void test_trace_hooks(void)
+{
+	int lfd = fake_listen();
+	struct child c;
+	child_start(&c, NULL, false);
+	struct hp_hello h;
+	int fd = accept_hello(lfd, 5000, &h);
+	CHECK(fd >= 0);
+	if (fd < 0) {
+		child_end(&c);
+		close(lfd);
+		return;
+	}
+	struct fake_region fr = {0};
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .trace_mode = HP_TRACE_STREAMING,
+	                        .trace_bytes = 64 << 10};
+	give_region(fd, &cfg, &fr);
+	CHECK(fr.r.trace_cap == 1024);
+	CHECK(child_do(&c, "a2"));
+	struct hp_region *r = &fr.r;
+	uint64_t head = atomic_load(&r->ext->trace_head);
+	CHECK_EQ_U64(head, 25);
+	uint64_t allocs = 0, frees = 0, bad = 0;
+	uint64_t alloc_ts[64] = {0}, alloc_addr[64] = {0};
+	for (uint64_t p = 0; p < head && p < 64; p++) {
+		struct hp_event_v2 e;
+		CHECK(trace_get(r, p, &e) == HP_EV_READ_OK);
+		const char *leaf = stack_leaf(r, e.stack_id);
+		bad += !leaf || strcmp(leaf, "phase_a2") != 0;
+		bad += e.tid != (uint32_t)c.pid || e.region != 0 ||
+		       e.heap_id != 0 || e.size != 500 || e.charged != 500;
+		if (e.kind == HP_EV_ALLOC) {
+			alloc_ts[allocs] = e.ts_ns;
+			alloc_addr[allocs] = e.addr;
+			allocs++;
+		} else if (e.kind == HP_EV_FREE) {
+			/* phase_a2 frees its first 5 blocks */
+			bad += frees >= allocs || e.addr != alloc_addr[frees] ||
+			       e.alloc_ts_ns != alloc_ts[frees] ||
+			       e.ts_ns < e.alloc_ts_ns;
+			frees++;
+		}
+	}
+	CHECK_EQ_U64(allocs, 20);
+	CHECK_EQ_U64(frees, 5);
+	CHECK_EQ_U64(bad, 0);
+
+	char ans[128];
+	unsigned long pa = 0, qa = 0;
+	CHECK(child_ask(&c, "re", ans, sizeof(ans)));
+	CHECK(sscanf(ans, "re %lx %lx", &pa, &qa) == 2);
+	CHECK(pa != qa);
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_head), head + 4);
+	struct hp_event_v2 e[4];
+	for (int i = 0; i < 4; i++)
+		CHECK(trace_get(r, head + (uint64_t)i, &e[i]) == HP_EV_READ_OK);
+	CHECK(e[0].kind == HP_EV_ALLOC && e[0].addr == pa && e[0].size == 100);
+	CHECK(e[1].kind == HP_EV_FREE && e[1].addr == pa && e[1].size == 100);
+	CHECK_EQ_U64(e[1].alloc_ts_ns, e[0].ts_ns);
+	CHECK(e[2].kind == HP_EV_ALLOC && e[2].addr == qa &&
+	      e[2].size == 1 << 20);
+	CHECK(e[3].kind == HP_EV_FREE && e[3].addr == qa &&
+	      e[3].size == 1 << 20);
+	CHECK_EQ_U64(e[3].alloc_ts_ns, e[2].ts_ns);
+	for (int i = 0; i < 4; i++) {
+		const char *leaf = stack_leaf(r, e[i].stack_id);
+		CHECK(leaf && !strcmp(leaf, "realloc_moves"));
+	}
+	for (int d = 0; d < HP_TDROP_COUNT; d++)
+		CHECK_EQ_U64(atomic_load(&r->ext->trace_dropped[d]), 0);
+	CHECK_EQ_U64(child_end(&c), 0);
+	close(fd);
+	drop_region(&fr);
+	close(lfd);
+}
+
+/* pid's descriptors that are the memfd with inode ino: their count, the
+ * first in *first. */
+static int find_fds(pid_t pid, uint64_t ino, int *first)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	*first = -1;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[PATH_MAX], link[256];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+		struct stat st;
+		if (l <= 0 || strncmp(link, "/memfd:", 7) != 0 ||
+		    stat(path, &st) != 0 || (uint64_t)st.st_ino != ino)
+			continue;
+		if (n++ == 0)
+			*first = atoi(e->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Where pid's descriptor fd points ("" if closed). */
+static void fd_link(pid_t pid, int fd, char *out, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+	ssize_t l = readlink(path, out, len - 1);
+	out[l > 0 ? l : 0] = '\0';
+}
+
+/* Ends the session of fr (STOP, connection closed; the next sample
+ * notices) and attaches a new one by the signal. */
+static bool next_session(int lfd, struct child *c, int *fd,
+                         struct fake_region *old, struct fake_region *fr)
+{
+	atomic_store(&old->r.hdr->control, HP_CONTROL_STOP);
+	close(*fd);
+	*fd = -1;
+	if (!child_do(c, "a1") ||
+	    atomic_load(&old->r.hdr->client_state) != HP_STATE_STOPPED)
+		return false;
+	kill(c->pid, HP_ATTACH_SIGNAL);
+	struct hp_hello h;
+	*fd = accept_hello(lfd, 5000, &h);
+	if (*fd < 0 || h.flags != HP_HELLO_LATE)
+		return false;
+	struct hp_config cfg = {.sampling_interval = 1};
+	give_region(*fd, &cfg, fr);
+	return child_do(c, "a1");
+}
+
+/*
+ * The region memfd stays open for `heapprof snapshot`: one descriptor per
+ * mapped region, >= 512, close-on-exec, not in a fork child; closed when
+ * its slot is unmapped (two attaches later), except when the program
+ * closed that number and reused it meanwhile.
+ */
+static void test_kept_fds(void)
+{
+	int lfd = fake_listen();
+	struct child c;
+	child_start(&c, NULL, false);
+	struct hp_hello h;
+	int fd = accept_hello(lfd, 5000, &h);
+	CHECK(fd >= 0);
+	if (fd < 0) {
+		child_end(&c);
+		close(lfd);
+		return;
+	}
+	struct fake_region fr[4] = {{0}};
+	struct hp_config cfg = {.sampling_interval = 1};
+	give_region(fd, &cfg, &fr[0]);
+	CHECK(child_do(&c, "a1"));
+	int n0;
+	CHECK_EQ_U64(find_fds(c.pid, fr[0].ino, &n0), 1);
+	CHECK(n0 >= 512);
+	char cmd[64], ans[128], link[256];
+	snprintf(cmd, sizeof(cmd), "getfd %d", n0);
+	CHECK(child_ask(&c, cmd, ans, sizeof(ans)));
+	CHECK(!strcmp(ans, "fd 1")); /* FD_CLOEXEC */
+	CHECK(child_ask(&c, "forkfds", ans, sizeof(ans)));
+	CHECK(!strcmp(ans, "n 0"));
+
+	bool ok = next_session(lfd, &c, &fd, &fr[0], &fr[1]);
+	CHECK(ok);
+	int n1 = -1;
+	if (ok) {
+		CHECK_EQ_U64(find_fds(c.pid, fr[0].ino, &n0), 1);
+		CHECK_EQ_U64(find_fds(c.pid, fr[1].ino, &n1), 1);
+		CHECK(n1 >= 512 && n1 != n0);
+		snprintf(cmd, sizeof(cmd), "clobber %d", n1);
+		CHECK(child_do(&c, cmd));
+		ok = next_session(lfd, &c, &fd, &fr[1], &fr[2]);
+		CHECK(ok);
+	}
+	if (ok) {
+		/* The first attach's region is unmapped: its fd closed. */
+		int x;
+		CHECK_EQ_U64(find_fds(c.pid, fr[0].ino, &x), 0);
+		fd_link(c.pid, n0, link, sizeof(link));
+		CHECK(strncmp(link, "/memfd:", 7) != 0);
+		CHECK_EQ_U64(find_fds(c.pid, fr[2].ino, &x), 1);
+		ok = next_session(lfd, &c, &fd, &fr[2], &fr[3]);
+		CHECK(ok);
+	}
+	if (ok) {
+		/* The second's number is the program's own memfd now: left
+		 * open. */
+		fd_link(c.pid, n1, link, sizeof(link));
+		CHECK(!strcmp(link, "/memfd:program-own (deleted)"));
+		int x;
+		CHECK_EQ_U64(find_fds(c.pid, fr[2].ino, &x), 1);
+		CHECK_EQ_U64(find_fds(c.pid, fr[3].ino, &x), 1);
+		CHECK(child_ask(&c, "forkfds", ans, sizeof(ans)));
+		CHECK(!strcmp(ans, "n 0"));
+	}
+	CHECK_EQ_U64(child_end(&c), 0);
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 4; i++)
+		drop_region(&fr[i]);
+	close(lfd);
+}
+
+static bool read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		if (!wait_in(fd, 5000))
+			return false;
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+/* Reads one HP_CMSG_SNAPSHOT request; its name into name. */
+static bool read_snap_req(int fd, char *name, size_t cap)
+{
+	struct hp_client_msg m;
+	if (!read_full(fd, &m, sizeof(m)) || m.magic != HP_WIRE_MAGIC ||
+	    m.type != HP_CMSG_SNAPSHOT || m.arg == 0 || m.arg >= cap)
+		return false;
+	if (!read_full(fd, name, m.arg))
+		return false;
+	name[m.arg] = '\0';
+	return true;
+}
+
+static void expect_rc(const char *ans, int rc)
+{
+	char want[64];
+	snprintf(want, sizeof(want), "rc %d errno %d", rc, EDOM);
+	if (strcmp(ans, want) != 0)
+		fprintf(stderr, "got \"%s\", want \"%s\"\n", ans, want);
+	CHECK(!strcmp(ans, want));
+}
+
+/*
+ * heapprof_take_named_snapshot against the fake collector: the request's
+ * bytes; 0 on ACCEPT, -EIO on ERROR; a late GROW answer (with an fd)
+ * skipped and its fd closed; bad names refused before anything is sent;
+ * -EBUSY while another request is out; -ENOTCONN when the collector
+ * hangs up and when not profiled.  errno is left alone.
+ */
+static void test_named_snapshot(void)
+{
+	int lfd = fake_listen();
+	struct child c;
+	child_start(&c, NULL, false);
+	struct hp_hello h;
+	int fd = accept_hello(lfd, 5000, &h);
+	CHECK(fd >= 0);
+	if (fd < 0) {
+		child_end(&c);
+		close(lfd);
+		return;
+	}
+	struct fake_region fr = {0};
+	struct hp_config cfg = {.sampling_interval = 1};
+	give_region(fd, &cfg, &fr);
+	char name[HP_SNAPSHOT_NAME_MAX + 8], ans[128];
+
+	CHECK(child_send(&c, "snap:after-load"));
+	CHECK(read_snap_req(fd, name, sizeof(name)));
+	CHECK(!strcmp(name, "after-load"));
+	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	CHECK(child_answer(&c, ans, sizeof(ans)));
+	expect_rc(ans, 0);
+
+	CHECK(child_send(&c, "snap:no room"));
+	CHECK(read_snap_req(fd, name, sizeof(name)));
+	CHECK(!strcmp(name, "no room"));
+	send_welcome(fd, HP_WELCOME_ERROR, 0, -1);
+	CHECK(child_answer(&c, ans, sizeof(ans)));
+	expect_rc(ans, -EIO);
+
+	/* A late answer to a GROW comes first. */
+	CHECK(child_send(&c, "snap:second"));
+	CHECK(read_snap_req(fd, name, sizeof(name)));
+	CHECK(!strcmp(name, "second"));
+	int stale = memfd_create("stale-grow", MFD_CLOEXEC);
+	struct stat st;
+	CHECK(fstat(stale, &st) == 0);
+	send_welcome(fd, HP_WELCOME_ACCEPT, 1 << 20, stale);
+	close(stale);
+	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	CHECK(child_answer(&c, ans, sizeof(ans)));
+	expect_rc(ans, 0);
+	int x;
+	CHECK_EQ_U64(find_fds(c.pid, (uint64_t)st.st_ino, &x), 0);
+
+	CHECK(child_send(&c, "snap127"));
+	CHECK(read_snap_req(fd, name, sizeof(name)));
+	CHECK_EQ_U64(strlen(name), 127);
+	CHECK(name[0] == 'a' && name[126] == 'a' + 126 % 26);
+	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	CHECK(child_answer(&c, ans, sizeof(ans)));
+	expect_rc(ans, 0);
+
+	CHECK(child_ask(&c, "snapbad", ans, sizeof(ans)));
+	snprintf(name, sizeof(name), "bad %d %d %d %d %d", -EINVAL, -EINVAL,
+	         -EINVAL, -EINVAL, -EINVAL);
+	CHECK(!strcmp(ans, name));
+	CHECK(!wait_in(fd, 100)); /* nothing sent */
+
+	/* One request at a time: a second waits ~1 s, then -EBUSY. */
+	CHECK(child_ask(&c, "snapbg:first", ans, sizeof(ans)));
+	CHECK(!strcmp(ans, "ok"));
+	CHECK(read_snap_req(fd, name, sizeof(name)));
+	CHECK(!strcmp(name, "first"));
+	CHECK(child_ask(&c, "snap:two", ans, sizeof(ans)));
+	expect_rc(ans, -EBUSY);
+	CHECK(!wait_in(fd, 0));
+	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	CHECK(child_ask(&c, "snapjoin", ans, sizeof(ans)));
+	CHECK(!strcmp(ans, "rc 0 errno 0"));
+
+	/* The collector hangs up while the program waits. */
+	CHECK(child_send(&c, "snap:gone"));
+	CHECK(read_snap_req(fd, name, sizeof(name)));
+	close(fd);
+	CHECK(child_answer(&c, ans, sizeof(ans)));
+	expect_rc(ans, -ENOTCONN);
+	CHECK(child_ask(&c, "snap:again", ans, sizeof(ans)));
+	expect_rc(ans, -ENOTCONN);
+	CHECK_EQ_U64(child_end(&c), 0);
+	drop_region(&fr);
+
+	/* Not profiled: at once, and nobody is asked. */
+	child_start(&c, NULL, false);
+	fd = accept_hello(lfd, 5000, &h);
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		send_welcome(fd, HP_WELCOME_NOT_TARGET, 0, -1);
+		close(fd);
+	}
+	CHECK(child_ask(&c, "snap:x", ans, sizeof(ans)));
+	expect_rc(ans, -ENOTCONN);
+	CHECK(!wait_in(lfd, 100));
+	CHECK_EQ_U64(child_end(&c), 0);
+	close(lfd);
 }
 
 /* Starts a child, answers its startup hello with a 1 MiB region (-i 1,
@@ -1066,6 +1659,9 @@ int main(int argc, char **argv)
 	        {"follow_fork", test_follow_fork},
 	        {"block_client_grow", test_block_client_grow},
 	        {"peer_uid", test_peer_uid},
+	        {"trace_hooks", test_trace_hooks},
+	        {"kept_fds", test_kept_fds},
+	        {"named_snapshot", test_named_snapshot},
 	        {NULL, NULL},
 	};
 	int rc = unit_main("client_attach", tests);

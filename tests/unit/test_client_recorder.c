@@ -3,9 +3,13 @@
  * sampler.c compiled into this test, the unwinder and module scan
  * stubbed): peak tracking exact at interval 1 (--dump-at-max), adaptive
  * sampling doubling the interval at the documented fills and never past
- * its max, and --block-client's switch to a grown region with frees
- * matched in the retired one.
+ * its max, --block-client's switch to a grown region with frees matched
+ * in the retired one, the thread and time of live entries, and the event
+ * trace (events of allocations, frees and reallocs in each mode, exact
+ * drops, streaming waits with --block-client).
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "unit.h"
@@ -464,6 +468,477 @@ static void test_stop(void)
 	free_slot(s);
 }
 
+/* ---- thread and time of live entries --------------------------------- */
+
+static uint64_t boot_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t my_gettid(void)
+{
+	return (uint32_t)syscall(SYS_gettid);
+}
+
+struct tid_job {
+	uint64_t key;
+	uint32_t heap_id;
+	uint64_t before, after;
+	uint32_t tid;
+};
+
+static void *tid_worker(void *arg)
+{
+	struct tid_job *j = arg;
+	hp_tls = (struct client_tls){0};
+	j->tid = my_gettid();
+	j->before = boot_ns();
+	CHECK(recorder_record(j->heap_id, j->key, 64, 64, HP_OBJ_FP_ONE, 0));
+	j->after = boot_ns();
+	return NULL;
+}
+
+/* Each live entry carries the thread that allocated it (malloc's heap and
+ * a custom heap, from two threads) and a CLOCK_BOOTTIME time taken while
+ * it was recorded. */
+static void test_live_tid_ts(void)
+{
+	struct hp_config cfg = {.sampling_interval = 1, .max_frames = 64};
+	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
+	use_slot(s);
+	struct hp_region *r = &s->region;
+	struct tid_job jobs[3] = {{.key = 0x7000, .heap_id = 0},
+	                          {.key = 0x7040, .heap_id = 2},
+	                          {.key = 0x7080, .heap_id = 0}};
+	tid_worker(&jobs[0]);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, tid_worker, &jobs[1]) == 0);
+	pthread_join(th, NULL);
+	CHECK(pthread_create(&th, NULL, tid_worker, &jobs[2]) == 0);
+	pthread_join(th, NULL);
+	CHECK(jobs[0].tid != jobs[1].tid && jobs[1].tid != jobs[2].tid);
+	CHECK_EQ_U64(jobs[0].tid, getpid());
+	for (int i = 0; i < 3; i++) {
+		struct hp_live_v2 v;
+		CHECK(livetab_remove(r, jobs[i].key, &v));
+		CHECK_EQ_U64(v.tid, jobs[i].tid);
+		CHECK_EQ_U64(v.heap_id, jobs[i].heap_id);
+		CHECK(v.ts_ns >= jobs[i].before && v.ts_ns <= jobs[i].after);
+	}
+	/* The cached id is this thread's: a second sample, same tid. */
+	uint64_t b = boot_ns();
+	recorder_sample((void *)0x70c0, 10, 10, true, 0);
+	uint64_t key;
+	struct hp_live_v2 v;
+	int seen = 0;
+	for (uint64_t i = 0; i < r->live_cap; i++)
+		if (livetab_read(r, i, &key, &v) == HP_LIVE_READ_OK &&
+		    key == 0x70c0) {
+			seen++;
+			CHECK_EQ_U64(v.tid, jobs[0].tid);
+			CHECK(v.ts_ns >= b && v.ts_ns <= boot_ns());
+			CHECK_EQ_U64(v.size, 10);
+		}
+	CHECK_EQ_U64(seen, 1);
+	free_slot(s);
+}
+
+/* ---- the event trace -------------------------------------------------- */
+
+static struct client_slot *make_traced(int i, uint32_t mode, uint64_t events,
+                                       uint32_t flags, uint32_t block_ms)
+{
+	struct hp_config cfg = {.sampling_interval = 1,
+	                        .max_frames = 64,
+	                        .config_flags = flags,
+	                        .block_timeout_ms = 100,
+	                        .trace_mode = mode,
+	                        .trace_block_ms = block_ms,
+	                        .trace_bytes =
+	                                events * sizeof(struct hp_event_v2)};
+	uint64_t size = (4 << 20) + cfg.trace_bytes;
+	struct client_slot *s = make_slot(i, size, &cfg);
+	CHECK(s->traced);
+	CHECK_EQ_U64(s->region.trace_cap, events);
+	return s;
+}
+
+/* The events a reader sees: [tail, head) streaming, [0, min(head, cap))
+ * oneshot, the newest cap positions in a ring. */
+static uint64_t read_events(const struct hp_region *r, struct hp_event_v2 *out,
+                            uint64_t max)
+{
+	uint64_t head = atomic_load(&r->ext->trace_head);
+	uint64_t from = 0, to = head;
+	if (r->trace_mode == HP_TRACE_STREAMING)
+		from = atomic_load(&r->ext->trace_tail);
+	else if (r->trace_mode == HP_TRACE_ONESHOT)
+		to = head < r->trace_cap ? head : r->trace_cap;
+	else if (head > r->trace_cap)
+		from = head - r->trace_cap;
+	uint64_t n = 0;
+	for (uint64_t p = from; p < to && n < max; p++) {
+		CHECK(trace_get(r, p, &out[n]) == HP_EV_READ_OK);
+		n++;
+	}
+	return n;
+}
+
+static void check_event(const struct hp_event_v2 *e, uint8_t kind,
+                        uint64_t addr, uint64_t size, uint32_t stack,
+                        uint16_t heap, uint32_t tid, uint8_t region)
+{
+	CHECK_EQ_U64(e->kind, kind);
+	CHECK_EQ_U64(e->addr, addr);
+	CHECK_EQ_U64(e->size, size);
+	CHECK_EQ_U64(e->charged, size);
+	CHECK_EQ_U64(e->stack_id, stack);
+	CHECK_EQ_U64(e->heap_id, heap);
+	CHECK_EQ_U64(e->tid, tid);
+	CHECK_EQ_U64(e->region, region);
+}
+
+/* What hooks.c's realloc does around the real call. */
+static void realloc_like(void *old, void *new_p, size_t n, bool fails)
+{
+	struct hp_live_v2 v;
+	struct client_slot *had = recorder_take(old, &v);
+	if (fails) {
+		if (had)
+			recorder_put_back(had, old, &v);
+		return;
+	}
+	if (had)
+		recorder_apply_free(had, (uintptr_t)old, &v);
+	recorder_sample(new_p, n, n, true, 0);
+}
+
+/*
+ * In each mode, a known sequence gives exactly its events: ALLOC with the
+ * live entry's time, thread, stack and heap; FREE with the entry's stack,
+ * size and time (alloc_ts_ns) and the freeing thread; a failed realloc
+ * nothing; a moved one FREE(old) + ALLOC(new); an allocation the live
+ * table cannot hold (keys 0 and 1 of a custom heap) ALLOC + FREE.
+ */
+static void test_trace_events(void)
+{
+	static const uint32_t modes[] = {HP_TRACE_STREAMING, HP_TRACE_ONESHOT,
+	                                 HP_TRACE_RING};
+	for (int m = 0; m < 3; m++) {
+		struct client_slot *s = make_traced(0, modes[m], 1024, 0, 0);
+		use_slot(s);
+		struct hp_region *r = &s->region;
+		uint32_t tid = my_gettid();
+		uint64_t t0 = boot_ns();
+		cur_pc = 0x410000;
+		recorder_sample((void *)0x10000, 100, 100, true, 0); /* st 1 */
+		cur_pc = 0x420000;
+		CHECK(recorder_record(3, 0xabc000, 50, 50, HP_OBJ_FP_ONE,
+		                      0)); /* stack 2, heap 3 */
+		recorder_free((void *)0x10000);
+		realloc_like((void *)0xabc000, NULL, 0, true); /* not ours */
+		cur_pc = 0x430000;
+		recorder_sample((void *)0x20000, 30, 30, true, 0); /* st 3 */
+		realloc_like((void *)0x20000, (void *)0x20000, 40, true);
+		realloc_like((void *)0x20000, (void *)0x30000, 70, false);
+		recorder_forget(0xabc000);
+		cur_pc = 0x440000;
+		CHECK(recorder_record(3, 1, 20, 20, HP_OBJ_FP_ONE,
+		                      0));      /* untracked: stack 4 */
+		recorder_free((void *)0x55550); /* unknown: no event */
+		uint64_t t1 = boot_ns();
+
+		struct hp_event_v2 ev[32];
+		uint64_t n = read_events(r, ev, 32);
+		CHECK_EQ_U64(n, 9);
+		if (n != 9) {
+			free_slot(s);
+			continue;
+		}
+		check_event(&ev[0], HP_EV_ALLOC, 0x10000, 100, 1, 0, tid, 0);
+		check_event(&ev[1], HP_EV_ALLOC, 0xabc000, 50, 2, 3, tid, 0);
+		check_event(&ev[2], HP_EV_FREE, 0x10000, 100, 1, 0, tid, 0);
+		CHECK_EQ_U64(ev[2].alloc_ts_ns, ev[0].ts_ns);
+		check_event(&ev[3], HP_EV_ALLOC, 0x20000, 30, 3, 0, tid, 0);
+		/* the failed realloc: nothing; the moved one: */
+		check_event(&ev[4], HP_EV_FREE, 0x20000, 30, 3, 0, tid, 0);
+		CHECK_EQ_U64(ev[4].alloc_ts_ns, ev[3].ts_ns);
+		check_event(&ev[5], HP_EV_ALLOC, 0x30000, 70, 3, 0, tid, 0);
+		check_event(&ev[6], HP_EV_FREE, 0xabc000, 50, 2, 3, tid, 0);
+		CHECK_EQ_U64(ev[6].alloc_ts_ns, ev[1].ts_ns);
+		check_event(&ev[7], HP_EV_ALLOC, 1, 20, 4, 3, tid, 0);
+		check_event(&ev[8], HP_EV_FREE, 1, 20, 4, 3, tid, 0);
+		CHECK_EQ_U64(ev[8].alloc_ts_ns, ev[7].ts_ns);
+		for (uint64_t i = 0; i < n; i++) {
+			CHECK_EQ_U64(ev[i].seq, i + 1);
+			CHECK(ev[i].ts_ns >= t0 && ev[i].ts_ns <= t1);
+			if (i)
+				CHECK(ev[i].ts_ns >= ev[i - 1].ts_ns);
+			if (ev[i].kind == HP_EV_ALLOC)
+				CHECK_EQ_U64(ev[i].alloc_ts_ns, 0);
+		}
+		/* The live entries agree: only 0x30000 is left. */
+		struct hp_live_v2 v;
+		CHECK(livetab_remove(r, 0x30000, &v));
+		CHECK_EQ_U64(v.ts_ns, ev[5].ts_ns);
+		CHECK_EQ_U64(atomic_load(&r->hdr->counters[HP_CTR_LIVE_FULL]),
+		             1);
+		for (int d = 0; d < HP_TDROP_COUNT; d++)
+			CHECK_EQ_U64(atomic_load(&r->ext->trace_dropped[d]), 0);
+		CHECK_EQ_U64(atomic_load(&r->ext->trace_waits), 0);
+		free_slot(s);
+	}
+
+	/* Without a trace nothing is written anywhere. */
+	struct hp_config cfg = {.sampling_interval = 1, .max_frames = 64};
+	struct client_slot *s = make_slot(0, 4 << 20, &cfg);
+	CHECK(!s->traced);
+	use_slot(s);
+	recorder_sample((void *)0x10000, 100, 100, true, 0);
+	recorder_free((void *)0x10000);
+	CHECK_EQ_U64(atomic_load(&s->region.ext->trace_head), 0);
+	free_slot(s);
+}
+
+/* Full buffers: oneshot keeps the first events and counts the rest (and
+ * when it filled), a ring keeps the newest and drops none. */
+static void test_trace_full_oneshot_ring(void)
+{
+	struct client_slot *s = make_traced(0, HP_TRACE_ONESHOT, 16, 0, 0);
+	use_slot(s);
+	struct hp_region *r = &s->region;
+	cur_pc = 0x450000;
+	for (uint64_t i = 0; i < 20; i++)
+		recorder_sample((void *)(0x100000 + i * 64), 10 + i, 10 + i,
+		                true, 0);
+	for (uint64_t i = 0; i < 3; i++)
+		recorder_free((void *)(0x100000 + i * 64));
+	struct hp_event_v2 ev[32];
+	CHECK_EQ_U64(read_events(r, ev, 32), 16);
+	CHECK_EQ_U64(ev[15].addr, 0x100000 + 15 * 64);
+	CHECK(atomic_load(&r->ext->trace_full_ts) != 0);
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_dropped[HP_TDROP_ALLOCS]), 4);
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_dropped[HP_TDROP_ALLOC_BYTES]),
+	             26 + 27 + 28 + 29);
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_dropped[HP_TDROP_FREES]), 3);
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_dropped[HP_TDROP_FREE_BYTES]),
+	             10 + 11 + 12);
+	free_slot(s);
+
+	s = make_traced(0, HP_TRACE_RING, 16, 0, 0);
+	use_slot(s);
+	r = &s->region;
+	for (uint64_t i = 0; i < 20; i++)
+		recorder_sample((void *)(0x100000 + i * 64), 10, 10, true, 0);
+	for (uint64_t i = 0; i < 3; i++)
+		recorder_free((void *)(0x100000 + i * 64));
+	CHECK_EQ_U64(read_events(r, ev, 32), 16);
+	CHECK_EQ_U64(ev[0].addr, 0x100000 + 7 * 64); /* positions 7..22 */
+	CHECK_EQ_U64(ev[12].kind, HP_EV_ALLOC);
+	CHECK_EQ_U64(ev[13].kind, HP_EV_FREE);
+	CHECK_EQ_U64(ev[15].addr, 0x100000 + 2 * 64);
+	for (int d = 0; d < HP_TDROP_COUNT; d++)
+		CHECK_EQ_U64(atomic_load(&r->ext->trace_dropped[d]), 0);
+	free_slot(s);
+}
+
+/* Streaming without --block-client: what finds no room is dropped at
+ * once and counted exactly; consumed room is used again. */
+static void test_trace_streaming_drop(void)
+{
+	struct client_slot *s = make_traced(0, HP_TRACE_STREAMING, 16, 0, 0);
+	use_slot(s);
+	struct hp_region *r = &s->region;
+	cur_pc = 0x460000;
+	for (uint64_t i = 0; i < 26; i++)
+		recorder_sample((void *)(0x200000 + i * 64), 100 + i, 100 + i,
+		                true, 0);
+	for (uint64_t i = 20; i < 25; i++)
+		recorder_free((void *)(0x200000 + i * 64));
+	_Atomic uint64_t *d = r->ext->trace_dropped;
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_head), 16);
+	CHECK_EQ_U64(atomic_load(&d[HP_TDROP_ALLOCS]), 10);
+	uint64_t bytes = 0;
+	for (uint64_t i = 16; i < 26; i++)
+		bytes += 100 + i;
+	CHECK_EQ_U64(atomic_load(&d[HP_TDROP_ALLOC_BYTES]), bytes);
+	CHECK_EQ_U64(atomic_load(&d[HP_TDROP_FREES]), 5);
+	CHECK_EQ_U64(atomic_load(&d[HP_TDROP_FREE_BYTES]),
+	             120 + 121 + 122 + 123 + 124);
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_waits), 0);
+	/* The collector consumed 4: the next 4 events go in. */
+	atomic_store(&r->ext->trace_tail, 4);
+	for (uint64_t i = 0; i < 5; i++)
+		recorder_free((void *)(0x200000 + i * 64));
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_head), 20);
+	CHECK_EQ_U64(atomic_load(&d[HP_TDROP_FREES]), 6);
+	struct hp_event_v2 ev[32];
+	CHECK_EQ_U64(read_events(r, ev, 32), 16);
+	CHECK_EQ_U64(ev[15].kind, HP_EV_FREE);
+	CHECK_EQ_U64(ev[15].addr, 0x200000 + 3 * 64);
+	free_slot(s);
+}
+
+/* The consumer for test_trace_streaming_block: once the writer sleeps
+ * (waiting for room), it consumes everything. */
+struct consumer {
+	struct hp_region *r;
+	pid_t writer;
+	_Atomic int go;
+	bool saw_sleep;
+};
+
+static char task_state(pid_t tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return '?';
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static void *consumer_main(void *arg)
+{
+	struct consumer *c = arg;
+	while (!atomic_load(&c->go))
+		sched_yield();
+	/* Bounded: the writer waits at most 10 s. */
+	for (int i = 0; i < 20000 && !c->saw_sleep; i++) {
+		if (task_state(c->writer) == 'S')
+			c->saw_sleep = true;
+		else
+			sched_yield();
+	}
+	atomic_store(&c->r->ext->trace_tail,
+	             atomic_load(&c->r->ext->trace_head));
+	return NULL;
+}
+
+/*
+ * Streaming with --block-client: a writer without room waits (counted in
+ * trace_waits / trace_wait_ns) and drops after trace_block_ms; then, for
+ * a second, nobody waits.  A writer whose collector makes room while it
+ * waits writes its event.
+ */
+static void test_trace_streaming_block(void)
+{
+	struct client_slot *s =
+	        make_traced(0, HP_TRACE_STREAMING, 16, HP_CFG_BLOCK_CLIENT, 50);
+	CHECK(s->trace_block);
+	CHECK_EQ_U64(s->trace_block_ms, 50);
+	use_slot(s);
+	struct hp_region *r = &s->region;
+	struct hp_header_ext_v2 *x = r->ext;
+	cur_pc = 0x470000;
+	for (uint64_t i = 0; i < 16; i++)
+		recorder_sample((void *)(0x300000 + i * 64), 8, 8, true, 0);
+	CHECK_EQ_U64(atomic_load(&x->trace_waits), 0);
+	recorder_sample((void *)0x310000, 9, 9, true, 0);
+	CHECK_EQ_U64(atomic_load(&x->trace_waits), 1);
+	CHECK(atomic_load(&x->trace_wait_ns) >= 50 * 1000000ull);
+	CHECK_EQ_U64(atomic_load(&x->trace_dropped[HP_TDROP_ALLOCS]), 1);
+	CHECK_EQ_U64(atomic_load(&x->trace_dropped[HP_TDROP_ALLOC_BYTES]), 9);
+	/* Stalled: the next ones drop without waiting. */
+	uint64_t waited = atomic_load(&x->trace_wait_ns);
+	recorder_sample((void *)0x310040, 9, 9, true, 0);
+	recorder_free((void *)0x300000);
+	CHECK_EQ_U64(atomic_load(&x->trace_waits), 1);
+	CHECK_EQ_U64(atomic_load(&x->trace_wait_ns), waited);
+	CHECK_EQ_U64(atomic_load(&x->trace_dropped[HP_TDROP_ALLOCS]), 2);
+	CHECK_EQ_U64(atomic_load(&x->trace_dropped[HP_TDROP_FREES]), 1);
+	CHECK_EQ_U64(atomic_load(&x->trace_head), 16);
+	/* A free inside a hook never waits (the stall cleared first). */
+	atomic_store(&s->trace_stall_ns, 0);
+	hp_tls.in_hook = 1;
+	recorder_free((void *)(0x300000 + 64));
+	hp_tls.in_hook = 0;
+	CHECK_EQ_U64(atomic_load(&x->trace_waits), 1);
+	CHECK_EQ_U64(atomic_load(&x->trace_dropped[HP_TDROP_FREES]), 2);
+
+	/* Room made while waiting: the event is written. */
+	free_slot(s);
+	s = make_traced(0, HP_TRACE_STREAMING, 16, HP_CFG_BLOCK_CLIENT, 10000);
+	use_slot(s);
+	r = &s->region;
+	x = r->ext;
+	for (uint64_t i = 0; i < 16; i++)
+		recorder_sample((void *)(0x300000 + i * 64), 8, 8, true, 0);
+	struct consumer c = {.r = r, .writer = (pid_t)my_gettid()};
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, consumer_main, &c) == 0);
+	atomic_store(&c.go, 1);
+	recorder_sample((void *)0x320000, 11, 11, true, 0);
+	pthread_join(th, NULL);
+	CHECK(c.saw_sleep);
+	CHECK_EQ_U64(atomic_load(&x->trace_waits), 1);
+	CHECK(atomic_load(&x->trace_wait_ns) > 0);
+	CHECK_EQ_U64(atomic_load(&x->trace_head), 17);
+	for (int d = 0; d < HP_TDROP_COUNT; d++)
+		CHECK_EQ_U64(atomic_load(&x->trace_dropped[d]), 0);
+	struct hp_event_v2 e;
+	CHECK(trace_get(r, 16, &e) == HP_EV_READ_OK);
+	CHECK_EQ_U64(e.addr, 0x320000);
+	CHECK_EQ_U64(e.size, 11);
+	free_slot(s);
+
+	/* Without --block-client the header's trace_block_ms means
+	 * nothing: no waits. */
+	s = make_traced(0, HP_TRACE_STREAMING, 16, 0, 50);
+	CHECK(!s->trace_block);
+	free_slot(s);
+	/* trace_block_ms 0: block_timeout_ms; clamped to 60 s. */
+	s = make_traced(0, HP_TRACE_STREAMING, 16, HP_CFG_BLOCK_CLIENT, 0);
+	CHECK_EQ_U64(s->trace_block_ms, 100);
+	free_slot(s);
+	s = make_traced(0, HP_TRACE_STREAMING, 16, HP_CFG_BLOCK_CLIENT,
+	                3600000);
+	CHECK_EQ_U64(s->trace_block_ms, 60000);
+	free_slot(s);
+}
+
+/* GROW: events of a later region go to the first region's trace and
+ * name their region; a free found in the first region names region 0. */
+static void test_trace_grow(void)
+{
+	struct client_slot *s1 = make_traced(0, HP_TRACE_STREAMING, 1024,
+	                                     HP_CFG_BLOCK_CLIENT, 0);
+	struct hp_config c2 = {.sampling_interval = 1,
+	                       .max_frames = 64,
+	                       .config_flags = HP_CFG_BLOCK_CLIENT,
+	                       .region_index = 1,
+	                       .trace_mode = HP_TRACE_STREAMING,
+	                       .trace_bytes = 1 << 16};
+	struct client_slot *s2 = make_slot(1, 4 << 20, &c2);
+	CHECK(!s2->traced); /* no table of its own */
+	CHECK_EQ_U64(s2->region_index, 1);
+	use_slot(s1);
+	cur_pc = 0x480000;
+	recorder_sample((void *)0x400000, 5, 5, true, 0);
+	recorder_slot_chain(s2, s1);
+	CHECK(s2->traced);
+	atomic_store(&hp_client.cur, s2);
+	cur_pc = 0x490000;
+	recorder_sample((void *)0x400040, 6, 6, true, 0);
+	recorder_free((void *)0x400000);
+	recorder_free((void *)0x400040);
+	struct hp_event_v2 ev[8];
+	uint32_t tid = my_gettid();
+	CHECK_EQ_U64(read_events(&s1->region, ev, 8), 4);
+	check_event(&ev[0], HP_EV_ALLOC, 0x400000, 5, 1, 0, tid, 0);
+	check_event(&ev[1], HP_EV_ALLOC, 0x400040, 6, 1, 0, tid, 1);
+	check_event(&ev[2], HP_EV_FREE, 0x400000, 5, 1, 0, tid, 0);
+	check_event(&ev[3], HP_EV_FREE, 0x400040, 6, 1, 0, tid, 1);
+	free_slot(s1);
+	free_slot(s2);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -475,6 +950,12 @@ int main(void)
 	        {"peak_across_grow", test_peak_across_grow},
 	        {"heap_keys", test_heap_keys},
 	        {"stop", test_stop},
+	        {"live_tid_ts", test_live_tid_ts},
+	        {"trace_events", test_trace_events},
+	        {"trace_full_oneshot_ring", test_trace_full_oneshot_ring},
+	        {"trace_streaming_drop", test_trace_streaming_drop},
+	        {"trace_streaming_block", test_trace_streaming_block},
+	        {"trace_grow", test_trace_grow},
 	        {NULL, NULL},
 	};
 	return unit_main("client_recorder", tests);
