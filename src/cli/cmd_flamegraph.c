@@ -18,7 +18,11 @@
  *   procs    per process its dumps (ts, reason) and per heap and dump the
  *            state of every node with a value: a flat array
  *            [node, space, alloc_space, objects, alloc_objects, ...] and
- *            the totals of the four views.
+ *            the totals of the four views.  A process with an event trace
+ *            (record --trace) also has what the trace kept ("trace") and
+ *            per heap its live bytes over time ("timeline", a few hundred
+ *            buckets); with --from/--to its one "dump" is that window of
+ *            the trace ("window").
  *
  * Everything is streamed: the samples of each dump are written as they are
  * summed, then the nodes and functions they reached.  The states of a
@@ -39,6 +43,7 @@
 #include "cli/options.h"
 #include "flamegraph/assets.h"
 #include "profile/reader.h"
+#include "profile/trace_read.h"
 #include "util/err.h"
 #include "util/hmap.h"
 
@@ -51,7 +56,13 @@ struct fg_opts {
 	const char *file;
 	const char *out;
 	enum rd_view view;
+	/* --from/--to: since each process's start, ns. */
+	int window, have_from, have_to;
+	int64_t from_ns, to_ns;
 };
+
+/* Buckets of a heap's timeline: a few hundred points across the page. */
+#define TIMELINE_POINTS 400
 
 /* ---- buffered JSON writer ----------------------------------------------- */
 
@@ -643,19 +654,199 @@ static void write_dump_memory(struct jw *w, sqlite3_stmt *st, int64_t upid,
 		jw_char(w, '}');
 }
 
+/* ---- the event trace: timeline and window -------------------------------- */
+
+/* The times a traced process's page covers (boot time). */
+struct trace_span {
+	int64_t t0, t1;   /* the timeline: [t0, t1) */
+	int64_t from, to; /* --from/--to: the window [from, to) */
+	/* The running sum starts from the final state (a ring that lost its
+	 * oldest events), not from 0. */
+	int anchor_end;
+};
+
+static void span_of(const struct rd_process *p, const struct tr_info *t,
+                    const struct fg_opts *o, struct trace_span *sp)
+{
+	int64_t end = t->last_ts + 1;
+	/* The trace may start a little before the recorded start. */
+	int64_t begin = t->first_ts && t->first_ts < p->start_ts ? t->first_ts
+	                                                         : p->start_ts;
+
+	if (p->has_end && p->end_ts > end)
+		end = p->end_ts;
+	memset(sp, 0, sizeof(*sp));
+	sp->anchor_end = t->overwritten > 0;
+	/* A ring that lost its oldest events knows nothing before its
+	 * first event kept. */
+	sp->t0 = sp->anchor_end && t->first_ts ? t->first_ts : begin;
+	sp->t1 = end > sp->t0 ? end : sp->t0 + 1;
+	sp->from = o->have_from ? p->start_ts + o->from_ns : begin;
+	sp->to = o->have_to ? p->start_ts + o->to_ns : end;
+	if (o->have_to && sp->to > end)
+		sp->to = end;
+	if (sp->to < sp->from)
+		sp->to = sp->from;
+}
+
+/* "trace":{mode, complete, events, left_out, first, last, ...}, times
+ * relative to the process's start. */
+static void write_trace_info(struct jw *w, const struct rd_process *p,
+                             const struct tr_info *t,
+                             const struct trace_span *sp)
+{
+	jw_raw(w, ",\"trace\":{\"mode\":");
+	jw_str(w, t->mode);
+	jw_raw(w, ",\"complete\":");
+	jw_int(w, tr_left_out(t) == 0);
+	jw_raw(w, ",\"events\":");
+	jw_int(w, t->allocs + t->frees);
+	jw_raw(w, ",\"left_out\":");
+	jw_int(w, tr_left_out(t));
+	jw_raw(w, ",\"dropped\":");
+	jw_int(w, t->dropped_allocs + t->dropped_frees);
+	jw_raw(w, ",\"overwritten\":");
+	jw_int(w, t->overwritten);
+	jw_raw(w, ",\"first\":");
+	jw_int(w, t->first_ts ? t->first_ts - p->start_ts : 0);
+	jw_raw(w, ",\"last\":");
+	jw_int(w, t->last_ts ? t->last_ts - p->start_ts : 0);
+	if (t->full_ts) {
+		jw_raw(w, ",\"full\":");
+		jw_int(w, t->full_ts - p->start_ts);
+	}
+	jw_raw(w, ",\"anchor\":");
+	jw_str(w, sp->anchor_end ? "end" : "start");
+	jw_char(w, '}');
+}
+
+/*
+ * ,"timeline":{"t0":ns,"t1":ns,"base":bytes,"live":[...],"peak":[...]}: the
+ * heap's live bytes at the end of each of TIMELINE_POINTS buckets of
+ * [t0, t1), and the highest within each (times since the process's start),
+ * from base at t0.  A ring that lost its oldest events counts back from the
+ * final dump's live bytes (base: what was live before its first event).
+ */
+static int write_timeline(struct jw *w, sqlite3 *db, const struct rd_process *p,
+                          const char *heap, const struct trace_span *sp)
+{
+	int64_t *live = malloc(2 * TIMELINE_POINTS * sizeof(*live));
+	int64_t *peak = live ? live + TIMELINE_POINTS : NULL;
+	int64_t base = 0;
+	int err = live ? 0 : -ENOMEM;
+
+	if (!err && sp->anchor_end) {
+		struct tr_set leaks;
+		struct tr_leak_src src;
+		int64_t net = 0;
+		err = tr_leaks(db, SUBSYS, p->upid, &leaks, &src);
+		if (!err)
+			err = tr_net_bytes(db, SUBSYS, p->upid, heap, &net);
+		if (!err) {
+			const struct tr_heap *h = tr_set_find(&leaks, heap);
+			base = (h ? h->tot[RD_SPACE] : 0) - net;
+			base = base > 0 ? base : 0;
+			tr_set_free(&leaks);
+		}
+	}
+	if (!err)
+		err = tr_timeline(db, SUBSYS, p->upid, heap, sp->t0, sp->t1,
+		                  TIMELINE_POINTS, base, live, peak);
+	if (err == -ENOMEM)
+		hp_err(SUBSYS, "out of memory");
+	if (err) {
+		free(live);
+		return err;
+	}
+	jw_raw(w, ",\"timeline\":{\"t0\":");
+	jw_int(w, sp->t0 - p->start_ts);
+	jw_raw(w, ",\"t1\":");
+	jw_int(w, sp->t1 - p->start_ts);
+	jw_raw(w, ",\"base\":");
+	jw_int(w, base);
+	jw_raw(w, ",\"live\":[");
+	for (size_t i = 0; i < TIMELINE_POINTS; i++) {
+		if (i)
+			jw_char(w, ',');
+		jw_int(w, live[i]);
+	}
+	jw_raw(w, "],\"peak\":[");
+	for (size_t i = 0; i < TIMELINE_POINTS; i++) {
+		if (i)
+			jw_char(w, ',');
+		jw_int(w, peak[i]);
+	}
+	jw_raw(w, "]}");
+	free(live);
+	return 0;
+}
+
+/* The heap's state in the window, as a one-dump array like
+ * write_heap_dumps'. */
+static int write_window_state(struct jw *w, sqlite3 *db, struct fg *g,
+                              struct heap_acc *a, int64_t upid,
+                              const char *heap, const struct trace_span *sp)
+{
+	struct tr_heap win;
+	int err = tr_window(db, SUBSYS, upid, heap, sp->from, sp->to, &win);
+
+	if (err)
+		return err;
+	acc_reset(a);
+	for (size_t i = 0; i < win.n; i++) {
+		const struct rd_callsite *c =
+		        win.s[i].callsite
+		                ? callsite_get(g->s, win.s[i].callsite)
+		                : NULL;
+		size_t slot =
+		        c ? (size_t)(c - g->s->callsites) : g->s->ncallsites;
+		int64_t *v = &a->v[slot * RD_NVIEWS];
+		if (!a->seen[slot]) {
+			a->seen[slot] = 1;
+			a->touched[a->ntouched++] = slot;
+		}
+		for (int k = 0; k < RD_NVIEWS; k++)
+			v[k] += win.s[i].v[k];
+	}
+	tr_heap_free(&win);
+	jw_char(w, '[');
+	err = write_dump_state(w, g, a);
+	jw_char(w, ']');
+	if (err == -ENOMEM)
+		hp_err(SUBSYS, "out of memory");
+	return err;
+}
+
 static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
-                         struct heap_acc *a, const struct rd_process *p)
+                         struct heap_acc *a, const struct rd_process *p,
+                         const struct fg_opts *o)
 {
 	sqlite3_stmt *mem = NULL;
 	struct rd_dump *dumps = NULL;
 	char **heaps = NULL;
 	size_t ndumps = 0, nheaps = 0;
+	struct tr_info trace;
+	struct trace_span span;
 	int err = reader_load_dumps(db, SUBSYS, p->upid, &dumps, &ndumps);
 
 	if (!err)
 		err = reader_load_heaps(db, SUBSYS, p->upid, &heaps, &nheaps);
+	if (!err)
+		err = tr_load_info(db, SUBSYS, p->upid, &trace);
 	if (err)
 		goto out;
+	span_of(p, &trace, o, &span);
+	if (o->window) {
+		/* One "dump": the window, at its end; none without a trace. */
+		reader_free_dumps(dumps, ndumps);
+		dumps = NULL;
+		ndumps = 0;
+		if (!trace.present) {
+			reader_free_heaps(heaps, nheaps);
+			heaps = NULL;
+			nheaps = 0;
+		}
+	}
 	/* Absent in profiles written before it existed: then no "mem". */
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT name, value FROM heapprof_dump_memory"
@@ -678,7 +869,19 @@ static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
 	jw_int(w, p->start_ts);
 	jw_raw(w, ",\"end\":");
 	jw_int(w, p->end_ts);
-	jw_raw(w, ",\"dumps\":[");
+	if (trace.present)
+		write_trace_info(w, p, &trace, &span);
+	if (o->window && trace.present) {
+		jw_raw(w, ",\"window\":{\"from\":");
+		jw_int(w, span.from - p->start_ts);
+		jw_raw(w, ",\"to\":");
+		jw_int(w, span.to - p->start_ts);
+		jw_raw(w, "},\"dumps\":[{\"ts\":");
+		jw_int(w, span.to);
+		jw_raw(w, ",\"reason\":\"window\"}");
+	} else {
+		jw_raw(w, ",\"dumps\":[");
+	}
 	for (size_t i = 0; i < ndumps; i++) {
 		jw_raw(w, i ? ",{\"ts\":" : "{\"ts\":");
 		jw_int(w, dumps[i].ts);
@@ -692,8 +895,14 @@ static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
 		jw_raw(w, h ? ",{\"name\":" : "{\"name\":");
 		jw_str(w, heaps[h]);
 		jw_raw(w, ",\"dumps\":");
-		err = write_heap_dumps(w, db, g, a, p->upid, heaps[h], dumps,
-		                       ndumps);
+		if (o->window)
+			err = write_window_state(w, db, g, a, p->upid, heaps[h],
+			                         &span);
+		else
+			err = write_heap_dumps(w, db, g, a, p->upid, heaps[h],
+			                       dumps, ndumps);
+		if (!err && trace.present)
+			err = write_timeline(w, db, p, heaps[h], &span);
 		jw_char(w, '}');
 	}
 	jw_raw(w, "]}");
@@ -797,7 +1006,7 @@ static int write_data(struct jw *w, sqlite3 *db, const struct rd_stacks *s,
 	for (size_t i = 0; !err && i < nprocs; i++) {
 		if (i)
 			jw_char(w, ',');
-		err = write_process(w, db, &g, &a, &procs[i]);
+		err = write_process(w, db, &g, &a, &procs[i], o);
 	}
 	jw_char(w, ']');
 	if (!err)
@@ -862,6 +1071,7 @@ static int write_page(struct jw *w, sqlite3 *db, const struct rd_stacks *s,
 static void fg_usage(FILE *f)
 {
 	fputs("usage: heapprof flamegraph FILE [-o OUT.html] [--view VIEW]\n"
+	      "                          [--from TIME] [--to TIME]\n"
 	      "\n"
 	      "Writes one self-contained HTML page (no network access) with "
 	      "an\n"
@@ -873,7 +1083,16 @@ static void fg_usage(FILE *f)
 	      "  -o, --output OUT  the page (default: FILE with .db replaced\n"
 	      "                    by .html; - for standard output)\n"
 	      "  --view VIEW       the view shown first: space (default),\n"
-	      "                    alloc_space, objects or alloc_objects\n",
+	      "                    alloc_space, objects or alloc_objects\n"
+	      "  --from, --to TIME from a trace (record --trace): the graph"
+	      " of the\n"
+	      "                    allocations made in [from, to) instead of"
+	      " the dumps\n"
+	      "                    (space: those still live at `to`); TIME is"
+	      " since the\n"
+	      "                    process started, as in 1.5s or 500ms\n"
+	      "\n"
+	      "With a trace, the page also charts the live bytes over time.\n",
 	      f);
 }
 
@@ -885,7 +1104,7 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *val = NULL;
-		int is_out = 0, is_view = 0;
+		int is_out = 0, is_view = 0, is_from = 0, is_to = 0;
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fg_usage(stdout);
@@ -901,7 +1120,15 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 			is_view = 1;
 		else if (!strncmp(a, "--view=", 7))
 			is_view = 1, val = a + 7;
-		if ((is_out || is_view) && !val) {
+		else if (!strcmp(a, "--from"))
+			is_from = 1;
+		else if (!strncmp(a, "--from=", 7))
+			is_from = 1, val = a + 7;
+		else if (!strcmp(a, "--to"))
+			is_to = 1;
+		else if (!strncmp(a, "--to=", 5))
+			is_to = 1, val = a + 5;
+		if ((is_out || is_view || is_from || is_to) && !val) {
 			if (i + 1 >= argc) {
 				hp_err(SUBSYS, "option '%s' needs a value", a);
 				return 2;
@@ -916,6 +1143,13 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 			o->out = val;
 		} else if (is_view) {
 			if (opt_parse_view(SUBSYS, val, &o->view) < 0)
+				return 2;
+		} else if (is_from || is_to) {
+			o->window = 1;
+			*(is_from ? &o->have_from : &o->have_to) = 1;
+			if (opt_parse_offset(
+			            SUBSYS, is_from ? "--from" : "--to", val,
+			            is_from ? &o->from_ns : &o->to_ns) < 0)
 				return 2;
 		} else if (a[0] == '-' && a[1]) {
 			hp_err(SUBSYS, "unknown option '%s'", a);
@@ -932,7 +1166,40 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 		               "[-o OUT.html])");
 		return 2;
 	}
+	if (o->have_from && o->have_to && o->from_ns >= o->to_ns) {
+		char a[32], b[32];
+		hp_err(SUBSYS, "--from %s is not before --to %s",
+		       opt_duration_str(o->from_ns, a, sizeof(a)),
+		       opt_duration_str(o->to_ns, b, sizeof(b)));
+		return 2;
+	}
 	return 0;
+}
+
+/* --from/--to: 0 if some process has a trace, else -1 (message printed). */
+static int check_traced(sqlite3 *db, const struct fg_opts *o)
+{
+	struct rd_process *procs = NULL;
+	size_t n = 0;
+	int traced = 0;
+
+	if (reader_load_processes(db, SUBSYS, &procs, &n) < 0)
+		return -1;
+	for (size_t i = 0; !traced && i < n; i++) {
+		struct tr_info t;
+		if (tr_load_info(db, SUBSYS, procs[i].upid, &t) < 0) {
+			reader_free_processes(procs, n);
+			return -1;
+		}
+		traced = t.present;
+	}
+	reader_free_processes(procs, n);
+	if (!traced)
+		hp_err(SUBSYS,
+		       "%s: --from/--to need an event trace (heapprof record"
+		       " --trace), and this profile has none",
+		       o->file);
+	return traced ? 0 : -1;
 }
 
 /* FILE with ".db" replaced by ".html", or ".html" appended. */
@@ -1067,7 +1334,8 @@ int cmd_flamegraph(int argc, char **argv)
 		return 1;
 	}
 	rc = 1;
-	if (reader_load_stacks(db, SUBSYS, &s) == 0) {
+	if ((!o.window || check_traced(db, &o) == 0) &&
+	    reader_load_stacks(db, SUBSYS, &s) == 0) {
 		rc = write_output(out, db, &s, &o);
 		reader_free_stacks(&s);
 	}

@@ -12,6 +12,11 @@
  *
  * and an -o naming an existing directory (or ending in '/') puts the files
  * there under the default names.
+ *
+ * --from/--to export a time window of a trace (record --trace) instead of
+ * a dump: one file per process and heap, named PREFIX.pid<P>.<heap>.window
+ * .pb.gz when several result, with the allocations made in the window
+ * (alloc_*) and those of them still live at its end (space, objects).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +29,7 @@
 #include "cli/options.h"
 #include "export/pprof.h"
 #include "profile/reader.h"
+#include "profile/trace_read.h"
 #include "util/err.h"
 
 #define SUBSYS "pprof"
@@ -37,9 +43,13 @@ struct pprof_opts {
 	long pid;
 	const char *heap; /* NULL: libc.malloc */
 	int all_heaps;
+	/* --from/--to: since each process's start, ns. */
+	int window, have_from, have_to;
+	int64_t from_ns, to_ns;
 };
 
-/* One file to write: process, heap and dump (1-based index). */
+/* One file to write: process, heap and dump (1-based index; 0 for the
+ * --from/--to window). */
 struct job {
 	size_t proc;
 	char *heap;
@@ -55,7 +65,8 @@ static void pprof_usage(FILE *f)
 {
 	fputs("usage: heapprof pprof FILE [-o PATH] [--dump N | --all]"
 	      " [--pid P]\n"
-	      "                     [--heap H | --all-heaps]\n"
+	      "                     [--heap H | --all-heaps]"
+	      " [--from TIME] [--to TIME]\n"
 	      "\n"
 	      "Write gzipped pprof profiles (for go tool pprof, speedscope,"
 	      " ...).\n"
@@ -73,7 +84,16 @@ static void pprof_usage(FILE *f)
 	      "  --all              every dump\n"
 	      "  --pid P            only the process with PID P\n"
 	      "  --heap H           heap H (default libc.malloc)\n"
-	      "  --all-heaps        every heap\n",
+	      "  --all-heaps        every heap\n"
+	      "  --from, --to TIME  from a trace (record --trace): the"
+	      " allocations made\n"
+	      "                     in [from, to), and those of them still"
+	      " live at `to`;\n"
+	      "                     TIME is since the process started, as in"
+	      " 1.5s, 500ms\n"
+	      "                     (-2ms: before its recorded start)\n"
+	      "                     (defaults: its start, the end of the"
+	      " trace)\n",
 	      f);
 }
 
@@ -98,6 +118,14 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
 		o->have_pid = 1;
 		return opt_parse_pid(SUBSYS, v, &o->pid);
+	}
+	if ((v = opt_value(argc, argv, i, "--from", &missing))) {
+		o->window = o->have_from = 1;
+		return opt_parse_offset(SUBSYS, "--from", v, &o->from_ns);
+	}
+	if ((v = opt_value(argc, argv, i, "--to", &missing))) {
+		o->window = o->have_to = 1;
+		return opt_parse_offset(SUBSYS, "--to", v, &o->to_ns);
 	}
 	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
 		if (!v[0]) {
@@ -141,6 +169,18 @@ static int parse_args(int argc, char **argv, struct pprof_opts *o)
 	}
 	if (o->all_heaps && o->heap) {
 		hp_err(SUBSYS, "--heap and --all-heaps exclude each other");
+		return 2;
+	}
+	if (o->window && (o->all_dumps || o->dump.index || o->dump.name)) {
+		hp_err(SUBSYS,
+		       "--from/--to and --dump/--all exclude each other");
+		return 2;
+	}
+	if (o->have_from && o->have_to && o->from_ns >= o->to_ns) {
+		char a[32], b[32];
+		hp_err(SUBSYS, "--from %s is not before --to %s",
+		       opt_duration_str(o->from_ns, a, sizeof(a)),
+		       opt_duration_str(o->to_ns, b, sizeof(b)));
 		return 2;
 	}
 	return 0;
@@ -212,7 +252,8 @@ static int pick_heaps(sqlite3 *db, const struct rd_process *p,
 /* The jobs for process i.  0 or -1 (message printed). */
 static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
                         const struct pprof_opts *o, struct proc_dumps *pd,
-                        struct job **jobs, size_t *njobs, int *heap_found)
+                        struct job **jobs, size_t *njobs, int *heap_found,
+                        int *traced)
 {
 	const struct rd_process *p = &procs[i];
 	char **heaps = NULL;
@@ -221,6 +262,27 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 
 	if (reader_load_dumps(db, SUBSYS, p->upid, &pd->d, &pd->n) < 0)
 		return -1;
+	if (o->window) {
+		struct tr_info t;
+		if (tr_load_info(db, SUBSYS, p->upid, &t) < 0)
+			return -1;
+		if (!t.present) {
+			hp_err(SUBSYS,
+			       "process %" PRId64
+			       " has no event trace; skipped",
+			       p->pid);
+			return 0;
+		}
+		*traced = 1;
+		if (pick_heaps(db, p, o, &heaps, &nheaps, heap_found) < 0)
+			return -1;
+		for (size_t h = 0; !err && h < nheaps; h++)
+			err = job_add(jobs, njobs, i, heaps[h], 0, pd->n);
+		reader_free_heaps(heaps, nheaps);
+		if (err)
+			hp_err(SUBSYS, "out of memory");
+		return err ? -1 : 0;
+	}
 	if (pd->n == 0) {
 		hp_err(SUBSYS, "process %" PRId64 " has no dumps; skipped",
 		       p->pid);
@@ -313,6 +375,12 @@ static char *out_path(const struct pprof_opts *o, const char *stem,
 	for (char *c = heap; *c; c++)
 		if (*c == '/')
 			*c = '_';
+	if (j->dump == 0) {
+		if (asprintf(&r, "%s.pid%" PRId64 ".%s.window.pb.gz", stem,
+		             procs[j->proc].pid, heap) < 0)
+			return NULL;
+		return r;
+	}
 	if (asprintf(&r, "%s.pid%" PRId64 ".%s.dump%zu.pb.gz", stem,
 	             procs[j->proc].pid, heap, j->dump) < 0)
 		return NULL;
@@ -321,11 +389,17 @@ static char *out_path(const struct pprof_opts *o, const char *stem,
 
 /* ---- writing ------------------------------------------------------------ */
 
+static int write_window(sqlite3 *db, const struct rd_stacks *s,
+                        const struct pprof_opts *o, const struct rd_process *p,
+                        const struct job *j, const char *path);
+
 static int write_job(sqlite3 *db, const struct rd_stacks *s,
                      const struct pprof_opts *o, const struct rd_process *p,
                      const struct proc_dumps *pd, const struct job *j,
                      const char *path)
 {
+	if (j->dump == 0)
+		return write_window(db, s, o, p, j, path);
 	const struct rd_dump *d = &pd->d[j->dump - 1];
 	struct pp_profile *pp = pp_new(p->interval);
 	char *c1 = NULL, *c2 = NULL;
@@ -367,6 +441,125 @@ static int write_job(sqlite3 *db, const struct rd_stacks *s,
 	return err;
 }
 
+/* ---- a window of the trace ---------------------------------------------- */
+
+/*
+ * The window of o in boot time for process p: [from, to), `to` at most
+ * the end of what was recorded (so the comments name a real time).
+ * Without --from it starts with the trace, which may be a little before
+ * the process's recorded start.
+ */
+static void window_bounds(const struct pprof_opts *o,
+                          const struct rd_process *p, const struct tr_info *t,
+                          int64_t *from, int64_t *to)
+{
+	int64_t end = t->last_ts + 1;
+	int64_t begin = t->first_ts && t->first_ts < p->start_ts ? t->first_ts
+	                                                         : p->start_ts;
+
+	if (p->has_end && p->end_ts > end)
+		end = p->end_ts;
+	*from = o->have_from ? p->start_ts + o->from_ns : begin;
+	*to = o->have_to ? p->start_ts + o->to_ns : end;
+	if (o->have_to && *to > end)
+		*to = end;
+	if (*to < *from)
+		*to = *from;
+}
+
+/* What a window's numbers are worth: comments for pprof -comments. */
+static char *trace_comment(const struct rd_process *p, const struct tr_info *t,
+                           int64_t from, int64_t to)
+{
+	char *r = NULL;
+	int64_t left = tr_left_out(t);
+	int ring_short = t->overwritten && t->first_ts > from;
+
+	if (!left) {
+		if (asprintf(&r,
+		             "trace: %s, complete (every allocation and"
+		             " free of the window is in it)",
+		             t->mode[0] ? t->mode : "?") < 0)
+			r = NULL;
+		return r;
+	}
+	if (asprintf(&r,
+	             "trace: %s, INCOMPLETE: %" PRId64 " events left out"
+	             " (%" PRId64 " allocations and %" PRId64
+	             " frees dropped, %" PRId64 " overwritten, %" PRId64
+	             " never finished)%s%+.3f s; values may miss allocations"
+	             " and frees",
+	             t->mode[0] ? t->mode : "?", left, t->dropped_allocs,
+	             t->dropped_frees, t->overwritten, t->incomplete,
+	             ring_short ? "; the events kept start at "
+	             : t->full_ts && t->full_ts < to ? "; the buffer filled at "
+	                                             : "; the trace ends at ",
+	             (double)((ring_short                      ? t->first_ts
+	                       : t->full_ts && t->full_ts < to ? t->full_ts
+	                                                       : t->last_ts) -
+	                      p->start_ts) /
+	                     1e9) < 0)
+		r = NULL;
+	return r;
+}
+
+static int write_window(sqlite3 *db, const struct rd_stacks *s,
+                        const struct pprof_opts *o, const struct rd_process *p,
+                        const struct job *j, const char *path)
+{
+	struct tr_info t;
+	struct tr_heap w;
+	int64_t from, to;
+	char *c[4] = {NULL, NULL, NULL, NULL};
+	struct pp_profile *pp = NULL;
+	int err;
+
+	if (tr_load_info(db, SUBSYS, p->upid, &t) < 0)
+		return -EIO;
+	window_bounds(o, p, &t, &from, &to);
+	if ((err = tr_window(db, SUBSYS, p->upid, j->heap, from, to, &w)) < 0)
+		return err;
+	double f = (double)(from - p->start_ts) / 1e9;
+	double e = (double)(to - p->start_ts) / 1e9;
+	if (asprintf(&c[0],
+	             "heapprof profile %s: process %" PRId64 " (%s), heap %s,"
+	             " window %+.6f s to %+.6f s since the process started",
+	             o->file, p->pid, p->name, j->heap, f, e) < 0)
+		c[0] = NULL;
+	if (asprintf(&c[1], "alloc_space, alloc_objects: allocations made in"
+	                    " the window; space, objects: those of them still"
+	                    " live at its end (no free before it)") < 0)
+		c[1] = NULL;
+	c[2] = trace_comment(p, &t, from, to);
+	if (asprintf(&c[3], "command line: %s", p->cmdline) < 0)
+		c[3] = NULL;
+	pp = pp_new(p->interval);
+	err = pp && c[0] && c[1] && c[2] && c[3] ? 0 : -ENOMEM;
+	for (int k = 0; !err && k < 4; k++)
+		err = pp_add_comment(pp, c[k]);
+	if (!err) {
+		pp_set_time(pp, pp_wall_time(db, from), to - from);
+		for (size_t i = 0; !err && i < w.n; i++)
+			err = pp_add_sample(pp, s, w.s[i].callsite, w.s[i].v,
+			                    NULL, NULL);
+	}
+	if (err)
+		hp_err(SUBSYS, "out of memory");
+	if (!err)
+		err = pp_write_gz(pp, path, SUBSYS);
+	if (!err)
+		printf("wrote %s: process %" PRId64
+		       ", heap %s, window %+.6f s to %+.6f s%s, %zu samples\n",
+		       path, p->pid, j->heap, f, e,
+		       tr_left_out(&t) ? " (trace incomplete)" : "",
+		       pp_nsamples(pp));
+	for (int k = 0; k < 4; k++)
+		free(c[k]);
+	pp_free(pp);
+	tr_heap_free(&w);
+	return err;
+}
+
 static int write_all_jobs(sqlite3 *db, const struct rd_stacks *s,
                           const struct pprof_opts *o,
                           const struct rd_process *procs,
@@ -399,7 +592,7 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 	struct proc_dumps *pd = NULL;
 	struct job *jobs = NULL;
 	size_t nprocs = 0, njobs = 0, nsel = 0;
-	int heap_found = 0, err;
+	int heap_found = 0, traced = 0, err;
 
 	if ((err = reader_load_stacks(db, SUBSYS, &s)) < 0)
 		return -1;
@@ -408,12 +601,28 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 		hp_err(SUBSYS, "out of memory");
 		err = -1;
 	}
+	/* --from/--to: refused at once (one message) when no selected process
+	 * has a trace; the others are skipped with a note. */
+	for (size_t i = 0; !err && o->window && !traced && i < nprocs; i++) {
+		struct tr_info t;
+		if (o->have_pid && procs[i].pid != o->pid)
+			continue;
+		err = tr_load_info(db, SUBSYS, procs[i].upid, &t);
+		traced = t.present;
+	}
+	if (!err && o->window && !traced) {
+		hp_err(SUBSYS,
+		       "%s: --from/--to need an event trace (heapprof record"
+		       " --trace), and %s has none",
+		       o->file, o->have_pid ? "this process" : "this profile");
+		err = -1;
+	}
 	for (size_t i = 0; !err && i < nprocs; i++) {
 		if (o->have_pid && procs[i].pid != o->pid)
 			continue;
 		nsel++;
 		err = plan_process(db, procs, i, o, &pd[i], &jobs, &njobs,
-		                   &heap_found);
+		                   &heap_found, &traced);
 	}
 	if (!err && o->have_pid && nsel == 0) {
 		hp_err(SUBSYS, "%s: no process with pid %ld", o->file, o->pid);

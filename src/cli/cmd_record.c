@@ -105,6 +105,31 @@ static void record_usage(FILE *f)
 	      "      --adaptive-max-interval BYTES  ... up to this (default "
 	      "64 x -i)\n"
 	      "\n"
+	      "event trace (every allocation and free with time, thread "
+	      "and stack;\n"
+	      "sampled at -i like the profile, all of them with -i 1; "
+	      "docs/TRACE.md):\n"
+	      "      --trace[=MODE]     record a trace; MODE (default "
+	      "streaming):\n"
+	      "                         streaming  read while the program "
+	      "runs; when\n"
+	      "                                    the buffer is full, drop "
+	      "and count\n"
+	      "                                    (or wait: --block-client)\n"
+	      "                         oneshot    the first events that fit "
+	      "the buffer\n"
+	      "                         ring       the newest events that fit "
+	      "the buffer\n"
+	      "                         (also '--trace MODE' when the word is "
+	      "one of\n"
+	      "                         these three)\n"
+	      "      --trace-buffer BYTES  the trace's shared buffer per "
+	      "process\n"
+	      "                         (default 67108864 = 64 MiB; 65536 to "
+	      "16 GiB;\n"
+	      "                         rounded down to a power of two of "
+	      "64-byte events)\n"
+	      "\n"
 	      "heaps (only libc.malloc exists until the custom allocator "
 	      "API):\n"
 	      "      --heaps A,B        profile these heaps\n"
@@ -275,6 +300,8 @@ enum {
 	OPT_EXCLUDE_HEAPS,
 	OPT_HEAP_INTERVALS,
 	OPT_PRINT_CONFIG,
+	OPT_TRACE,
+	OPT_TRACE_BUFFER,
 };
 
 static const struct option longopts[] = {
@@ -302,6 +329,8 @@ static const struct option longopts[] = {
         {"heap-intervals", required_argument, NULL, OPT_HEAP_INTERVALS},
         {"config", required_argument, NULL, 'c'},
         {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
+        {"trace", optional_argument, NULL, OPT_TRACE},
+        {"trace-buffer", required_argument, NULL, OPT_TRACE_BUFFER},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -404,6 +433,17 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	case OPT_PRINT_CONFIG:
 		*print_config = true;
 		return 0;
+	case OPT_TRACE: {
+		int m = arg ? config_trace_mode(arg) : HP_TRACE_STREAMING;
+		if (m < 0)
+			return bad("--trace", arg,
+			           "use streaming, oneshot or ring");
+		c->trace_mode = (uint32_t)m;
+		return 0;
+	}
+	case OPT_TRACE_BUFFER:
+		return parse_u64("--trace-buffer", arg, HP_TRACE_MIN_BYTES,
+		                 HP_TRACE_MAX_BYTES, &c->trace_bytes);
 	default:
 		return 2;
 	}
@@ -476,7 +516,13 @@ int cmd_record(int argc, char **argv)
 			config_free(&cfg);
 			return 2;
 		}
-		rc = apply_opt(&cfg, opt, optarg, &print_config);
+		const char *arg = optarg;
+		/* `--trace MODE`: the next word is the mode only when it is
+		 * one (else it is the command, or the next option). */
+		if (opt == OPT_TRACE && !arg && optind < argc &&
+		    config_trace_mode(argv[optind]) >= 0)
+			arg = argv[optind++];
+		rc = apply_opt(&cfg, opt, arg, &print_config);
 		if (rc) {
 			config_free(&cfg);
 			return rc;

@@ -8,6 +8,11 @@
  * top self entries so a reader sees where they come from.  A process that
  * another session was already profiling has a row but nothing recorded.
  *
+ * A process with an event trace (record --trace) also gets a trace line
+ * (what it kept and left out), its leaks (the blocks live at the final
+ * dump) and its temporary allocations (freed within --temporary-threshold),
+ * see docs/LEAKS.md and src/profile/trace_read.h.
+ *
  * The state at a dump is the sum of heap_profile_allocation rows up to its
  * ts (rows are per-dump deltas); alloc_* views sum only the positive rows.
  */
@@ -22,6 +27,7 @@
 #include "cli/options.h"
 #include "layout/layout_v2.h"
 #include "profile/reader.h"
+#include "profile/trace_read.h"
 #include "util/err.h"
 #include "util/hmap.h"
 #include "util/human.h"
@@ -45,6 +51,7 @@ struct report_opts {
 	struct dump_ref dump;
 	int have_pid;
 	long pid;
+	int64_t temp_ns; /* --temporary-threshold */
 };
 
 /* What the report of one process needs of the whole profile. */
@@ -72,6 +79,7 @@ struct fn {
 	const char *file;
 	int64_t line, loc_value;
 	int64_t self, incl;
+	int64_t self2; /* self in the table's second column, if any */
 	int64_t best_callsite, best_value; /* heaviest stack ending here */
 	size_t nstacks;
 	size_t stamp; /* last stack counted into incl */
@@ -89,6 +97,7 @@ static void report_usage(FILE *f)
 {
 	fputs("usage: heapprof report FILE [--view VIEW] [--top N] [--dump N]"
 	      " [--pid P]\n"
+	      "                      [--temporary-threshold DURATION]\n"
 	      "\n"
 	      "  --view VIEW  space (default), alloc_space, objects or"
 	      " alloc_objects\n"
@@ -96,7 +105,13 @@ static void report_usage(FILE *f)
 	      "  --dump N     use the N-th dump of each process (1 = first,"
 	      " -1 = last;\n"
 	      "               default: the last)\n"
-	      "  --pid P      only the process with PID P\n",
+	      "  --pid P      only the process with PID P\n"
+	      "  --temporary-threshold DURATION\n"
+	      "               with a trace (record --trace): an allocation"
+	      " freed at most\n"
+	      "               this long after it was made is temporary"
+	      " (default 1ms;\n"
+	      "               units ns, us, ms, s)\n",
 	      f);
 }
 
@@ -125,6 +140,9 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		o->have_pid = 1;
 		return opt_parse_pid(SUBSYS, v, &o->pid);
 	}
+	if ((v = opt_value(argc, argv, i, "--temporary-threshold", &missing)))
+		return opt_parse_duration(SUBSYS, "--temporary-threshold", v,
+		                          &o->temp_ns);
 	if (missing) {
 		hp_err(SUBSYS, "option '%s' needs a value", argv[*i]);
 		return -1;
@@ -138,6 +156,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->view = RD_SPACE;
 	o->top = 10;
+	o->temp_ns = 1000000;
 	size_t n;
 	int rc = opt_walk(SUBSYS, argc, argv, parse_opt, o, report_usage,
 	                  &o->file, 1, &n);
@@ -311,7 +330,8 @@ static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
 
 /* Charge one stack's value to its leaf (self) and every function on it. */
 static int agg_stack(struct agg *g, const struct rd_stacks *s,
-                     const struct rd_sample *l, int64_t value, size_t stamp)
+                     const struct rd_sample *l, int64_t value, int64_t value2,
+                     size_t stamp)
 {
 	const struct rd_callsite *c = rd_callsite_get(s, l->callsite);
 
@@ -327,6 +347,7 @@ static int agg_stack(struct agg *g, const struct rd_stacks *s,
 				return -ENOMEM;
 			if (depth == 0 && k == 0) {
 				fn->self += value;
+				fn->self2 += value2;
 				fn->nstacks++;
 				if (!fn->best_callsite ||
 				    value > fn->best_value) {
@@ -351,15 +372,18 @@ static int agg_stack(struct agg *g, const struct rd_stacks *s,
 	return 0;
 }
 
-static int agg_build(struct agg *g, const struct rd_stacks *s,
-                     const struct rd_sample *leaves, size_t n, enum rd_view v)
+/* Functions by view v (and v2 in self2, unless v2 < 0). */
+static int agg_build2(struct agg *g, const struct rd_stacks *s,
+                      const struct rd_sample *leaves, size_t n, enum rd_view v,
+                      int v2)
 {
 	memset(g, 0, sizeof(*g));
 	hmap_init(&g->idx);
 	for (size_t i = 0; i < n; i++) {
 		if (leaves[i].v[v] == 0)
 			continue;
-		if (agg_stack(g, s, &leaves[i], leaves[i].v[v], i + 1) < 0) {
+		if (agg_stack(g, s, &leaves[i], leaves[i].v[v],
+		              v2 >= 0 ? leaves[i].v[v2] : 0, i + 1) < 0) {
 			hp_err(SUBSYS, "out of memory");
 			return -1;
 		}
@@ -482,19 +506,45 @@ static void print_path(const struct rd_stacks *s, const struct fn *fn)
 		       hidden == 1 ? "" : "s");
 }
 
-/* Widths of the value and function columns for the first `rows` entries. */
+/*
+ * A table of functions: the value column (view v, headed col), an optional
+ * second value column (view v2 >= 0 from fn->self2, headed col2; self
+ * tables only), each row's share of total, and for self tables the call
+ * path of each entry's heaviest stack.
+ */
+struct table {
+	const char *heading; /* printed after a blank line */
+	enum rd_view v;
+	const char *col;
+	int v2;
+	const char *col2;
+	int64_t total;
+	long top;
+	int self;
+};
+
+/* Widths of the value columns and the function column for the first
+ * `rows` entries. */
 static void top_widths(const struct agg *g, const size_t *order, size_t rows,
-                       enum rd_view v, int self, int *val_w, int *fn_w)
+                       const struct table *t, int *val_w, int *val2_w,
+                       int *fn_w)
 {
 	char val[HP_FMT_BYTES_MAX], label[256];
 
-	*val_w = (int)strlen(rd_view_names[v]);
+	*val_w = (int)strlen(t->col);
+	*val2_w = t->v2 >= 0 ? (int)strlen(t->col2) : 0;
 	*fn_w = (int)strlen("function");
 	for (size_t i = 0; i < rows; i++) {
 		const struct fn *fn = &g->fns[order[i]];
-		int w = (int)strlen(fmt_value(val, sizeof(val), v,
-		                              self ? fn->self : fn->incl));
+		int w = (int)strlen(fmt_value(val, sizeof(val), t->v,
+		                              t->self ? fn->self : fn->incl));
 		*val_w = w > *val_w ? w : *val_w;
+		if (t->v2 >= 0) {
+			w = (int)strlen(fmt_value(val, sizeof(val),
+			                          (enum rd_view)t->v2,
+			                          fn->self2));
+			*val2_w = w > *val2_w ? w : *val2_w;
+		}
 		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
 		w = (int)strlen(label);
 		*fn_w = w > *fn_w ? w : *fn_w;
@@ -502,48 +552,71 @@ static void top_widths(const struct agg *g, const size_t *order, size_t rows,
 	*fn_w = *fn_w > NAME_MAX_W ? NAME_MAX_W : *fn_w;
 }
 
-static void print_top(const struct rd_stacks *s, const struct agg *g,
-                      enum rd_view v, int64_t total, long top, int self)
+static void print_table(const struct rd_stacks *s, const struct agg *g,
+                        const struct table *t)
 {
 	size_t n = 0;
-	size_t *order = agg_order(g, self, &n);
+	size_t *order = agg_order(g, t->self, &n);
 	char val[HP_FMT_BYTES_MAX], pct[16], label[256];
-	int val_w, fn_w;
+	int val_w, val2_w, fn_w;
 
 	if (!order) {
 		hp_err(SUBSYS, "out of memory");
 		return;
 	}
-	size_t rows = n < (size_t)top ? n : (size_t)top;
-	printf("\n  Top %ld by %s %s%s:\n", top, self ? "self" : "inclusive",
-	       rd_view_names[v],
-	       self ? " (the function that called the allocator)"
-	            : " (the function anywhere on the stack)");
-	top_widths(g, order, rows, v, self, &val_w, &fn_w);
-	if (n == 0)
+	size_t rows = n < (size_t)t->top ? n : (size_t)t->top;
+	printf("\n%s:\n", t->heading);
+	top_widths(g, order, rows, t, &val_w, &val2_w, &fn_w);
+	if (n == 0) {
 		printf("    (none)\n");
-	else
-		printf("    %3s  %*s  %6s  %-*s  %s\n", "#", val_w,
-		       rd_view_names[v], "%", fn_w, "function", "module");
+	} else {
+		printf("    %3s  %*s  %6s  ", "#", val_w, t->col, "%");
+		if (t->v2 >= 0)
+			printf("%*s  ", val2_w, t->col2);
+		printf("%-*s  %s\n", fn_w, "function", "module");
+	}
 	for (size_t i = 0; i < rows; i++) {
 		const struct fn *fn = &g->fns[order[i]];
-		int64_t x = self ? fn->self : fn->incl;
+		int64_t x = t->self ? fn->self : fn->incl;
 		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
 		printf("    %3zu  %*s  %6s  ", i + 1, val_w,
-		       fmt_value(val, sizeof(val), v, x),
-		       fmt_pct(pct, sizeof(pct), x, total));
+		       fmt_value(val, sizeof(val), t->v, x),
+		       fmt_pct(pct, sizeof(pct), x, t->total));
+		if (t->v2 >= 0)
+			printf("%*s  ", val2_w,
+			       fmt_value(val, sizeof(val), (enum rd_view)t->v2,
+			                 fn->self2));
 		put_cut(label, fn_w, 1);
 		printf("  %s", basename_of(fn->module));
 		if (fn->file)
 			printf("  %s:%" PRId64, basename_of(fn->file),
 			       fn->line);
 		putchar('\n');
-		if (self)
+		if (t->self)
 			print_path(s, fn);
 	}
 	if (n > rows)
 		printf("    ... %zu more\n", n - rows);
 	free(order);
+}
+
+static void print_top(const struct rd_stacks *s, const struct agg *g,
+                      enum rd_view v, int64_t total, long top, int self)
+{
+	char heading[160];
+
+	snprintf(heading, sizeof(heading), "  Top %ld by %s %s%s", top,
+	         self ? "self" : "inclusive", rd_view_names[v],
+	         self ? " (the function that called the allocator)"
+	              : " (the function anywhere on the stack)");
+	struct table t = {.heading = heading,
+	                  .v = v,
+	                  .col = rd_view_names[v],
+	                  .v2 = -1,
+	                  .total = total,
+	                  .top = top,
+	                  .self = self};
+	print_table(s, g, &t);
 }
 
 static void print_counter_warnings(sqlite3 *db, const struct rd_process *p)
@@ -951,7 +1024,7 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
 	if (reader_load_samples(db, SUBSYS, p->upid, h->name, d->ts, &leaves,
 	                        &n) < 0)
 		return -1;
-	int err = agg_build(&g, s, leaves, n, o->view);
+	int err = agg_build2(&g, s, leaves, n, o->view, -1);
 	if (!err) {
 		printf("\n  Heap %s, view %s: %s\n", h->name,
 		       rd_view_names[o->view], view_help[o->view]);
@@ -963,6 +1036,224 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
 	return err;
 }
 
+/* ---- the event trace (record --trace) ----------------------------------- */
+
+/* "N allocations (B) and M frees (B)", the parts that are not zero. */
+static void put_events(int64_t allocs, int64_t alloc_bytes, int64_t frees,
+                       int64_t free_bytes)
+{
+	char b[HP_FMT_BYTES_MAX];
+
+	if (allocs)
+		printf("%" PRId64 " allocation%s (%s)", allocs,
+		       allocs == 1 ? "" : "s",
+		       hp_fmt_bytes_short(b, sizeof(b), alloc_bytes));
+	if (allocs && frees)
+		printf(" and ");
+	if (frees)
+		printf("%" PRId64 " free%s (%s)", frees, frees == 1 ? "" : "s",
+		       hp_fmt_bytes_short(b, sizeof(b), free_bytes));
+}
+
+/*
+ * The trace line of the header: mode, events kept and what was left out,
+ * then (if anything was) what that means for the numbers of the report.
+ */
+static void print_trace_info(const struct rd_process *p,
+                             const struct tr_info *t)
+{
+	char b[HP_FMT_BYTES_MAX];
+	int ring = !strcmp(t->mode, "ring");
+	int oneshot = !strcmp(t->mode, "oneshot");
+	int64_t dropped = t->dropped_allocs + t->dropped_frees;
+
+	printf("  trace          %s", t->mode[0] ? t->mode : "event trace");
+	if (t->buffer_bytes)
+		printf(", %s buffer",
+		       hp_fmt_bytes_short(b, sizeof(b), t->buffer_bytes));
+	printf(": %s%" PRId64 " events kept (%" PRId64 " allocations, %" PRId64
+	       " frees",
+	       ring && t->overwritten ? "the newest " : "",
+	       t->allocs + t->frees, t->allocs, t->frees);
+	if (ring && t->overwritten && t->first_ts)
+		printf(", from %+.3f s", secs(t->first_ts - p->start_ts));
+	printf(")");
+	if (!tr_left_out(t)) {
+		printf("; complete: nothing left out\n");
+	} else {
+		if (oneshot && t->full_ts)
+			printf("; the buffer filled at %+.3f s",
+			       secs(t->full_ts - p->start_ts));
+		if (t->overwritten)
+			printf("; %" PRId64 " older events overwritten",
+			       t->overwritten);
+		if (dropped) {
+			printf("; ");
+			put_events(t->dropped_allocs, t->dropped_alloc_bytes,
+			           t->dropped_frees, t->dropped_free_bytes);
+			printf(" left out (%s)",
+			       oneshot ? "made after it filled"
+			       : ring  ? "their slot was being written"
+			               : "no room in the buffer");
+		}
+		if (t->incomplete)
+			printf("; %" PRId64 " events never finished (the "
+			       "process died writing them)",
+			       t->incomplete);
+		putchar('\n');
+	}
+	if (t->waits)
+		printf("  trace waits    %" PRId64 " waits for room"
+		       " (--block-client), %.3f ms in all\n",
+		       t->waits, (double)t->wait_ns / 1e6);
+	if (p->interval > 1)
+		printf("  trace sampling the trace holds the sampled "
+		       "allocations"
+		       " only (one sample per %" PRId64 " bytes on average):"
+		       " its counts and bytes are estimates\n",
+		       p->interval);
+	if (tr_left_out(t))
+		printf("  warning: the trace is incomplete (%" PRId64
+		       " events left out): the temporary allocations below"
+		       " count only the events kept and are lower bounds, and"
+		       " pprof/flamegraph --from/--to miss what was left out;"
+		       " the leaks below come from the final dump, not from"
+		       " the trace\n",
+		       tr_left_out(t));
+}
+
+/* The blocks of h without a known stack, if any. */
+static void print_unknown(const struct tr_heap *h, enum rd_view v,
+                          const char *what)
+{
+	char b[HP_FMT_BYTES_MAX];
+
+	if (h->n && h->s[0].callsite == 0 && h->s[0].v[v])
+		printf("    (%s of them without a known stack: %s)\n",
+		       fmt_value(b, sizeof(b), v, h->s[0].v[v]), what);
+}
+
+/* The top functions of h by view v, with v2 beside it. */
+static int print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
+                           const char *heading, enum rd_view v, const char *col,
+                           enum rd_view v2, const char *col2, long top)
+{
+	struct agg g;
+	int err = agg_build2(&g, s, h->s, h->n, v, (int)v2);
+
+	if (!err) {
+		struct table t = {.heading = heading,
+		                  .v = v,
+		                  .col = col,
+		                  .v2 = (int)v2,
+		                  .col2 = col2,
+		                  .total = h->tot[v],
+		                  .top = top,
+		                  .self = 1};
+		print_table(s, &g, &t);
+	}
+	agg_free(&g);
+	return err;
+}
+
+/* Allocations still live at the end: from the final dump. */
+static int report_leaks(sqlite3 *db, const struct rd_stacks *s,
+                        const struct rd_process *p, const struct report_opts *o)
+{
+	struct tr_set leaks;
+	struct tr_leak_src src;
+	char b[HP_FMT_BYTES_MAX], heading[256];
+	int err = 0;
+
+	if (tr_leaks(db, SUBSYS, p->upid, &leaks, &src) < 0)
+		return -1;
+	printf("\n  Leaks: allocations still live %s, ",
+	       p->has_exit ? "at exit"
+	                   : "at the end of the session (the process did not"
+	                     " exit while profiled)");
+	if (!src.have_dump)
+		printf("but the process has no dump\n");
+	else if (src.from_blocks)
+		printf("from the final dump's live blocks%s\n",
+		       p->interval > 1 ? " (sampled: estimates)" : " (exact)");
+	else
+		printf("from the final dump's per-stack counters (it kept no"
+		       " blocks)\n");
+	if (src.in_flight > 0)
+		printf("    %" PRId64 " blocks were being changed while the"
+		       " final dump was taken and are not in it\n",
+		       src.in_flight);
+	if (src.have_dump && leaks.n == 0)
+		printf("    none\n");
+	for (size_t i = 0; i < leaks.n; i++) {
+		const struct tr_heap *h = &leaks.h[i];
+		printf("    heap %-14s %" PRId64 " blocks, %s\n", h->name,
+		       h->tot[RD_OBJECTS],
+		       hp_fmt_bytes(b, sizeof(b), h->tot[RD_SPACE]));
+		print_unknown(h, RD_OBJECTS, "their stack is in no dump");
+	}
+	for (size_t i = 0; !err && i < leaks.n; i++) {
+		const struct tr_heap *h = &leaks.h[i];
+		if (!h->tot[RD_SPACE] && !h->tot[RD_OBJECTS])
+			continue;
+		snprintf(
+		        heading, sizeof(heading),
+		        "  Top %ld leaks in heap %s by bytes (the function that"
+		        " called the allocator)",
+		        o->top, h->name);
+		err = print_trace_top(s, h, heading, RD_SPACE, "bytes",
+		                      RD_OBJECTS, "blocks", o->top);
+	}
+	tr_set_free(&leaks);
+	return err;
+}
+
+/* Allocations freed within the threshold: from the trace's free events. */
+static int report_temporaries(sqlite3 *db, const struct rd_stacks *s,
+                              const struct rd_process *p,
+                              const struct tr_info *t,
+                              const struct report_opts *o)
+{
+	struct tr_set tmp;
+	char b[HP_FMT_BYTES_MAX], dur[32], pct[16], heading[256];
+	int err = 0;
+
+	if (tr_temporaries(db, SUBSYS, p->upid, o->temp_ns, &tmp) < 0)
+		return -1;
+	opt_duration_str(o->temp_ns, dur, sizeof(dur));
+	printf("\n  Temporary allocations: freed at most %s after they were"
+	       " made (--temporary-threshold), from the trace%s\n",
+	       dur,
+	       tr_left_out(t)    ? " (incomplete: lower bounds)"
+	       : p->interval > 1 ? " (sampled: estimates)"
+	                         : "");
+	if (tmp.n == 0)
+		printf("    none: the trace holds no allocation\n");
+	for (size_t i = 0; i < tmp.n; i++) {
+		const struct tr_heap *h = &tmp.h[i];
+		printf("    heap %-14s %" PRId64 " of %" PRId64
+		       " allocations (%s), %s\n",
+		       h->name, h->tot[RD_OBJECTS], h->all_count,
+		       fmt_pct(pct, sizeof(pct), h->tot[RD_OBJECTS],
+		               h->all_count),
+		       hp_fmt_bytes(b, sizeof(b), h->tot[RD_SPACE]));
+		print_unknown(h, RD_OBJECTS, "their stack is in no dump");
+	}
+	for (size_t i = 0; !err && i < tmp.n; i++) {
+		const struct tr_heap *h = &tmp.h[i];
+		if (!h->tot[RD_OBJECTS])
+			continue;
+		snprintf(heading, sizeof(heading),
+		         "  Top %ld temporary allocations in heap %s by count"
+		         " (the function that called the allocator)",
+		         o->top, h->name);
+		err = print_trace_top(s, h, heading, RD_OBJECTS, "count",
+		                      RD_SPACE, "bytes", o->top);
+	}
+	tr_set_free(&tmp);
+	return err;
+}
+
 static int report_process(sqlite3 *db, const struct rd_stacks *s,
                           const struct rd_process *p,
                           const struct session_info *si,
@@ -970,16 +1261,20 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 {
 	struct dump_sel d;
 	struct heap_totals *heaps = NULL;
+	struct tr_info trace;
 	int err = 0;
 	char b[HP_FMT_BYTES_MAX];
 
 	print_process_header(db, p, si);
 	if (p->rejected_concurrent)
 		return 0; /* nothing was recorded for it here */
-	if (select_dump(db, p, o, &d) < 0)
+	if (select_dump(db, p, o, &d) < 0 ||
+	    tr_load_info(db, SUBSYS, p->upid, &trace) < 0)
 		return -1;
 	if (!d.count) {
 		printf("  dumps          none\n");
+		if (trace.present)
+			print_trace_info(p, &trace);
 		print_warnings(db, p);
 		return 0;
 	}
@@ -995,6 +1290,8 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 		       "+%.3f s\n",
 		       hp_fmt_bytes(b, sizeof(b), d.max_live_bytes),
 		       secs(d.max_ts - p->start_ts));
+	if (trace.present)
+		print_trace_info(p, &trace);
 	ssize_t nheaps = load_heaps(db, p->upid, d.ts, &heaps);
 	if (nheaps < 0)
 		return -1;
@@ -1016,6 +1313,10 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	print_warnings(db, p);
 	for (ssize_t i = 0; !err && i < nheaps; i++)
 		err = report_heap(db, s, p, &d, &heaps[i], o);
+	if (!err && trace.present)
+		err = report_leaks(db, s, p, o);
+	if (!err && trace.present)
+		err = report_temporaries(db, s, p, &trace, o);
 	for (ssize_t i = 0; i < nheaps; i++)
 		free(heaps[i].name);
 	free(heaps);

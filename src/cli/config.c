@@ -68,6 +68,31 @@ void config_free(struct session_config *c)
 	c->nnames = c->nheaps = c->nexclude_heaps = 0;
 }
 
+int config_trace_mode(const char *word)
+{
+	if (!strcmp(word, "streaming"))
+		return HP_TRACE_STREAMING;
+	if (!strcmp(word, "oneshot"))
+		return HP_TRACE_ONESHOT;
+	if (!strcmp(word, "ring"))
+		return HP_TRACE_RING;
+	return -1;
+}
+
+const char *config_trace_mode_name(uint32_t mode)
+{
+	switch (mode) {
+	case HP_TRACE_STREAMING:
+		return "streaming";
+	case HP_TRACE_ONESHOT:
+		return "oneshot";
+	case HP_TRACE_RING:
+		return "ring";
+	default:
+		return "off";
+	}
+}
+
 /* ---- adding targets and heaps ------------------------------------------- */
 
 const char *config_add_pid(struct session_config *c, long pid)
@@ -156,6 +181,8 @@ enum field_id {
 	F_FOLLOW_FORK,
 	F_FOLLOW_EXEC,
 	F_COMMAND,
+	F_TRACE_MODE,
+	F_TRACE_BUFFER,
 	F_COUNT
 };
 
@@ -204,6 +231,10 @@ static const struct field fields[] = {
         {"follow_fork", F_FOLLOW_FORK, K_BOOL, 0, 0, 0, 0},
         {"follow_exec", F_FOLLOW_EXEC, K_BOOL, 0, 0, 0, 0},
         {"command", F_COMMAND, K_STRING, 1, 0, 0, 0},
+        /* "streaming", "oneshot" or "ring", quoted or not. */
+        {"trace_mode", F_TRACE_MODE, K_STRING, 0, 0, 0, 0},
+        {"trace_buffer_bytes", F_TRACE_BUFFER, K_U64, 0, 0, HP_TRACE_MIN_BYTES,
+         HP_TRACE_MAX_BYTES},
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
@@ -551,7 +582,8 @@ static int set_field(struct parser *ps, const struct field *f, struct value *v)
 	if (f->kind == K_U64 && f->id != F_ADAPTIVE_THRESHOLD &&
 	    value_u64(ps, v, f->min, f->max, &x) < 0)
 		return -1;
-	if (f->kind == K_STRING && f->id != F_UNWIND && value_string(ps, v) < 0)
+	if (f->kind == K_STRING && f->id != F_UNWIND && f->id != F_TRACE_MODE &&
+	    value_string(ps, v) < 0)
 		return -1;
 	switch (f->id) {
 	case F_INTERVAL:
@@ -653,6 +685,21 @@ static int set_field(struct parser *ps, const struct field *f, struct value *v)
 		return value_bool(ps, v, &c->follow_exec);
 	case F_COMMAND:
 		return add_cmd(ps, v);
+	case F_TRACE_MODE: {
+		int m = config_trace_mode(v->text);
+		if (m < 0) {
+			perr(ps, v->line,
+			     "expected \"streaming\", \"oneshot\" or \"ring\" "
+			     "('%s')",
+			     show(b, sizeof(b), v->text, v->len));
+			return -1;
+		}
+		c->trace_mode = (uint32_t)m;
+		return 0;
+	}
+	case F_TRACE_BUFFER:
+		c->trace_bytes = x;
+		return 0;
 	case F_CONTINUOUS:
 	case F_COUNT:
 		break;
@@ -957,6 +1004,15 @@ static int check_ranges(const struct session_config *c)
 		            "--adaptive-max-interval",
 		            "too large: at most %llu",
 		            (unsigned long long)CFG_INTERVAL_MAX);
+	if (c->trace_mode > HP_TRACE_RING)
+		return cerr("trace_mode", "--trace",
+		            "must be streaming, oneshot or ring");
+	if (c->trace_bytes && (c->trace_bytes < HP_TRACE_MIN_BYTES ||
+	                       c->trace_bytes > HP_TRACE_MAX_BYTES))
+		return cerr("trace_buffer_bytes", "--trace-buffer",
+		            "out of range: %llu (64 KiB) to %llu (16 GiB)",
+		            (unsigned long long)HP_TRACE_MIN_BYTES,
+		            (unsigned long long)HP_TRACE_MAX_BYTES);
 	return 0;
 }
 
@@ -1033,6 +1089,10 @@ static int check_session(const struct session_config *c)
 	if (!c->block_client && c->block_timeout_ms != CFG_DEFAULT_BLOCK_MS)
 		return cerr("block_client_timeout_us", "--block-client[=MS]",
 		            "needs block_client: true");
+	if (c->trace_bytes && !c->trace_mode)
+		return cerr("trace_buffer_bytes", "--trace-buffer",
+		            "needs trace_mode (--trace): the buffer holds the "
+		            "event trace");
 	if (c->adaptive_max_interval && !c->adaptive)
 		return cerr("adaptive_sampling_max_sampling_interval_bytes",
 		            "--adaptive-max-interval",
@@ -1160,6 +1220,11 @@ void config_print(const struct session_config *c, FILE *f)
 		fputs("all_heaps: true\n", f);
 	for (int i = 0; i < c->nexclude_heaps; i++)
 		put_string(f, "exclude_heaps", c->exclude_heaps[i]);
+	if (c->trace_mode)
+		put_string(f, "trace_mode",
+		           config_trace_mode_name(c->trace_mode));
+	if (c->trace_bytes)
+		put_u64(f, "trace_buffer_bytes", c->trace_bytes);
 }
 
 /* ---- equality ----------------------------------------------------------- */
@@ -1218,6 +1283,8 @@ bool config_equal(const struct session_config *a,
 	    (a->adaptive &&
 	     a->adaptive_threshold_pct != b->adaptive_threshold_pct) ||
 	    a->adaptive_max_interval != b->adaptive_max_interval)
+		return false;
+	if (a->trace_mode != b->trace_mode || a->trace_bytes != b->trace_bytes)
 		return false;
 	if (a->nheaps != b->nheaps || a->all_heaps != b->all_heaps ||
 	    a->nexclude_heaps != b->nexclude_heaps ||

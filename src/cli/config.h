@@ -65,6 +65,10 @@ struct session_config {
 	uint32_t adaptive_threshold_pct; /* default 90 */
 	uint64_t adaptive_max_interval;  /* 0: 64 * interval */
 
+	/* Event trace (record --trace). */
+	uint32_t trace_mode;  /* enum hp_trace_mode; HP_TRACE_OFF: none */
+	uint64_t trace_bytes; /* --trace-buffer; 0: HP_TRACE_DEFAULT_BYTES */
+
 	/* Heaps (custom allocator API, issue 5; libc.malloc by default). */
 	char *heaps[CFG_MAX_HEAPS];
 	int nheaps;
@@ -115,6 +119,12 @@ const char *config_add_pid(struct session_config *c, long pid);
 const char *config_add_name(struct session_config *c, const char *name);
 const char *config_add_heap(struct session_config *c, const char *name);
 const char *config_add_exclude_heap(struct session_config *c, const char *name);
+
+/* "streaming", "oneshot", "ring": the enum hp_trace_mode; -1 for any
+ * other word. */
+int config_trace_mode(const char *word);
+/* The word for a mode (HP_TRACE_OFF: "off"). */
+const char *config_trace_mode_name(uint32_t mode);
 
 /* Same session: equal fields (the adaptive threshold only counts when
  * adaptive sampling is on: the text form cannot hold it otherwise). */

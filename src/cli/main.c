@@ -37,6 +37,10 @@ static void usage(FILE *f)
 	      "'heapprofd')\n"
 	      "  dump [-p PID]  ask the sessions recording through heapprofd "
 	      "for a dump now\n"
+	      "  snapshot -p PID | -n NAME [-o FILE] [--contents-dir DIR]\n"
+	      "                 every live block of a profiled process, now;\n"
+	      "                 --list FILE / --name NAME FILE: named "
+	      "snapshots\n"
 	      "  help           this text\n"
 	      "  version        print the version\n"
 	      "\n"
@@ -74,6 +78,8 @@ int main(int argc, char **argv)
 		return cmd_daemon(argc - 1, argv + 1);
 	if (!strcmp(cmd, "dump"))
 		return cmd_dump(argc - 1, argv + 1);
+	if (!strcmp(cmd, "snapshot"))
+		return cmd_snapshot(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
 	    !strcmp(cmd, "-h")) {
 		usage(stdout);

@@ -177,3 +177,120 @@ int opt_parse_pid(const char *cmd, const char *v, long *out)
 	}
 	return 0;
 }
+
+int opt_parse_duration(const char *cmd, const char *what, const char *s,
+                       int64_t *out_ns)
+{
+	static const struct {
+		const char *name;
+		int64_t ns;
+	} units[] = {
+	        {"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}};
+	const char *p = s ? s : "";
+	const char *why = "want a number and a unit: ns, us, ms or s, as in "
+	                  "1.5s or 500ms";
+	uint64_t ipart = 0, frac = 0, scale = 1;
+	int digits = 0, fdigits = 0;
+
+	if (*p == '-') {
+		why = "must not be negative";
+		goto bad;
+	}
+	for (; isdigit((unsigned char)*p); p++, digits++) {
+		if (ipart > (UINT64_MAX - 9) / 10) {
+			why = "too large";
+			goto bad;
+		}
+		ipart = ipart * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p == '.') {
+		for (p++; isdigit((unsigned char)*p); p++, fdigits++) {
+			/* Beyond nanoseconds of a second: not meaningful. */
+			if (fdigits == 9) {
+				why = "more than 9 decimals";
+				goto bad;
+			}
+			frac = frac * 10 + (uint64_t)(*p - '0');
+			scale *= 10;
+		}
+	}
+	if (!digits && !fdigits)
+		goto bad;
+	if (!*p && !fdigits && ipart == 0) {
+		*out_ns = 0; /* a bare 0 needs no unit */
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].name) != 0)
+			continue;
+		uint64_t u = (uint64_t)units[i].ns;
+		if (ipart > (uint64_t)INT64_MAX / u) {
+			why = "too large";
+			goto bad;
+		}
+		uint64_t v = ipart * u + frac * u / scale;
+		if (v > (uint64_t)INT64_MAX) {
+			why = "too large";
+			goto bad;
+		}
+		*out_ns = (int64_t)v;
+		return 0;
+	}
+bad:
+	if (cmd) /* NULL: the caller says it (opt_parse_offset) */
+		hp_err(cmd, "invalid %s '%s' (%s)", what, s ? s : "", why);
+	return -1;
+}
+
+int opt_parse_offset(const char *cmd, const char *what, const char *s,
+                     int64_t *out_ns)
+{
+	int neg = s && (s[0] == '-' || s[0] == '+');
+
+	if (!neg)
+		return opt_parse_duration(cmd, what, s, out_ns);
+	/* The sign is ours; the rest must be a plain duration. */
+	if (s[1] == '-' || s[1] == '+' ||
+	    opt_parse_duration(NULL, what, s + 1, out_ns) < 0) {
+		hp_err(cmd,
+		       "invalid %s '%s' (want a time such as 1.5s, 500ms or"
+		       " -2ms)",
+		       what, s);
+		return -1;
+	}
+	if (s[0] == '-')
+		*out_ns = -*out_ns;
+	return 0;
+}
+
+const char *opt_duration_str(int64_t ns, char *buf, size_t len)
+{
+	static const struct {
+		const char *name;
+		int64_t ns;
+	} units[] = {{"s", 1000000000}, {"ms", 1000000}, {"us", 1000}};
+	const char *unit = "ns";
+	int64_t u = 1;
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (ns >= units[i].ns || -ns >= units[i].ns) {
+			unit = units[i].name;
+			u = units[i].ns;
+			break;
+		}
+	if (ns == 0)
+		unit = "s";
+	if (ns % u == 0) {
+		snprintf(buf, len, "%lld %s", (long long)(ns / u), unit);
+		return buf;
+	}
+	/* Three decimals, trailing zeros dropped: "1.5 ms". */
+	snprintf(buf, len, "%.3f", (double)ns / (double)u);
+	char *e = buf + strlen(buf);
+	while (e > buf && e[-1] == '0')
+		*--e = '\0';
+	if (e > buf && e[-1] == '.')
+		*--e = '\0';
+	snprintf(e, len - (size_t)(e - buf), " %s", unit);
+	return buf;
+}

@@ -59,6 +59,25 @@ const char *opt_dump_str(const struct dump_ref *ref, char *buf, size_t len);
 int opt_parse_pid(const char *cmd, const char *v, long *out);
 
 /*
+ * A duration such as "1.5s", "500ms", "250us" or "100ns" (a decimal number
+ * and a unit: ns, us, ms or s; "0" alone is allowed) in nanoseconds.  On
+ * error prints "heapprof: <cmd>: invalid <what> '<s>' (...)" and returns
+ * -1.
+ */
+int opt_parse_duration(const char *cmd, const char *what, const char *s,
+                       int64_t *out_ns);
+
+/*
+ * A time relative to a start, as opt_parse_duration but with an optional
+ * sign: "-2ms" is 2 ms before it.  Same errors (-1, message printed).
+ */
+int opt_parse_offset(const char *cmd, const char *what, const char *s,
+                     int64_t *out_ns);
+
+/* A duration for messages: "1.5 s", "500 ms", "0 s"; buf of 32 bytes. */
+const char *opt_duration_str(int64_t ns, char *buf, size_t len);
+
+/*
  * The argument walk of the commands that read profiles.  -h/--help prints
  * usage(stdout) and returns 1.  Each word goes to parse(argc, argv, &i,
  * ctx) first (-1 error, 0 taken, 1 not one of its options); other words

@@ -30,6 +30,7 @@
 #include "collector/collector.h"
 #include "daemon/ctl.h"
 #include "layout/wire_v1.h"
+#include "util/human.h"
 
 #define PFX "heapprof: record: "
 
@@ -45,6 +46,12 @@
 #define NAMES_QUIET_MS 1000
 /* A continuous dump due this close to the end is left to the end dump. */
 #define END_SLACK_NS (10 * 1000000ull)
+/* While a target streams its trace (or a oneshot one may fill), the loop
+ * wakes at least this often: it reads the events, and says at once when a
+ * oneshot buffer filled. */
+#define TRACE_POLL_MS 10
+/* ... and this often when the last read found the buffer half full. */
+#define TRACE_BUSY_MS 1
 
 /* What became of a process the session asked for or heard of. */
 enum want_state {
@@ -70,9 +77,10 @@ struct session {
 	char *out;
 	const char *config_text;
 	int write_errors;
-	bool stopping; /* the end is decided: finish at the loop's end */
-	bool finished; /* end dump written, profile closed */
-	int rejected;  /* rejected_concurrent rows written */
+	bool stopping;     /* the end is decided: finish at the loop's end */
+	bool finished;     /* end dump written, profile closed */
+	int rejected;      /* rejected_concurrent rows written */
+	int trace_timeout; /* ms until the trace wants a turn; -1: never */
 	struct pollfd *fds;
 	size_t fds_cap;
 
@@ -162,6 +170,12 @@ static void collector_opts_of(const struct session_config *cfg,
 		o->config_flags |= HP_CFG_BLOCK_CLIENT;
 		o->block_timeout_ms = cfg->block_timeout_ms;
 	}
+	o->trace_mode = cfg->trace_mode;
+	o->trace_bytes = cfg->trace_bytes;
+	/* A streaming writer that finds no room waits as long as a full
+	 * table's (--block-client) would. */
+	if (cfg->trace_mode == HP_TRACE_STREAMING && cfg->block_client)
+		o->trace_block_ms = cfg->block_timeout_ms;
 }
 
 /* ---- targets ------------------------------------------------------- */
@@ -175,7 +189,7 @@ static bool is_command(const struct session *s, const struct target *t)
  * back as a new image: its last state, then its row ends. */
 static void finish_gone(struct session *s, struct target *t)
 {
-	if (collector_dump(&s->col, t, "disconnect", 0) != 0)
+	if (collector_dump_final(&s->col, t, "disconnect", 0) != 0)
 		s->write_errors++;
 	collector_stop(t);
 	collector_retire(t);
@@ -188,7 +202,7 @@ static void finish_gone(struct session *s, struct target *t)
  * here with its last dump; the new image gets a row of its own. */
 static void finish_exec(struct session *s, struct target *t)
 {
-	if (collector_dump(&s->col, t, "exec", 0) != 0)
+	if (collector_dump_final(&s->col, t, "exec", 0) != 0)
 		s->write_errors++;
 	collector_stop(t);
 	collector_retire(t);
@@ -265,19 +279,110 @@ static int dump_now(struct session *s, pid_t pid, const char *reason,
 	return n;
 }
 
+/* ---- the event trace ---------------------------------------------- */
+
+static int min_timeout(int a, int b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	return a < b ? a : b;
+}
+
+/* Oneshot: the buffer filled; said once, at the turn it is seen. */
+static void say_full(const struct target *t, uint64_t full_ts)
+{
+	char b[HP_FMT_BYTES_MAX];
+	uint64_t after = full_ts > t->start_ts ? full_ts - t->start_ts : 0;
+	fprintf(stderr,
+	        PFX "pid %d: trace buffer full after %llu events (%s, %.3f s "
+	            "after start); later events are counted, not kept "
+	            "(--trace-buffer, or --trace streaming)\n",
+	        (int)t->pid, (unsigned long long)t->tr.cap,
+	        hp_fmt_bytes_short(b, sizeof(b), (int64_t)t->tr.bytes),
+	        (double)after / 1e9);
+}
+
 /*
- * The end: the last dump of every target still mapped, STOP in every
- * region (the client stops recording and may be profiled again later by
- * another session), connections closed, rows ended.
+ * The trace's turn of the loop: streaming targets' events read (a bounded
+ * number each), a oneshot buffer that filled said.  Sets s->trace_timeout:
+ * 0 when events were left unread, else how soon to look again.
+ */
+static void trace_turn(struct session *s)
+{
+	int timeout = -1;
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		if (!t->tr.mode || t->retired)
+			continue;
+		uint64_t full_ts;
+		if (collector_trace_full(t, &full_ts))
+			say_full(t, full_ts);
+		if (!collector_trace_active(t))
+			continue;
+		int wait = TRACE_POLL_MS;
+		if (t->tr.mode == HP_TRACE_STREAMING) {
+			int left = collector_trace_poll(&s->col, t);
+			if (left < 0)
+				s->write_errors++;
+			else if (left > 0)
+				wait = 0;
+			else if (t->tr.last_read >= t->tr.cap / 2)
+				wait = TRACE_BUSY_MS;
+		}
+		timeout = min_timeout(timeout, wait);
+	}
+	s->trace_timeout = timeout;
+}
+
+/* The end of record: what each process's trace kept and left out. */
+static void trace_summary(struct session *s)
+{
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		if (!t->tr.mode)
+			continue;
+		struct prof_trace pt;
+		collector_trace_stats(t, &pt);
+		char extra[160] = "";
+		size_t o = 0;
+		if (pt.incomplete)
+			o += (size_t)snprintf(
+			        extra + o, sizeof(extra) - o,
+			        ", %llu incomplete",
+			        (unsigned long long)pt.incomplete);
+		if (pt.waits && o < sizeof(extra))
+			snprintf(extra + o, sizeof(extra) - o,
+			         ", %llu waits for room (%.3f s)",
+			         (unsigned long long)pt.waits,
+			         (double)pt.wait_ns / 1e9);
+		fprintf(stderr,
+		        PFX "pid %d: trace (%s): %llu events kept, %llu "
+		            "dropped, %llu overwritten%s\n",
+		        (int)t->pid, pt.mode, (unsigned long long)pt.events,
+		        (unsigned long long)(pt.dropped_allocs +
+		                             pt.dropped_frees),
+		        (unsigned long long)pt.overwritten, extra);
+	}
+}
+
+/*
+ * The end: the last dump of every target still mapped (its trace read to
+ * the end first), STOP in every region (the client stops recording and may
+ * be profiled again later by another session), connections closed, rows
+ * ended.
  */
 static void finish(struct session *s)
 {
 	uint64_t ts = boottime_ns();
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
-		if (!t->retired && collector_dump(&s->col, t, "end", ts) != 0)
+		if (!t->retired &&
+		    collector_dump_final(&s->col, t, "end", ts) != 0)
 			s->write_errors++;
 	}
+	trace_summary(s);
 	for (size_t i = 0; i < s->col.ntargets; i++)
 		collector_stop(s->col.targets[i]);
 	uint64_t end = boottime_ns();
@@ -687,9 +792,22 @@ static void on_client_msg(struct session *s, struct hp_ctl_msg *m)
 	if (nonblock >= 0)
 		fcntl(fd, F_SETFL, nonblock | O_NONBLOCK);
 	pid_t pid = cred.pid;
+	if (cm.layout_version < HP_LAYOUT_MIN_VERSION) {
+		/* As the embedded socket does: no layout we can make. */
+		fprintf(stderr,
+		        PFX "pid %d: not profiled: its heapprof library asks "
+		            "for layout version %u\n",
+		        (int)pid, cm.layout_version);
+		collector_refuse(fd, HP_WELCOME_NOT_TARGET);
+		struct want *w = want_find(s, pid);
+		if (w && w->st != W_ATTACHED)
+			w->st = W_FAILED;
+		return;
+	}
 	struct target_info ti = {.pid = pid,
 	                         .ppid = cm.ppid > 0 ? cm.ppid : proc_ppid(pid),
-	                         .from_startup = cm.from_startup != 0};
+	                         .from_startup = cm.from_startup != 0,
+	                         .layout_version = cm.layout_version};
 	struct target *old = collector_find(&s->col, pid);
 	bool again = collector_had_pid(&s->col, pid);
 	if (cm.hello_flags & HP_HELLO_FORK_CHILD) {
@@ -931,15 +1049,6 @@ static struct pollfd *fds_reserve(struct session *s, size_t n)
 	return s->fds;
 }
 
-static int min_timeout(int a, int b)
-{
-	if (a < 0)
-		return b;
-	if (b < 0)
-		return a;
-	return a < b ? a : b;
-}
-
 static void event_loop(struct session *s)
 {
 	enum { F_SIG, F_END, F_DUMP, F_DAEMON, F_COL };
@@ -963,6 +1072,7 @@ static void event_loop(struct session *s)
 
 		int timeout = collector_timeout_ms(&s->col);
 		timeout = min_timeout(timeout, reap_disconnected(s));
+		timeout = min_timeout(timeout, s->trace_timeout);
 		if (s->daemon_mode && s->cfg->nnames && !s->names_startup)
 			timeout = min_timeout(timeout, 100);
 		if (poll(fds, n, timeout) < 0) {
@@ -995,6 +1105,7 @@ static void event_loop(struct session *s)
 		collector_handle(&s->col, fds + F_COL, n - F_COL, want_embedded,
 		                 s);
 		collector_expire(&s->col);
+		trace_turn(s);
 		reap_disconnected(s);
 		if (!s->daemon_mode && s->child_exited)
 			s->stopping = true;
@@ -1225,6 +1336,7 @@ int session_run(const struct session_config *cfg, const char *record_cmdline,
                 const char *config_text)
 {
 	struct session s = {.cfg = cfg,
+	                    .trace_timeout = -1,
 	                    .sfd = -1,
 	                    .end_tfd = -1,
 	                    .dump_tfd = -1,

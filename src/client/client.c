@@ -718,10 +718,11 @@ static int snapshot_request(int fd, const char *name, size_t len)
 			return -ENOTCONN; /* the collector is gone */
 		if (rc)
 			return -EIO;
-		if (region_fd >= 0) {
+		if (region_fd >= 0 || w.answer_to != HP_CMSG_SNAPSHOT) {
 			/* A late GROW answer: its region is not wanted
 			 * now; ours comes after it. */
-			close(region_fd);
+			if (region_fd >= 0)
+				close(region_fd);
 			continue;
 		}
 		return w.status == HP_WELCOME_ACCEPT ? 0 : -EIO;

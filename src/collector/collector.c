@@ -157,11 +157,21 @@ pid_t proc_ppid(pid_t pid)
 
 /* ---- regions ------------------------------------------------------- */
 
-/* Creates, formats and maps a region of `size` bytes into *tr; returns the
- * memfd (for the welcome) or a negative errno. */
-static int make_region(struct collector *c, uint64_t size,
-                       struct target_region *tr)
+/*
+ * Creates, formats and maps a region into *tr: `size` bytes for the
+ * tables, plus the trace's bytes in region 0 of a v2 attach when the
+ * session traces.  Returns the memfd (for the welcome) or a negative errno.
+ */
+static int make_region(struct collector *c, uint64_t size, uint32_t version,
+                       uint32_t index, struct target_region *tr)
 {
+	const struct collector_opts *o = &c->opts;
+	bool traced = version >= 2 && index == 0 && o->trace_mode;
+	uint64_t tbytes = 0;
+	if (traced)
+		tbytes = o->trace_bytes ? o->trace_bytes
+		                        : HP_TRACE_DEFAULT_BYTES;
+	size += tbytes;
 	int fd = memfd_create("heapprof-region",
 	                      MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
@@ -175,7 +185,6 @@ static int make_region(struct collector *c, uint64_t size,
 	        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
 		goto fail;
-	const struct collector_opts *o = &c->opts;
 	struct hp_config cfg = {
 	        .sampling_interval = o->interval,
 	        .unwind_mode = o->unwind_mode,
@@ -189,6 +198,11 @@ static int make_region(struct collector *c, uint64_t size,
 	        .adaptive_threshold_pct = o->adaptive_threshold_pct,
 	        .adaptive_max_interval = o->adaptive_max_interval,
 	        .block_timeout_ms = o->block_timeout_ms,
+	        .layout_version = version,
+	        .region_index = index,
+	        .trace_mode = traced ? o->trace_mode : HP_TRACE_OFF,
+	        .trace_block_ms = traced ? o->trace_block_ms : 0,
+	        .trace_bytes = tbytes,
 	};
 	int rc = region_format(base, size, &cfg);
 	if (!rc)
@@ -200,6 +214,7 @@ static int make_region(struct collector *c, uint64_t size,
 	}
 	tr->base = base;
 	tr->size = size;
+	tr->trace_bytes = tbytes;
 	return fd;
 fail:;
 	int e = -errno;
@@ -207,13 +222,16 @@ fail:;
 	return e;
 }
 
-static int send_welcome(int fd, uint32_t status, uint64_t size, int region_fd)
+/* answer_to: the client message answered (HP_CMSG_*), 0 for a hello. */
+static int send_welcome(int fd, uint32_t answer_to, uint32_t status,
+                        uint32_t layout_version, uint64_t size, int region_fd)
 {
 	struct hp_welcome w = {.magic = HP_WIRE_MAGIC,
 	                       .version = HP_WIRE_VERSION,
 	                       .status = status,
-	                       .layout_version = HP_LAYOUT_VERSION,
-	                       .region_size = size};
+	                       .layout_version = layout_version,
+	                       .region_size = size,
+	                       .answer_to = answer_to};
 	struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -236,7 +254,7 @@ static int send_welcome(int fd, uint32_t status, uint64_t size, int region_fd)
 
 void collector_refuse(int fd, uint32_t status)
 {
-	send_welcome(fd, status, 0, -1);
+	send_welcome(fd, 0, status, HP_LAYOUT_VERSION, 0, -1);
 	close(fd);
 }
 
@@ -266,7 +284,13 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		collector_refuse(fd, HP_WELCOME_ERROR);
 		return -ENOMEM;
 	}
-	int region_fd = make_region(c, c->opts.shmem_size, &t->reg[0]);
+	/* The newest layout the client speaks, up to ours (the hello says
+	 * the highest it speaks; 0 here is "ours"). */
+	uint32_t version = ti->layout_version && ti->layout_version < 2
+	                           ? HP_LAYOUT_V1
+	                           : HP_LAYOUT_VERSION;
+	int region_fd =
+	        make_region(c, c->opts.shmem_size, version, 0, &t->reg[0]);
 	if (region_fd < 0) {
 		fprintf(stderr,
 		        "heapprof: collector: cannot create a %llu-byte region "
@@ -277,7 +301,11 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		free(t);
 		return region_fd;
 	}
-	int rc = send_welcome(fd, HP_WELCOME_ACCEPT, t->reg[0].size, region_fd);
+	/* The process may allocate as soon as it has the welcome: its
+	 * profiling starts now, not after our bookkeeping. */
+	uint64_t start_ts = boottime_ns();
+	int rc = send_welcome(fd, 0, HP_WELCOME_ACCEPT, version, t->reg[0].size,
+	                      region_fd);
 	close(region_fd);
 	if (rc) {
 		munmap(t->reg[0].base, t->reg[0].size);
@@ -287,10 +315,23 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	}
 	t->nreg = 1;
 	t->shmem_total = t->reg[0].size;
+	t->layout_version = version;
+	const struct hp_region *r0 = &t->reg[0].region;
+	if (r0->trace_cap) {
+		t->tr.mode = r0->trace_mode;
+		t->tr.cap = r0->trace_cap;
+		t->tr.bytes = r0->trace_cap * sizeof(struct hp_event_v2);
+	} else if (c->opts.trace_mode) {
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: its heapprof library is "
+		        "older (layout v1): no event trace for it; its profile "
+		        "is recorded\n",
+		        (int)ti->pid);
+	}
 	t->pid = ti->pid;
 	t->ppid = ti->ppid;
 	t->fd = fd;
-	t->start_ts = boottime_ns();
+	t->start_ts = start_ts;
 	t->from_startup = ti->from_startup;
 	snprintf(t->how, sizeof(t->how), "%s", ti->how ? ti->how : "command");
 	c->targets[c->ntargets++] = t;
@@ -324,21 +365,26 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 
 int collector_grow(struct collector *c, struct target *t)
 {
-	uint64_t last = t->reg[t->nreg - 1].size;
+	/* The tables double; the trace (region 0) is not in the budget. */
+	uint64_t last =
+	        t->reg[t->nreg - 1].size - t->reg[t->nreg - 1].trace_bytes;
 	uint64_t size = last * 2;
 	uint64_t budget = c->opts.shmem_size * TARGET_SHMEM_FACTOR;
+	uint64_t used = t->shmem_total - t->reg[0].trace_bytes;
+	uint32_t v = t->layout_version;
 	if (t->retired || t->nreg >= TARGET_MAX_REGIONS ||
-	    t->shmem_total + size > budget) {
-		send_welcome(t->fd, HP_WELCOME_ERROR, 0, -1);
+	    used + size > budget) {
+		send_welcome(t->fd, HP_CMSG_GROW, HP_WELCOME_ERROR, v, 0, -1);
 		return -ENOSPC;
 	}
 	struct target_region *tr = &t->reg[t->nreg];
-	int region_fd = make_region(c, size, tr);
+	int region_fd = make_region(c, size, v, (uint32_t)t->nreg, tr);
 	if (region_fd < 0) {
-		send_welcome(t->fd, HP_WELCOME_ERROR, 0, -1);
+		send_welcome(t->fd, HP_CMSG_GROW, HP_WELCOME_ERROR, v, 0, -1);
 		return region_fd;
 	}
-	int rc = send_welcome(t->fd, HP_WELCOME_ACCEPT, size, region_fd);
+	int rc = send_welcome(t->fd, HP_CMSG_GROW, HP_WELCOME_ACCEPT, v, size,
+	                      region_fd);
 	close(region_fd);
 	if (rc) {
 		munmap(tr->base, tr->size);
@@ -362,17 +408,74 @@ static void mark_disconnected(struct target *t)
 	}
 }
 
+static void protocol_error(struct target *t)
+{
+	fprintf(stderr,
+	        "heapprof: collector: pid %d sent a malformed message; "
+	        "ignoring what it sends from now on (its profile is kept)\n",
+	        (int)t->pid);
+	t->proto_error = true;
+	t->snap_len = 0;
+}
+
+static void grow_request(struct collector *c, struct target *t)
+{
+	int rc = collector_grow(c, t);
+	if (!rc || t->said_full)
+		return;
+	t->said_full = true;
+	if (rc == -ENOSPC)
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: tables full and no more "
+		        "room (%d regions, %llu bytes); further samples are "
+		        "counted as dropped\n",
+		        (int)t->pid, t->nreg,
+		        (unsigned long long)t->shmem_total);
+	else
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: cannot grow its region: "
+		        "%s\n",
+		        (int)t->pid, strerror(-rc));
+}
+
+/* A named snapshot the program asked for: the dump with every live
+ * block, then the answer (without fd) that it is in the profile. */
+static void snapshot_request(struct collector *c, struct target *t)
+{
+	t->snap_name[t->snap_len] = '\0';
+	int rc = collector_dump_blocks(c, t, "snapshot", t->snap_name, 0);
+	if (!rc)
+		t->snapshots++;
+	else
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: snapshot \"%s\" not "
+		        "written: %s\n",
+		        (int)t->pid, t->snap_name, strerror(-rc));
+	t->snap_len = t->snap_got = 0;
+	send_welcome(t->fd, HP_CMSG_SNAPSHOT,
+	             rc ? HP_WELCOME_ERROR : HP_WELCOME_ACCEPT,
+	             t->layout_version, 0, -1);
+}
+
 void collector_poll_client(struct collector *c, struct target *t)
 {
 	/* A bounded amount per call: a client that floods us gets read in
 	 * turns with everything else. */
 	for (int round = 0; round < 16 && t->fd >= 0; round++) {
 		uint8_t buf[256];
-		size_t want = t->proto_error ? sizeof(buf)
-		                             : sizeof(t->msg) - t->msg_len;
-		ssize_t n =
-		        recv(t->fd, t->proto_error ? buf : t->msg + t->msg_len,
-		             want, MSG_DONTWAIT);
+		uint8_t *dst;
+		size_t want;
+		if (t->proto_error) {
+			dst = buf;
+			want = sizeof(buf);
+		} else if (t->snap_len) { /* the name after SNAPSHOT */
+			dst = (uint8_t *)t->snap_name + t->snap_got;
+			want = t->snap_len - t->snap_got;
+		} else {
+			dst = t->msg + t->msg_len;
+			want = sizeof(t->msg) - t->msg_len;
+		}
+		ssize_t n = recv(t->fd, dst, want, MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n <= 0) {
@@ -383,37 +486,31 @@ void collector_poll_client(struct collector *c, struct target *t)
 		}
 		if (t->proto_error)
 			continue; /* discarded */
+		if (t->snap_len) {
+			t->snap_got += (uint32_t)n;
+			if (t->snap_got < t->snap_len)
+				continue;
+			if (memchr(t->snap_name, '\0', t->snap_len))
+				protocol_error(t);
+			else
+				snapshot_request(c, t);
+			continue;
+		}
 		t->msg_len += (size_t)n;
 		if (t->msg_len < sizeof(t->msg))
 			continue;
 		struct hp_client_msg m;
 		memcpy(&m, t->msg, sizeof(m));
 		t->msg_len = 0;
-		if (m.magic != HP_WIRE_MAGIC || m.type != HP_CMSG_GROW) {
-			fprintf(stderr,
-			        "heapprof: collector: pid %d sent a malformed "
-			        "message; ignoring what it sends from now on "
-			        "(its profile is kept)\n",
-			        (int)t->pid);
-			t->proto_error = true;
-			continue;
-		}
-		int rc = collector_grow(c, t);
-		if (rc && !t->said_full) {
-			t->said_full = true;
-			if (rc == -ENOSPC)
-				fprintf(stderr,
-				        "heapprof: collector: pid %d: tables "
-				        "full and no more room (%d regions, "
-				        "%llu bytes); further samples are "
-				        "counted as dropped\n",
-				        (int)t->pid, t->nreg,
-				        (unsigned long long)t->shmem_total);
-			else
-				fprintf(stderr,
-				        "heapprof: collector: pid %d: cannot "
-				        "grow its region: %s\n",
-				        (int)t->pid, strerror(-rc));
+		if (m.magic == HP_WIRE_MAGIC && m.type == HP_CMSG_GROW) {
+			grow_request(c, t);
+		} else if (m.magic == HP_WIRE_MAGIC &&
+		           m.type == HP_CMSG_SNAPSHOT && m.arg >= 1 &&
+		           m.arg < HP_SNAPSHOT_NAME_MAX) {
+			t->snap_len = (uint32_t)m.arg;
+			t->snap_got = 0;
+		} else {
+			protocol_error(t);
 		}
 	}
 }
@@ -478,13 +575,15 @@ static void read_pending(struct collector *c, size_t i, collector_want_fn want,
 	}
 	struct target_info ti = {.pid = pid};
 	uint32_t st = HP_WELCOME_NOT_TARGET;
-	if (h.layout_version >= HP_LAYOUT_VERSION && !(h.flags & HP_HELLO_BUSY))
+	if (h.layout_version >= HP_LAYOUT_MIN_VERSION &&
+	    !(h.flags & HP_HELLO_BUSY))
 		st = want(ctx, pid, &h, &ti);
 	if (st != HP_WELCOME_ACCEPT) {
 		collector_refuse(fd, st);
 		return;
 	}
 	ti.pid = pid; /* SO_PEERCRED, whatever the callback wrote */
+	ti.layout_version = h.layout_version;
 	collector_answer(c, fd, &ti, NULL);
 }
 
@@ -585,44 +684,119 @@ bool collector_had_pid(const struct collector *c, pid_t pid)
 	return false;
 }
 
-int collector_dump(struct collector *c, struct target *t, const char *reason,
-                   uint64_t ts)
+/*
+ * Heap selection is the session's promise: stacks of heaps it did not
+ * select stay out of the profile whatever the client sampled (the client
+ * applies the same selection, from the region).  A heap is known by the
+ * name the client gave its id.  Blocks follow their stacks.
+ */
+static int select_heaps(const struct collector *c, struct snapshot *s)
+{
+	bool all = c->opts.config_flags & HP_CFG_ALL_HEAPS;
+	uint32_t *remap = NULL;
+	if (s->dump.nblocks) {
+		remap = malloc(s->dump.nstacks * sizeof(*remap) + 1);
+		if (!remap)
+			return -ENOMEM;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < s->dump.nstacks; i++) {
+		uint32_t h = s->stacks[i].heap_id;
+		const char *name =
+		        h < s->dump.nheaps ? s->dump.heaps[h].name : NULL;
+		bool keep = name && name[0] &&
+		            hp_heap_select_interval(c->opts.heap_select,
+		                                    c->opts.nheap_select, all,
+		                                    c->opts.interval, name);
+		if (remap)
+			remap[i] = keep ? (uint32_t)k : UINT32_MAX;
+		if (keep)
+			s->stacks[k++] = s->stacks[i];
+	}
+	s->dump.nstacks = k;
+	if (remap) {
+		size_t nb = 0;
+		for (size_t i = 0; i < s->dump.nblocks; i++) {
+			uint32_t to = remap[s->blocks[i].stack];
+			if (to == UINT32_MAX)
+				continue;
+			s->blocks[nb] = s->blocks[i];
+			s->blocks[nb++].stack = to;
+		}
+		s->dump.nblocks = nb;
+		free(remap);
+	}
+	return 0;
+}
+
+static int dump_target(struct collector *c, struct target *t,
+                       const char *reason, const char *name, uint64_t ts,
+                       bool blocks)
 {
 	if (t->retired || !t->nreg)
 		return 0;
+	int werr = 0;
+	if (t->tr.mode) {
+		/* The events up to now first: a dump of a traced process
+		 * is a point in its trace too. */
+		int rc = collector_trace_poll(c, t);
+		if (rc < 0)
+			werr = rc;
+	}
 	const struct hp_region *regs[TARGET_MAX_REGIONS];
 	for (int i = 0; i < t->nreg; i++)
 		regs[i] = &t->reg[i].region;
 	struct snapshot s;
-	int rc = snapshot_take_regions(regs, t->nreg, &s);
+	int rc = blocks ? snapshot_take_live(regs, t->nreg, &s)
+	                : snapshot_take_regions(regs, t->nreg, &s);
 	if (rc)
 		return rc;
-	/* Heap selection is the session's promise: stacks of heaps it did
-	 * not select stay out of the profile whatever the client sampled
-	 * (the client applies the same selection, from the region).  A heap
-	 * is known by the name the client gave its id. */
-	bool all = c->opts.config_flags & HP_CFG_ALL_HEAPS;
-	size_t k = 0;
-	for (size_t i = 0; i < s.dump.nstacks; i++) {
-		uint32_t h = s.stacks[i].heap_id;
-		const char *name =
-		        h < s.dump.nheaps ? s.dump.heaps[h].name : NULL;
-		if (name && name[0] &&
-		    hp_heap_select_interval(c->opts.heap_select,
-		                            c->opts.nheap_select, all,
-		                            c->opts.interval, name))
-			s.stacks[k++] = s.stacks[i];
+	rc = select_heaps(c, &s);
+	if (rc) {
+		snapshot_free(&s);
+		return rc;
 	}
-	s.dump.nstacks = k;
 	s.dump.ts_ns = ts ? ts : boottime_ns();
 	s.dump.reason = reason;
+	s.dump.name = name;
+	s.dump.blocks_in_flight = s.blocks_in_flight;
 	/* The process's memory beside the profile: the exit reading lives in
 	 * the first region's header. */
 	snapshot_memory(&t->reg[0].region, t->pid, !t->disconnected,
 	                &s.dump.memory);
-	rc = profile_write_dump(c->profile, t->upid, &s.dump);
+	if (t->tr.mode) {
+		/* Before the dump: it marks the process traced in the
+		 * writer, so the dump maps its stacks for the events. */
+		struct prof_trace pt;
+		collector_trace_stats(t, &pt);
+		rc = profile_set_trace(c->profile, t->upid, &pt);
+	}
+	if (!rc)
+		rc = profile_write_dump(c->profile, t->upid, &s.dump);
 	snapshot_free(&s);
-	return rc;
+	return rc ? rc : werr;
+}
+
+int collector_dump(struct collector *c, struct target *t, const char *reason,
+                   uint64_t ts)
+{
+	return dump_target(c, t, reason, NULL, ts, false);
+}
+
+int collector_dump_blocks(struct collector *c, struct target *t,
+                          const char *reason, const char *name, uint64_t ts)
+{
+	return dump_target(c, t, reason, name, ts, true);
+}
+
+int collector_dump_final(struct collector *c, struct target *t,
+                         const char *reason, uint64_t ts)
+{
+	if (t->retired || !t->nreg)
+		return 0;
+	int terr = t->tr.mode ? collector_trace_final(c, t) : 0;
+	int rc = dump_target(c, t, reason, NULL, ts, t->tr.mode != 0);
+	return rc ? rc : terr;
 }
 
 int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
@@ -725,6 +899,8 @@ void collector_close(struct collector *c)
 	}
 	free(c->targets);
 	c->targets = NULL;
+	free(c->evbuf);
+	c->evbuf = NULL;
 	c->ntargets = c->cap = 0;
 	for (size_t i = 0; i < c->npending; i++)
 		close(c->pending[i].fd);

@@ -46,12 +46,46 @@ struct collector_opts {
 	uint32_t adaptive_threshold_pct;
 	uint64_t adaptive_max_interval;
 	uint32_t block_timeout_ms;
+	/* record --trace: the event trace in region 0 of each attach of a
+	 * v2 client (trace_bytes added to its size); trace_block_ms: how
+	 * long a streaming writer waits for room (--block-client). */
+	uint32_t trace_mode; /* enum hp_trace_mode; HP_TRACE_OFF: none */
+	uint64_t trace_bytes;
+	uint32_t trace_block_ms;
 };
 
 struct target_region {
 	void *base; /* our mapping */
 	uint64_t size;
+	uint64_t trace_bytes;    /* of size, the trace's (region 0) */
 	struct hp_region region; /* geometry as WE formatted it: trusted */
+};
+
+/* Events per write to the profile (one transaction each). */
+#define TRACE_BATCH 16384
+/* Events read from one target per turn of the session's loop ... */
+#define TRACE_TURN_MAX (4 * TRACE_BATCH)
+/* ... and from a oneshot trace at a dump. */
+#define TRACE_DUMP_MAX (64 * TRACE_BATCH)
+
+/* What the collector read of a target's event trace (collector_trace_*). */
+struct target_trace {
+	uint32_t mode;        /* enum hp_trace_mode; HP_TRACE_OFF: not traced */
+	uint64_t cap;         /* events the table holds */
+	uint64_t bytes;       /* cap * event size */
+	uint64_t pos;         /* next position to read (streaming: our tail) */
+	uint64_t events;      /* written to the profile */
+	uint64_t overwritten; /* ring: written, then replaced before read */
+	uint64_t incomplete;  /* reserved, never finished (writer died) */
+	uint64_t backlog;     /* unread after the last streaming drain */
+	uint64_t last_read;   /* positions the last drain went through */
+	/* The client's counts, copied at each read (they outlive the
+	 * mapping). */
+	uint64_t dropped[HP_TDROP_COUNT];
+	uint64_t full_ts, waits, wait_ns;
+	bool said_full; /* oneshot: collector_trace_full said so */
+	bool done;      /* the final read is done */
+	bool failed;    /* writing events failed (said once) */
 };
 
 struct target {
@@ -70,8 +104,14 @@ struct target {
 	uint8_t msg[sizeof(struct hp_client_msg)]; /* partial message */
 	size_t msg_len;
 	uint64_t start_ts, disconnect_ts; /* CLOCK_BOOTTIME */
-	uint32_t grows; /* GROW requests answered with a region */
-	bool said_full; /* a refused GROW was reported */
+	uint32_t grows;          /* GROW requests answered with a region */
+	bool said_full;          /* a refused GROW was reported */
+	uint32_t layout_version; /* of its regions: 1 or 2 */
+	struct target_trace tr;
+	/* HP_CMSG_SNAPSHOT: the name being read after the message. */
+	char snap_name[HP_SNAPSHOT_NAME_MAX];
+	uint32_t snap_len, snap_got; /* snap_len 0: not reading a name */
+	uint32_t snapshots;          /* named snapshots written */
 };
 
 /* A connection on the embedded socket whose hello is not complete. */
@@ -93,6 +133,7 @@ struct collector {
 	size_t ntargets, cap;
 	struct pending_conn pending[COLLECTOR_MAX_PENDING];
 	size_t npending;
+	struct prof_event *evbuf; /* TRACE_BATCH events, for the writer */
 };
 
 /* How the session came to profile a process (see prof_process). */
@@ -102,6 +143,9 @@ struct target_info {
 	bool from_startup;
 	const char *name;    /* NULL: read /proc/PID/comm */
 	const char *cmdline; /* NULL: read /proc/PID/cmdline */
+	/* The hello's layout_version: 1 gets a v1 region (no trace), 2 and
+	 * above (and 0 here: "ours") a v2 one. */
+	uint32_t layout_version;
 };
 
 /*
@@ -149,15 +193,50 @@ struct target *collector_find(struct collector *c, pid_t pid);
 bool collector_had_pid(const struct collector *c, pid_t pid);
 
 /* Handles readable data on a client connection: whole 16-byte messages
- * (GROW); EOF marks the target disconnected. */
+ * (GROW; SNAPSHOT and its name, answered once the named dump is written);
+ * EOF marks the target disconnected. */
 void collector_poll_client(struct collector *c, struct target *t);
 /* Makes a region twice the size of the target's last one (bounded) and
  * sends it; 0 or a negative errno (the client got HP_WELCOME_ERROR). */
 int collector_grow(struct collector *c, struct target *t);
 
-/* One dump of one target; ts 0 = now.  0 or a negative errno. */
+/* One dump of one target; ts 0 = now.  0 or a negative errno.  A traced
+ * target's dump also reads what oneshot kept since the last one, and
+ * writes the trace's counts so far (heapprof_trace). */
 int collector_dump(struct collector *c, struct target *t, const char *reason,
                    uint64_t ts);
+/* A dump with every live block (snapshot_take_live); name (may be NULL)
+ * makes it a named snapshot. */
+int collector_dump_blocks(struct collector *c, struct target *t,
+                          const char *reason, const char *name, uint64_t ts);
+/* The last dump of a target (it is gone, exec'd, or the session ends):
+ * the rest of its trace first, then the dump, with every live block when
+ * it is traced (the blocks never freed: leaks at exit). */
+int collector_dump_final(struct collector *c, struct target *t,
+                         const char *reason, uint64_t ts);
+
+/*
+ * The event trace (trace.c).  collector_trace_poll is the session loop's
+ * turn: streaming, at most TRACE_TURN_MAX events read in order and written
+ * (the client gets the room back: trace_tail); returns how many events it
+ * left unread (the loop comes back at once), or a negative errno when
+ * writing failed (the events are lost, the room still given back).  At a
+ * dump it also reads what a oneshot trace holds (TRACE_DUMP_MAX at most).
+ * collector_trace_final reads all that is left (streaming and oneshot:
+ * to the head, skipping after bounded retries what a writer never
+ * finished, "incomplete"; ring: the newest capacity events).
+ */
+int collector_trace_poll(struct collector *c, struct target *t);
+int collector_trace_final(struct collector *c, struct target *t);
+/* Oneshot: true once, the first time the client said the table is full;
+ * *full_ts is when (CLOCK_BOOTTIME). */
+bool collector_trace_full(struct target *t, uint64_t *full_ts);
+/* The counts for heapprof_trace so far. */
+void collector_trace_stats(struct target *t, struct prof_trace *out);
+/* Whether the session should wake often for t: streaming, or oneshot not
+ * yet full (its "full" line is said at once). */
+bool collector_trace_active(const struct target *t);
+const char *collector_trace_mode_name(uint32_t mode);
 /* One dump of every target that is not retired (pid 0), or of pid's.
  * Returns the number of processes dumped; *errors counts failures. */
 int collector_dump_all(struct collector *c, const char *reason);

@@ -47,10 +47,15 @@ struct pp_function {
 	int64_t name, system_name, filename;
 };
 
+/* A label: string indices key, str (0 for a numeric label), num_unit. */
+struct pp_lab {
+	int64_t key, str, num, unit;
+};
+
 struct pp_sample {
 	size_t loc_off, nlocs;
 	int64_t v[RD_NVIEWS];
-	int64_t label_key, label_str; /* string indices; 0 = no label */
+	size_t label_off, nlabels; /* into labels */
 };
 
 /* A growable array: `T *a; size_t n, cap;` in one struct. */
@@ -70,8 +75,13 @@ struct pp_profile {
 	ARRAY(struct pp_function) fns;
 	ARRAY(struct pp_sample) samples;
 	ARRAY(uint64_t) stack_ids; /* location ids of all samples */
+	ARRAY(struct pp_lab) labels;
 	ARRAY(int64_t) comments;
 	struct hmap str_idx, map_idx, loc_idx, fn_idx;
+	/* (source, leaf callsite) -> its location ids in stack_ids, as
+	 * offset << 16 | count: samples of one call stack (one per block
+	 * with labels) share them. */
+	struct hmap stack_idx;
 };
 
 /* Make room for one more element in arr; 0 or -ENOMEM. */
@@ -301,6 +311,7 @@ struct pp_profile *pp_new(int64_t period)
 	hmap_init(&p->map_idx);
 	hmap_init(&p->loc_idx);
 	hmap_init(&p->fn_idx);
+	hmap_init(&p->stack_idx);
 	/* The fixed strings: "" first, then the sample types. */
 	static const char *const fixed[] = {"", "bytes", "count"};
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
@@ -329,11 +340,13 @@ void pp_free(struct pp_profile *p)
 	free(p->fns.a);
 	free(p->samples.a);
 	free(p->stack_ids.a);
+	free(p->labels.a);
 	free(p->comments.a);
 	hmap_free(&p->str_idx);
 	hmap_free(&p->map_idx);
 	hmap_free(&p->loc_idx);
 	hmap_free(&p->fn_idx);
+	hmap_free(&p->stack_idx);
 	free(p);
 }
 
@@ -359,11 +372,48 @@ size_t pp_nsamples(const struct pp_profile *p)
 	return p->samples.n;
 }
 
-int pp_add_sample(struct pp_profile *p, const struct rd_stacks *s,
-                  int64_t callsite, const int64_t v[RD_NVIEWS],
-                  const char *label_key, const char *label_value)
+/* The location ids of the stack ending at callsite of source src: *off
+ * and *n in stack_ids, appended the first time the stack is seen. */
+static int stack_locs(struct pp_profile *p, size_t src, int64_t callsite,
+                      size_t *off, size_t *n)
 {
-	struct pp_sample x = {.loc_off = p->stack_ids.n};
+	const struct rd_stacks *s = p->srcs.a[src];
+	int64_t key[2] = {(int64_t)src, callsite};
+	int64_t *idx = hmap_find(&p->stack_idx, key, sizeof(key));
+	int err;
+
+	if (idx) {
+		*off = (size_t)((uint64_t)*idx >> 16);
+		*n = (size_t)(*idx & 0xffff);
+		return 0;
+	}
+	*off = p->stack_ids.n;
+	const struct rd_callsite *c = rd_callsite_get(s, callsite);
+	for (int depth = 0; c && depth < RD_MAX_DEPTH; depth++) {
+		uint64_t id = 0;
+		if ((err = loc_id(p, src, c->frame, &id)) < 0 ||
+		    (err = RESERVE(p->stack_ids)) < 0) {
+			p->stack_ids.n = *off;
+			return err;
+		}
+		p->stack_ids.a[p->stack_ids.n++] = id;
+		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	}
+	*n = p->stack_ids.n - *off;
+	/* RD_MAX_DEPTH < 2^16: the count fits beside the offset. */
+	if (hmap_put(&p->stack_idx, key, sizeof(key),
+	             (int64_t)(((uint64_t)*off << 16) | *n)) < 0) {
+		p->stack_ids.n = *off;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int pp_add_sample_labels(struct pp_profile *p, const struct rd_stacks *s,
+                         int64_t callsite, const int64_t v[RD_NVIEWS],
+                         const struct pp_label *labels, size_t nlabels)
+{
+	struct pp_sample x = {.label_off = p->labels.n};
 	int any = 0, err;
 	size_t src;
 
@@ -373,30 +423,47 @@ int pp_add_sample(struct pp_profile *p, const struct rd_stacks *s,
 		return 0;
 	if ((err = src_index(p, s, &src)) < 0)
 		return err;
-	if (label_key) {
-		x.label_key = str_id(p, label_key);
-		x.label_str = str_id(p, label_value ? label_value : "");
-		if (x.label_key < 0 || x.label_str < 0)
-			return -ENOMEM;
-	}
-	const struct rd_callsite *c = rd_callsite_get(s, callsite);
-	for (int depth = 0; c && depth < RD_MAX_DEPTH; depth++) {
-		uint64_t id = 0;
-		if ((err = loc_id(p, src, c->frame, &id)) < 0 ||
-		    (err = RESERVE(p->stack_ids)) < 0) {
-			p->stack_ids.n = x.loc_off;
-			return err;
+	for (size_t i = 0; i < nlabels; i++) {
+		const struct pp_label *in = &labels[i];
+		struct pp_lab l = {.num = in->num};
+		l.key = str_id(p, in->key);
+		if (l.key < 0)
+			goto nomem;
+		/* A string label has no number, a numeric one no string. */
+		if (in->str) {
+			l.num = 0;
+			if ((l.str = str_id(p, in->str)) < 0)
+				goto nomem;
+		} else if (in->num_unit &&
+		           (l.unit = str_id(p, in->num_unit)) < 0) {
+			goto nomem;
 		}
-		p->stack_ids.a[p->stack_ids.n++] = id;
-		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+		if (RESERVE(p->labels) < 0)
+			goto nomem;
+		p->labels.a[p->labels.n++] = l;
 	}
-	x.nlocs = p->stack_ids.n - x.loc_off;
-	if ((err = RESERVE(p->samples)) < 0) {
-		p->stack_ids.n = x.loc_off;
+	x.nlabels = p->labels.n - x.label_off;
+	if ((err = stack_locs(p, src, callsite, &x.loc_off, &x.nlocs)) < 0 ||
+	    (err = RESERVE(p->samples)) < 0) {
+		p->labels.n = x.label_off;
 		return err;
 	}
 	p->samples.a[p->samples.n++] = x;
 	return 0;
+nomem:
+	p->labels.n = x.label_off;
+	return -ENOMEM;
+}
+
+int pp_add_sample(struct pp_profile *p, const struct rd_stacks *s,
+                  int64_t callsite, const int64_t v[RD_NVIEWS],
+                  const char *label_key, const char *label_value)
+{
+	struct pp_label l = {
+	        .key = label_key,
+	        .str = label_value ? label_value : "",
+	};
+	return pp_add_sample_labels(p, s, callsite, v, &l, label_key ? 1 : 0);
 }
 
 /* ---- encoding ----------------------------------------------------------- */
@@ -446,10 +513,8 @@ static void *alloc_n(size_t n, size_t sz)
 
 static int pb_alloc(struct pb_mem *m, const struct pp_profile *p)
 {
-	size_t nlabels = 0;
+	size_t nlabels = p->labels.n;
 
-	for (size_t i = 0; i < p->samples.n; i++)
-		nlabels += p->samples.a[i].label_key != 0;
 	m->samples = alloc_n(p->samples.n, sizeof(*m->samples));
 	m->sample_ptrs = alloc_n(p->samples.n, sizeof(*m->sample_ptrs));
 	m->labels = alloc_n(nlabels, sizeof(*m->labels));
@@ -482,14 +547,20 @@ static void pb_fill_samples(struct pb_mem *m, struct pp_profile *p,
 		s->location_id = p->stack_ids.a + x->loc_off;
 		s->n_value = RD_NVIEWS;
 		s->value = x->v;
-		if (x->label_key) {
+		if (x->nlabels) {
+			s->n_label = x->nlabels;
+			s->label = &m->label_ptrs[nl];
+		}
+		for (size_t k = 0; k < x->nlabels; k++) {
+			const struct pp_lab *in =
+			        &p->labels.a[x->label_off + k];
 			PbLabel *l = &m->labels[nl];
 			perftools__profiles__label__init(l);
-			l->key = x->label_key;
-			l->str = x->label_str;
-			m->label_ptrs[nl] = l;
-			s->n_label = 1;
-			s->label = &m->label_ptrs[nl++];
+			l->key = in->key;
+			l->str = in->str;
+			l->num = in->num;
+			l->num_unit = in->unit;
+			m->label_ptrs[nl++] = l;
 		}
 		m->sample_ptrs[i] = s;
 	}

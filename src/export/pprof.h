@@ -51,6 +51,29 @@ int pp_add_sample(struct pp_profile *p, const struct rd_stacks *s,
                   int64_t callsite, const int64_t v[RD_NVIEWS],
                   const char *label_key, const char *label_value);
 
+/*
+ * A label of a sample (profile.proto Label): a string label when str is
+ * not NULL, else a number num in num_unit (NULL: no unit), e.g.
+ * {"address", "0x7f12a0001230"} or {"timestamp", NULL, ts, "nanoseconds"}.
+ * Keys and values are copied.
+ */
+struct pp_label {
+	const char *key;
+	const char *str;
+	int64_t num;
+	const char *num_unit;
+};
+
+/*
+ * pp_add_sample with any number of labels (pprof keeps them in order).
+ * Samples of the same callsite share one copy of the stack, so one sample
+ * per live block costs its values and labels, not its stack.  A sample
+ * whose four values are all zero is not added (returns 0).
+ */
+int pp_add_sample_labels(struct pp_profile *p, const struct rd_stacks *s,
+                         int64_t callsite, const int64_t v[RD_NVIEWS],
+                         const struct pp_label *labels, size_t nlabels);
+
 /* Number of samples added so far. */
 size_t pp_nsamples(const struct pp_profile *p);
 

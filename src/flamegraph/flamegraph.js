@@ -11,7 +11,10 @@
  * the root frame (all, or the focused function) and [data-zoom] the zoomed
  * frame, canvas#chart[data-points] the x of each dump's point, rows of
  * #top carry data-func, data-self and data-total, #match carries
- * data-value and data-pct.
+ * data-value and data-pct.  canvas#timeline (memory over time) carries
+ * data-source ("trace", "dumps" or "none"), data-points (points drawn),
+ * data-max (the highest live bytes), data-final (the last point's) and
+ * data-window ("from,to" in ns since the process started, or "").
  */
 'use strict';
 (function () {
@@ -59,6 +62,26 @@
   }
   function secs(ns) {
     return (ns / 1e9).toFixed(3) + ' s';
+  }
+  /* A time since the process's start, signed: the trace may begin a
+     little before the recorded start. */
+  function rel(ns, digits) {
+    return (ns < 0 ? '-' : '+') + (Math.abs(ns) / 1e9).toFixed(digits || 3) + ' s';
+  }
+  /* --from/--to: "window +1.500 s to +3.000 s" */
+  function windowLabel(p) {
+    /* microseconds for a window of a few milliseconds */
+    const d = p.window.to - p.window.from < 1e8 ? 6 : 3;
+    return 'window ' + rel(p.window.from, d) + ' to ' + rel(p.window.to, d);
+  }
+  /* What a process's trace kept, in a few words. */
+  function traceText(t) {
+    let s = (t.mode || 'trace') + ', ' + fmtInt(t.events) + ' events';
+    if (t.complete) return s + ', complete';
+    s += ', incomplete: ' + fmtInt(t.left_out) + ' left out';
+    if (t.overwritten) s += ', ' + fmtInt(t.overwritten) + ' of them overwritten';
+    if (t.full !== undefined) s += ', full at ' + rel(t.full);
+    return s;
   }
 
   function fatal(msg) {
@@ -303,7 +326,7 @@
     fillSelect($('proc'), procs.map((p) => 'pid ' + p.pid + ' ' + baseName(p.name || '?')), S.proc);
     const p = curProc();
     fillSelect($('heap'), p ? p.heaps.map((h) => h.name) : [], S.heap);
-    fillSelect($('dump'), p ? p.dumps.map((d, i) => '#' + (i + 1) + '  +' + secs(d.ts - p.start) + '  (' + d.reason + ')') : [], S.dump);
+    fillSelect($('dump'), p ? p.dumps.map((d, i) => p.window ? windowLabel(p) : '#' + (i + 1) + '  +' + secs(d.ts - p.start) + '  (' + d.reason + ')') : [], S.dump);
     for (const b of $('views').querySelectorAll('button')) {
       b.classList.toggle('on', b.dataset.view === VIEWS[S.view]);
     }
@@ -342,7 +365,16 @@
     h += '<div class="cmd">' + esc(p.cmdline) + '</div>';
     h += '<table>';
     h += '<tr><td>sampling</td><td class="num">' + (p.interval === 1 ? 'every allocation' : 'every ' + fmtBytes(p.interval) + ' (mean)') + '</td></tr>';
-    h += '<tr><td>dump</td><td class="num">' + (d ? (S.dump + 1) + ' of ' + p.dumps.length + ', +' + secs(d.ts - p.start) + ' (' + esc(d.reason) + ')' : 'none') + '</td></tr>';
+    if (p.window) {
+      h += '<tr title="allocations made in the window; space and objects: those still live at its end"><td>window</td><td class="num">' +
+        esc(windowLabel(p).slice(7)) + '</td></tr>';
+    } else {
+      h += '<tr><td>dump</td><td class="num">' + (d ? (S.dump + 1) + ' of ' + p.dumps.length + ', +' + secs(d.ts - p.start) + ' (' + esc(d.reason) + ')' : 'none') + '</td></tr>';
+    }
+    if (p.trace) {
+      h += '<tr' + (p.trace.complete ? '' : ' class="warn"') + ' title="heapprof record --trace: what the event trace kept"><td>trace</td><td class="num">' +
+        esc(traceText(p.trace)) + '</td></tr>';
+    }
     VIEWS.forEach((name, v) => {
       h += '<tr' + (v === S.view ? ' class="on"' : '') + ' title="' + esc(VIEW_HELP[name]) + '"><td>' + name + '</td><td class="num">' + fmtValLong(tot[v] || 0, v) + '</td></tr>';
     });
@@ -473,6 +505,160 @@
     let best = 0;
     for (let i = 1; i < chartPts.length; i++) if (Math.abs(chartPts[i] - x) < Math.abs(chartPts[best] - x)) best = i;
     return best;
+  }
+
+  /* ---- memory over time ------------------------------------------------- */
+
+  /*
+   * Live bytes of the selected process and heap over time: from the event
+   * trace when there is one (the heap's timeline: live bytes at the end of
+   * each bucket and the highest within it), else a line through the dumps'
+   * space.  Dumps are ticks on the time axis (click near one to show it);
+   * a --from/--to window is a shaded band.
+   */
+  const tl = $('timeline');
+  let tlGeom = null;
+
+  function timelineSeries(p, h) {
+    if (h && h.timeline && h.timeline.live && h.timeline.live.length) {
+      const T = h.timeline, n = T.live.length, step = (T.t1 - T.t0) / n;
+      const t = [T.t0], live = [T.base || 0], peak = [live[0]];
+      for (let i = 0; i < n; i++) {
+        t.push(T.t0 + step * (i + 1));
+        live.push(T.live[i]);
+        peak.push(Math.max(T.peak[i], T.live[i]));
+      }
+      return { source: 'trace', t, live, peak, t0: T.t0, t1: T.t1 };
+    }
+    if (h && p.dumps.length && !p.window) {
+      const t = p.dumps.map((d) => d.ts - p.start);
+      const live = h.dumps.map((d) => Math.max(0, d.tot[0]));
+      const t1 = Math.max(t[t.length - 1], p.end > p.start ? p.end - p.start : 0, 1);
+      return { source: 'dumps', t, live, peak: null, t0: 0, t1 };
+    }
+    return { source: 'none', t: [], live: [], peak: null, t0: 0, t1: 1 };
+  }
+
+  function renderTimeline() {
+    const dpr = window.devicePixelRatio || 1;
+    const W = Math.max(200, tl.clientWidth), H = 150;
+    tl.width = Math.round(W * dpr);
+    tl.height = Math.round(H * dpr);
+    const c = tl.getContext('2d');
+    c.setTransform(dpr, 0, 0, dpr, 0, 0);
+    c.clearRect(0, 0, W, H);
+    c.font = '11px system-ui, sans-serif';
+    const p = curProc(), h = curHeap();
+    const sr = p ? timelineSeries(p, h) : timelineSeries(null, null);
+    const note = $('tl-note');
+    note.classList.remove('warn');
+    if (sr.source === 'trace') {
+      note.textContent = 'from the event trace (' + traceText(p.trace) + ')' +
+        (p.trace.anchor === 'end' ? '; counted back from the final dump, the oldest events being gone' : '') +
+        (p.trace.complete ? '' : '; what was left out is missing from the curve');
+      if (!p.trace.complete) note.classList.add('warn');
+    } else if (sr.source === 'dumps') {
+      note.textContent = 'from the dumps\u2019 live bytes (no event trace: record --trace charts every change)';
+    } else {
+      note.textContent = p && p.window ? 'no event trace for this process' : 'nothing recorded';
+    }
+    $('tl-peakkey').style.display = sr.peak ? '' : 'none';
+    $('tl-winkey').style.display = p && p.window ? '' : 'none';
+    $('tl-dumpkey').style.display = p && p.dumps.length && !p.window ? '' : 'none';
+    tl.dataset.source = sr.source;
+    tl.dataset.points = String(sr.t.length);
+    tl.dataset.window = p && p.window ? p.window.from + ',' + p.window.to : '';
+    tlGeom = null;
+    if (!sr.t.length) {
+      tl.dataset.max = '0';
+      tl.dataset.final = '0';
+      c.fillStyle = '#667085';
+      c.fillText(note.textContent, 10, 20);
+      return;
+    }
+    const L = 72, R = 16, T = 10, B = 24;
+    const pw = W - L - R, ph = H - T - B;
+    let max = 1;
+    for (const v of sr.peak || sr.live) max = Math.max(max, v);
+    tl.dataset.max = String(Math.max(...(sr.peak || sr.live)));
+    tl.dataset.final = String(sr.live[sr.live.length - 1]);
+    const span = Math.max(1, sr.t1 - sr.t0);
+    const xOf = (t) => L + pw * (t - sr.t0) / span;
+    const yOf = (v) => T + ph * (1 - Math.max(0, v) / max);
+    tlGeom = { xOf, sr, L, pw };
+    /* grid and axes */
+    c.strokeStyle = '#e6e8ee';
+    c.fillStyle = '#667085';
+    c.lineWidth = 1;
+    c.textAlign = 'right';
+    c.textBaseline = 'middle';
+    for (let k = 0; k <= 2; k++) {
+      const v = max * k / 2, y = Math.round(yOf(v)) + 0.5;
+      c.beginPath(); c.moveTo(L, y); c.lineTo(W - R, y); c.stroke();
+      c.fillText(fmtBytes(v), L - 6, y);
+    }
+    c.textBaseline = 'alphabetic';
+    for (let k = 0; k <= 4; k++) {
+      const t = sr.t0 + span * k / 4;
+      c.textAlign = k === 0 ? 'left' : k === 4 ? 'right' : 'center';
+      c.fillText(rel(t), xOf(t), H - 6);
+    }
+    /* the window */
+    if (p.window) {
+      const x0 = xOf(p.window.from), x1 = xOf(p.window.to);
+      c.fillStyle = 'rgba(255, 138, 42, 0.16)';
+      c.fillRect(x0, T, Math.max(1, x1 - x0), ph);
+      c.strokeStyle = '#ff8a2a';
+      c.lineWidth = 1;
+      for (const x of [x0, x1]) { c.beginPath(); c.moveTo(Math.round(x) + 0.5, T); c.lineTo(Math.round(x) + 0.5, T + ph); c.stroke(); }
+      c.fillStyle = '#b54708';
+      c.textAlign = x0 - L > pw / 2 ? 'right' : 'left';
+      c.fillText(windowLabel(p), c.textAlign === 'left' ? x0 + 4 : x1 - 4, T + 12);
+    }
+    const n = sr.t.length;
+    /* the highest within each bucket: an envelope above the line */
+    if (sr.peak) {
+      c.beginPath();
+      c.moveTo(xOf(sr.t[0]), yOf(0));
+      for (let i = 0; i < n; i++) c.lineTo(xOf(sr.t[i]), yOf(sr.peak[i]));
+      c.lineTo(xOf(sr.t[n - 1]), yOf(0));
+      c.closePath();
+      c.fillStyle = 'rgba(47, 111, 222, 0.16)';
+      c.fill();
+    }
+    c.strokeStyle = '#2f6fde';
+    c.lineWidth = 1.8;
+    c.beginPath();
+    for (let i = 0; i < n; i++) (i ? c.lineTo : c.moveTo).call(c, xOf(sr.t[i]), yOf(sr.live[i]));
+    if (n === 1) { c.moveTo(xOf(sr.t[0]) - 6, yOf(sr.live[0])); c.lineTo(xOf(sr.t[0]) + 6, yOf(sr.live[0])); }
+    c.stroke();
+    /* dumps: ticks on the axis, the shown one darker */
+    if (!p.window) {
+      p.dumps.forEach((d, i) => {
+        const x = Math.round(xOf(d.ts - p.start)) + 0.5;
+        c.strokeStyle = i === S.dump ? '#1d2330' : '#98a2b3';
+        c.lineWidth = i === S.dump ? 2 : 1;
+        c.beginPath(); c.moveTo(x, T + ph - (i === S.dump ? 12 : 7)); c.lineTo(x, T + ph); c.stroke();
+      });
+    }
+  }
+
+  /* The series index nearest the pointer, and the dump nearest it. */
+  function timelineAt(ev) {
+    if (!tlGeom) return null;
+    const r = tl.getBoundingClientRect();
+    const x = ev.clientX - r.left, g = tlGeom, sr = g.sr;
+    const t = sr.t0 + (x - g.L) / g.pw * Math.max(1, sr.t1 - sr.t0);
+    let best = 0;
+    for (let i = 1; i < sr.t.length; i++) if (Math.abs(sr.t[i] - t) < Math.abs(sr.t[best] - t)) best = i;
+    const p = curProc();
+    let dump = -1;
+    if (p && !p.window) {
+      p.dumps.forEach((d, i) => {
+        if (Math.abs(g.xOf(d.ts - p.start) - x) <= 6 && (dump < 0 || Math.abs(g.xOf(d.ts - p.start) - x) < Math.abs(g.xOf(p.dumps[dump].ts - p.start) - x))) dump = i;
+      });
+    }
+    return { i: best, t, dump };
   }
 
   /* ---- flame graph ----------------------------------------------------- */
@@ -771,6 +957,7 @@
     if (rebuildTree) rebuild();
     renderAllButChart();
     renderChart();
+    renderTimeline();
   }
 
   function init() {
@@ -824,6 +1011,21 @@
         '</th><td>' + esc(fmtValLong(tot[v], v)) + '</td></tr>').join('') + '</table>');
     });
     chart.addEventListener('mouseleave', hideTip);
+    tl.addEventListener('mousemove', (ev) => {
+      const at = timelineAt(ev);
+      if (!at) { hideTip(); return; }
+      const sr = tlGeom.sr, p = curProc();
+      let h = '<div class="n">' + esc(rel(sr.t[at.i])) + '</div><table><tr><th>live</th><td>' + esc(fmtValLong(sr.live[at.i], 0)) + '</td></tr>';
+      if (sr.peak) h += '<tr><th>highest since the point before</th><td>' + esc(fmtValLong(sr.peak[at.i], 0)) + '</td></tr>';
+      h += '</table>';
+      if (at.dump >= 0) h += '<div class="loc" style="margin:6px 0 0">dump ' + (at.dump + 1) + ' (' + esc(p.dumps[at.dump].reason) + '): click to show it</div>';
+      showTip(ev, h);
+    });
+    tl.addEventListener('mouseleave', hideTip);
+    tl.addEventListener('click', (ev) => {
+      const at = timelineAt(ev);
+      if (at && at.dump >= 0 && at.dump !== S.dump) selectDump(at.dump);
+    });
     document.addEventListener('keydown', (ev) => {
       if (ev.key === 'Escape') {
         if (document.activeElement === $('search') && $('search').value) { $('search').value = ''; setSearch(''); } else setZoom(0);
@@ -835,7 +1037,7 @@
     let resizeFrame = 0;
     window.addEventListener('resize', () => {
       if (resizeFrame) return;
-      resizeFrame = requestAnimationFrame(() => { resizeFrame = 0; renderFlame(); renderChart(); });
+      resizeFrame = requestAnimationFrame(() => { resizeFrame = 0; renderFlame(); renderChart(); renderTimeline(); });
     });
 
     update(true);

@@ -70,7 +70,12 @@ struct hp_welcome {
 	uint32_t status;         /* hp_welcome_status */
 	uint32_t layout_version; /* of the region */
 	uint64_t region_size;
-	uint64_t reserved[4];
+	/* The client message it answers (HP_CMSG_GROW, HP_CMSG_SNAPSHOT);
+	 * 0 for the answer to a hello.  A client waiting for one answer
+	 * can tell a late answer to an earlier request. */
+	uint32_t answer_to;
+	uint32_t reserved0;
+	uint64_t reserved[3];
 };
 _Static_assert(sizeof(struct hp_welcome) == 56, "hp_welcome size");
 

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,16 @@ struct proc_state {
 	struct hmap prev;  /* (callsite id, heap id) -> index into cum */
 	struct cum *cum;
 	size_t ncum, capcum;
+	/* Heap names as the process's dumps gave them (NULL before the first
+	 * dump; "" = not named yet), for its events, which carry ids only.
+	 * Events of a heap not named yet get a stand-in name ("heap<N>"),
+	 * replaced by the first dump that names it (heap_guessed). */
+	char (*heap_names)[HP_HEAP_NAME_MAX];
+	uint64_t heap_guessed; /* bit per heap id */
+	/* A traced process (profile_set_trace): its dumps map stack keys to
+	 * callsites; the keys already mapped. */
+	bool traced;
+	struct hmap tstacks;
 };
 
 /* One (callsite, heap) of the dump being written, stacks merged. */
@@ -69,6 +80,11 @@ enum stmt_id {
 	ST_HEAP,
 	ST_MEMORY,
 	ST_PROC_MAX,
+	ST_BLOCK,
+	ST_EVENT,
+	ST_TRACE_STACK,
+	ST_TRACE,
+	ST_EVENT_HEAP,
 	ST_COUNT
 };
 
@@ -89,8 +105,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                      " heap_name, callsite_id, count, size)"
                      " VALUES('heap_profile_allocation', ?, ?, ?, ?, ?, ?)",
         [ST_DUMP] = "INSERT INTO heapprof_dump(ts, upid, reason, at_max,"
-                    " max_ts, max_live_bytes, interval_used)"
-                    " VALUES(?, ?, ?, ?, ?, ?, ?)",
+                    " max_ts, max_live_bytes, interval_used, name,"
+                    " blocks_in_flight) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [ST_STAT] = "INSERT INTO heapprof_process_stats(upid, name, value)"
                     " VALUES(?, ?, ?)",
         [ST_DEL_STATS] = "DELETE FROM heapprof_process_stats WHERE upid = ?",
@@ -106,6 +122,23 @@ static const char *const stmt_sql[ST_COUNT] = {
         [ST_PROC_MAX] = "UPDATE heapprof_process SET max_live_bytes = ?1,"
                         " max_ts = ?2 WHERE upid = ?3 AND"
                         " (max_live_bytes IS NULL OR max_live_bytes < ?1)",
+        [ST_BLOCK] = "INSERT INTO heapprof_block(dump_id, upid, address, size,"
+                     " charged, objects_fp, heap_name, callsite_id, tid, ts)"
+                     " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [ST_EVENT] = "INSERT INTO heapprof_event(upid, ts, kind, tid, address,"
+                     " size, charged, heap_name, stack_key, alloc_ts)"
+                     " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [ST_TRACE_STACK] = "INSERT OR IGNORE INTO heapprof_trace_stack(upid,"
+                           " stack_key, callsite_id) VALUES(?, ?, ?)",
+        [ST_TRACE] = "INSERT OR REPLACE INTO heapprof_trace(upid, mode,"
+                     " buffer_bytes, events, dropped_allocs, dropped_frees,"
+                     " dropped_alloc_bytes, dropped_free_bytes, overwritten,"
+                     " incomplete, full_ts, waits, wait_ns)"
+                     " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        /* Events written before a dump named their heap: see
+         * fix_event_heaps. */
+        [ST_EVENT_HEAP] = "UPDATE heapprof_event SET heap_name = ?1"
+                          " WHERE upid = ?2 AND heap_name = ?3",
 };
 
 /* Names of the header counters (enum hp_counter) in heapprof_process_stats.
@@ -148,6 +181,11 @@ struct dump_ctx {
 	struct hmap merged_idx; /* (callsite, heap id) -> index into merged */
 	struct merged *merged;
 	size_t nmerged, capmerged;
+	int64_t *leaf;      /* per stack: its leaf callsite */
+	int64_t dump_id;    /* heapprof_dump.id of this dump */
+	uint64_t *new_keys; /* stack keys this dump mapped (traced) */
+	size_t nnew_keys;
+	uint64_t heaps_fixed; /* stand-in heap names this dump replaced */
 };
 
 static int errno_of(int rc)
@@ -404,6 +442,7 @@ int profile_begin_process(struct profile *p, const struct prof_process *info,
 	ps->upid = upid;
 	ps->interval = info->sampling_interval;
 	hmap_init(&ps->prev);
+	hmap_init(&ps->tstacks);
 	*upid_out = upid;
 	return 0;
 }
@@ -620,7 +659,8 @@ static int ctx_init(struct dump_ctx *c, struct profile *p,
 	hmap_init(&c->merged_idx);
 	c->order = malloc((n ? n : 1) * sizeof(*c->order));
 	c->map_ids = calloc(n ? n : 1, sizeof(*c->map_ids));
-	if (!c->order || !c->map_ids)
+	c->leaf = calloc(d->nstacks ? d->nstacks : 1, sizeof(*c->leaf));
+	if (!c->order || !c->map_ids || !c->leaf)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		c->order[i] = i;
@@ -633,6 +673,8 @@ static void ctx_fini(struct dump_ctx *c)
 {
 	free(c->order);
 	free(c->map_ids);
+	free(c->leaf);
+	free(c->new_keys);
 	free(c->merged);
 	hmap_free(&c->merged_idx);
 }
@@ -949,7 +991,12 @@ static int write_dump_row(struct dump_ctx *c, const struct proc_state *ps)
 		sqlite3_bind_int64(st, 6, i64(d->max_live_bytes));
 	}
 	sqlite3_bind_int64(st, 7, i64(used));
+	if (d->name)
+		sqlite3_bind_text(st, 8, d->name, -1, SQLITE_STATIC);
+	if (d->blocks || d->blocks_in_flight)
+		sqlite3_bind_int64(st, 9, i64(d->blocks_in_flight));
 	err = step(p, ST_DUMP, "writing dump");
+	c->dump_id = sqlite3_last_insert_rowid(p->db);
 	if (!err)
 		err = write_memory(p, upid, d);
 	if (err)
@@ -1039,6 +1086,99 @@ static void rollback(struct profile *p)
 	hmap_retain(&p->callsites, keep_below, &p->next.callsite);
 }
 
+/* heapprof_block: every live block of a snapshot dump, at its leaf
+ * callsite. */
+static int write_blocks(struct dump_ctx *c, int64_t upid)
+{
+	struct profile *p = c->p;
+	const struct prof_dump *d = c->d;
+	sqlite3_stmt *st = p->st[ST_BLOCK];
+	char buf[32];
+	int err = 0;
+
+	for (size_t i = 0; !err && i < d->nblocks; i++) {
+		const struct prof_block *b = &d->blocks[i];
+		sqlite3_bind_int64(st, 1, c->dump_id);
+		sqlite3_bind_int64(st, 2, upid);
+		sqlite3_bind_int64(st, 3, i64(b->address));
+		sqlite3_bind_int64(st, 4, i64(b->size));
+		sqlite3_bind_int64(st, 5, i64(b->charged));
+		sqlite3_bind_int64(st, 6, i64(b->objects_fp));
+		sqlite3_bind_text(st, 7,
+		                  heap_name(d, b->heap_id, buf, sizeof(buf)),
+		                  -1, SQLITE_TRANSIENT);
+		/* A block names its stack by index; a bad one keeps NULL. */
+		if (b->stack < d->nstacks)
+			sqlite3_bind_int64(st, 8, c->leaf[b->stack]);
+		if (b->tid)
+			sqlite3_bind_int64(st, 9, b->tid);
+		if (b->ts_ns)
+			sqlite3_bind_int64(st, 10, i64(b->ts_ns));
+		err = step(p, ST_BLOCK, "writing blocks");
+	}
+	return err;
+}
+
+/* heapprof_trace_stack: the stack keys of a traced process, each mapped
+ * once (a key's stack never changes within a process row). */
+static int write_trace_stacks(struct dump_ctx *c, const struct proc_state *ps)
+{
+	struct profile *p = c->p;
+	const struct prof_dump *d = c->d;
+	sqlite3_stmt *st = p->st[ST_TRACE_STACK];
+	int err = 0;
+
+	for (size_t i = 0; !err && i < d->nstacks; i++) {
+		uint64_t key = d->stacks[i].key;
+		if (hmap_find(&ps->tstacks, &key, sizeof(key)))
+			continue;
+		if (!c->new_keys) {
+			c->new_keys = malloc(d->nstacks * sizeof(*c->new_keys));
+			if (!c->new_keys)
+				return -ENOMEM;
+		}
+		c->new_keys[c->nnew_keys++] = key;
+		sqlite3_bind_int64(st, 1, ps->upid);
+		sqlite3_bind_int64(st, 2, i64(key));
+		sqlite3_bind_int64(st, 3, c->leaf[i]);
+		err = step(p, ST_TRACE_STACK, "writing trace stacks");
+	}
+	return err;
+}
+
+/*
+ * Heap names for the events: the dump names its heaps; events written
+ * before with a stand-in name for a heap it names now get the real one.
+ */
+static int fix_event_heaps(struct dump_ctx *c, struct proc_state *ps)
+{
+	const struct prof_dump *d = c->d;
+	int err = 0;
+
+	if (!ps->heap_names) {
+		ps->heap_names = calloc(HP_MAX_HEAPS, sizeof(*ps->heap_names));
+		if (!ps->heap_names)
+			return -ENOMEM;
+	}
+	for (size_t h = 0; !err && h < d->nheaps && h < HP_MAX_HEAPS; h++) {
+		const char *name = d->heaps[h].name;
+		if (!name || !name[0])
+			continue;
+		snprintf(ps->heap_names[h], HP_HEAP_NAME_MAX, "%s", name);
+		if (!(ps->heap_guessed & (1ull << h)))
+			continue;
+		char guess[32];
+		snprintf(guess, sizeof(guess), "heap%zu", h);
+		sqlite3_stmt *st = c->p->st[ST_EVENT_HEAP];
+		sqlite3_bind_text(st, 1, ps->heap_names[h], -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, ps->upid);
+		sqlite3_bind_text(st, 3, guess, -1, SQLITE_STATIC);
+		err = step(c->p, ST_EVENT_HEAP, "naming event heaps");
+		c->heaps_fixed |= 1ull << h;
+	}
+	return err;
+}
+
 static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 {
 	int err = 0;
@@ -1047,6 +1187,7 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 		const struct prof_stack *s = &c->d->stacks[i];
 		int64_t leaf = 0;
 		err = stack_callsite(c, s, &leaf);
+		c->leaf[i] = leaf;
 		if (!err)
 			err = merge_stack(c, leaf, s);
 	}
@@ -1056,7 +1197,24 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 		err = write_stats(c, ps->upid);
 	if (!err)
 		err = write_dump_row(c, ps);
+	if (!err && c->d->nblocks)
+		err = write_blocks(c, ps->upid);
+	if (!err && ps->traced)
+		err = write_trace_stacks(c, ps);
+	if (!err)
+		err = fix_event_heaps(c, ps);
 	return err;
+}
+
+/* After COMMIT: the keys this dump mapped, the heap names it fixed. */
+static int remember_trace(struct proc_state *ps, const struct dump_ctx *c)
+{
+	ps->heap_guessed &= ~c->heaps_fixed;
+	for (size_t i = 0; i < c->nnew_keys; i++)
+		if (hmap_put(&ps->tstacks, &c->new_keys[i],
+		             sizeof(c->new_keys[i]), 1) < 0)
+			return -ENOMEM;
+	return 0;
 }
 
 int profile_write_dump(struct profile *p, int64_t upid,
@@ -1089,10 +1247,115 @@ int profile_write_dump(struct profile *p, int64_t upid,
 		rollback(p);
 	} else {
 		err = remember_cum(ps, &c);
+		if (!err)
+			err = remember_trace(ps, &c);
 		if (err)
 			fprintf(stderr, SUBSYS "out of memory\n");
 	}
 	ctx_fini(&c);
+	return err;
+}
+
+/* ---- the event trace ---------------------------------------------------- */
+
+/* The name of heap id for an event of ps: the one its dumps gave, else a
+ * stand-in (remembered, so the dump that names it replaces it). */
+static const char *event_heap(struct proc_state *ps, uint32_t id, char *buf,
+                              size_t len)
+{
+	if (id < HP_MAX_HEAPS && ps->heap_names && ps->heap_names[id][0])
+		return ps->heap_names[id];
+	if (id == 0)
+		return "libc.malloc";
+	snprintf(buf, len, "heap%" PRIu32, id);
+	if (id < HP_MAX_HEAPS)
+		ps->heap_guessed |= 1ull << id;
+	return buf;
+}
+
+/*
+ * One transaction for the batch, one prepared statement for every row:
+ * the trace can bring a million rows a second (-i 1), so nothing here
+ * allocates or looks anything up per row but the heap name (an array).
+ */
+int profile_write_events(struct profile *p, int64_t upid,
+                         const struct prof_event *ev, size_t n)
+{
+	struct proc_state *ps = proc_find(p, upid);
+	if (!ps) {
+		fprintf(stderr,
+		        SUBSYS "events for unknown process %" PRId64 "\n",
+		        upid);
+		return -EINVAL;
+	}
+	if (!n)
+		return 0;
+	int err = exec(p, "BEGIN", "writing events");
+	if (err)
+		return err;
+	sqlite3_stmt *st = p->st[ST_EVENT];
+	char buf[32];
+	for (size_t i = 0; !err && i < n; i++) {
+		const struct prof_event *e = &ev[i];
+		bool is_free = e->kind == HP_EV_FREE;
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_int64(st, 2, i64(e->ts_ns));
+		sqlite3_bind_text(st, 3, is_free ? "free" : "alloc",
+		                  is_free ? 4 : 5, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 4, e->tid);
+		sqlite3_bind_int64(st, 5, i64(e->address));
+		sqlite3_bind_int64(st, 6, i64(e->size));
+		sqlite3_bind_int64(st, 7, i64(e->charged));
+		sqlite3_bind_text(st, 8,
+		                  event_heap(ps, e->heap_id, buf, sizeof(buf)),
+		                  -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 9, i64(e->stack_key));
+		/* An allocation's time is its own ts; a free whose block's
+		 * time is unknown keeps NULL. */
+		if (is_free && e->alloc_ts_ns)
+			sqlite3_bind_int64(st, 10, i64(e->alloc_ts_ns));
+		else
+			sqlite3_bind_null(st, 10);
+		int rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		if (rc != SQLITE_DONE)
+			err = sql_err(p, rc, "writing events");
+	}
+	if (!err)
+		err = exec(p, "COMMIT", "writing events");
+	if (err)
+		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	return err;
+}
+
+int profile_set_trace(struct profile *p, int64_t upid,
+                      const struct prof_trace *t)
+{
+	struct proc_state *ps = proc_find(p, upid);
+	if (!ps) {
+		fprintf(stderr, SUBSYS "trace of unknown process %" PRId64 "\n",
+		        upid);
+		return -EINVAL;
+	}
+	sqlite3_stmt *st = p->st[ST_TRACE];
+	sqlite3_bind_int64(st, 1, upid);
+	sqlite3_bind_text(st, 2, t->mode ? t->mode : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, i64(t->buffer_bytes));
+	sqlite3_bind_int64(st, 4, i64(t->events));
+	sqlite3_bind_int64(st, 5, i64(t->dropped_allocs));
+	sqlite3_bind_int64(st, 6, i64(t->dropped_frees));
+	sqlite3_bind_int64(st, 7, i64(t->dropped_alloc_bytes));
+	sqlite3_bind_int64(st, 8, i64(t->dropped_free_bytes));
+	sqlite3_bind_int64(st, 9, i64(t->overwritten));
+	sqlite3_bind_int64(st, 10, i64(t->incomplete));
+	if (t->full_ts_ns)
+		sqlite3_bind_int64(st, 11, i64(t->full_ts_ns));
+	sqlite3_bind_int64(st, 12, i64(t->waits));
+	sqlite3_bind_int64(st, 13, i64(t->wait_ns));
+	int err = step(p, ST_TRACE, "writing the trace summary");
+	/* From now on its dumps map stack keys for its events. */
+	if (!err)
+		ps->traced = true;
 	return err;
 }
 
@@ -1102,7 +1365,9 @@ static void free_state(struct profile *p)
 {
 	for (size_t i = 0; i < p->nprocs; i++) {
 		hmap_free(&p->procs[i].prev);
+		hmap_free(&p->procs[i].tstacks);
 		free(p->procs[i].cum);
+		free(p->procs[i].heap_names);
 	}
 	free(p->procs);
 	hmap_free(&p->mappings);

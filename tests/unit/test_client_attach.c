@@ -378,13 +378,15 @@ static int accept_hello(int lfd, int ms, struct hp_hello *h)
 	return fd;
 }
 
-static void send_welcome(int fd, uint32_t status, uint64_t size, int region_fd)
+static void send_welcome_to(int fd, uint32_t status, uint64_t size,
+                            int region_fd, uint32_t answer_to)
 {
 	struct hp_welcome w = {.magic = HP_WIRE_MAGIC,
 	                       .version = HP_WIRE_VERSION,
 	                       .status = status,
 	                       .layout_version = HP_LAYOUT_VERSION,
-	                       .region_size = size};
+	                       .region_size = size,
+	                       .answer_to = answer_to};
 	struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -399,6 +401,17 @@ static void send_welcome(int fd, uint32_t status, uint64_t size, int region_fd)
 		memcpy(CMSG_DATA(cm), &region_fd, sizeof(int));
 	}
 	CHECK(sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(w));
+}
+
+static void send_welcome(int fd, uint32_t status, uint64_t size, int region_fd)
+{
+	send_welcome_to(fd, status, size, region_fd, 0);
+}
+
+/* The collector's answer to a snapshot request. */
+static void send_snap_answer(int fd, uint32_t status)
+{
+	send_welcome_to(fd, status, 0, -1, HP_CMSG_SNAPSHOT);
 }
 
 struct fake_region {
@@ -1374,14 +1387,14 @@ static void test_named_snapshot(void)
 	CHECK(child_send(&c, "snap:after-load"));
 	CHECK(read_snap_req(fd, name, sizeof(name)));
 	CHECK(!strcmp(name, "after-load"));
-	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	send_snap_answer(fd, HP_WELCOME_ACCEPT);
 	CHECK(child_answer(&c, ans, sizeof(ans)));
 	expect_rc(ans, 0);
 
 	CHECK(child_send(&c, "snap:no room"));
 	CHECK(read_snap_req(fd, name, sizeof(name)));
 	CHECK(!strcmp(name, "no room"));
-	send_welcome(fd, HP_WELCOME_ERROR, 0, -1);
+	send_snap_answer(fd, HP_WELCOME_ERROR);
 	CHECK(child_answer(&c, ans, sizeof(ans)));
 	expect_rc(ans, -EIO);
 
@@ -1392,9 +1405,11 @@ static void test_named_snapshot(void)
 	int stale = memfd_create("stale-grow", MFD_CLOEXEC);
 	struct stat st;
 	CHECK(fstat(stale, &st) == 0);
-	send_welcome(fd, HP_WELCOME_ACCEPT, 1 << 20, stale);
+	send_welcome_to(fd, HP_WELCOME_ACCEPT, 1 << 20, stale, HP_CMSG_GROW);
 	close(stale);
-	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	/* ... and a late GROW refusal (no fd) is not taken for ours. */
+	send_welcome_to(fd, HP_WELCOME_ERROR, 0, -1, HP_CMSG_GROW);
+	send_snap_answer(fd, HP_WELCOME_ACCEPT);
 	CHECK(child_answer(&c, ans, sizeof(ans)));
 	expect_rc(ans, 0);
 	int x;
@@ -1404,7 +1419,7 @@ static void test_named_snapshot(void)
 	CHECK(read_snap_req(fd, name, sizeof(name)));
 	CHECK_EQ_U64(strlen(name), 127);
 	CHECK(name[0] == 'a' && name[126] == 'a' + 126 % 26);
-	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	send_snap_answer(fd, HP_WELCOME_ACCEPT);
 	CHECK(child_answer(&c, ans, sizeof(ans)));
 	expect_rc(ans, 0);
 
@@ -1422,7 +1437,7 @@ static void test_named_snapshot(void)
 	CHECK(child_ask(&c, "snap:two", ans, sizeof(ans)));
 	expect_rc(ans, -EBUSY);
 	CHECK(!wait_in(fd, 0));
-	send_welcome(fd, HP_WELCOME_ACCEPT, 0, -1);
+	send_snap_answer(fd, HP_WELCOME_ACCEPT);
 	CHECK(child_ask(&c, "snapjoin", ans, sizeof(ans)));
 	CHECK(!strcmp(ans, "rc 0 errno 0"));
 

@@ -6,6 +6,7 @@
  * regions and dumps.  Partial messages are put together; garbage stops the
  * collector reading the client but keeps its data.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -387,12 +388,411 @@ static void test_pending_hellos(void)
 	collector_close(&c);
 }
 
+/* ---- layout versions, the trace, named snapshots --------------------- */
+
+/* A collector with its profile in a scratch dir (unit_db_cleanup). */
+struct unit_db {
+	char dir[32];
+	char path[128];
+};
+
+static void unit_db_open(struct unit_db *u, struct collector *c,
+                         const struct collector_opts *o)
+{
+	snprintf(u->dir, sizeof(u->dir), "/tmp/hp-coll-XXXXXX");
+	CHECK(mkdtemp(u->dir) != NULL);
+	snprintf(u->path, sizeof(u->path), "%s/p.db", u->dir);
+	CHECK(collector_open(c, o, false) == 0);
+	c->profile = profile_create(u->path, "test");
+	CHECK(c->profile != NULL);
+}
+
+static sqlite3 *unit_db_close(struct unit_db *u, struct collector *c)
+{
+	CHECK(profile_close(c->profile) == 0);
+	c->profile = NULL;
+	sqlite3 *db = NULL;
+	CHECK(sqlite3_open_v2(u->path, &db, SQLITE_OPEN_READONLY, NULL) ==
+	      SQLITE_OK);
+	return db;
+}
+
+static void unit_db_cleanup(struct unit_db *u, sqlite3 *db)
+{
+	sqlite3_close(db);
+	char side[160];
+	unlink(u->path);
+	snprintf(side, sizeof(side), "%s-wal", u->path);
+	unlink(side);
+	snprintf(side, sizeof(side), "%s-shm", u->path);
+	unlink(side);
+	rmdir(u->dir);
+}
+
+/* A client with layout version lv attached on a socketpair. */
+static struct target *attach(struct collector *c, struct client_end *ce,
+                             uint32_t lv)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	memset(ce, 0, sizeof(*ce));
+	ce->fd = sv[1];
+	struct target_info ti = {.pid = getpid(),
+	                         .how = "pid",
+	                         .name = "unit",
+	                         .cmdline = "unit",
+	                         .layout_version = lv};
+	struct target *t = NULL;
+	CHECK(collector_answer(c, sv[0], &ti, &t) == 0);
+	uint32_t st = 99;
+	CHECK(recv_region(ce, &st) == 0);
+	CHECK_EQ_U64(st, HP_WELCOME_ACCEPT);
+	return t;
+}
+
+static void detach(struct client_end *ce)
+{
+	close(ce->fd);
+	for (int i = 0; i < ce->n; i++)
+		munmap(ce->r[i].base, ce->r[i].size);
+}
+
+/* A stack with one allocation of `bytes` counted; its id. */
+static uint32_t stack_with(struct hp_region *r, uint64_t leaf, uint64_t bytes)
+{
+	const uint64_t pcs[] = {leaf, 0x1200, 0x1300};
+	bool is_new;
+	uint32_t id = stacktab_intern(r, 0, pcs, 3, 0, &is_new);
+	CHECK(id != 0);
+	atomic_fetch_add(&r->stacks[id].alloc_count, 1);
+	atomic_fetch_add(&r->stacks[id].alloc_bytes, bytes);
+	atomic_fetch_add(&r->stacks[id].alloc_objects_fp, HP_OBJ_FP_ONE);
+	return id;
+}
+
+static int put_event(struct hp_region *r, uint32_t stack, uint64_t i)
+{
+	struct hp_event_v2 ev = {.ts_ns = 1000 + i,
+	                         .addr = 0x100000 + 16 * i,
+	                         .size = 1 + i,
+	                         .charged = 1 + i,
+	                         .stack_id = stack,
+	                         .tid = 42,
+	                         .kind = i % 3 == 2 ? HP_EV_FREE : HP_EV_ALLOC,
+	                         .region = 0};
+	return trace_put(r, &ev);
+}
+
+/* A v1 hello gets a v1 region (no trace, even when the session traces);
+ * its GROW regions are v1 too.  Ours gets v2. */
+static void test_v1_hello(void)
+{
+	struct collector c;
+	struct collector_opts o = {.interval = 4096,
+	                           .max_frames = 64,
+	                           .shmem_size = MIB,
+	                           .config_flags = HP_CFG_BLOCK_CLIENT,
+	                           .block_timeout_ms = 10,
+	                           .trace_mode = HP_TRACE_STREAMING,
+	                           .trace_bytes = 64 << 10};
+	struct unit_db u;
+	unit_db_open(&u, &c, &o);
+	struct client_end ce;
+	struct target *t = attach(&c, &ce, 1);
+	CHECK_EQ_U64(ce.r[0].version, 1);
+	CHECK(ce.r[0].ext == NULL);
+	CHECK_EQ_U64(ce.r[0].trace_cap, 0);
+	CHECK_EQ_U64(ce.r[0].size, MIB);
+	CHECK_EQ_U64(t->layout_version, 1);
+	CHECK_EQ_U64(t->tr.mode, HP_TRACE_OFF);
+	send_msg(ce.fd, HP_WIRE_MAGIC, HP_CMSG_GROW, 16);
+	collector_poll_client(&c, t);
+	uint32_t st = 99;
+	CHECK(recv_region(&ce, &st) == 0);
+	CHECK_EQ_U64(ce.r[1].version, 1);
+	CHECK_EQ_U64(ce.r[1].size, 2 * MIB);
+	stack_with(&ce.r[0], 0x1100, 64);
+	CHECK(collector_dump_final(&c, t, "end", 10) == 0);
+	detach(&ce);
+
+	struct client_end ce2;
+	struct target *t2 = attach(&c, &ce2, 7); /* a newer client: ours */
+	CHECK_EQ_U64(ce2.r[0].version, HP_LAYOUT_VERSION);
+	CHECK_EQ_U64(t2->tr.mode, HP_TRACE_STREAMING);
+	detach(&ce2);
+	sqlite3 *db = unit_db_close(&u, &c);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_trace"), 0);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_block"), 0);
+	collector_close(&c);
+	unit_db_cleanup(&u, db);
+}
+
+/*
+ * Streaming: region 0 is the tables plus the trace (and has the table),
+ * a GROW region has no trace and doubles the tables only.  Events are read
+ * in order, the room given back; at the end a position a writer reserved
+ * and never finished is skipped and counted.  The last dump maps every
+ * stack key and holds the live blocks.
+ */
+static void test_trace_streaming(void)
+{
+	struct collector c;
+	struct collector_opts o = {.interval = 1,
+	                           .max_frames = 64,
+	                           .shmem_size = MIB,
+	                           .config_flags = HP_CFG_BLOCK_CLIENT,
+	                           .block_timeout_ms = 10,
+	                           .trace_mode = HP_TRACE_STREAMING,
+	                           .trace_bytes = 64 << 10};
+	struct unit_db u;
+	unit_db_open(&u, &c, &o);
+	struct client_end ce;
+	struct target *t = attach(&c, &ce, HP_LAYOUT_VERSION);
+	struct hp_region *r = &ce.r[0];
+	CHECK_EQ_U64(r->size, MIB + (64 << 10));
+	CHECK_EQ_U64(r->trace_cap, 1024);
+	CHECK_EQ_U64(r->trace_mode, HP_TRACE_STREAMING);
+	CHECK_EQ_U64(r->ext->region_index, 0);
+	CHECK_EQ_U64(t->tr.cap, 1024);
+	CHECK_EQ_U64(t->tr.bytes, 64 << 10);
+	send_msg(ce.fd, HP_WIRE_MAGIC, HP_CMSG_GROW, 16);
+	collector_poll_client(&c, t);
+	uint32_t st = 99;
+	CHECK(recv_region(&ce, &st) == 0);
+	CHECK_EQ_U64(ce.r[1].size, 2 * MIB);
+	CHECK_EQ_U64(ce.r[1].trace_cap, 0);
+	CHECK_EQ_U64(ce.r[1].ext->region_index, 1);
+	r = &ce.r[0];
+
+	uint32_t a = stack_with(r, 0x1100, 10);
+	uint32_t b = stack_with(&ce.r[1], 0x1400, 20);
+	/* Fill the buffer: the next one finds no room until we read. */
+	for (uint64_t i = 0; i < 1024; i++)
+		CHECK(put_event(r, a, i) == 0);
+	CHECK(put_event(r, a, 1024) == -EAGAIN);
+	CHECK_EQ_U64(collector_trace_poll(&c, t), 0);
+	CHECK_EQ_U64(t->tr.events, 1024);
+	CHECK_EQ_U64(atomic_load(&r->ext->trace_tail), 1024);
+	struct hp_event_v2 ev = {.ts_ns = 5000,
+	                         .size = 7,
+	                         .stack_id = b,
+	                         .kind = HP_EV_ALLOC,
+	                         .region = 1};
+	CHECK(trace_put(r, &ev) == 0);
+	/* A writer that reserved position 1026 and died; one more after. */
+	atomic_fetch_add(&r->ext->trace_head, 1);
+	CHECK(put_event(r, a, 2000) == 0);
+	CHECK_EQ_U64(collector_trace_poll(&c, t), 2); /* stops at 1026 */
+	CHECK_EQ_U64(t->tr.events, 1025);
+	struct hp_live_v2 v = {.stack_id = a,
+	                       .size = 10,
+	                       .charged = 10,
+	                       .tid = 42,
+	                       .ts_ns = 99};
+	CHECK(livetab_insert(r, 0xabc0, &v) == 0);
+	close(ce.fd); /* the program is gone */
+	ce.fd = -1;
+	collector_poll_client(&c, t);
+	CHECK(t->disconnected);
+	CHECK(collector_dump_final(&c, t, "end", 10) == 0);
+	CHECK_EQ_U64(t->tr.events, 1026);
+	CHECK_EQ_U64(t->tr.incomplete, 1);
+	struct prof_trace pt;
+	collector_trace_stats(t, &pt);
+	CHECK_EQ_U64(pt.dropped_allocs + pt.dropped_frees, 0);
+	CHECK(!strcmp(pt.mode, "streaming"));
+	CHECK_EQ_U64(pt.buffer_bytes, 64 << 10);
+	for (int i = 0; i < ce.n; i++)
+		munmap(ce.r[i].base, ce.r[i].size);
+	sqlite3 *db = unit_db_close(&u, &c);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event"), 1026);
+	/* In order, and every event's stack resolves. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event_callsite"
+	                    " WHERE callsite_id IS NULL"),
+	             0);
+	CHECK_EQ_U64(q1(db, "SELECT max(ts) FROM heapprof_event"
+	                    " WHERE rowid = 1025"),
+	             5000);
+	CHECK_EQ_U64(q1(db, "SELECT stack_key FROM heapprof_event"
+	                    " WHERE ts = 5000"),
+	             (1ull << 32) | b);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event WHERE"
+	                    " kind = 'free'"),
+	             1024 / 3 + 1); /* i % 3 == 2 below 1024, and 2000 */
+	CHECK_EQ_U64(q1(db, "SELECT events || incomplete FROM heapprof_trace"),
+	             10261);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_block"), 1);
+	CHECK_EQ_U64(q1(db, "SELECT tid FROM heapprof_block"), 42);
+	collector_close(&c);
+	unit_db_cleanup(&u, db);
+}
+
+/* Oneshot keeps the first capacity events and says once it is full; a
+ * ring keeps the newest and counts what it overwrote. */
+static void test_trace_oneshot_ring(void)
+{
+	for (int mode = HP_TRACE_ONESHOT; mode <= HP_TRACE_RING; mode++) {
+		struct collector c;
+		struct collector_opts o = {.interval = 1,
+		                           .max_frames = 64,
+		                           .shmem_size = MIB,
+		                           .trace_mode = (uint32_t)mode,
+		                           .trace_bytes = 64 << 10};
+		struct unit_db u;
+		unit_db_open(&u, &c, &o);
+		struct client_end ce;
+		struct target *t = attach(&c, &ce, HP_LAYOUT_VERSION);
+		struct hp_region *r = &ce.r[0];
+		uint32_t a = stack_with(r, 0x1100, 10);
+		uint64_t full_ts = 0;
+		CHECK(!collector_trace_full(t, &full_ts));
+		for (uint64_t i = 0; i < 1024 + 100; i++)
+			put_event(r, a, i);
+		if (mode == HP_TRACE_ONESHOT) {
+			CHECK(collector_trace_full(t, &full_ts));
+			CHECK(full_ts != 0);
+			CHECK(!collector_trace_full(t, &full_ts));
+			/* A dump reads what it holds so far. */
+			CHECK(collector_dump(&c, t, "periodic", 5) == 0);
+			CHECK_EQ_U64(t->tr.events, 1024);
+		} else {
+			CHECK(!collector_trace_full(t, &full_ts));
+		}
+		close(ce.fd);
+		ce.fd = -1;
+		collector_poll_client(&c, t);
+		CHECK(collector_dump_final(&c, t, "end", 10) == 0);
+		struct prof_trace pt;
+		collector_trace_stats(t, &pt);
+		CHECK_EQ_U64(pt.events, 1024);
+		if (mode == HP_TRACE_ONESHOT) {
+			CHECK_EQ_U64(pt.dropped_allocs + pt.dropped_frees, 100);
+			CHECK_EQ_U64(pt.overwritten, 0);
+			CHECK(pt.full_ts_ns == full_ts);
+		} else {
+			CHECK_EQ_U64(pt.dropped_allocs + pt.dropped_frees, 0);
+			CHECK_EQ_U64(pt.overwritten, 100);
+		}
+		detach(&ce);
+		sqlite3 *db = unit_db_close(&u, &c);
+		/* Oneshot: events 0..1023; ring: 100..1123. */
+		uint64_t first = mode == HP_TRACE_ONESHOT ? 1000 : 1100;
+		CHECK_EQ_U64(q1(db, "SELECT min(ts) FROM heapprof_event"),
+		             first);
+		CHECK_EQ_U64(q1(db, "SELECT max(ts) FROM heapprof_event"),
+		             first + 1023);
+		CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event"),
+		             1024);
+		CHECK_EQ_U64(q1(db, "SELECT count(*) FROM"
+		                    " heapprof_event_callsite"
+		                    " WHERE callsite_id IS NULL"),
+		             0);
+		collector_close(&c);
+		unit_db_cleanup(&u, db);
+	}
+}
+
+/* HP_CMSG_SNAPSHOT: the message and its name in pieces, answered with a
+ * welcome without fd once the named dump with every block is written; a
+ * bad length is a protocol error. */
+static void test_snapshot_msg(void)
+{
+	struct collector c;
+	struct collector_opts o = {
+	        .interval = 1, .max_frames = 64, .shmem_size = MIB};
+	struct unit_db u;
+	unit_db_open(&u, &c, &o);
+	struct client_end ce;
+	struct target *t = attach(&c, &ce, HP_LAYOUT_VERSION);
+	struct hp_region *r = &ce.r[0];
+	uint32_t a = stack_with(r, 0x1100, 10);
+	stack_with(r, 0x1100, 10);
+	for (int i = 0; i < 2; i++) {
+		struct hp_live_v2 v = {.stack_id = a,
+		                       .size = 10,
+		                       .charged = 10,
+		                       .tid = 5 + (uint32_t)i,
+		                       .ts_ns = 7};
+		CHECK(livetab_insert(r, 0x5000 + 0x100 * (uint64_t)i, &v) == 0);
+	}
+	const char name[] = "after-load";
+	struct hp_client_msg m = {.magic = HP_WIRE_MAGIC,
+	                          .type = HP_CMSG_SNAPSHOT,
+	                          .arg = sizeof(name) - 1};
+	CHECK(send(ce.fd, &m, 10, 0) == 10);
+	collector_poll_client(&c, t);
+	CHECK(send(ce.fd, (char *)&m + 10, 6, 0) == 6);
+	CHECK(send(ce.fd, name, 4, 0) == 4);
+	collector_poll_client(&c, t);
+	uint32_t st = 99;
+	CHECK(recv_region(&ce, &st) == -1); /* nothing yet */
+	CHECK(send(ce.fd, name + 4, sizeof(name) - 5, 0) ==
+	      (ssize_t)sizeof(name) - 5);
+	collector_poll_client(&c, t);
+	/* The answer: a welcome and no descriptor. */
+	struct hp_welcome w;
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
+	struct msghdr msg = {.msg_iov = &iov,
+	                     .msg_iovlen = 1,
+	                     .msg_control = cbuf,
+	                     .msg_controllen = sizeof(cbuf)};
+	CHECK(recvmsg(ce.fd, &msg, MSG_DONTWAIT) == (ssize_t)sizeof(w));
+	CHECK_EQ_U64(msg.msg_controllen, 0);
+	CHECK_EQ_U64(w.status, HP_WELCOME_ACCEPT);
+	CHECK_EQ_U64(w.magic, HP_WIRE_MAGIC);
+	CHECK_EQ_U64(w.answer_to, HP_CMSG_SNAPSHOT);
+	CHECK_EQ_U64(t->snapshots, 1);
+	CHECK(!t->proto_error);
+	/* Then a GROW still works on the same connection. */
+	send_msg(ce.fd, HP_WIRE_MAGIC, HP_CMSG_GROW, 16);
+	collector_poll_client(&c, t);
+	CHECK(recv_region(&ce, &st) == 0);
+	CHECK_EQ_U64(st, HP_WELCOME_ACCEPT);
+	CHECK_EQ_U64(ce.n, 2);
+	/* Length 128: too long. */
+	m.arg = HP_SNAPSHOT_NAME_MAX;
+	CHECK(send(ce.fd, &m, sizeof(m), 0) == sizeof(m));
+	collector_poll_client(&c, t);
+	CHECK(t->proto_error);
+	detach(&ce);
+	sqlite3 *db = unit_db_close(&u, &c);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_dump"
+	                    " WHERE name = 'after-load' AND reason ="
+	                    " 'snapshot' AND blocks_in_flight = 0"),
+	             1);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) || sum(tid) FROM heapprof_block"),
+	             211);
+	CHECK_EQ_U64(q1(db, "SELECT count(DISTINCT callsite_id) FROM"
+	                    " heapprof_block"),
+	             1);
+	collector_close(&c);
+	unit_db_cleanup(&u, db);
+
+	/* Length 0 is a protocol error too. */
+	struct collector c2;
+	unit_db_open(&u, &c2, &o);
+	t = attach(&c2, &ce, HP_LAYOUT_VERSION);
+	m.arg = 0;
+	CHECK(send(ce.fd, &m, sizeof(m), 0) == sizeof(m));
+	collector_poll_client(&c2, t);
+	CHECK(t->proto_error);
+	detach(&ce);
+	db = unit_db_close(&u, &c2);
+	collector_close(&c2);
+	unit_db_cleanup(&u, db);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
 	        {"grow_and_dump", test_grow_and_dump},
 	        {"at_max", test_at_max},
 	        {"pending_hellos", test_pending_hellos},
+	        {"v1_hello", test_v1_hello},
+	        {"trace_streaming", test_trace_streaming},
+	        {"trace_oneshot_ring", test_trace_oneshot_ring},
+	        {"snapshot_msg", test_snapshot_msg},
 	        {NULL, NULL},
 	};
 	return unit_main("collector", tests);

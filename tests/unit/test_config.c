@@ -121,6 +121,7 @@ static const char full_text[] =
         "output: \"out.db\"\n"
         "follow_fork: true\n"
         "follow_exec: true\n"
+        "trace_mode: ring trace_buffer_bytes: 1048576\n"
         "\n";
 
 static void test_read_all_fields(void)
@@ -156,6 +157,8 @@ static void test_read_all_fields(void)
 	CHECK_EQ_U64(c.duration_ms, 2000);
 	CHECK(c.output && !strcmp(c.output, "out.db"));
 	CHECK(c.follow_fork && c.follow_exec);
+	CHECK_EQ_U64(c.trace_mode, HP_TRACE_RING);
+	CHECK_EQ_U64(c.trace_bytes, 1 << 20);
 	CHECK(c.argv == NULL);
 	CHECK(config_check(&c) == 0);
 	config_free(&c);
@@ -177,6 +180,11 @@ static void test_read_command_and_block_forms(void)
 	CHECK_EQ_U64(c.dump_interval_ms, 10);
 	CHECK_EQ_U64(c.dump_phase_ms, 0);
 	CHECK(c.all_heaps && c.nexclude_heaps == 1);
+	CHECK(config_check(&c) == 0);
+	/* The trace's mode quoted or not; the buffer keeps its default. */
+	CHECK(read_text(&c, "trace_mode: \"oneshot\"") == 0);
+	CHECK_EQ_U64(c.trace_mode, HP_TRACE_ONESHOT);
+	CHECK_EQ_U64(c.trace_bytes, 0);
 	CHECK(config_check(&c) == 0);
 	/* A second file's command replaces the first's argv. */
 	CHECK(read_text(&c, "command: \"true\"") == 0);
@@ -243,6 +251,8 @@ static void test_round_trip(void)
 	c.dump_phase_ms = 7;
 	c.dump_interval_ms = 1000;
 	c.all_heaps = true;
+	c.trace_mode = HP_TRACE_STREAMING;
+	c.trace_bytes = HP_TRACE_MAX_BYTES;
 	CHECK(config_add_exclude_heap(&c, "x") == NULL);
 	round_trip(&c, "command");
 	config_free(&c);
@@ -415,6 +425,15 @@ static const struct bad bad_cases[] = {
         {"duration_ms: 8640000001",
          "config t.cfg:1: field 'duration_ms': too large ('8640000001'): "
          "at most 8640000000"},
+        {"trace_mode: circular",
+         "config t.cfg:1: field 'trace_mode': expected \"streaming\", "
+         "\"oneshot\" or \"ring\" ('circular')"},
+        {"trace_buffer_bytes: 65535",
+         "config t.cfg:1: field 'trace_buffer_bytes': too small ('65535'): "
+         "at least 65536"},
+        {"trace_buffer_bytes: 17179869185",
+         "config t.cfg:1: field 'trace_buffer_bytes': too large "
+         "('17179869185'): at most 17179869184"},
 };
 
 static void test_read_errors(void)
@@ -604,6 +623,18 @@ static void test_check(void)
 	c.adaptive_threshold_pct = 0;
 	CHECK(check(&c) == -1 &&
 	      strstr(errbuf, "'adaptive_sampling_shmem_threshold'"));
+	base(&c);
+	c.trace_bytes = 1 << 20; /* a buffer without a trace */
+	CHECK(check(&c) == -1 && strstr(errbuf, "'trace_buffer_bytes'") &&
+	      strstr(errbuf, "needs trace_mode"));
+	base(&c);
+	c.trace_mode = HP_TRACE_ONESHOT;
+	c.trace_bytes = 1000;
+	CHECK(check(&c) == -1 && strstr(errbuf, "'trace_buffer_bytes'") &&
+	      strstr(errbuf, "out of range"));
+	base(&c);
+	c.trace_mode = 9;
+	CHECK(check(&c) == -1 && strstr(errbuf, "'trace_mode'"));
 	static char *empty_prog[] = {"", NULL};
 	config_defaults(&c);
 	c.argv = empty_prog;

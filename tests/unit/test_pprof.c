@@ -3,7 +3,8 @@
  * by hand, encoded, decoded again with protobuf-c and checked field by
  * field: string table, sample types and their order, period, mappings,
  * location addresses (return address - 1, absolute), lines of offline
- * symbols innermost first, unnamed and pseudo-mapping frames, labels,
+ * symbols innermost first, unnamed and pseudo-mapping frames, labels
+ * (string and numeric with a unit, checked in the encoded bytes too),
  * dropped all-zero samples, sharing across two stack tables, and the
  * gzip file.
  */
@@ -316,6 +317,147 @@ static void test_two_sources(void)
 	pp_free(p);
 }
 
+/* The bytes of a varint-keyed field: key = field << 3 | wire type 0. */
+static size_t put_varint(uint8_t *b, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+/* Whether needle occurs in hay. */
+static int contains(const uint8_t *hay, size_t n, const uint8_t *needle,
+                    size_t m)
+{
+	for (size_t i = 0; m <= n && i <= n - m; i++)
+		if (!memcmp(hay + i, needle, m))
+			return 1;
+	return 0;
+}
+
+static int64_t str_index(const PbProfile *pb, const char *s)
+{
+	for (size_t i = 0; i < pb->n_string_table; i++)
+		if (!strcmp(pb->string_table[i], s))
+			return (int64_t)i;
+	return -1;
+}
+
+/* Per-block samples: labels of both kinds, several per sample, in order;
+ * samples of one callsite share their location list. */
+static void test_labels(void)
+{
+	struct pp_profile *p = pp_new(1);
+	int64_t v1[RD_NVIEWS] = {48, 48, 1, 1}, v2[RD_NVIEWS] = {16, 16, 1, 1};
+	const struct pp_label l1[] = {
+	        {.key = "address", .str = "0x7f0000001230"},
+	        {.key = "timestamp",
+	         .num = 123456789012LL,
+	         .num_unit = "nanoseconds"},
+	        {.key = "thread", .num = 4242},
+	};
+	const struct pp_label l2[] = {
+	        {.key = "address", .str = "0x7f0000004560"},
+	        {.key = "thread", .num = 4243},
+	};
+
+	CHECK(pp_add_sample_labels(p, &stacks, 2, v1, l1, 3) == 0);
+	CHECK(pp_add_sample_labels(p, &stacks, 2, v2, l2, 2) == 0);
+	/* An all-zero sample is dropped, labels and all. */
+	int64_t zero[RD_NVIEWS] = {0};
+	CHECK(pp_add_sample_labels(p, &stacks, 2, zero, l2, 2) == 0);
+	CHECK_EQ_U64(pp_nsamples(p), 2);
+
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	CHECK(pp_encode(p, &buf, &len) == 0);
+	PbProfile *pb =
+	        buf ? perftools__profiles__profile__unpack(NULL, len, buf)
+	            : NULL;
+	CHECK(pb != NULL);
+	if (!pb) {
+		free(buf);
+		pp_free(p);
+		return;
+	}
+	CHECK_EQ_U64(pb->n_sample, 2);
+	if (pb->n_sample == 2) {
+		const Perftools__Profiles__Sample *s = pb->sample[0];
+		CHECK_EQ_U64(s->n_label, 3);
+		if (s->n_label == 3) {
+			CHECK(!strcmp(str(pb, s->label[0]->key), "address"));
+			CHECK(!strcmp(str(pb, s->label[0]->str),
+			              "0x7f0000001230"));
+			CHECK_EQ_U64(s->label[0]->num, 0);
+			CHECK_EQ_U64(s->label[0]->num_unit, 0);
+			CHECK(!strcmp(str(pb, s->label[1]->key), "timestamp"));
+			CHECK_EQ_U64(s->label[1]->str, 0);
+			CHECK_EQ_U64(s->label[1]->num, 123456789012ULL);
+			CHECK(!strcmp(str(pb, s->label[1]->num_unit),
+			              "nanoseconds"));
+			CHECK(!strcmp(str(pb, s->label[2]->key), "thread"));
+			CHECK_EQ_U64(s->label[2]->num, 4242);
+			CHECK_EQ_U64(s->label[2]->num_unit, 0);
+		}
+		const Perftools__Profiles__Sample *t = pb->sample[1];
+		CHECK_EQ_U64(t->n_label, 2);
+		if (t->n_label == 2) {
+			CHECK(!strcmp(str(pb, t->label[0]->str),
+			              "0x7f0000004560"));
+			CHECK_EQ_U64(t->label[1]->num, 4243);
+		}
+		CHECK(t->value[0] == 16 && t->value[2] == 1);
+		/* One stack, both samples: main > leaf. */
+		CHECK(s->n_location_id == 2 && t->n_location_id == 2);
+		CHECK(s->n_location_id == 2 && t->n_location_id == 2 &&
+		      s->location_id[0] == t->location_id[0] &&
+		      s->location_id[1] == t->location_id[1]);
+		CHECK_EQ_U64(pb->n_location, 2);
+	}
+	/*
+	 * profile.proto as pprof reads it: Sample.label is field 3, Label's
+	 * key 1, str 2, num 3, num_unit 4.  The timestamp label must be in
+	 * the bytes as 0x1a LEN 08 key 18 num 20 unit (str 0 is left out).
+	 */
+	int64_t k = str_index(pb, "timestamp"),
+	        u = str_index(pb, "nanoseconds");
+	CHECK(k > 0 && u > 0);
+	uint8_t lab[32], want[40];
+	size_t n = 0;
+	lab[n++] = 0x08;
+	n += put_varint(lab + n, (uint64_t)k);
+	lab[n++] = 0x18;
+	n += put_varint(lab + n, 123456789012ULL);
+	lab[n++] = 0x20;
+	n += put_varint(lab + n, (uint64_t)u);
+	size_t m = 0;
+	want[m++] = 0x1a;
+	m += put_varint(want + m, n);
+	memcpy(want + m, lab, n);
+	m += n;
+	CHECK(contains(buf, len, want, m));
+	/* The address label: 0x1a LEN 08 key 10 str. */
+	int64_t ka = str_index(pb, "address"),
+	        sa = str_index(pb, "0x7f0000001230");
+	n = 0;
+	lab[n++] = 0x08;
+	n += put_varint(lab + n, (uint64_t)ka);
+	lab[n++] = 0x10;
+	n += put_varint(lab + n, (uint64_t)sa);
+	m = 0;
+	want[m++] = 0x1a;
+	m += put_varint(want + m, n);
+	memcpy(want + m, lab, n);
+	m += n;
+	CHECK(ka > 0 && sa > 0 && contains(buf, len, want, m));
+	perftools__profiles__profile__free_unpacked(pb, NULL);
+	free(buf);
+	pp_free(p);
+}
+
 /* The written file is gzip and holds what pp_encode gives. */
 static void test_write_gz(void)
 {
@@ -351,11 +493,9 @@ static void test_write_gz(void)
 int main(void)
 {
 	static const struct unit_test tests[] = {
-	        {"header", test_header},
-	        {"samples", test_samples},
-	        {"two_sources", test_two_sources},
-	        {"write_gz", test_write_gz},
-	        {NULL, NULL},
+	        {"header", test_header},           {"samples", test_samples},
+	        {"two_sources", test_two_sources}, {"labels", test_labels},
+	        {"write_gz", test_write_gz},       {NULL, NULL},
 	};
 	return unit_main("pprof", tests);
 }

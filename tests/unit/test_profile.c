@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -935,6 +936,225 @@ static void test_create_errors(void)
 	CHECK(profile_close(NULL) == 0);
 }
 
+/* ---- snapshots and the event trace ------------------------------------- */
+
+static char tracepath[4300];
+
+static struct prof_event event(uint64_t ts, uint32_t kind, uint64_t addr,
+                               uint64_t size, uint64_t key, uint32_t heap)
+{
+	return (struct prof_event){.ts_ns = ts,
+	                           .kind = kind,
+	                           .tid = 77,
+	                           .address = addr,
+	                           .size = size,
+	                           .charged = size,
+	                           .alloc_ts_ns =
+	                                   kind == HP_EV_FREE ? ts - 5 : 0,
+	                           .stack_key = key,
+	                           .heap_id = heap};
+}
+
+/*
+ * A traced process: events before its first dump (a heap not named yet, a
+ * heap never named), a named snapshot dump with blocks, more events, a
+ * second dump with one new stack; heapprof_trace replaced each time.
+ */
+static void test_trace_rows(void)
+{
+	snprintf(tracepath, sizeof(tracepath), "%s/trace.db", dir);
+	struct profile *p = profile_create(tracepath, "t");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	struct prof_process info = {.pid = 7,
+	                            .name = "t",
+	                            .cmdline = "t",
+	                            .sampling_interval = 1,
+	                            .unwind = "dwarf",
+	                            .max_frames = 64};
+	int64_t upid;
+	CHECK(profile_begin_process(p, &info, &upid) == 0);
+	const uint64_t k1 = 5, k3 = (1ull << 32) | 2, k4 = 9;
+	struct prof_event e1[] = {
+	        event(100, HP_EV_ALLOC, 0x1000, 10, k1, 0),
+	        event(101, HP_EV_ALLOC, 0x2000, 20, k3, 1),
+	        event(102, HP_EV_FREE, 0x1000, 10, k1, 0),
+	        event(103, HP_EV_ALLOC, 0x3000, 30, k1, 7),
+	};
+	CHECK(profile_write_events(p, upid, e1, 4) == 0);
+	CHECK(profile_write_events(p, 999, e1, 4) == -EINVAL);
+	CHECK(profile_write_events(p, upid, e1, 0) == 0);
+	struct prof_trace tr = {.mode = "streaming",
+	                        .buffer_bytes = 65536,
+	                        .events = 4,
+	                        .dropped_allocs = 1};
+	CHECK(profile_set_trace(p, upid, &tr) == 0);
+
+	struct prof_stack st[] = {
+	        stack(0, s1, 3, 2, 30, 2 * FP, 1, 10, FP),
+	        stack(1, s3, 3, 1, 20, FP, 0, 0, 0),
+	};
+	st[0].key = k1;
+	st[1].key = k3;
+	struct prof_block blocks[] = {
+	        {.address = 0x2000,
+	         .size = 20,
+	         .charged = 20,
+	         .objects_fp = FP,
+	         .stack = 1,
+	         .heap_id = 1,
+	         .tid = 77,
+	         .ts_ns = 101},
+	        {.address = 0x3000,
+	         .size = 30,
+	         .charged = 30,
+	         .objects_fp = FP,
+	         .stack = 0,
+	         .heap_id = 0,
+	         .tid = 0,
+	         .ts_ns = 0},
+	};
+	struct prof_dump d = dump(200, st, 2);
+	d.reason = "snapshot";
+	d.name = "after-load";
+	d.blocks = blocks;
+	d.nblocks = 2;
+	d.blocks_in_flight = 3;
+	CHECK(profile_write_dump(p, upid, &d) == 0);
+
+	struct prof_event e2[] = {
+	        event(300, HP_EV_ALLOC, 0x4000, 40, k4, 1),
+	        event(301, HP_EV_FREE, 0x2000, 20, k3, 1),
+	};
+	CHECK(profile_write_events(p, upid, e2, 2) == 0);
+	struct prof_stack st2[] = {st[0], st[1],
+	                           stack(1, s4, 2, 1, 40, FP, 0, 0, 0)};
+	st2[2].key = k4;
+	struct prof_dump d2 = dump(400, st2, 3);
+	CHECK(profile_write_dump(p, upid, &d2) == 0);
+	tr.events = 6;
+	tr.overwritten = 2;
+	tr.full_ts_ns = 250;
+	CHECK(profile_set_trace(p, upid, &tr) == 0);
+	CHECK(profile_close(p) == 0);
+
+	sqlite3 *db = NULL;
+	CHECK(sqlite3_open_v2(tracepath, &db, SQLITE_OPEN_READONLY, NULL) ==
+	      SQLITE_OK);
+	/* The named snapshot and its blocks. */
+	CHECK(str_is(db, "SELECT name FROM heapprof_dump WHERE ts = 200",
+	             "after-load"));
+	CHECK_EQ_U64(q1(db, "SELECT blocks_in_flight FROM heapprof_dump"
+	                    " WHERE ts = 200"),
+	             3);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_dump WHERE ts ="
+	                    " 400 AND name IS NULL AND blocks_in_flight IS"
+	                    " NULL"),
+	             1);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_block"), 2);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_block b JOIN"
+	                    " heapprof_dump d ON d.id = b.dump_id"
+	                    " WHERE d.ts = 200"),
+	             2);
+	CHECK_EQ_U64(
+	        q1(db,
+	           "SELECT callsite_id = " LEAF(
+	                   "0x1040") " AND heap_name = 'custom' AND tid = 77 "
+	                             "AND ts ="
+	                             " 101 AND size = 20 AND charged = 20 AND"
+	                             " objects_fp = 65536 FROM heapprof_block"
+	                             " WHERE address = 8192"),
+	        1);
+	CHECK_EQ_U64(q1(db,
+	                "SELECT callsite_id = " LEAF(
+	                        "0x1010") " AND heap_name = 'libc.malloc' AND "
+	                                  "tid IS NULL"
+	                                  " AND ts IS NULL FROM heapprof_block"
+	                                  " WHERE address = 12288"),
+	             1);
+	/* Events: every row, the stand-in name replaced by the dump's. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event"), 6);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event WHERE"
+	                    " kind = 'free'"),
+	             2);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event WHERE"
+	                    " heap_name = 'custom'"),
+	             3);
+	CHECK(str_is(db, "SELECT heap_name FROM heapprof_event WHERE ts = 103",
+	             "heap7"));
+	CHECK(str_is(db, "SELECT heap_name FROM heapprof_event WHERE ts = 100",
+	             "libc.malloc"));
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event WHERE"
+	                    " kind = 'alloc' AND alloc_ts IS NULL"),
+	             4);
+	CHECK_EQ_U64(q1(db, "SELECT sum(alloc_ts) FROM heapprof_event WHERE"
+	                    " kind = 'free'"),
+	             97 + 296);
+	CHECK_EQ_U64(q1(db, "SELECT sum(size) || tid FROM heapprof_event"
+	                    " WHERE upid = 1 AND stack_key = 4294967298"),
+	             4077);
+	/* Stack keys: each mapped once; every event resolves. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_trace_stack"), 3);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event_callsite"
+	                    " WHERE callsite_id IS NULL"),
+	             0);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event_callsite"
+	                    " WHERE callsite_id = " LEAF("0x1010")),
+	             3);
+	/* The trace's row, replaced. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_trace"), 1);
+	CHECK(str_is(db,
+	             "SELECT mode || buffer_bytes || ',' || events || ','"
+	             " || dropped_allocs || ',' || dropped_frees || ',' ||"
+	             " overwritten || ',' || incomplete || ',' || full_ts"
+	             " || ',' || waits FROM heapprof_trace",
+	             "streaming65536,6,1,0,2,0,250,0"));
+	sqlite3_close(db);
+}
+
+/* The writer's rate for events (reported, not asserted: the machine is
+ * shared). */
+static void test_event_rate(void)
+{
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/rate.db", dir);
+	struct profile *p = profile_create(path, "t");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	struct prof_process info = {.pid = 8,
+	                            .name = "r",
+	                            .cmdline = "r",
+	                            .sampling_interval = 1,
+	                            .unwind = "dwarf",
+	                            .max_frames = 64};
+	int64_t upid;
+	CHECK(profile_begin_process(p, &info, &upid) == 0);
+	enum { BATCH = 16384, BATCHES = 16 };
+	static struct prof_event ev[BATCH];
+	for (size_t i = 0; i < BATCH; i++)
+		ev[i] = event(1000 + i, i % 2 ? HP_EV_FREE : HP_EV_ALLOC,
+		              0x10000 + 64 * i, 16 + i % 200, i % 300, 0);
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (int k = 0; k < BATCHES; k++)
+		CHECK(profile_write_events(p, upid, ev, BATCH) == 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	double secs = (double)(b.tv_sec - a.tv_sec) +
+	              (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	printf("     profile_write_events: %d events in %.3f s: %.0f "
+	       "events/s\n",
+	       BATCH * BATCHES, secs, BATCH * BATCHES / secs);
+	CHECK(profile_close(p) == 0);
+	sqlite3 *db = NULL;
+	CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) ==
+	      SQLITE_OK);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_event"),
+	             BATCH * BATCHES);
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -955,6 +1175,8 @@ int main(void)
 	        {"old_profile", test_old_profile},
 	        {"session_report", test_session_report},
 	        {"old_profile_report", test_old_profile_report},
+	        {"trace_rows", test_trace_rows},
+	        {"event_rate", test_event_rate},
 	        {NULL, NULL},
 	};
 	if (!mkdtemp(dir)) {

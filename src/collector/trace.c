@@ -1,0 +1,301 @@
+/*
+ * Reading a target's event trace (record --trace) into the profile.  The
+ * table is in region 0 of the attach (layout_v2.h, HP_TAB_TRACE); the
+ * client writes, we read with trace_get, which copies an event only when
+ * it is whole.  What each mode keeps:
+ *
+ *   streaming  every position [tail, head) in order, while the program
+ *              runs; trace_tail gives the client its room back once the
+ *              events are copied out;
+ *   oneshot    positions [0, min(head, capacity)), at dumps and at the end;
+ *   ring       at the end, the newest positions [head - capacity, head).
+ *
+ * A position a writer reserved but has not finished reads NOT_YET: while
+ * the program runs we stop there and come back; at the end (the program
+ * gone, or about to be left) we wait a bounded time and then skip it as
+ * "incomplete".  Counts the client keeps (dropped, waits, full_ts) are
+ * copied at each read, so they outlive the mapping.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collector/collector.h"
+
+/* At the end, how long in all we wait for writers to finish events they
+ * reserved: a live process's are writing now; a process whose connection
+ * closed is normally gone, but a client can close it while its threads
+ * run on. */
+#define FINAL_WAIT_NS (20 * 1000000ull)
+#define GONE_WAIT_NS  (2 * 1000000ull)
+
+const char *collector_trace_mode_name(uint32_t mode)
+{
+	switch (mode) {
+	case HP_TRACE_STREAMING:
+		return "streaming";
+	case HP_TRACE_ONESHOT:
+		return "oneshot";
+	case HP_TRACE_RING:
+		return "ring";
+	default:
+		return "off";
+	}
+}
+
+/* The client's counts, copied while the region is mapped. */
+static void refresh(struct target *t)
+{
+	if (t->retired || !t->nreg || !t->reg[0].region.ext)
+		return;
+	struct hp_header_ext_v2 *x = t->reg[0].region.ext;
+	for (int i = 0; i < HP_TDROP_COUNT; i++)
+		t->tr.dropped[i] = atomic_load_explicit(&x->trace_dropped[i],
+		                                        memory_order_relaxed);
+	t->tr.full_ts =
+	        atomic_load_explicit(&x->trace_full_ts, memory_order_acquire);
+	t->tr.waits =
+	        atomic_load_explicit(&x->trace_waits, memory_order_relaxed);
+	t->tr.wait_ns =
+	        atomic_load_explicit(&x->trace_wait_ns, memory_order_relaxed);
+}
+
+static uint64_t head_of(const struct target *t)
+{
+	return atomic_load_explicit(&t->reg[0].region.ext->trace_head,
+	                            memory_order_acquire);
+}
+
+static void give_back(struct target *t)
+{
+	if (t->tr.mode == HP_TRACE_STREAMING)
+		atomic_store_explicit(&t->reg[0].region.ext->trace_tail,
+		                      t->tr.pos, memory_order_release);
+}
+
+static int flush(struct collector *c, struct target *t, size_t n)
+{
+	if (!n)
+		return 0;
+	int rc = profile_write_events(c->profile, t->upid, c->evbuf, n);
+	if (!rc) {
+		t->tr.events += n;
+	} else if (!t->tr.failed) {
+		t->tr.failed = true;
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: trace events could not "
+		        "be written (above); the trace is incomplete\n",
+		        (int)t->pid);
+	}
+	return rc;
+}
+
+static void pause_briefly(void)
+{
+	struct timespec ts = {0, 100000};
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Reads positions [t->tr.pos, end) in order, at most `limit`, into the
+ * profile in batches of TRACE_BATCH (the client's room given back after
+ * each).  Not final: stops at a position a writer has not finished.
+ * Final: waits for it until *deadline, then skips it as incomplete; in a
+ * ring a position whose slot no writer holds was dropped (counted by the
+ * client) and is skipped at once.  Returns 0 or the first write error.
+ */
+static int read_range(struct collector *c, struct target *t, uint64_t end,
+                      uint64_t limit, bool final, uint64_t deadline)
+{
+	const struct hp_region *r = &t->reg[0].region;
+	size_t n = 0;
+	uint64_t done = 0;
+	int err = 0;
+	while (t->tr.pos < end && done < limit) {
+		struct hp_event_v2 ev;
+		enum hp_ev_read rc = trace_get(r, t->tr.pos, &ev);
+		if (rc == HP_EV_READ_NOT_YET) {
+			if (!final)
+				break;
+			const struct hp_event_v2 *e =
+			        &r->trace[t->tr.pos & (r->trace_cap - 1)];
+			uint64_t seq = atomic_load_explicit(
+			        &e->seq, memory_order_acquire);
+			if (t->tr.mode == HP_TRACE_RING &&
+			    seq != HP_EVENT_BUSY) {
+				t->tr.pos++;
+				continue;
+			}
+			if (boottime_ns() < deadline) {
+				int rc2 = flush(c, t, n);
+				err = err ? err : rc2;
+				n = 0;
+				give_back(t);
+				pause_briefly();
+				continue;
+			}
+			t->tr.incomplete++;
+			t->tr.pos++;
+			continue;
+		}
+		if (rc == HP_EV_READ_OK) {
+			struct prof_event *o = &c->evbuf[n++];
+			o->ts_ns = ev.ts_ns;
+			o->kind = ev.kind;
+			o->tid = ev.tid;
+			o->address = ev.addr;
+			o->size = ev.size;
+			o->charged = ev.charged;
+			o->alloc_ts_ns = ev.alloc_ts_ns;
+			o->stack_key = (uint64_t)ev.region << 32 | ev.stack_id;
+			o->heap_id = ev.heap_id;
+		}
+		/* GONE: replaced by a newer event (a ring, or a client
+		 * that broke the protocol): not ours to keep. */
+		t->tr.pos++;
+		done++;
+		if (n == TRACE_BATCH) {
+			int rc2 = flush(c, t, n);
+			err = err ? err : rc2;
+			n = 0;
+			give_back(t);
+		}
+	}
+	int rc2 = flush(c, t, n);
+	give_back(t);
+	return err ? err : rc2;
+}
+
+static int ensure_buf(struct collector *c)
+{
+	if (!c->evbuf)
+		c->evbuf = malloc(TRACE_BATCH * sizeof(*c->evbuf));
+	return c->evbuf ? 0 : -ENOMEM;
+}
+
+/* The positions that can be read now: [pos, end). */
+static uint64_t readable_end(const struct target *t)
+{
+	uint64_t head = head_of(t);
+	/* Both are the client's words: a streaming writer never runs more
+	 * than the capacity ahead of the tail, and oneshot keeps the first
+	 * capacity events only. */
+	if (t->tr.mode == HP_TRACE_STREAMING) {
+		if (head < t->tr.pos)
+			return t->tr.pos;
+		if (head - t->tr.pos > t->tr.cap)
+			return t->tr.pos + t->tr.cap;
+		return head;
+	}
+	return head < t->tr.cap ? head : t->tr.cap;
+}
+
+static bool readable(const struct target *t)
+{
+	return t->tr.mode && !t->tr.done && !t->retired && t->nreg &&
+	       t->reg[0].region.trace_cap;
+}
+
+int collector_trace_poll(struct collector *c, struct target *t)
+{
+	if (!readable(t) || t->tr.mode == HP_TRACE_RING)
+		return 0;
+	refresh(t);
+	if (ensure_buf(c))
+		return -ENOMEM;
+	/* Streaming each turn; oneshot only at dumps, a larger share (the
+	 * rest waits for the next dump or the end: a dump must not hold
+	 * the loop for minutes with a 16 GiB buffer). */
+	bool stream = t->tr.mode == HP_TRACE_STREAMING;
+	uint64_t from = t->tr.pos;
+	int rc = read_range(c, t, readable_end(t),
+	                    stream ? TRACE_TURN_MAX : TRACE_DUMP_MAX, false, 0);
+	t->tr.last_read = t->tr.pos - from;
+	uint64_t end = readable_end(t);
+	t->tr.backlog = end > t->tr.pos ? end - t->tr.pos : 0;
+	if (rc)
+		return rc;
+	return t->tr.backlog > INT32_MAX ? INT32_MAX : (int)t->tr.backlog;
+}
+
+int collector_trace_final(struct collector *c, struct target *t)
+{
+	if (!readable(t))
+		return 0;
+	if (ensure_buf(c))
+		return -ENOMEM;
+	uint64_t deadline = boottime_ns() +
+	                    (t->disconnected ? GONE_WAIT_NS : FINAL_WAIT_NS);
+	int rc;
+	if (t->tr.mode == HP_TRACE_RING) {
+		uint64_t head = head_of(t);
+		uint64_t start = head > t->tr.cap ? head - t->tr.cap : 0;
+		if (t->tr.pos < start)
+			t->tr.pos = start;
+		rc = read_range(c, t, head, UINT64_MAX, true, deadline);
+		refresh(t);
+		/*
+		 * Every position was written (kept or overwritten since),
+		 * dropped (a slot another writer held, counted by the
+		 * client) or never finished; what is not kept, dropped or
+		 * incomplete was overwritten.
+		 */
+		uint64_t gone = t->tr.events + t->tr.incomplete +
+		                t->tr.dropped[HP_TDROP_ALLOCS] +
+		                t->tr.dropped[HP_TDROP_FREES];
+		t->tr.overwritten = head > gone ? head - gone : 0;
+	} else {
+		/* Streaming: what a writer reserved is within the capacity
+		 * of the tail; oneshot keeps the first capacity events. */
+		rc = read_range(c, t, readable_end(t), UINT64_MAX, true,
+		                deadline);
+		refresh(t);
+	}
+	t->tr.backlog = 0;
+	t->tr.done = true;
+	return rc;
+}
+
+bool collector_trace_full(struct target *t, uint64_t *full_ts)
+{
+	if (t->tr.mode != HP_TRACE_ONESHOT || t->tr.said_full || t->retired ||
+	    !t->nreg || !t->reg[0].region.ext)
+		return false;
+	uint64_t ts = atomic_load_explicit(&t->reg[0].region.ext->trace_full_ts,
+	                                   memory_order_acquire);
+	if (!ts)
+		return false;
+	t->tr.said_full = true;
+	t->tr.full_ts = ts;
+	if (full_ts)
+		*full_ts = ts;
+	return true;
+}
+
+bool collector_trace_active(const struct target *t)
+{
+	if (!readable(t))
+		return false;
+	return t->tr.mode == HP_TRACE_STREAMING ||
+	       (t->tr.mode == HP_TRACE_ONESHOT && !t->tr.said_full);
+}
+
+void collector_trace_stats(struct target *t, struct prof_trace *out)
+{
+	refresh(t);
+	memset(out, 0, sizeof(*out));
+	out->mode = collector_trace_mode_name(t->tr.mode);
+	out->buffer_bytes = t->tr.bytes;
+	out->events = t->tr.events;
+	out->dropped_allocs = t->tr.dropped[HP_TDROP_ALLOCS];
+	out->dropped_frees = t->tr.dropped[HP_TDROP_FREES];
+	out->dropped_alloc_bytes = t->tr.dropped[HP_TDROP_ALLOC_BYTES];
+	out->dropped_free_bytes = t->tr.dropped[HP_TDROP_FREE_BYTES];
+	out->overwritten = t->tr.overwritten;
+	out->incomplete = t->tr.incomplete;
+	out->full_ts_ns = t->tr.full_ts;
+	out->waits = t->tr.waits;
+	out->wait_ns = t->tr.wait_ns;
+}

@@ -1,0 +1,144 @@
+/* Reading heapprof_block rows back (see blocks.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout/layout_v1.h"
+#include "profile/blocks.h"
+#include "util/err.h"
+
+/* 1 if the file has table (or column col of it, if col is not NULL). */
+static int has(sqlite3 *db, const char *table, const char *col)
+{
+	sqlite3_stmt *st = NULL;
+	int found = 0;
+	const char *sql = col ? "SELECT 1 FROM pragma_table_info(?1)"
+	                        " WHERE name = ?2"
+	                      : "SELECT 1 FROM sqlite_master"
+	                        " WHERE type = 'table' AND name = ?1";
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+		if (col)
+			sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
+		found = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
+static int sql_fail(sqlite3 *db, const char *subsys, const char *what)
+{
+	hp_err(subsys, "reading %s: %s", what, sqlite3_errmsg(db));
+	return -EIO;
+}
+
+int blocks_load(sqlite3 *db, const char *subsys, int64_t dump_id,
+                const char *heap, struct rd_block **out, size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	struct rd_block *a = NULL;
+	size_t cap = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (!has(db, "heapprof_block", NULL))
+		return 0;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT address, size, charged, objects_fp,"
+	                       " callsite_id, tid, ts FROM heapprof_block"
+	                       " WHERE dump_id = ?1 AND (?2 IS NULL OR"
+	                       " heap_name = ?2)"
+	                       " ORDER BY callsite_id, address",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return sql_fail(db, subsys, "blocks");
+	sqlite3_bind_int64(st, 1, dump_id);
+	if (heap)
+		sqlite3_bind_text(st, 2, heap, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			size_t ncap = cap ? 2 * cap : 1024;
+			struct rd_block *b = realloc(a, ncap * sizeof(*b));
+			if (!b) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			a = b;
+			cap = ncap;
+		}
+		struct rd_block *b = &a[(*n)++];
+		b->address = (uint64_t)sqlite3_column_int64(st, 0);
+		b->size = sqlite3_column_int64(st, 1);
+		b->charged = sqlite3_column_int64(st, 2);
+		b->objects_fp = sqlite3_column_int64(st, 3);
+		b->callsite = sqlite3_column_int64(st, 4);
+		b->tid = sqlite3_column_int64(st, 5);
+		b->ts = sqlite3_column_int64(st, 6);
+	}
+	int err = 0;
+	if (rc == SQLITE_NOMEM) {
+		hp_err(subsys, "out of memory");
+		err = -ENOMEM;
+	} else if (rc != SQLITE_DONE) {
+		err = sql_fail(db, subsys, "blocks");
+	}
+	sqlite3_finalize(st);
+	if (err) {
+		free(a);
+		*n = 0;
+		return err;
+	}
+	*out = a;
+	return 0;
+}
+
+int blocks_summary(sqlite3 *db, const char *subsys, int64_t dump_id,
+                   struct rd_block_summary *out)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->in_flight = -1;
+	if (has(db, "heapprof_dump", "blocks_in_flight")) {
+		if (sqlite3_prepare_v2(db,
+		                       "SELECT blocks_in_flight FROM"
+		                       " heapprof_dump WHERE id = ?1",
+		                       -1, &st, NULL) != SQLITE_OK)
+			return sql_fail(db, subsys, "dumps");
+		sqlite3_bind_int64(st, 1, dump_id);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW &&
+		    sqlite3_column_type(st, 0) != SQLITE_NULL)
+			out->in_flight = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return sql_fail(db, subsys, "dumps");
+	}
+	if (!has(db, "heapprof_block", NULL))
+		return 0;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT count(*), coalesce(sum(size), 0),"
+	                       " coalesce(sum(charged), 0) FROM heapprof_block"
+	                       " WHERE dump_id = ?1",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return sql_fail(db, subsys, "blocks");
+	sqlite3_bind_int64(st, 1, dump_id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		out->nblocks = sqlite3_column_int64(st, 0);
+		out->bytes = sqlite3_column_int64(st, 1);
+		out->charged = sqlite3_column_int64(st, 2);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : sql_fail(db, subsys, "blocks");
+}
+
+int64_t blocks_objects(int64_t objects_fp)
+{
+	if (objects_fp <= 0)
+		return 0;
+	return (int64_t)(((uint64_t)objects_fp + HP_OBJ_FP_ONE / 2) /
+	                 HP_OBJ_FP_ONE);
+}
