@@ -261,3 +261,64 @@ do_valloc 2 10000 1 5000
 thread_alloc 100 30000 46 14000
 deep_alloc 3 2331 3 2331
 "
+
+# ---- commands, go tool pprof --------------------------------------------
+
+# hp_cmd TAG ARGS...: heapprof ARGS, bounded; output in TAG.out/TAG.err,
+# status in CMD_RC.
+hp_cmd() {
+	local tag=$1
+	shift
+	CMD_RC=0
+	run_bounded 120 "$HP" "$@" >"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" ||
+		CMD_RC=$?
+}
+
+# expect_error TAG STATUS REGEX ARGS...: heapprof ARGS fails with STATUS and
+# one line on stderr matching REGEX.
+expect_error() {
+	local tag=$1 want=$2 re=$3
+	shift 3
+	hp_cmd "$tag" "$@"
+	assert_eq "$want" "$CMD_RC" "exit status of heapprof $*"
+	assert_eq 1 "$(wc -l <"$T_DIR/$tag.err" | tr -d ' ')" \
+		"stderr lines of heapprof $*: $(head -c 300 "$T_DIR/$tag.err")"
+	assert_match "$re" "$(head -n 1 "$T_DIR/$tag.err")" "message of heapprof $*"
+}
+
+# go tool pprof, bounded, with its caches in the test's directory; GO_OK
+# says whether go is there (scripts/deps.sh --test installs golang-go).
+GO_OK=0
+command -v go >/dev/null 2>&1 && GO_OK=1
+gopprof() {
+	mkdir -p "$T_DIR/home" "$T_DIR/gocache"
+	env HOME="$T_DIR/home" GOCACHE="$T_DIR/gocache" GOFLAGS= \
+		GOTOOLCHAIN=local GOPROXY=off PPROF_TMPDIR="$T_DIR/home" \
+		timeout -k 5 120 go tool pprof "$@" 2>"$T_DIR/gopprof.err" </dev/null
+}
+
+# pprof_top TAG FILE SAMPLE_INDEX [ARGS...]: -top with every node, exact
+# byte values, into $T_DIR/TAG.top.
+pprof_top() {
+	local tag=$1 f=$2 si=$3
+	shift 3
+	if ! gopprof -symbolize=none -top -nodecount=10000 -nodefraction=0 \
+		-edgefraction=0 -unit=B -sample_index="$si" "$@" "$f" \
+		>"$T_DIR/$tag.top"; then
+		t_fail "go tool pprof -top $f ($si) failed: $(head -c 400 "$T_DIR/gopprof.err")"
+		return 1
+	fi
+}
+
+# top_flat TOPFILE FUNC: FUNC's flat value in `go tool pprof -top` output
+# (a row "FLAT FLAT% SUM% CUM CUM% NAME"), unit "B" removed; empty if FUNC
+# has no row.
+top_flat() {
+	awk -v fn="$2" '
+	/^ *flat +flat%/ { body = 1; next }
+	body {
+		line = $0
+		sub(/^ *[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, "", line)
+		if (line == fn) { v = $1; sub(/B$/, "", v); print v; exit }
+	}' "$1"
+}

@@ -15,48 +15,14 @@ t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/known" "$PROGS/known_cxx" \
 
 # Expected views of known: KNOWN_EXPECT in helpers.sh.
 
-# go tool pprof, bounded, with its caches in the test's temp dir.  GO_OK=0
-# when Go is missing: the checks that need it are skipped.
-GO_OK=0
-command -v go >/dev/null 2>&1 && GO_OK=1
-mkdir -p "$T_DIR/home" "$T_DIR/gocache"
-gopprof() {
-	env HOME="$T_DIR/home" GOCACHE="$T_DIR/gocache" GOFLAGS= \
-		GOTOOLCHAIN=local GOPROXY=off PPROF_TMPDIR="$T_DIR/home" \
-		timeout -k 5 120 go tool pprof "$@" 2>"$T_DIR/gopprof.err" </dev/null
-}
+# go tool pprof (helpers.sh): GO_OK=0 when Go is missing, and the checks
+# that need it are skipped.
 need_go() {
 	if [ "$GO_OK" != 1 ]; then
 		t_skip "go is missing (scripts/deps.sh --test installs golang-go)"
 		return 1
 	fi
 	return 0
-}
-
-# top_flat TOPFILE FUNC: FUNC's flat value in `go tool pprof -top` output
-# (a row "FLAT FLAT% SUM% CUM CUM% NAME"), unit "B" removed; empty if FUNC
-# has no row.
-top_flat() {
-	awk -v fn="$2" '
-	/^ *flat +flat%/ { body = 1; next }
-	body {
-		line = $0
-		sub(/^ *[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, "", line)
-		if (line == fn) { v = $1; sub(/B$/, "", v); print v; exit }
-	}' "$1"
-}
-
-# pprof_top TAG FILE SAMPLE_INDEX [ARGS...]: -top with every node, exact
-# byte values, into $T_DIR/TAG.top.
-pprof_top() {
-	local tag=$1 f=$2 si=$3
-	shift 3
-	if ! gopprof -symbolize=none -top -nodecount=10000 -nodefraction=0 \
-		-edgefraction=0 -unit=B -sample_index="$si" "$@" "$f" \
-		>"$T_DIR/$tag.top"; then
-		t_fail "go tool pprof -top $f ($si) failed: $(head -c 400 "$T_DIR/gopprof.err")"
-		return 1
-	fi
 }
 
 # check_top TAG FUNC EXPECTED: FUNC's flat value in $T_DIR/TAG.top; an
@@ -66,28 +32,6 @@ check_top() {
 	got=$(top_flat "$T_DIR/$1.top" "$2")
 	[ "$3" = 0 ] && [ -z "$got" ] && return 0
 	assert_eq "$3" "$got" "$1: go tool pprof flat value of $2"
-}
-
-# hp_cmd TAG ARGS...: heapprof ARGS, bounded; output in TAG.out/TAG.err,
-# status in CMD_RC.
-hp_cmd() {
-	local tag=$1
-	shift
-	CMD_RC=0
-	run_bounded 120 "$HP" "$@" >"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" ||
-		CMD_RC=$?
-}
-
-# expect_error TAG STATUS REGEX ARGS...: heapprof ARGS fails with STATUS and
-# one line on stderr matching REGEX, nothing on stdout.
-expect_error() {
-	local tag=$1 want=$2 re=$3
-	shift 3
-	hp_cmd "$tag" "$@"
-	assert_eq "$want" "$CMD_RC" "exit status of heapprof $*"
-	assert_eq 1 "$(wc -l <"$T_DIR/$tag.err" | tr -d ' ')" \
-		"stderr lines of heapprof $*: $(head -c 300 "$T_DIR/$tag.err")"
-	assert_match "$re" "$(head -n 1 "$T_DIR/$tag.err")" "message of heapprof $*"
 }
 
 # ---------------------------------------------------------------------------
@@ -273,7 +217,6 @@ t_begin "pprof: bad input fails with one line"
 expect_error e-nofile 2 'missing FILE' pprof
 expect_error e-opt 2 "unknown option '--bogus'" pprof "$KDB" --bogus
 expect_error e-dump0 2 "invalid --dump '0'" pprof "$KDB" --dump 0
-expect_error e-dumpx 2 "invalid --dump '0'" pprof "$KDB" --dump 0
 expect_error e-dumpname 1 "has no snapshot named 'x'" pprof "$KDB" --dump x
 expect_error e-both 2 'exclude each other' pprof "$KDB" --dump 1 --all
 expect_error e-val 2 "needs a value" pprof "$KDB" --pid

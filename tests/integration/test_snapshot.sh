@@ -22,55 +22,6 @@ SKNAME="snapk$$"
 SK="$W/$SKNAME"
 cp "$PROGS/snap_known" "$SK" || t_fail "copying snap_known"
 
-GO_OK=0
-command -v go >/dev/null 2>&1 && GO_OK=1
-mkdir -p "$T_DIR/home" "$T_DIR/gocache"
-gopprof() {
-	env HOME="$T_DIR/home" GOCACHE="$T_DIR/gocache" GOFLAGS= \
-		GOTOOLCHAIN=local GOPROXY=off PPROF_TMPDIR="$T_DIR/home" \
-		timeout -k 5 120 go tool pprof "$@" 2>"$T_DIR/gopprof.err" </dev/null
-}
-
-# hp_cmd TAG ARGS...: heapprof ARGS, bounded; output in TAG.out/TAG.err,
-# status in CMD_RC.
-hp_cmd() {
-	local tag=$1
-	shift
-	CMD_RC=0
-	run_bounded 120 "$HP" "$@" >"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" ||
-		CMD_RC=$?
-}
-
-# expect_error TAG STATUS REGEX ARGS...: heapprof ARGS fails with STATUS
-# and one line on stderr matching REGEX.
-expect_error() {
-	local tag=$1 want=$2 re=$3
-	shift 3
-	hp_cmd "$tag" "$@"
-	assert_eq "$want" "$CMD_RC" "exit status of heapprof $*"
-	assert_eq 1 "$(wc -l <"$T_DIR/$tag.err" | tr -d ' ')" \
-		"stderr lines of heapprof $*: $(head -c 300 "$T_DIR/$tag.err")"
-	assert_match "$re" "$(head -n 1 "$T_DIR/$tag.err")" "message of heapprof $*"
-}
-
-# top_flat TOPFILE FUNC: FUNC's flat value in `go tool pprof -top`.
-top_flat() {
-	awk -v fn="$2" '
-	/^ *flat +flat%/ { body = 1; next }
-	body {
-		line = $0
-		sub(/^ *[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, "", line)
-		if (line == fn) { v = $1; sub(/B$/, "", v); print v; exit }
-	}' "$1"
-}
-
-# pprof_top TAG FILE SAMPLE_INDEX: -top, every node, exact bytes.
-pprof_top() {
-	gopprof -symbolize=none -top -nodecount=10000 -nodefraction=0 \
-		-edgefraction=0 -unit=B -sample_index="$3" "$2" >"$T_DIR/$1.top" ||
-		t_fail "go tool pprof -top $2 ($3): $(head -c 300 "$T_DIR/gopprof.err")"
-}
-
 # The functions of snap_known that allocate, as an SQL list.
 KNOWN_FUNCS="'alloc_small', 'alloc_big', 'thread_alloc'"
 

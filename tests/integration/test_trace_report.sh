@@ -22,28 +22,6 @@ LEAK_N=7 LEAK_B=54439   # 7 x 7777
 TEMP_N=3000 TEMP_B=12963000 # 3000 x 4321
 KEEP_N=5 KEEP_B=27775   # 5 x 5555
 
-# hp_cmd TAG ARGS...: heapprof ARGS, bounded; output in TAG.out/TAG.err,
-# status in CMD_RC.
-hp_cmd() {
-	local tag=$1
-	shift
-	CMD_RC=0
-	run_bounded 120 "$HP" "$@" >"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" ||
-		CMD_RC=$?
-}
-
-# expect_error TAG STATUS REGEX ARGS...: heapprof ARGS fails with STATUS and
-# one line on stderr matching REGEX.
-expect_error() {
-	local tag=$1 want=$2 re=$3
-	shift 3
-	hp_cmd "$tag" "$@"
-	assert_eq "$want" "$CMD_RC" "exit status of heapprof $*"
-	assert_eq 1 "$(wc -l <"$T_DIR/$tag.err" | tr -d ' ')" \
-		"stderr lines of heapprof $*: $(head -c 300 "$T_DIR/$tag.err")"
-	assert_match "$re" "$(head -n 1 "$T_DIR/$tag.err")" "message of heapprof $*"
-}
-
 # trace_row REPORT SECTION FUNC: "V1 V2" of FUNC's row in the report's table
 # whose heading matches SECTION ("leaks in heap libc.malloc", "temporary
 # allocations in heap libc.malloc"); byte values as exact numbers; nothing
@@ -88,34 +66,7 @@ fn_events() {
 	  WHERE f.name = '$2' AND ${3:-1};"
 }
 
-# go tool pprof, bounded, caches in the test's directory; skipped without Go.
-GO_OK=0
-command -v go >/dev/null 2>&1 && GO_OK=1
-mkdir -p "$T_DIR/home" "$T_DIR/gocache"
-gopprof() {
-	env HOME="$T_DIR/home" GOCACHE="$T_DIR/gocache" GOFLAGS= \
-		GOTOOLCHAIN=local GOPROXY=off PPROF_TMPDIR="$T_DIR/home" \
-		timeout -k 5 120 go tool pprof "$@" 2>"$T_DIR/gopprof.err" </dev/null
-}
-# pprof_top TAG FILE SAMPLE_INDEX: -top with every node, exact values.
-pprof_top() {
-	if ! gopprof -symbolize=none -top -nodecount=10000 -nodefraction=0 \
-		-edgefraction=0 -unit=B -sample_index="$3" "$2" >"$T_DIR/$1.top"; then
-		t_fail "go tool pprof -top $2 ($3) failed: $(head -c 400 "$T_DIR/gopprof.err")"
-		return 1
-	fi
-}
-# top_flat TAG FUNC: FUNC's flat value (empty if no row); top_total TAG: the
-# total the -top header names.
-top_flat() {
-	awk -v fn="$2" '
-	/^ *flat +flat%/ { body = 1; next }
-	body {
-		line = $0
-		sub(/^ *[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, "", line)
-		if (line == fn) { v = $1; sub(/B$/, "", v); print v; exit }
-	}' "$T_DIR/$1.top"
-}
+# top_total TAG: the total the -top header of $T_DIR/TAG.top names.
 top_total() {
 	sed -n 's/.* of \([0-9.]*\)B\{0,1\} total.*/\1/p' "$T_DIR/$1.top" | head -n 1
 }
@@ -137,7 +88,7 @@ check_window() {
 		want=$1
 		shift
 		pprof_top "$tag.$si" "$T_DIR/$tag.pb.gz" "$si" || continue
-		got=$(top_flat "$tag.$si" "$fn")
+		got=$(top_flat "$T_DIR/$tag.$si.top" "$fn")
 		[ "$want" = 0 ] && [ -z "$got" ] && got=0
 		assert_eq "$want" "$got" "$tag: $si of $fn"
 		assert_eq "$want" "$(top_total "$tag.$si")" "$tag: total $si (only $fn in the window)"
