@@ -858,28 +858,13 @@ struct mem_row {
 	unsigned have_rss : 1, have_peak : 1, have_malloc : 1, at_exit : 1;
 };
 
-static int has_memory_table(sqlite3 *db)
-{
-	sqlite3_stmt *st = NULL;
-	int found = 0;
-
-	if (sqlite3_prepare_v2(
-	            db,
-	            "SELECT 1 FROM sqlite_master WHERE type = 'table'"
-	            " AND name = 'heapprof_dump_memory'",
-	            -1, &st, NULL) == SQLITE_OK)
-		found = sqlite3_step(st) == SQLITE_ROW;
-	sqlite3_finalize(st);
-	return found;
-}
-
 /* The memory rows of one dump (profiles before this table have none). */
 static int load_memory(sqlite3 *db, int64_t upid, int64_t ts, struct mem_row *m)
 {
 	sqlite3_stmt *st = NULL;
 
 	memset(m, 0, sizeof(*m));
-	if (!has_memory_table(db))
+	if (!rd_has_table(db, "heapprof_dump_memory"))
 		return 0;
 	if (sqlite3_prepare_v2(
 	            db,

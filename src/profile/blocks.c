@@ -5,27 +5,8 @@
 
 #include "layout/layout_v1.h"
 #include "profile/blocks.h"
+#include "profile/reader.h"
 #include "util/err.h"
-
-/* 1 if the file has table (or column col of it, if col is not NULL). */
-static int has(sqlite3 *db, const char *table, const char *col)
-{
-	sqlite3_stmt *st = NULL;
-	int found = 0;
-	const char *sql = col ? "SELECT 1 FROM pragma_table_info(?1)"
-	                        " WHERE name = ?2"
-	                      : "SELECT 1 FROM sqlite_master"
-	                        " WHERE type = 'table' AND name = ?1";
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-		if (col)
-			sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
-		found = sqlite3_step(st) == SQLITE_ROW;
-	}
-	sqlite3_finalize(st);
-	return found;
-}
 
 static int sql_fail(sqlite3 *db, const char *subsys, const char *what)
 {
@@ -43,7 +24,7 @@ int blocks_load(sqlite3 *db, const char *subsys, int64_t dump_id,
 
 	*out = NULL;
 	*n = 0;
-	if (!has(db, "heapprof_block", NULL))
+	if (!rd_has_table(db, "heapprof_block"))
 		return 0;
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT address, size, charged, objects_fp,"
@@ -101,7 +82,7 @@ int blocks_summary(sqlite3 *db, const char *subsys, int64_t dump_id,
 
 	memset(out, 0, sizeof(*out));
 	out->in_flight = -1;
-	if (has(db, "heapprof_dump", "blocks_in_flight")) {
+	if (rd_has_column(db, "heapprof_dump", "blocks_in_flight")) {
 		if (sqlite3_prepare_v2(db,
 		                       "SELECT blocks_in_flight FROM"
 		                       " heapprof_dump WHERE id = ?1",
@@ -116,7 +97,7 @@ int blocks_summary(sqlite3 *db, const char *subsys, int64_t dump_id,
 		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 			return sql_fail(db, subsys, "dumps");
 	}
-	if (!has(db, "heapprof_block", NULL))
+	if (!rd_has_table(db, "heapprof_block"))
 		return 0;
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT count(*), coalesce(sum(size), 0),"

@@ -351,7 +351,7 @@ const struct rd_symbol *rd_frame_symbols(const struct rd_stacks *s,
 const char *const rd_view_names[RD_NVIEWS] = {"space", "alloc_space", "objects",
                                               "alloc_objects"};
 
-static sqlite3_stmt *prepare(sqlite3 *db, const char *subsys, const char *sql)
+sqlite3_stmt *rd_prepare(sqlite3 *db, const char *subsys, const char *sql)
 {
 	sqlite3_stmt *st = NULL;
 
@@ -363,12 +363,11 @@ static sqlite3_stmt *prepare(sqlite3 *db, const char *subsys, const char *sql)
 	return st;
 }
 
-/* Finish a row loop: 0, or print why it stopped and return an errno. */
-static int finish(sqlite3 *db, const char *subsys, sqlite3_stmt *st, int rc)
+int rd_finish(sqlite3 *db, const char *subsys, sqlite3_stmt *st, int rc)
 {
 	int err = 0;
 
-	if (rc == SQLITE_NOMEM) {
+	if (rc == SQLITE_NOMEM || rc == -ENOMEM) {
 		hp_err(subsys, "out of memory");
 		err = -ENOMEM;
 	} else if (rc != SQLITE_DONE) {
@@ -401,9 +400,23 @@ void reader_free_processes(struct rd_process *p, size_t n)
  * "alias.col" if table has the column, else "NULL": columns are added to
  * the format over time, and an older profile must still read.
  */
-static const char *col_or_null(sqlite3 *db, const char *table,
-                               const char *alias, const char *col, char *buf,
-                               size_t len)
+int rd_has_table(sqlite3 *db, const char *name)
+{
+	sqlite3_stmt *st = NULL;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT 1 FROM sqlite_master WHERE type IN"
+	                       " ('table', 'view') AND name = ?",
+	                       -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+		found = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
+int rd_has_column(sqlite3 *db, const char *table, const char *col)
 {
 	sqlite3_stmt *st = NULL;
 	int found = 0;
@@ -417,7 +430,14 @@ static const char *col_or_null(sqlite3 *db, const char *table,
 		found = sqlite3_step(st) == SQLITE_ROW;
 	}
 	sqlite3_finalize(st);
-	if (!found)
+	return found;
+}
+
+static const char *col_or_null(sqlite3 *db, const char *table,
+                               const char *alias, const char *col, char *buf,
+                               size_t len)
+{
+	if (!rd_has_column(db, table, col))
 		return "NULL";
 	snprintf(buf, len, "%s.%s", alias, col);
 	return buf;
@@ -512,7 +532,7 @@ int reader_load_processes(sqlite3 *db, const char *subsys,
 		hp_err(subsys, "out of memory");
 		return -ENOMEM;
 	}
-	sqlite3_stmt *st = prepare(db, subsys, sql);
+	sqlite3_stmt *st = rd_prepare(db, subsys, sql);
 	struct rd_process *a = NULL;
 	size_t cap = 0;
 	int rc = SQLITE_DONE;
@@ -534,7 +554,7 @@ int reader_load_processes(sqlite3 *db, const char *subsys,
 			break;
 		}
 	}
-	int err = finish(db, subsys, st, rc);
+	int err = rd_finish(db, subsys, st, rc);
 	if (err) {
 		reader_free_processes(a, *n);
 		*n = 0;
@@ -574,7 +594,7 @@ int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
 		hp_err(subsys, "out of memory");
 		return -ENOMEM;
 	}
-	sqlite3_stmt *st = prepare(db, subsys, sql);
+	sqlite3_stmt *st = rd_prepare(db, subsys, sql);
 	struct rd_dump *a = NULL;
 	size_t cap = 0;
 	int rc = SQLITE_DONE;
@@ -611,7 +631,7 @@ int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
 			break;
 		}
 	}
-	int err = finish(db, subsys, st, rc);
+	int err = rd_finish(db, subsys, st, rc);
 	if (err) {
 		reader_free_dumps(a, *n);
 		*n = 0;
@@ -631,11 +651,11 @@ void reader_free_heaps(char **h, size_t n)
 int reader_load_heaps(sqlite3 *db, const char *subsys, int64_t upid,
                       char ***out, size_t *n)
 {
-	sqlite3_stmt *st =
-	        prepare(db, subsys,
-	                "SELECT DISTINCT heap_name FROM heap_profile_allocation"
-	                " WHERE upid = ? AND heap_name IS NOT NULL"
-	                " ORDER BY heap_name != 'libc.malloc', heap_name");
+	sqlite3_stmt *st = rd_prepare(
+	        db, subsys,
+	        "SELECT DISTINCT heap_name FROM heap_profile_allocation"
+	        " WHERE upid = ? AND heap_name IS NOT NULL"
+	        " ORDER BY heap_name != 'libc.malloc', heap_name");
 	char **a = NULL;
 	size_t cap = 0;
 	int rc = SQLITE_DONE;
@@ -657,7 +677,7 @@ int reader_load_heaps(sqlite3 *db, const char *subsys, int64_t upid,
 			break;
 		}
 	}
-	int err = finish(db, subsys, st, rc);
+	int err = rd_finish(db, subsys, st, rc);
 	if (err) {
 		reader_free_heaps(a, *n);
 		*n = 0;
@@ -671,7 +691,7 @@ int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
                         const char *heap, int64_t ts, struct rd_sample **out,
                         size_t *n)
 {
-	sqlite3_stmt *st = prepare(
+	sqlite3_stmt *st = rd_prepare(
 	        db, subsys,
 	        "SELECT callsite_id, sum(size), sum(max(size, 0)), sum(count),"
 	        " sum(max(count, 0)) FROM heap_profile_allocation"
@@ -703,7 +723,7 @@ int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
 		a = b;
 		a[(*n)++] = x;
 	}
-	int err = finish(db, subsys, st, rc);
+	int err = rd_finish(db, subsys, st, rc);
 	if (err) {
 		free(a);
 		*n = 0;

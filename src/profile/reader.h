@@ -24,6 +24,20 @@ sqlite3 *reader_open(const char *path, const char *subsys);
 /* As reader_open, but read-write (for `heapprof symbolize`). */
 sqlite3 *reader_open_rw(const char *path, const char *subsys);
 
+/*
+ * Small helpers for code that reads a profile with its own SQL.  Tables
+ * and columns are added to the format over time, so a reader asks before
+ * it reads (rd_has_table: a table or view; rd_has_column).  rd_prepare
+ * prints "heapprof: <subsys>: reading profile: ..." and returns NULL on
+ * error; rd_finish ends a row loop whose last sqlite3_step returned rc
+ * (SQLITE_DONE, an error, or -ENOMEM from the caller), finalizes st and
+ * returns 0 or a negative errno (message printed).
+ */
+int rd_has_table(sqlite3 *db, const char *name);
+int rd_has_column(sqlite3 *db, const char *table, const char *col);
+sqlite3_stmt *rd_prepare(sqlite3 *db, const char *subsys, const char *sql);
+int rd_finish(sqlite3 *db, const char *subsys, sqlite3_stmt *st, int rc);
+
 struct rd_mapping {
 	int64_t id;
 	char *name;     /* path; never NULL ("" if unknown) */

@@ -17,67 +17,6 @@
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int has_table(sqlite3 *db, const char *name)
-{
-	sqlite3_stmt *st = NULL;
-	int found = 0;
-
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT 1 FROM sqlite_master WHERE type IN"
-	                       " ('table', 'view') AND name = ?",
-	                       -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-		found = sqlite3_step(st) == SQLITE_ROW;
-	}
-	sqlite3_finalize(st);
-	return found;
-}
-
-static int has_column(sqlite3 *db, const char *table, const char *col)
-{
-	sqlite3_stmt *st = NULL;
-	int found = 0;
-
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT 1 FROM pragma_table_info(?1)"
-	                       " WHERE name = ?2",
-	                       -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
-		found = sqlite3_step(st) == SQLITE_ROW;
-	}
-	sqlite3_finalize(st);
-	return found;
-}
-
-static sqlite3_stmt *prepare(sqlite3 *db, const char *subsys, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		hp_err(subsys, "reading the trace: %s", sqlite3_errmsg(db));
-		sqlite3_finalize(st);
-		return NULL;
-	}
-	return st;
-}
-
-/* Finish a row loop: 0, or print why it stopped and return an errno. */
-static int finish(sqlite3 *db, const char *subsys, sqlite3_stmt *st, int rc)
-{
-	int err = 0;
-
-	if (rc == SQLITE_NOMEM || rc == -ENOMEM) {
-		hp_err(subsys, "out of memory");
-		err = -ENOMEM;
-	} else if (rc != SQLITE_DONE) {
-		hp_err(subsys, "reading the trace: %s", sqlite3_errmsg(db));
-		err = -EIO;
-	}
-	sqlite3_finalize(st);
-	return err;
-}
-
 uint64_t tr_objects_fp(int64_t size, int64_t charged, int64_t interval)
 {
 	if (interval <= 1 || charged == size || size <= 0)
@@ -131,11 +70,11 @@ static int intervals_load(sqlite3 *db, const char *subsys, int64_t upid,
 			v->dflt = sqlite3_column_int64(st, 0);
 	}
 	sqlite3_finalize(st);
-	if (!has_table(db, "heapprof_heap"))
+	if (!rd_has_table(db, "heapprof_heap"))
 		return 0;
-	st = prepare(db, subsys,
-	             "SELECT name, max(sampling_interval) FROM heapprof_heap"
-	             " WHERE upid = ? AND name IS NOT NULL GROUP BY name");
+	st = rd_prepare(db, subsys,
+	                "SELECT name, max(sampling_interval) FROM heapprof_heap"
+	                " WHERE upid = ? AND name IS NOT NULL GROUP BY name");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
@@ -156,7 +95,7 @@ static int intervals_load(sqlite3 *db, const char *subsys, int64_t upid,
 		v->names[v->n] = copy;
 		v->iv[v->n++] = sqlite3_column_int64(st, 1);
 	}
-	int err = finish(db, subsys, st, rc);
+	int err = rd_finish(db, subsys, st, rc);
 	if (err)
 		intervals_free(v);
 	return err;
@@ -179,12 +118,12 @@ int tr_load_info(sqlite3 *db, const char *subsys, int64_t upid,
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	if (!has_table(db, "heapprof_event"))
+	if (!rd_has_table(db, "heapprof_event"))
 		return 0;
-	st = prepare(db, subsys,
-	             "SELECT coalesce(sum(kind = 'alloc'), 0),"
-	             " coalesce(sum(kind = 'free'), 0), min(ts), max(ts)"
-	             " FROM heapprof_event WHERE upid = ?");
+	st = rd_prepare(db, subsys,
+	                "SELECT coalesce(sum(kind = 'alloc'), 0),"
+	                " coalesce(sum(kind = 'free'), 0), min(ts), max(ts)"
+	                " FROM heapprof_event WHERE upid = ?");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
@@ -196,16 +135,17 @@ int tr_load_info(sqlite3 *db, const char *subsys, int64_t upid,
 		t->last_ts = sqlite3_column_int64(st, 3);
 		rc = SQLITE_DONE;
 	}
-	if (finish(db, subsys, st, rc))
+	if (rd_finish(db, subsys, st, rc))
 		return -EIO;
 	t->present = t->allocs + t->frees > 0;
-	if (!has_table(db, "heapprof_trace"))
+	if (!rd_has_table(db, "heapprof_trace"))
 		return 0;
-	st = prepare(db, subsys,
-	             "SELECT mode, buffer_bytes, dropped_allocs,"
-	             " dropped_frees, dropped_alloc_bytes, dropped_free_bytes,"
-	             " overwritten, incomplete, full_ts, waits, wait_ns"
-	             " FROM heapprof_trace WHERE upid = ?");
+	st = rd_prepare(
+	        db, subsys,
+	        "SELECT mode, buffer_bytes, dropped_allocs,"
+	        " dropped_frees, dropped_alloc_bytes, dropped_free_bytes,"
+	        " overwritten, incomplete, full_ts, waits, wait_ns"
+	        " FROM heapprof_trace WHERE upid = ?");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
@@ -226,7 +166,7 @@ int tr_load_info(sqlite3 *db, const char *subsys, int64_t upid,
 		t->wait_ns = sqlite3_column_int64(st, 10);
 		rc = SQLITE_DONE;
 	}
-	return finish(db, subsys, st, rc) ? -EIO : 0;
+	return rd_finish(db, subsys, st, rc) ? -EIO : 0;
 }
 
 int64_t tr_left_out(const struct tr_info *t)
@@ -354,17 +294,19 @@ static int final_dump(sqlite3 *db, const char *subsys, int64_t upid,
 {
 	sqlite3_stmt *st;
 	int rc;
-	int inflight_col = has_column(db, "heapprof_dump", "blocks_in_flight");
-	int blocks_tab = has_table(db, "heapprof_block");
+	int inflight_col =
+	        rd_has_column(db, "heapprof_dump", "blocks_in_flight");
+	int blocks_tab = rd_has_table(db, "heapprof_block");
 
 	memset(src, 0, sizeof(*src));
-	st = prepare(db, subsys,
-	             inflight_col ? "SELECT id, ts, blocks_in_flight FROM"
-	                            " heapprof_dump WHERE upid = ?"
-	                            " ORDER BY ts DESC, id DESC LIMIT 1"
-	                          : "SELECT id, ts, NULL FROM heapprof_dump"
-	                            " WHERE upid = ? ORDER BY ts DESC, id DESC"
-	                            " LIMIT 1");
+	st = rd_prepare(db, subsys,
+	                inflight_col
+	                        ? "SELECT id, ts, blocks_in_flight FROM"
+	                          " heapprof_dump WHERE upid = ?"
+	                          " ORDER BY ts DESC, id DESC LIMIT 1"
+	                        : "SELECT id, ts, NULL FROM heapprof_dump"
+	                          " WHERE upid = ? ORDER BY ts DESC, id DESC"
+	                          " LIMIT 1");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
@@ -379,13 +321,14 @@ static int final_dump(sqlite3 *db, const char *subsys, int64_t upid,
 		src->in_flight = sqlite3_column_int64(st, 2);
 		rc = SQLITE_DONE;
 	}
-	if (finish(db, subsys, st, rc))
+	if (rd_finish(db, subsys, st, rc))
 		return -EIO;
 	if (!src->have_dump || src->from_blocks || !blocks_tab)
 		return 0;
 	/* A profile whose writer left blocks_in_flight NULL: rows decide. */
-	st = prepare(db, subsys,
-	             "SELECT 1 FROM heapprof_block WHERE dump_id = ? LIMIT 1");
+	st = rd_prepare(
+	        db, subsys,
+	        "SELECT 1 FROM heapprof_block WHERE dump_id = ? LIMIT 1");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, src->dump_id);
@@ -394,7 +337,7 @@ static int final_dump(sqlite3 *db, const char *subsys, int64_t upid,
 		src->from_blocks = 1;
 		rc = SQLITE_DONE;
 	}
-	return finish(db, subsys, st, rc) ? -EIO : 0;
+	return rd_finish(db, subsys, st, rc) ? -EIO : 0;
 }
 
 int tr_leaks(sqlite3 *db, const char *subsys, int64_t upid, struct tr_set *out,
@@ -409,20 +352,20 @@ int tr_leaks(sqlite3 *db, const char *subsys, int64_t upid, struct tr_set *out,
 	if (!src->have_dump)
 		return 0;
 	if (src->from_blocks) {
-		st = prepare(db, subsys,
-		             "SELECT heap_name, coalesce(callsite_id, 0),"
-		             " count(*), sum(charged), sum(objects_fp)"
-		             " FROM heapprof_block WHERE dump_id = ?"
-		             " GROUP BY 1, 2 ORDER BY 1, 2");
+		st = rd_prepare(db, subsys,
+		                "SELECT heap_name, coalesce(callsite_id, 0),"
+		                " count(*), sum(charged), sum(objects_fp)"
+		                " FROM heapprof_block WHERE dump_id = ?"
+		                " GROUP BY 1, 2 ORDER BY 1, 2");
 		if (!st)
 			return -EIO;
 		sqlite3_bind_int64(st, 1, src->dump_id);
 	} else {
-		st = prepare(db, subsys,
-		             "SELECT heap_name, callsite_id, sum(count),"
-		             " sum(size), sum(count) FROM"
-		             " heap_profile_allocation WHERE upid = ? AND"
-		             " ts <= ? GROUP BY 1, 2 ORDER BY 1, 2");
+		st = rd_prepare(db, subsys,
+		                "SELECT heap_name, callsite_id, sum(count),"
+		                " sum(size), sum(count) FROM"
+		                " heap_profile_allocation WHERE upid = ? AND"
+		                " ts <= ? GROUP BY 1, 2 ORDER BY 1, 2");
 		if (!st)
 			return -EIO;
 		sqlite3_bind_int64(st, 1, upid);
@@ -446,7 +389,7 @@ int tr_leaks(sqlite3 *db, const char *subsys, int64_t upid, struct tr_set *out,
 			break;
 		}
 	}
-	err = finish(db, subsys, st, rc);
+	err = rd_finish(db, subsys, st, rc);
 	if (err)
 		tr_set_free(out);
 	else
@@ -460,7 +403,7 @@ int tr_leaks(sqlite3 *db, const char *subsys, int64_t upid, struct tr_set *out,
 static int known_allocs(sqlite3 *db, const char *subsys, int64_t upid,
                         const struct intervals *iv, struct tr_set *out)
 {
-	sqlite3_stmt *st = prepare(
+	sqlite3_stmt *st = rd_prepare(
 	        db, subsys,
 	        "SELECT heap_name, size, charged, count(*) FROM heapprof_event"
 	        " WHERE upid = ?1 AND (kind = 'alloc' OR (kind = 'free' AND"
@@ -502,7 +445,7 @@ static int known_allocs(sqlite3 *db, const char *subsys, int64_t upid,
 	for (size_t k = 0; k < nfp; k++)
 		out->h[k].all_count = fp_round(fp[k]);
 	free(fp);
-	return finish(db, subsys, st, rc);
+	return rd_finish(db, subsys, st, rc);
 }
 
 int tr_temporaries(sqlite3 *db, const char *subsys, int64_t upid,
@@ -513,26 +456,27 @@ int tr_temporaries(sqlite3 *db, const char *subsys, int64_t upid,
 	int rc, err;
 
 	memset(out, 0, sizeof(*out));
-	if (!has_table(db, "heapprof_event"))
+	if (!rd_has_table(db, "heapprof_event"))
 		return 0;
 	if ((err = intervals_load(db, subsys, upid, &iv)) < 0)
 		return err;
-	int stacks = has_table(db, "heapprof_trace_stack");
+	int stacks = rd_has_table(db, "heapprof_trace_stack");
 	/* Grouped by what the object estimate needs, then mapped to
 	 * callsites: one lookup per group, not per event. */
-	st = prepare(db, subsys,
-	             stacks ? "SELECT t.heap_name, coalesce(s.callsite_id, 0),"
-	                      " t.size, t.charged, t.n FROM (SELECT heap_name,"
-	                      " stack_key, size, charged, count(*) AS n FROM"
-	                      " heapprof_event WHERE upid = ?1 AND"
-	                      " kind = 'free' AND ts - alloc_ts <= ?2"
-	                      " GROUP BY 1, 2, 3, 4) t LEFT JOIN"
-	                      " heapprof_trace_stack s ON s.upid = ?1 AND"
-	                      " s.stack_key = t.stack_key ORDER BY 1, 2"
-	                    : "SELECT heap_name, 0, size, charged, count(*)"
-	                      " FROM heapprof_event WHERE upid = ?1 AND"
-	                      " kind = 'free' AND ts - alloc_ts <= ?2"
-	                      " GROUP BY 1, 2, 3, 4 ORDER BY 1");
+	st = rd_prepare(
+	        db, subsys,
+	        stacks ? "SELECT t.heap_name, coalesce(s.callsite_id, 0),"
+	                 " t.size, t.charged, t.n FROM (SELECT heap_name,"
+	                 " stack_key, size, charged, count(*) AS n FROM"
+	                 " heapprof_event WHERE upid = ?1 AND"
+	                 " kind = 'free' AND ts - alloc_ts <= ?2"
+	                 " GROUP BY 1, 2, 3, 4) t LEFT JOIN"
+	                 " heapprof_trace_stack s ON s.upid = ?1 AND"
+	                 " s.stack_key = t.stack_key ORDER BY 1, 2"
+	               : "SELECT heap_name, 0, size, charged, count(*)"
+	                 " FROM heapprof_event WHERE upid = ?1 AND"
+	                 " kind = 'free' AND ts - alloc_ts <= ?2"
+	                 " GROUP BY 1, 2, 3, 4 ORDER BY 1");
 	if (!st) {
 		intervals_free(&iv);
 		return -EIO;
@@ -580,7 +524,7 @@ int tr_temporaries(sqlite3 *db, const char *subsys, int64_t upid,
 		cur_fp += (uint64_t)n *
 		          tr_objects_fp(size, charged, interval_of(&iv, name));
 	}
-	err = finish(db, subsys, st, rc);
+	err = rd_finish(db, subsys, st, rc);
 	if (!err)
 		err = known_allocs(db, subsys, upid, &iv, out);
 	intervals_free(&iv);
@@ -629,7 +573,7 @@ int tr_window(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 		hp_err(subsys, "out of memory");
 		return -ENOMEM;
 	}
-	if (!has_table(db, "heapprof_event"))
+	if (!rd_has_table(db, "heapprof_event"))
 		return 0;
 	if ((err = intervals_load(db, subsys, upid, &iv)) < 0) {
 		tr_heap_free(out);
@@ -639,20 +583,21 @@ int tr_window(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 	intervals_free(&iv);
 	hmap_init(&live);
 	hmap_init(&slot_idx);
-	int stacks = has_table(db, "heapprof_trace_stack");
+	int stacks = rd_has_table(db, "heapprof_trace_stack");
 
 	/* The allocations made in the window, each live until its free. */
-	st = prepare(db, subsys,
-	             stacks ? "SELECT e.ts, e.address, e.size, e.charged,"
-	                      " coalesce(s.callsite_id, 0) FROM heapprof_event"
-	                      " e LEFT JOIN heapprof_trace_stack s ON"
-	                      " s.upid = e.upid AND s.stack_key = e.stack_key"
-	                      " WHERE e.upid = ?1 AND e.heap_name = ?2 AND"
-	                      " e.kind = 'alloc' AND e.ts >= ?3 AND e.ts < ?4"
-	                    : "SELECT ts, address, size, charged, 0 FROM"
-	                      " heapprof_event WHERE upid = ?1 AND"
-	                      " heap_name = ?2 AND kind = 'alloc' AND"
-	                      " ts >= ?3 AND ts < ?4");
+	st = rd_prepare(
+	        db, subsys,
+	        stacks ? "SELECT e.ts, e.address, e.size, e.charged,"
+	                 " coalesce(s.callsite_id, 0) FROM heapprof_event"
+	                 " e LEFT JOIN heapprof_trace_stack s ON"
+	                 " s.upid = e.upid AND s.stack_key = e.stack_key"
+	                 " WHERE e.upid = ?1 AND e.heap_name = ?2 AND"
+	                 " e.kind = 'alloc' AND e.ts >= ?3 AND e.ts < ?4"
+	               : "SELECT ts, address, size, charged, 0 FROM"
+	                 " heapprof_event WHERE upid = ?1 AND"
+	                 " heap_name = ?2 AND kind = 'alloc' AND"
+	                 " ts >= ?3 AND ts < ?4");
 	if (!st) {
 		err = -EIO;
 		goto out;
@@ -716,15 +661,15 @@ int tr_window(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 		w->fp_live += b->objs_fp;
 		out->records++;
 	}
-	if ((err = finish(db, subsys, st, rc)) < 0)
+	if ((err = rd_finish(db, subsys, st, rc)) < 0)
 		goto out;
 
 	/* Their frees before `to` (a free of an allocation before `from`,
 	 * or one whose allocation event the trace lacks, finds nothing). */
-	st = prepare(db, subsys,
-	             "SELECT address, alloc_ts FROM heapprof_event"
-	             " WHERE upid = ?1 AND heap_name = ?2 AND kind = 'free'"
-	             " AND ts >= ?3 AND ts < ?4 AND alloc_ts >= ?3");
+	st = rd_prepare(db, subsys,
+	                "SELECT address, alloc_ts FROM heapprof_event"
+	                " WHERE upid = ?1 AND heap_name = ?2 AND kind = 'free'"
+	                " AND ts >= ?3 AND ts < ?4 AND alloc_ts >= ?3");
 	if (!st) {
 		err = -EIO;
 		goto out;
@@ -745,7 +690,7 @@ int tr_window(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 		w->fp_live -= b->objs_fp;
 		*bi = -1; /* freed: a second free of it finds nothing */
 	}
-	if ((err = finish(db, subsys, st, rc)) < 0)
+	if ((err = rd_finish(db, subsys, st, rc)) < 0)
 		goto out;
 
 	if (nslots && !(out->s = malloc(nslots * sizeof(*out->s)))) {
@@ -791,11 +736,12 @@ int tr_timeline(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 	peak[0] = cur;
 	if (t1 <= t0)
 		t1 = t0 + 1;
-	if (has_table(db, "heapprof_event")) {
-		st = prepare(db, subsys,
-		             "SELECT ts, kind = 'alloc', charged FROM"
-		             " heapprof_event WHERE upid = ? AND heap_name = ?"
-		             " ORDER BY ts");
+	if (rd_has_table(db, "heapprof_event")) {
+		st = rd_prepare(
+		        db, subsys,
+		        "SELECT ts, kind = 'alloc', charged FROM"
+		        " heapprof_event WHERE upid = ? AND heap_name = ?"
+		        " ORDER BY ts");
 		if (!st)
 			return -EIO;
 		sqlite3_bind_int64(st, 1, upid);
@@ -817,7 +763,7 @@ int tr_timeline(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 			if (cur > peak[b])
 				peak[b] = cur;
 		}
-		if (finish(db, subsys, st, rc))
+		if (rd_finish(db, subsys, st, rc))
 			return -EIO;
 	}
 	for (; b < nb; b++) {
@@ -835,12 +781,13 @@ int tr_net_bytes(sqlite3 *db, const char *subsys, int64_t upid,
 	int rc;
 
 	*out = 0;
-	if (!has_table(db, "heapprof_event"))
+	if (!rd_has_table(db, "heapprof_event"))
 		return 0;
-	st = prepare(db, subsys,
-	             "SELECT coalesce(sum(CASE kind WHEN 'alloc' THEN charged"
-	             " ELSE -charged END), 0) FROM heapprof_event"
-	             " WHERE upid = ? AND heap_name = ?");
+	st = rd_prepare(
+	        db, subsys,
+	        "SELECT coalesce(sum(CASE kind WHEN 'alloc' THEN charged"
+	        " ELSE -charged END), 0) FROM heapprof_event"
+	        " WHERE upid = ? AND heap_name = ?");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
@@ -850,5 +797,5 @@ int tr_net_bytes(sqlite3 *db, const char *subsys, int64_t upid,
 		*out = sqlite3_column_int64(st, 0);
 		rc = SQLITE_DONE;
 	}
-	return finish(db, subsys, st, rc) ? -EIO : 0;
+	return rd_finish(db, subsys, st, rc) ? -EIO : 0;
 }
