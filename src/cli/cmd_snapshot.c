@@ -1009,13 +1009,6 @@ static char *joined_args(int argc, char **argv)
 	return s;
 }
 
-static uint64_t clock_ns(clockid_t clk)
-{
-	struct timespec ts;
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The snapshot as a profile database at path.  0 or -1 (printed). */
 static int write_db(const struct snap_opts *o, const char *path, pid_t pid,
                     const struct candidate *first, int nr,
@@ -1202,8 +1195,8 @@ static int run_live(const struct snap_opts *o)
 		goto out;
 	if (pick_regions(pid, sc, rs, &nr, &first) < 0)
 		goto out;
-	uint64_t ts = clock_ns(CLOCK_BOOTTIME);
-	uint64_t wall = clock_ns(CLOCK_REALTIME);
+	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
+	uint64_t wall = hp_clock_ns(CLOCK_REALTIME);
 	int err = snapshot_take_live(rs, nr, &snap);
 	if (err) {
 		hp_err(SUBSYS, "pid %d: reading its region: %s", (int)pid,

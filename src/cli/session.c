@@ -98,13 +98,6 @@ struct session {
 	bool names_startup; /* -n without --no-startup: wait for new ones */
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int status_code(int st)
 {
 	if (WIFEXITED(st))
@@ -491,7 +484,7 @@ static int timer_at(uint64_t first_ns, uint64_t every_ns)
 static int arm_timers(struct session *s)
 {
 	const struct session_config *cfg = s->cfg;
-	s->start_ns = mono_ns();
+	s->start_ns = hp_clock_ns(CLOCK_MONOTONIC);
 	if (cfg->duration_ms) {
 		s->end_ns = s->start_ns + cfg->duration_ms * 1000000ull;
 		s->end_tfd = timer_at(s->end_ns, 0);
@@ -1029,7 +1022,8 @@ static bool daemon_session_over(struct session *s)
 	if (s->cfg->nnames && !s->daemon_gone) {
 		if (s->names_startup)
 			return false;
-		if (mono_ns() < s->start_ns + NAMES_QUIET_MS * 1000000ull)
+		if (hp_clock_ns(CLOCK_MONOTONIC) <
+		    s->start_ns + NAMES_QUIET_MS * 1000000ull)
 			return false;
 	}
 	return true;
@@ -1097,7 +1091,9 @@ static void event_loop(struct session *s)
 		if ((fds[F_DUMP].revents & POLLIN) && !s->stopping) {
 			drain_timer(s->dump_tfd);
 			/* The end dump is about to be taken. */
-			if (!s->end_ns || mono_ns() + END_SLACK_NS < s->end_ns)
+			if (!s->end_ns ||
+			    hp_clock_ns(CLOCK_MONOTONIC) + END_SLACK_NS <
+			            s->end_ns)
 				dump_now(s, 0, "periodic", NULL);
 		}
 		if (fds[F_DAEMON].revents && s->dfd >= 0)

@@ -92,13 +92,6 @@ static _Atomic int attaching;
 static _Atomic int growing;
 static uint32_t attach_gen; /* last attach generation; under `attaching` */
 
-static uint64_t clock_ns(clockid_t clk)
-{
-	struct timespec ts;
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void client_stop(struct client_slot *s, uint32_t reason)
 {
 	struct hp_header_v1 *h = s->region.hdr;
@@ -188,7 +181,7 @@ static int wait_readable(int fd, uint64_t deadline)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	for (;;) {
-		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		uint64_t now = hp_clock_ns(CLOCK_MONOTONIC);
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		uint64_t left = (deadline - now + 999999) / 1000000;
@@ -210,7 +203,7 @@ static int recv_welcome(int fd, struct hp_welcome *w, int *region_fd,
 {
 	*region_fd = -1;
 	if (!(flags & MSG_DONTWAIT)) {
-		int rc = wait_readable(fd, clock_ns(CLOCK_MONOTONIC) +
+		int rc = wait_readable(fd, hp_clock_ns(CLOCK_MONOTONIC) +
 		                                   (uint64_t)timeout_ms *
 		                                           1000000ull);
 		if (rc)
@@ -361,7 +354,7 @@ static uint64_t header_attach(struct client_slot *s, uint64_t interval)
 			interval = s->base_interval;
 	}
 	h->pid = getpid();
-	atomic_store_explicit(&h->attach_time_ns, clock_ns(CLOCK_BOOTTIME),
+	atomic_store_explicit(&h->attach_time_ns, hp_clock_ns(CLOCK_BOOTTIME),
 	                      memory_order_relaxed);
 	atomic_store_explicit(&h->client_state, HP_STATE_ACTIVE,
 	                      memory_order_release);
@@ -584,7 +577,7 @@ static void install_attach_signal(void)
 
 struct client_slot *client_grow(struct client_slot *s, uint32_t table)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t now = hp_clock_ns(CLOCK_MONOTONIC);
 	if (now < atomic_load_explicit(&s->grow_after_ns, memory_order_relaxed))
 		return NULL;
 	int zero = 0;
@@ -622,9 +615,10 @@ struct client_slot *client_grow(struct client_slot *s, uint32_t table)
 		/* No room (the collector said so, or the connection is
 		 * gone): stop asking.  No answer in time: ask again later;
 		 * a late answer is taken then. */
-		uint64_t after = rc == -ETIMEDOUT ? clock_ns(CLOCK_MONOTONIC) +
-		                                            GROW_RETRY_NS
-		                                  : UINT64_MAX;
+		uint64_t after =
+		        rc == -ETIMEDOUT
+		                ? hp_clock_ns(CLOCK_MONOTONIC) + GROW_RETRY_NS
+		                : UINT64_MAX;
 		atomic_store_explicit(&s->grow_after_ns, after,
 		                      memory_order_relaxed);
 		goto out;
@@ -705,9 +699,9 @@ static int snapshot_request(int fd, const char *name, size_t len)
 		return -ENOTCONN;
 
 	uint64_t deadline =
-	        clock_ns(CLOCK_MONOTONIC) + SNAP_ANSWER_MS * 1000000ull;
+	        hp_clock_ns(CLOCK_MONOTONIC) + SNAP_ANSWER_MS * 1000000ull;
 	for (;;) {
-		uint64_t now = clock_ns(CLOCK_MONOTONIC);
+		uint64_t now = hp_clock_ns(CLOCK_MONOTONIC);
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		int left = (int)((deadline - now + 999999) / 1000000);

@@ -105,10 +105,7 @@ void memstat_take(void)
 		mi = next_mallinfo2();
 		flags |= HP_MEMSTAT_MALLOC;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	uint64_t now =
-	        (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t now = hp_clock_ns(CLOCK_BOOTTIME);
 
 	uint64_t seq = atomic_load_explicit(&m->seq, memory_order_relaxed);
 	atomic_store_explicit(&m->seq, seq | 1, memory_order_relaxed);

@@ -38,13 +38,6 @@
 
 #include "client/client.h"
 
-static uint64_t clock_now(clockid_t clk)
-{
-	struct timespec ts;
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* This thread's id, read once (a new thread's TLS starts at 0). */
 static inline uint32_t thread_id(struct client_tls *t)
 {
@@ -279,7 +272,7 @@ static __attribute__((noinline)) void trace_wait(struct client_slot *root,
                                                  const struct hp_event_v2 *ev)
 {
 	struct hp_region *r = &root->region;
-	uint64_t start = clock_now(CLOCK_MONOTONIC);
+	uint64_t start = hp_clock_ns(CLOCK_MONOTONIC);
 	if (start <
 	    atomic_load_explicit(&root->trace_stall_ns, memory_order_relaxed)) {
 		trace_drop(r, ev);
@@ -294,7 +287,7 @@ static __attribute__((noinline)) void trace_wait(struct client_slot *root,
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)nap};
 		nanosleep(&ts, NULL);
 		rc = trace_put(r, ev);
-		now = clock_now(CLOCK_MONOTONIC);
+		now = hp_clock_ns(CLOCK_MONOTONIC);
 		if (step < TRACE_STEP_MAX_NS)
 			step *= 2;
 	} while (rc == -EAGAIN && now < deadline);
@@ -356,7 +349,7 @@ static __attribute__((noinline)) void
 trace_free(struct client_slot *s, uint64_t key, const struct hp_live_v2 *v)
 {
 	struct client_tls *t = &hp_tls;
-	struct hp_event_v2 ev = {.ts_ns = clock_now(CLOCK_BOOTTIME),
+	struct hp_event_v2 ev = {.ts_ns = hp_clock_ns(CLOCK_BOOTTIME),
 	                         .addr = key,
 	                         .size = v->size,
 	                         .charged = v->charged,
@@ -423,7 +416,7 @@ static bool record(uint32_t heap_id, uint64_t key, size_t size,
 		return false;
 	}
 	/* When it was allocated, as near the allocator's return as we get. */
-	uint64_t ts = clock_now(CLOCK_BOOTTIME);
+	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
 
 	uint64_t pcs[HP_MAX_FRAMES];
 	bool truncated = false;

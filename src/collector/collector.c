@@ -27,9 +27,7 @@
 
 uint64_t boottime_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return hp_clock_ns(CLOCK_BOOTTIME);
 }
 
 uint64_t collector_default_shmem(uint64_t interval)

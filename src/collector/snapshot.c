@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
+#include "util/grow.h"
 
 static uint64_t clamp(uint64_t v, uint64_t cap)
 {
@@ -284,8 +285,10 @@ int snapshot_take_live(const struct hp_region *const *rs, int nr,
 	 * before it inserts the block, so every stack a block names is in
 	 * the stack table by the time we read it.
 	 */
-	size_t cap = 1024, n = 0;
-	struct prof_block *b = malloc(cap * sizeof(*b));
+	/* Never NULL, even with no block: a dump with blocks is a
+	 * snapshot (the writer keeps its blocks_in_flight). */
+	size_t cap = 0, n = 0;
+	struct prof_block *b = hp_grow(NULL, &cap, 0, sizeof(*b));
 	uint64_t busy = 0;
 	if (!b)
 		return -ENOMEM;
@@ -299,16 +302,12 @@ int snapshot_take_live(const struct hp_region *const *rs, int nr,
 				busy++;
 			if (rc != HP_LIVE_READ_OK)
 				continue;
-			if (n == cap) {
-				struct prof_block *nb =
-				        realloc(b, 2 * cap * sizeof(*b));
-				if (!nb) {
-					free(b);
-					return -ENOMEM;
-				}
-				b = nb;
-				cap *= 2;
+			struct prof_block *nb = hp_grow(b, &cap, n, sizeof(*b));
+			if (!nb) {
+				free(b);
+				return -ENOMEM;
 			}
+			b = nb;
 			b[n++] = (struct prof_block){
 			        .address = key,
 			        .size = v.size,

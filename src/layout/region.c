@@ -783,11 +783,7 @@ int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
 		                                memory_order_relaxed);
 		if (pos >= r->trace_cap) {
 			if (pos == r->trace_cap) {
-				struct timespec ts;
-				clock_gettime(CLOCK_BOOTTIME, &ts);
-				uint64_t now =
-				        (uint64_t)ts.tv_sec * 1000000000u +
-				        (uint64_t)ts.tv_nsec;
+				uint64_t now = hp_clock_ns(CLOCK_BOOTTIME);
 				atomic_store_explicit(&x->trace_full_ts,
 				                      now ? now : 1,
 				                      memory_order_release);
@@ -926,11 +922,8 @@ bool stackmax_alloc(struct hp_region *r, uint64_t bytes)
 		            &h->max_live_bytes, &max, live,
 		            memory_order_relaxed, memory_order_relaxed))
 			continue;
-		struct timespec ts;
-		clock_gettime(CLOCK_BOOTTIME, &ts);
 		atomic_store_explicit(&h->max_ts_ns,
-		                      (uint64_t)ts.tv_sec * 1000000000ull +
-		                              (uint64_t)ts.tv_nsec,
+		                      hp_clock_ns(CLOCK_BOOTTIME),
 		                      memory_order_relaxed);
 		/* Release: a reader that sees the new epoch sees the counters
 		 * that made the peak. */

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "layout/layout_v2.h"
 
@@ -106,6 +107,15 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg);
  * -EPROTO (bad magic/version) or -EINVAL (bad geometry).
  */
 int region_bind(struct hp_region *r, void *base, uint64_t size);
+
+/* Clock clk in nanoseconds (a vDSO read for the MONOTONIC and BOOTTIME
+ * clocks: async-signal-safe, no system call). */
+static inline uint64_t hp_clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* splitmix64's finalizer: a bijection of 64-bit values that spreads
  * low-entropy keys (stack hashes; custom heaps' live keys). */

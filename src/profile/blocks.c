@@ -7,6 +7,7 @@
 #include "profile/blocks.h"
 #include "profile/reader.h"
 #include "util/err.h"
+#include "util/grow.h"
 
 static int sql_fail(sqlite3 *db, const char *subsys, const char *what)
 {
@@ -38,16 +39,12 @@ int blocks_load(sqlite3 *db, const char *subsys, int64_t dump_id,
 	if (heap)
 		sqlite3_bind_text(st, 2, heap, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == cap) {
-			size_t ncap = cap ? 2 * cap : 1024;
-			struct rd_block *b = realloc(a, ncap * sizeof(*b));
-			if (!b) {
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			a = b;
-			cap = ncap;
+		struct rd_block *g = hp_grow(a, &cap, *n, sizeof(*g));
+		if (!g) {
+			rc = SQLITE_NOMEM;
+			break;
 		}
+		a = g;
 		struct rd_block *b = &a[(*n)++];
 		b->address = (uint64_t)sqlite3_column_int64(st, 0);
 		b->size = sqlite3_column_int64(st, 1);

@@ -13,6 +13,7 @@
 #include "profile/reader.h"
 #include "profile/schema.h"
 #include "util/err.h"
+#include "util/grow.h"
 
 /* Check that db holds every heapprof table; 0 or -EINVAL. */
 static int check_tables(sqlite3 *db, const char *path, const char *subsys)
@@ -118,17 +119,6 @@ static char *dup_col(sqlite3_stmt *st, int col)
 }
 
 /* Grow *arr (of *n elements of size sz) by one; NULL if out of memory. */
-static void *grow(void *arr, size_t *cap, size_t n, size_t sz)
-{
-	if (n < *cap)
-		return arr;
-	size_t ncap = *cap ? *cap * 2 : 256;
-	void *a = realloc(arr, ncap * sz);
-	if (a)
-		*cap = ncap;
-	return a;
-}
-
 static int load_mappings(struct rd_stacks *s, sqlite3_stmt *st)
 {
 	size_t cap = 0;
@@ -136,7 +126,7 @@ static int load_mappings(struct rd_stacks *s, sqlite3_stmt *st)
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct rd_mapping *a =
-		        grow(s->mappings, &cap, s->nmappings, sizeof(*a));
+		        hp_grow(s->mappings, &cap, s->nmappings, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->mappings = a;
@@ -164,7 +154,7 @@ static int load_frames(struct rd_stacks *s, sqlite3_stmt *st)
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct rd_frame *a =
-		        grow(s->frames, &cap, s->nframes, sizeof(*a));
+		        hp_grow(s->frames, &cap, s->nframes, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->frames = a;
@@ -186,7 +176,7 @@ static int load_callsites(struct rd_stacks *s, sqlite3_stmt *st)
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct rd_callsite *a =
-		        grow(s->callsites, &cap, s->ncallsites, sizeof(*a));
+		        hp_grow(s->callsites, &cap, s->ncallsites, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->callsites = a;
@@ -206,7 +196,7 @@ static int load_symbols(struct rd_stacks *s, sqlite3_stmt *st)
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct rd_symbol *a =
-		        grow(s->symbols, &cap, s->nsymbols, sizeof(*a));
+		        hp_grow(s->symbols, &cap, s->nsymbols, sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		s->symbols = a;
@@ -541,7 +531,7 @@ int reader_load_processes(sqlite3 *db, const char *subsys,
 	if (!st)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct rd_process *b = grow(a, &cap, *n, sizeof(*b));
+		struct rd_process *b = hp_grow(a, &cap, *n, sizeof(*b));
 		if (!b) {
 			rc = SQLITE_NOMEM;
 			break;
@@ -604,7 +594,7 @@ int reader_load_dumps(sqlite3 *db, const char *subsys, int64_t upid,
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct rd_dump *b = grow(a, &cap, *n, sizeof(*b));
+		struct rd_dump *b = hp_grow(a, &cap, *n, sizeof(*b));
 		if (!b) {
 			rc = SQLITE_NOMEM;
 			break;
@@ -666,7 +656,7 @@ int reader_load_heaps(sqlite3 *db, const char *subsys, int64_t upid,
 		return -EIO;
 	sqlite3_bind_int64(st, 1, upid);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		char **b = grow(a, &cap, *n, sizeof(*b));
+		char **b = hp_grow(a, &cap, *n, sizeof(*b));
 		if (!b) {
 			rc = SQLITE_NOMEM;
 			break;
@@ -715,7 +705,7 @@ int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
 			any |= (x.v[v] = sqlite3_column_int64(st, 1 + v)) != 0;
 		if (!any)
 			continue;
-		struct rd_sample *b = grow(a, &cap, *n, sizeof(*b));
+		struct rd_sample *b = hp_grow(a, &cap, *n, sizeof(*b));
 		if (!b) {
 			rc = SQLITE_NOMEM;
 			break;

@@ -13,6 +13,7 @@
 #include "layout/layout_v1.h"
 #include "profile/trace_read.h"
 #include "util/err.h"
+#include "util/grow.h"
 #include "util/hmap.h"
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -614,17 +615,13 @@ int tr_window(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 		int64_t cs = sqlite3_column_int64(st, 4);
 		int64_t *si = hmap_find(&slot_idx, &cs, sizeof(cs));
 		if (!si) {
-			if (nslots == capslots) {
-				size_t cap = capslots ? capslots * 2 : 256;
-				struct win_slot *a =
-				        realloc(slots, cap * sizeof(*a));
-				if (!a) {
-					rc = SQLITE_NOMEM;
-					break;
-				}
-				slots = a;
-				capslots = cap;
+			struct win_slot *a =
+			        hp_grow(slots, &capslots, nslots, sizeof(*a));
+			if (!a) {
+				rc = SQLITE_NOMEM;
+				break;
 			}
+			slots = a;
 			memset(&slots[nslots], 0, sizeof(slots[nslots]));
 			slots[nslots].callsite = cs;
 			if (hmap_put(&slot_idx, &cs, sizeof(cs),
@@ -635,16 +632,13 @@ int tr_window(sqlite3 *db, const char *subsys, int64_t upid, const char *heap,
 			si = hmap_find(&slot_idx, &cs, sizeof(cs));
 			nslots++;
 		}
-		if (nblocks == capblocks) {
-			size_t cap = capblocks ? capblocks * 2 : 1024;
-			struct win_block *a = realloc(blocks, cap * sizeof(*a));
-			if (!a) {
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			blocks = a;
-			capblocks = cap;
+		struct win_block *nb =
+		        hp_grow(blocks, &capblocks, nblocks, sizeof(*nb));
+		if (!nb) {
+			rc = SQLITE_NOMEM;
+			break;
 		}
+		blocks = nb;
 		struct win_block *b = &blocks[nblocks];
 		b->slot = (uint32_t)*si;
 		b->charged = charged;
