@@ -205,6 +205,16 @@ HP_HIDDEN void unwind_init(void);
  * and sets *truncated when the stack was deeper than max. */
 HP_HIDDEN uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
                                   bool *truncated);
+/* Frames of ours on top of the program's in a DWARF capture: hook,
+ * recorder, and libunwind's own; slack for the compiler's choices. */
+#define HP_UNWIND_SLACK 8
+/* The program's frames of buf[0..got) (unw_backtrace's result for a
+ * request of `want`) into pcs, leaf first, without our leading frames.
+ * The recorder unwinds in its own frame and filters with this: every
+ * frame between the hook and unw_backtrace is one more step for
+ * libunwind to take and throw away. */
+HP_HIDDEN uint32_t unwind_keep(void *const *buf, int got, int want,
+                               uint64_t *pcs, uint32_t max, bool *truncated);
 
 /* modules.c */
 HP_HIDDEN void modules_init(void);

@@ -45,15 +45,10 @@ static inline bool is_ours(uintptr_t pc)
 	return (pc >= self_lo && pc < self_hi) || (pc >= unw_lo && pc < unw_hi);
 }
 
-/* Frames of ours on top of the program's: hook, recorder, capture, and
- * libunwind's own. A little slack for the compiler's choices. */
-#define SKIP_SLACK 8
-
-static uint32_t capture_dwarf(uint64_t *pcs, uint32_t max, bool *truncated)
+uint32_t unwind_keep(void *const *buf, int got, int want, uint64_t *pcs,
+                     uint32_t max, bool *truncated)
 {
-	void *buf[HP_MAX_FRAMES + SKIP_SLACK];
-	int want = (int)max + SKIP_SLACK;
-	int got = unw_backtrace(buf, want);
+	*truncated = false;
 	if (got <= 0)
 		return 0;
 	int i = 0;
@@ -64,6 +59,14 @@ static uint32_t capture_dwarf(uint64_t *pcs, uint32_t max, bool *truncated)
 		pcs[n++] = (uintptr_t)buf[i];
 	*truncated = (got == want) || i < got;
 	return n;
+}
+
+static uint32_t capture_dwarf(uint64_t *pcs, uint32_t max, bool *truncated)
+{
+	void *buf[HP_MAX_FRAMES + HP_UNWIND_SLACK];
+	int want = (int)max + HP_UNWIND_SLACK;
+	return unwind_keep(buf, unw_backtrace(buf, want), want, pcs, max,
+	                   truncated);
 }
 
 static void stack_bounds(struct client_tls *t)
