@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,20 +86,44 @@ uint64_t recorder_objects_fp(size_t size, bool exact, uint64_t interval)
 	return (uint64_t)((double)HP_OBJ_FP_ONE / p + 0.5);
 }
 
+/*
+ * One add to a stack's counter.  While the process has a single thread
+ * (glibc's __libc_single_threaded: false from the first pthread_create on,
+ * the same flag glibc's malloc skips its own locks by), nobody else writes
+ * the counter: the collector only reads it, a forked child stops before it
+ * could touch it, and a signal handler of this thread cannot cut into one
+ * instruction.  So one plain add does, instead of a locked one (about 18
+ * cycles each, six per recorded allocation and its free).
+ */
+static inline void counter_add(_Atomic uint64_t *c, uint64_t n, bool single)
+{
+#if defined(__x86_64__)
+	if (single) {
+		__asm__ volatile("addq %1, %0"
+		                 : "+m"(*(volatile uint64_t *)c)
+		                 : "er"(n));
+		return;
+	}
+#else
+	(void)single;
+#endif
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
 static void charge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
 {
-	atomic_fetch_add_explicit(&s->alloc_count, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->alloc_bytes, bytes, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->alloc_objects_fp, objs,
-	                          memory_order_relaxed);
+	bool single = __libc_single_threaded;
+	counter_add(&s->alloc_count, 1, single);
+	counter_add(&s->alloc_bytes, bytes, single);
+	counter_add(&s->alloc_objects_fp, objs, single);
 }
 
 static void discharge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
 {
-	atomic_fetch_add_explicit(&s->free_count, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->free_bytes, bytes, memory_order_relaxed);
-	atomic_fetch_add_explicit(&s->free_objects_fp, objs,
-	                          memory_order_relaxed);
+	bool single = __libc_single_threaded;
+	counter_add(&s->free_count, 1, single);
+	counter_add(&s->free_bytes, bytes, single);
+	counter_add(&s->free_objects_fp, objs, single);
 }
 
 void recorder_slot_setup(struct client_slot *s, uint32_t gen)
