@@ -475,6 +475,10 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 		t->in_hook = 0;
 		return false;
 	}
+	/* The live table's lines for this key are most likely cold (a random
+	 * bucket): fetch them while we unwind. */
+	if (key > HP_LIVE_BUSY)
+		livetab_prefetch(r, key);
 	/* When it was allocated, as near the allocator's return as we get. */
 	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
 

@@ -601,6 +601,20 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 	return -ENOSPC;
 }
 
+void livetab_prefetch(const struct hp_region *r, uint64_t addr)
+{
+	uint64_t b = live_bucket(r, addr, 0);
+	__builtin_prefetch(&r->live_keys[b], 1, 3);
+	__builtin_prefetch(&r->live_values[b], 1, 3);
+	if (r->use_fill) {
+		uint64_t b1 = live_bucket(r, addr, 1);
+		__builtin_prefetch(&r->live_fill[b / HP_LIVE_BUCKET], 1, 3);
+		__builtin_prefetch(&r->live_fill[b1 / HP_LIVE_BUCKET], 1, 3);
+		__builtin_prefetch(&r->live_keys[b1], 1, 3);
+		__builtin_prefetch(&r->live_values[b1], 1, 3);
+	}
+}
+
 int livetab_insert(struct hp_region *r, uint64_t addr,
                    const struct hp_live_v2 *v)
 {

@@ -163,6 +163,10 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
  * without bucket fill (interval 1). */
 uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr);
 bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out);
+/* Starts loading the lines an insert of addr will touch (its buckets' keys
+ * and fill, the first entry), so that the misses overlap with other work:
+ * the recorder calls it before it unwinds. */
+void livetab_prefetch(const struct hp_region *r, uint64_t addr);
 
 /*
  * The reader's side (a snapshot), v1 or v2: slot i of the live table.
