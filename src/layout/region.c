@@ -212,6 +212,11 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	t[HP_TAB_LIVE_FILL] =
 	        (struct hp_table_desc){off, live_cap / HP_LIVE_BUCKET, 1, 0};
 	off = ALIGN64(off + live_cap / HP_LIVE_BUCKET);
+	if (v2 && cfg->sampling_interval > 1) {
+		t[HP_TAB_LIVE_FILTER] =
+		        (struct hp_table_desc){off, live_cap, 1, 0};
+		off = ALIGN64(off + live_cap);
+	}
 
 	/* Stack budget: index slots (2 per stack), records, and ~16 frames
 	 * per stack on average; with peak tracking a STACK_MAX entry too. */
@@ -336,6 +341,11 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	uint8_t *b = base;
 	struct hp_header_ext_v2 *x =
 	        v2 ? (struct hp_header_ext_v2 *)(b + sizeof(*h)) : NULL;
+	/* LIVE_FILTER (v2): only in regions that sample. */
+	const struct hp_table_desc *lf = &t[HP_TAB_LIVE_FILTER];
+	uint64_t fcap = v2 ? lf->capacity : 0;
+	if (fcap != 0 && (!table_ok(lf, size, 1) || fcap != lcap))
+		return -EINVAL;
 	uint32_t tmode = x ? x->trace_mode : HP_TRACE_OFF;
 	if (tcap != 0 && (tmode == HP_TRACE_OFF || tmode > HP_TRACE_RING))
 		return -EINVAL;
@@ -366,6 +376,10 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	r->live_cap = lcap;
 	r->live_fill = (_Atomic uint8_t *)(b + t[HP_TAB_LIVE_FILL].offset);
 	r->use_fill = h->sampling_interval > 1;
+	if (fcap && r->use_fill) {
+		r->live_filter = (_Atomic uint8_t *)(b + lf->offset);
+		r->live_filter_mask = fcap - 1;
+	}
 	r->modules = (struct hp_module_v1 *)(b + t[HP_TAB_MODULES].offset);
 	r->modules_cap = t[HP_TAB_MODULES].capacity;
 	r->strings = (char *)(b + t[HP_TAB_STRINGS].offset);
@@ -515,6 +529,33 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 }
 
 /*
+ * The filter cell of a key: counts of the live keys in it tell a free of an
+ * unsampled block (nearly every free, when sampling) that there is nothing
+ * to look for, with one load of a byte that only changes when a sampled
+ * block comes or goes.  A key is counted before it is published and
+ * uncounted after it left, so a free never sees 0 while its block is in
+ * the table.  A cell at 255 stays there (never wraps to a false 0).
+ */
+static inline _Atomic uint8_t *filter_cell(const struct hp_region *r,
+                                           uint64_t addr)
+{
+	uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ull;
+	return &r->live_filter[(h >> 32) & r->live_filter_mask];
+}
+
+static void filter_add(const struct hp_region *r, uint64_t addr, int d)
+{
+	_Atomic uint8_t *c = filter_cell(r, addr);
+	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
+	do {
+		if (v == 255 || (d < 0 && v == 0))
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(c, &v, (uint8_t)(v + d),
+	                                                memory_order_acq_rel,
+	                                                memory_order_relaxed));
+}
+
+/*
  * The fields of a v2 entry, as relaxed atomic accesses: the entry is a
  * seqlock (struct hp_live_v2), so a reader may copy it while its owner
  * writes; it throws such a copy away.
@@ -592,6 +633,8 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 				                                : 0)
 				                : 0;
 			live_write(&r->live_values[b + i], v);
+			if (r->live_filter)
+				filter_add(r, addr, 1);
 			atomic_store_explicit(k, addr, memory_order_release);
 			return 0;
 		}
@@ -639,6 +682,9 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 
 bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 {
+	if (r->live_filter && atomic_load_explicit(filter_cell(r, addr),
+	                                           memory_order_acquire) == 0)
+		return false;
 	for (int which = 0; which < 2; which++) {
 		uint64_t b = live_bucket(r, addr, which);
 		if (r->use_fill &&
@@ -663,6 +709,8 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 				atomic_fetch_sub_explicit(
 				        &r->live_fill[b / HP_LIVE_BUCKET], 1,
 				        memory_order_relaxed);
+			if (r->live_filter)
+				filter_add(r, addr, -1);
 			return true;
 		}
 	}

@@ -36,6 +36,10 @@ struct hp_region {
 	uint64_t live_cap; /* power of two, multiple of HP_LIVE_BUCKET */
 	_Atomic uint8_t *live_fill; /* one per bucket */
 	bool use_fill; /* off at interval 1, where every free finds its block */
+	/* Counts of live keys per cell (HP_TAB_LIVE_FILTER), when sampling;
+	 * NULL in regions without it. */
+	_Atomic uint8_t *live_filter;
+	uint64_t live_filter_mask;
 	struct hp_module_v1 *modules;
 	uint64_t modules_cap;
 	char *strings;

@@ -33,8 +33,8 @@ static void test_format_bind(void)
 	CHECK(r.live_cap >= 1024);
 	/* Tables do not overlap and fit. */
 	const struct hp_table_desc *t = r.hdr->tables;
-	for (int i = 0; i <= HP_TAB_STACK_MAX; i++)
-		for (int j = 0; j <= HP_TAB_STACK_MAX; j++) {
+	for (int i = 0; i <= HP_TAB_LIVE_FILTER; i++)
+		for (int j = 0; j <= HP_TAB_LIVE_FILTER; j++) {
 			if (i == j)
 				continue;
 			uint64_t ie =
@@ -787,6 +787,59 @@ static void test_trace_modes(void)
 	free(base);
 }
 
+/* The live filter: present when sampling, exact counts per cell, a free of
+ * an unsampled key answered by it, and a saturated cell that stays. */
+static uint64_t filter_sum(const struct hp_region *r)
+{
+	uint64_t s = 0;
+	for (uint64_t i = 0; i <= r->live_filter_mask; i++)
+		s += atomic_load(&r->live_filter[i]);
+	return s;
+}
+
+static void test_live_filter(void)
+{
+	struct hp_region r;
+	void *base = new_region(8 << 20, 1, &r);
+	CHECK(r.live_filter == NULL); /* interval 1: every free looks */
+	CHECK_EQ_U64(r.hdr->tables[HP_TAB_LIVE_FILTER].capacity, 0);
+	free(base);
+
+	base = new_region(8 << 20, 4096, &r);
+	CHECK(r.live_filter != NULL);
+	CHECK_EQ_U64(r.live_filter_mask + 1, r.live_cap);
+	struct hp_live_v2 v = {.stack_id = 1, .size = 16, .charged = 16};
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < 1000; i++)
+		if (livetab_insert(&r, 0x10000 + i * 48, &v) == 0)
+			n++;
+	CHECK_EQ_U64(n, 1000);
+	CHECK_EQ_U64(filter_sum(&r), 1000);
+	struct hp_live_v2 out;
+	/* Keys never inserted: not found, nothing changes. */
+	for (uint64_t i = 0; i < 1000; i++)
+		CHECK(!livetab_remove(&r, 0x90000000 + i * 48, &out));
+	CHECK_EQ_U64(filter_sum(&r), 1000);
+	for (uint64_t i = 0; i < 1000; i++)
+		CHECK(livetab_remove(&r, 0x10000 + i * 48, &out));
+	CHECK_EQ_U64(filter_sum(&r), 0);
+	/* A second free of the same key finds nothing. */
+	CHECK(!livetab_remove(&r, 0x10000, &out));
+
+	/* Saturated: the cell stays at 255 through an insert and a remove,
+	 * and the key is still found. */
+	uint64_t key = 0x123450;
+	uint64_t cell =
+	        ((key >> 4) * 0x9e3779b97f4a7c15ull >> 32) & r.live_filter_mask;
+	atomic_store(&r.live_filter[cell], 255);
+	CHECK(livetab_insert(&r, key, &v) == 0);
+	CHECK_EQ_U64(atomic_load(&r.live_filter[cell]), 255);
+	CHECK(livetab_remove(&r, key, &out));
+	CHECK_EQ_U64(atomic_load(&r.live_filter[cell]), 255);
+	CHECK(!livetab_remove(&r, key, &out));
+	free(base);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -805,6 +858,7 @@ int main(void)
 	        {"v1_region", test_v1_region},
 	        {"live_seqlock", test_live_seqlock},
 	        {"trace_modes", test_trace_modes},
+	        {"live_filter", test_live_filter},
 	        {NULL, NULL},
 	};
 	return unit_main("region", tests);
