@@ -133,6 +133,12 @@ struct mb_req {
 	int depth;     /* frames still to descend */
 };
 
+/* One counter per module, so that the four bodies differ: identical
+ * functions would be folded into one by the compiler (-fipa-icf at -O2),
+ * and every stack would name the same function. */
+enum { MOD_PARSE, MOD_BUILD, MOD_CACHE, MOD_INDEX };
+static volatile unsigned long mb_visits[4];
+
 static unsigned char *mod_parse(struct mb_req *r);
 static unsigned char *mod_build(struct mb_req *r);
 static unsigned char *mod_cache(struct mb_req *r);
@@ -173,6 +179,7 @@ static unsigned char *mb_descend(struct mb_req *r)
 static NOINLINE unsigned char *mod_parse(struct mb_req *r)
 {
 	unsigned char *p = mb_descend(r);
+	mb_visits[MOD_PARSE]++;
 	KEEP_FRAME();
 	return p;
 }
@@ -180,6 +187,7 @@ static NOINLINE unsigned char *mod_parse(struct mb_req *r)
 static NOINLINE unsigned char *mod_build(struct mb_req *r)
 {
 	unsigned char *p = mb_descend(r);
+	mb_visits[MOD_BUILD]++;
 	KEEP_FRAME();
 	return p;
 }
@@ -187,6 +195,7 @@ static NOINLINE unsigned char *mod_build(struct mb_req *r)
 static NOINLINE unsigned char *mod_cache(struct mb_req *r)
 {
 	unsigned char *p = mb_descend(r);
+	mb_visits[MOD_CACHE]++;
 	KEEP_FRAME();
 	return p;
 }
@@ -194,6 +203,7 @@ static NOINLINE unsigned char *mod_cache(struct mb_req *r)
 static NOINLINE unsigned char *mod_index(struct mb_req *r)
 {
 	unsigned char *p = mb_descend(r);
+	mb_visits[MOD_INDEX]++;
 	KEEP_FRAME();
 	return p;
 }

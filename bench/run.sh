@@ -1,26 +1,40 @@
 #!/bin/bash
 # bench/run.sh BUILD_DIR
 #
-# Measures heapprof's overhead against running bare and against heaptrack,
-# on a malloc microbenchmark and on real programs (sqlite3, cc1, perl).
-# Every mode of a workload is measured side by side in the same run,
-# round-robin within each repetition so that drift of the machine (thermal,
-# other load) spreads over all modes alike. See docs/BENCHMARKS.md.
+# Measures heapprof's overhead against running bare and against the other
+# heap profilers (heaptrack, jemalloc's and gperftools' heap profilers,
+# Valgrind massif), on a malloc microbenchmark and on real programs
+# (sqlite3, cc1, perl). Every mode of a workload is measured side by side
+# in the same run, round-robin within each repetition so that drift of the
+# machine (thermal, other load) spreads over all modes alike. Then the
+# accuracy of the sampled profiles and the allocation totals each profiler
+# reports (bench/accuracy.sh). See docs/BENCHMARKS.md.
 #
 # Environment:
 #   BENCH_RUNS=N          repetitions per mode (default 5)
+#   BENCH_SLOW_RUNS=N     repetitions of the slow modes, default 1: they
+#                         run in the last N repetitions, in turn with the
+#                         others
+#   BENCH_SLOW_MODES=...  the slow modes (default "trace trace-ring
+#                         gperftools massif": 5 to 50 times bare, they
+#                         would take most of the time with 5 repetitions)
 #   BENCH_QUICK=1         smoke run: 1 repetition, small inputs
 #   BENCH_WORKLOADS=...   subset of: malloc1 malloc2 malloc8 sqlite3 cc1 perl
 #                         ("malloc" = the three mallocbench ones)
 #   BENCH_MODES=...       subset of: bare idle default i1 fp trace
-#                         trace-ring heaptrack heaptrack-raw (bare is
+#                         trace-ring heaptrack heaptrack-raw jemalloc-bare
+#                         jemalloc tcmalloc-bare gperftools massif (bare is
 #                         always run)
 #   BENCH_TIMEOUT=S       limit for one run, seconds (default 600)
+#   BENCH_MASSIF_MAX_RATIO=R  massif is skipped on a workload when R times
+#                         the bare median exceeds BENCH_TIMEOUT (default 60)
 #   BENCH_HEAPTRACK_MEM_MIB=M  address-space limit for heaptrack runs
 #                         (default 8192; 0 = none)
 #   BENCH_MB_OPS, BENCH_SQL_ROWS, BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS
 #                         override a workload's size
 #   BENCH_WORK=DIR        inputs, logs and scratch (default BUILD/bench-work)
+#   BENCH_ACCURACY=0      leave out the accuracy tables (bench/accuracy.sh;
+#                         alone: bench/accuracy.sh BUILD_DIR)
 #   BENCH_API=0           leave out the last table: the custom allocator
 #                         API's cost per call with no session (bench/api_idle,
 #                         a few seconds; alone: make bench-api)
@@ -43,38 +57,25 @@ ROOT=$(cd "$BENCH/.." && pwd)
 QUICK=${BENCH_QUICK:-0}
 [ "$QUICK" = 0 ] && DEF_RUNS=5 || DEF_RUNS=1
 RUNS=${BENCH_RUNS:-$DEF_RUNS}
+SLOW_RUNS=${BENCH_SLOW_RUNS:-1}
+SLOW_MODES=$(echo "${BENCH_SLOW_MODES-trace trace-ring gperftools massif}" | tr ',' ' ')
 TIMEOUT=${BENCH_TIMEOUT:-600}
+MASSIF_MAX_RATIO=${BENCH_MASSIF_MAX_RATIO:-60}
 HT_MEM=${BENCH_HEAPTRACK_MEM_MIB:-8192}
 WORK=${BENCH_WORK:-$BUILD/bench-work}
 RESDIR=$BUILD/bench-results
 case $RUNS in '' | *[!0-9]* | 0) die "BENCH_RUNS must be a positive integer" ;; esac
+case $SLOW_RUNS in '' | *[!0-9]* | 0) die "BENCH_SLOW_RUNS must be a positive integer" ;; esac
 case $TIMEOUT in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive integer" ;; esac
+case $MASSIF_MAX_RATIO in '' | *[!0-9]* | 0) die "BENCH_MASSIF_MAX_RATIO must be a positive integer" ;; esac
 case $HT_MEM in '' | *[!0-9]*) die "BENCH_HEAPTRACK_MEM_MIB must be an integer" ;; esac
+[ "$SLOW_RUNS" -gt "$RUNS" ] && SLOW_RUNS=$RUNS
 
-# Sizes: the full run aims at 1-3 s per bare run on a 2-core machine.
-if [ "$QUICK" = 0 ]; then
-	MB_OPS=${BENCH_MB_OPS:-4000000}
-	SQL_ROWS=${BENCH_SQL_ROWS:-200000}
-	CC1_FUNCS=${BENCH_CC1_FUNCS:-300}
-	PERL_ROUNDS=${BENCH_PERL_ROUNDS:-10}
-else
-	MB_OPS=${BENCH_MB_OPS:-200000}
-	SQL_ROWS=${BENCH_SQL_ROWS:-10000}
-	CC1_FUNCS=${BENCH_CC1_FUNCS:-30}
-	PERL_ROUNDS=${BENCH_PERL_ROUNDS:-2}
-fi
+# shellcheck source=bench/workloads.sh
+. "$BENCH/workloads.sh"
+wl_select
 
-ALL_WORKLOADS="malloc1 malloc2 malloc8 sqlite3 cc1 perl"
-ALL_MODES="bare idle default i1 fp trace trace-ring heaptrack heaptrack-raw"
-WORKLOADS=""
-for w in $(echo "${BENCH_WORKLOADS:-$ALL_WORKLOADS}" | tr ',' ' '); do
-	case $w in
-	malloc) WORKLOADS="$WORKLOADS malloc1 malloc2 malloc8" ;;
-	malloc1 | malloc2 | malloc8 | sqlite3 | cc1 | perl) WORKLOADS="$WORKLOADS $w" ;;
-	sqlite) WORKLOADS="$WORKLOADS sqlite3" ;;
-	*) die "unknown workload '$w' (known: $ALL_WORKLOADS)" ;;
-	esac
-done
+ALL_MODES="bare idle default i1 fp trace trace-ring heaptrack heaptrack-raw jemalloc-bare jemalloc tcmalloc-bare gperftools massif"
 MODES="bare"
 for m in $(echo "${BENCH_MODES:-$ALL_MODES}" | tr ',' ' '); do
 	case " $ALL_MODES " in
@@ -82,11 +83,16 @@ for m in $(echo "${BENCH_MODES:-$ALL_MODES}" | tr ',' ' '); do
 	*) die "unknown mode '$m' (known: $ALL_MODES)" ;;
 	esac
 done
+for m in $SLOW_MODES; do
+	case " $ALL_MODES " in *" $m "*) ;; *) die "BENCH_SLOW_MODES: unknown mode '$m'" ;; esac
+done
+is_slow() { case " $SLOW_MODES " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Nothing of a surrounding profiler may leak into the bare and idle runs:
-# "idle" means the client is loaded with no collector to talk to.
-unset LD_PRELOAD
-for v in $(env | sed -n 's/^\(HEAPPROF_[A-Za-z0-9_]*\)=.*/\1/p'); do
+# "idle" means the client is loaded with no collector to talk to, and the
+# peers' modes set their own variables.
+unset LD_PRELOAD MALLOC_CONF HEAPPROFILE HEAPCHECK
+for v in $(env | sed -n 's/^\(HEAPPROF_[A-Za-z0-9_]*\|HEAP_PROFILE_[A-Za-z0-9_]*\)=.*/\1/p'); do
 	unset "$v"
 done
 
@@ -97,6 +103,12 @@ REPORT=$RESDIR/report-$STAMP.txt
 NOTES=$RESDIR/notes-$STAMP.tsv
 : >"$TSV"
 : >"$NOTES"
+# The profile of the first successful run of each mode bench/accuracy.sh
+# reads, or WORKLOAD.MODE.failed saying why there is none.
+KEEP=$WORK/profiles
+KEEP_MODES="default i1 fp heaptrack jemalloc gperftools"
+rm -rf "$KEEP"
+mkdir -p "$KEEP" || die "cannot create $KEEP"
 
 note() { printf '%s\t%s\n' "$1" "$2" >>"$NOTES"; }
 say() { echo "$*" | tee -a "$REPORT"; }
@@ -104,24 +116,38 @@ progress() { echo "bench: $*" >&2; }
 
 # ---- tools -----------------------------------------------------------
 
+want_mode() { case " $MODES " in *" $1 "*) return 0 ;; esac; return 1; }
+want_any() {
+	local m
+	for m in "$@"; do want_mode "$m" && return 0; done
+	return 1
+}
+ACCURACY=${BENCH_ACCURACY:-1}
+
 # Debian packages the selected workloads and modes need, installed only
 # when missing (as scripts/deps.sh does for the build).
 need=""
-want_mode() { case " $MODES " in *" $1 "*) return 0 ;; esac; return 1; }
-want_wl() { case " $WORKLOADS " in *" $1 "*) return 0 ;; esac; return 1; }
 command -v gcc >/dev/null 2>&1 || need="$need gcc"
 command -v timeout >/dev/null 2>&1 || need="$need coreutils"
-want_wl sqlite3 && ! command -v sqlite3 >/dev/null 2>&1 && need="$need sqlite3"
-want_wl perl && ! command -v perl >/dev/null 2>&1 && need="$need perl"
-if want_mode heaptrack || want_mode heaptrack-raw; then
+wl_wanted sqlite3 && ! command -v sqlite3 >/dev/null 2>&1 && need="$need sqlite3"
+wl_wanted perl && ! command -v perl >/dev/null 2>&1 && need="$need perl"
+if want_any heaptrack heaptrack-raw; then
 	command -v heaptrack >/dev/null 2>&1 || need="$need heaptrack"
 	command -v zstd >/dev/null 2>&1 || need="$need zstd"
 fi
+if want_any jemalloc-bare jemalloc; then
+	[ -n "$(find_lib libjemalloc.so.2)" ] || need="$need libjemalloc2"
+fi
+if want_any tcmalloc-bare gperftools; then
+	[ -n "$(find_lib libtcmalloc.so.4)" ] || need="$need libgoogle-perftools4"
+fi
+want_mode massif && ! command -v valgrind >/dev/null 2>&1 && need="$need valgrind"
 if [ -n "$need" ]; then
 	if [ "$(id -u)" = 0 ]; then
 		progress "installing Debian packages:$need"
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq >/dev/null 2>&1
+		# shellcheck disable=SC2086 # a list of package names
 		apt-get install -y -qq --no-install-recommends $need >/dev/null 2>&1 ||
 			progress "apt-get install$need failed; going on without"
 	else
@@ -131,16 +157,7 @@ fi
 command -v perl >/dev/null 2>&1 || die "perl is needed to generate inputs and tables"
 command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) is needed"
 
-# The bench binaries: `make bench` builds them; build them here otherwise.
-mkdir -p "$BUILD/bench"
-for prog in runone mallocbench; do
-	if [ ! -x "$BUILD/bench/$prog" ] || [ "$BENCH/$prog.c" -nt "$BUILD/bench/$prog" ]; then
-		gcc -std=gnu11 -O2 -g -pthread -o "$BUILD/bench/$prog" "$BENCH/$prog.c" ||
-			die "cannot build bench/$prog.c"
-	fi
-done
-RUNONE=$BUILD/bench/runone
-MALLOCBENCH=$BUILD/bench/mallocbench
+wl_bins
 # Measure a snapshot of the profiler, so a rebuild while the benchmark
 # runs cannot mix two versions (or catch a half-written binary).
 # heapprof record finds libheapprof.so next to its own binary.
@@ -152,7 +169,8 @@ for f in heapprof libheapprof.so; do
 done
 HEAPPROF=$SNAP/heapprof
 LIBHEAPPROF=$SNAP/libheapprof.so
-CC1=$(gcc -print-prog-name=cc1 2>/dev/null)
+LIBJEMALLOC=$(find_lib libjemalloc.so.2)
+LIBTCMALLOC=$(find_lib libtcmalloc.so.4)
 
 # Modes that cannot run at all are skipped with the reason in the table,
 # rather than timing the same failure five times.
@@ -160,20 +178,28 @@ declare -A SKIP_MODE
 if [ ! -f "$LIBHEAPPROF" ]; then
 	SKIP_MODE[idle]="skipped: $BUILD/libheapprof.so missing"
 fi
-probe_db=$WORK/scratch/probe.db
-rm -f "$probe_db"
+# probe MODE: runs /bin/true in MODE; sets why when it failed or (for a
+# profiler) wrote no profile.
+probe() {
+	local out=$WORK/scratch/probe.out res=$WORK/scratch/probe.res
+	rm -f "$out" "$out".* "$res"
+	mode_cmd "$1" "$out"
+	why=""
+	if ! "$RUNONE" -t 60 -r "$res" "${MENV[@]}" -- "${PRE[@]}" /bin/true \
+		>"$WORK/logs/probe.$1.log" 2>&1 </dev/null; then
+		why="skipped: runone failed"
+	elif ! grep -q 'status=exit:0' "$res"; then
+		why="skipped: $2 -- /bin/true failed ($(sed 's/ .*//' "$res"), see $WORK/logs/probe.$1.log)"
+	elif [ -n "${3:-}" ] && [ "$(cat "$out" "$out".* 2>/dev/null | wc -c)" -eq 0 ]; then
+		why="skipped: $2 -- /bin/true wrote no profile (see $WORK/logs/probe.$1.log)"
+	fi
+	rm -f "$out" "$out".*
+}
 if [ ! -x "$HEAPPROF" ]; then
 	why="skipped: $BUILD/heapprof missing"
-elif ! "$RUNONE" -t 60 -r "$WORK/scratch/probe.res" -- \
-	"$HEAPPROF" record -o "$probe_db" -- /bin/true \
-	>"$WORK/logs/probe.log" 2>&1 </dev/null; then
-	why="skipped: runone failed"
-elif ! grep -q 'status=exit:0' "$WORK/scratch/probe.res" || [ ! -s "$probe_db" ]; then
-	why="skipped: 'heapprof record -- /bin/true' failed ($(sed 's/ .*//' "$WORK/scratch/probe.res"), see $WORK/logs/probe.log)"
 else
-	why=""
+	probe default "'heapprof record'" profile
 fi
-rm -f "$probe_db"
 if [ -n "$why" ]; then
 	for m in default i1 fp trace trace-ring; do SKIP_MODE[$m]=$why; done
 fi
@@ -181,83 +207,46 @@ if ! command -v heaptrack >/dev/null 2>&1; then
 	SKIP_MODE[heaptrack]="skipped: heaptrack not installed"
 	SKIP_MODE[heaptrack-raw]="skipped: heaptrack not installed"
 fi
+if [ -z "$LIBJEMALLOC" ]; then
+	SKIP_MODE[jemalloc-bare]="skipped: libjemalloc.so.2 not found (Debian: libjemalloc2)"
+	SKIP_MODE[jemalloc]=${SKIP_MODE[jemalloc-bare]}
+elif want_mode jemalloc; then
+	# Debian's build has the profiler; another build may not.
+	probe jemalloc "jemalloc with MALLOC_CONF=prof:true" profile
+	[ -n "$why" ] && SKIP_MODE[jemalloc]=$why
+fi
+if [ -z "$LIBTCMALLOC" ]; then
+	SKIP_MODE[tcmalloc-bare]="skipped: libtcmalloc.so.4 not found (Debian: libgoogle-perftools4)"
+	SKIP_MODE[gperftools]=${SKIP_MODE[tcmalloc-bare]}
+elif want_mode gperftools; then
+	probe gperftools "tcmalloc with HEAPPROFILE" profile
+	[ -n "$why" ] && SKIP_MODE[gperftools]=$why
+fi
+if ! command -v valgrind >/dev/null 2>&1; then
+	SKIP_MODE[massif]="skipped: valgrind not installed"
+fi
 
 # ---- inputs ------------------------------------------------------------
 
-SQL_FILE=$WORK/sql-$SQL_ROWS.sql
-BIGC_FILE=$WORK/big-$CC1_FUNCS.c
-if want_wl sqlite3 && [ ! -s "$SQL_FILE" ]; then
-	perl "$BENCH/gen-sql.pl" "$SQL_ROWS" >"$SQL_FILE.tmp" && mv "$SQL_FILE.tmp" "$SQL_FILE" ||
-		die "cannot generate $SQL_FILE"
-fi
-if want_wl cc1 && [ ! -s "$BIGC_FILE" ]; then
-	perl "$BENCH/gen-bigc.pl" "$CC1_FUNCS" >"$BIGC_FILE.tmp" && mv "$BIGC_FILE.tmp" "$BIGC_FILE" ||
-		die "cannot generate $BIGC_FILE"
-fi
-
-# Sets CMD (the target command), ENVS (runone -e options for the target)
-# and DESC for workload $1; returns 1 with WHY set when it cannot run.
-workload() {
-	CMD=() ENVS=() WHY=""
-	case $1 in
-	malloc1 | malloc2 | malloc8)
-		local t=${1#malloc}
-		local ops=$((MB_OPS / t))
-		CMD=("$MALLOCBENCH" "$t" "$ops")
-		DESC="mallocbench $t $ops ($t thread(s) x $ops ops, $MB_OPS in all)"
-		;;
-	sqlite3)
-		command -v sqlite3 >/dev/null 2>&1 || { WHY="sqlite3 not installed"; return 1; }
-		CMD=("$(command -v sqlite3)" ":memory:" ".read $SQL_FILE")
-		DESC="sqlite3 :memory: on $(basename "$SQL_FILE") ($SQL_ROWS rows by INSERT, indexes, joins, group-bys, update, deletes)"
-		;;
-	cc1)
-		[ -n "$CC1" ] && [ -x "$CC1" ] || { WHY="cc1 not found (gcc -print-prog-name=cc1)"; return 1; }
-		CMD=("$CC1" -quiet -O1 "$BIGC_FILE" -o /dev/null)
-		DESC="cc1 -quiet -O1 $(basename "$BIGC_FILE") ($CC1_FUNCS generated functions, $(wc -c <"$BIGC_FILE") bytes)"
-		;;
-	perl)
-		command -v perl >/dev/null 2>&1 || { WHY="perl not installed"; return 1; }
-		CMD=("$(command -v perl)" "$BENCH/alloc.pl" "$PERL_ROUNDS")
-		# Fixed hash seed: the same allocations on every run.
-		ENVS=(-e PERL_HASH_SEED=0 -e PERL_PERTURB_KEYS=0)
-		DESC="perl bench/alloc.pl $PERL_ROUNDS (text records into hashes, sort, string building, expiry)"
-		;;
-	esac
-	return 0
-}
+wl_inputs
 
 # ---- one run -------------------------------------------------------------
 
 # run_one WORKLOAD MODE REP: runs it, appends a line to $TSV:
-# workload mode rep status seconds maxrss_kib cpu_seconds output_bytes
+# workload mode rep status seconds maxrss_kib cpu_seconds output_bytes why
 run_one() {
 	local wl=$1 mode=$2 rep=$3
 	local out=$WORK/scratch/out.$wl.$mode
 	local log=$WORK/logs/$wl.$mode.$rep.log
 	local res=$WORK/scratch/res
-	local pre=() lim=()
+	local lim=()
 	rm -f "$out" "$out".* "$res"
-	case $mode in
-	bare | idle) ;;
-	default) pre=("$HEAPPROF" record -o "$out" --) ;;
-	i1) pre=("$HEAPPROF" record -i 1 -o "$out" --) ;;
-	fp) pre=("$HEAPPROF" record --unwind fp -o "$out" --) ;;
-	# Every allocation and free as an event, kept in full (streaming,
-	# waiting for the collector rather than dropping) or the newest
-	# 64 MiB of them (ring): what heaptrack records.
-	trace) pre=("$HEAPPROF" record -i 1 --trace streaming --block-client -o "$out" --) ;;
-	trace-ring) pre=("$HEAPPROF" record -i 1 --trace ring -o "$out" --) ;;
-	heaptrack) pre=(heaptrack -o "$out") ;;
-	heaptrack-raw) pre=(heaptrack --raw -o "$out") ;;
-	esac
-	local menv=()
-	[ "$mode" = idle ] && menv=(-e "LD_PRELOAD=$LIBHEAPPROF")
+	mode_cmd "$mode" "$out"
 	case $mode in heaptrack*) [ "$HT_MEM" -gt 0 ] && lim=(-m "$HT_MEM") ;; esac
 
 	(cd "$WORK/scratch" &&
 		timeout -k 10 $((TIMEOUT + 30)) "$RUNONE" -t "$TIMEOUT" "${lim[@]}" \
-			-r "$res" "${ENVS[@]}" "${menv[@]}" -- "${pre[@]}" "${CMD[@]}") \
+			-r "$res" "${ENVS[@]}" "${MENV[@]}" -- "${PRE[@]}" "${CMD[@]}") \
 		>"$log" 2>&1 </dev/null
 	local line status secs rss cpu
 	line=$(cat "$res" 2>/dev/null)
@@ -277,11 +266,13 @@ run_one() {
 	fi
 	# ... and a profiler run that wrote no profile did not work.
 	local bytes=0
-	if [ "$mode" != bare ] && [ "$mode" != idle ]; then
+	case $mode in
+	bare | idle | *-bare) ;;
+	*)
 		bytes=$(cat "$out" "$out".* 2>/dev/null | wc -c)
 		[ "$status" = exit:0 ] && [ "$bytes" -eq 0 ] && status="no-profile"
-	fi
-	rm -f "$out" "$out".*
+		;;
+	esac
 	# For a failure, the first line of the log that looks like why.
 	local why=""
 	if [ "$status" != exit:0 ] && [ "$status" != timeout ]; then
@@ -289,10 +280,34 @@ run_one() {
 			'error|terminate called|what\(\)|segmentation|abort|denied|cannot|failed|killed' |
 			tr '\t' ' ' | cut -c1-90)
 	fi
+	# The first good profile of the modes accuracy.sh reads is kept,
+	# moved only after the measurement.
+	case " $KEEP_MODES " in
+	*" $mode "*)
+		if [ "$status" = exit:0 ] && [ ! -e "$KEEP/$wl.$mode.ok" ]; then
+			local f
+			for f in "$out" "$out".*; do
+				[ -e "$f" ] && mv "$f" "$KEEP/$wl.$mode${f#"$out"}"
+			done
+			rm -f "$KEEP/$wl.$mode.failed"
+			: >"$KEEP/$wl.$mode.ok"
+		elif [ "$status" != exit:0 ] && [ ! -e "$KEEP/$wl.$mode.ok" ]; then
+			echo "$status${why:+: $why}" >"$KEEP/$wl.$mode.failed"
+		fi
+		;;
+	esac
+	rm -f "$out" "$out".*
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$mode" "$rep" "$status" \
 		"${secs:-0}" "${rss:-0}" "${cpu:-0}" "$bytes" "$why" >>"$TSV"
 	LAST_STATUS=$status
 	progress "$(printf '%-8s %-13s run %d/%d  %-12s %8ss' "$wl" "$mode" "$rep" "$RUNS" "$status" "$secs")"
+}
+
+# The median of the numbers in the arguments.
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2];
+		else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # ---- the machine -----------------------------------------------------------
@@ -302,16 +317,23 @@ mem_total=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
 commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ] && commit="$commit (+ uncommitted changes in src/)"
 ht_ver=$(heaptrack --version 2>/dev/null | head -1)
+pkg_ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null; }
+je_ver=$(pkg_ver libjemalloc2)
+gp_ver=$(pkg_ver libgoogle-perftools4)
+vg_ver=$(valgrind --version 2>/dev/null)
 : >"$REPORT"
 say "heapprof benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
 say "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, $mem_total RAM"
 say "kernel:  $(uname -sr); $(ldd --version 2>&1 | head -1 | sed 's/^ldd //')"
-say "tools:   gcc $(gcc -dumpfullversion 2>/dev/null), sqlite3 $(sqlite3 --version 2>/dev/null | cut -d' ' -f1), perl $(perl -e 'printf "%vd", $^V'), ${ht_ver:-heaptrack not installed}"
+say "tools:   gcc $(gcc -dumpfullversion 2>/dev/null), sqlite3 $(sqlite3 --version 2>/dev/null | cut -d' ' -f1), perl $(perl -e 'printf "%vd", $^V')"
+say "peers:   ${ht_ver:-heaptrack not installed}, jemalloc ${je_ver:-${LIBJEMALLOC:-not installed}}, gperftools ${gp_ver:-${LIBTCMALLOC:-not installed}}, ${vg_ver:-valgrind not installed}"
 say "heapprof: commit $commit, $BUILD"
 say "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
-say "runs:    $RUNS per mode, round-robin; timeout ${TIMEOUT}s per run; workloads:$WORKLOADS"
+slow=""
+[ -n "${SLOW_MODES// /}" ] && [ "$SLOW_RUNS" -lt "$RUNS" ] && slow=" ($SLOW_RUNS for the slow modes: $SLOW_MODES)"
+say "runs:    $RUNS per mode$slow, round-robin; timeout ${TIMEOUT}s per run; workloads:$WORKLOADS"
 for m in "${!SKIP_MODE[@]}"; do
-	case " $MODES " in *" $m "*) say "note:    mode $m ${SKIP_MODE[$m]}" ;; esac
+	want_mode "$m" && say "note:    mode $m ${SKIP_MODE[$m]}"
 done
 say ""
 
@@ -337,6 +359,9 @@ for wl in $WORKLOADS; do
 		continue
 	fi
 	REF[$wl]=$(grep '^RESULT' "$wlog" | md5sum | cut -c1-32)
+	# Bare times so far, the warm-up's first: what massif's skip rule
+	# estimates from.
+	bare_times=("$(sed -n 's/.*seconds=\([0-9.]*\) maxrss.*/\1/p' "$WORK/scratch/res")")
 
 	run_modes=()
 	for m in $MODES; do
@@ -356,12 +381,47 @@ for wl in $WORKLOADS; do
 			# A mode that timed out once would time out again: do
 			# not spend the limit N times.
 			[ -n "${GAVE_UP[$m]:-}" ] && continue
+			# The slow modes run in the last SLOW_RUNS repetitions
+			# only, still in turn with the others.
+			is_slow "$m" && [ "$rep" -le $((RUNS - SLOW_RUNS)) ] && continue
+			if [ "$m" = massif ]; then
+				est=$(median "${bare_times[@]}")
+				if awk -v b="$est" -v r="$MASSIF_MAX_RATIO" -v t="$TIMEOUT" 'BEGIN { exit !(b * r > t) }'; then
+					printf '%s\t%s\t%s\t%s\t0\t0\t0\t0\n' "$wl" "$m" "$rep" \
+						"$(awk -v b="$est" -v r="$MASSIF_MAX_RATIO" -v t="$TIMEOUT" 'BEGIN {
+							printf "skipped: would take ~%.0f s (bare %.2f s x %d > BENCH_TIMEOUT %d s)", b * r, b, r, t }')" >>"$TSV"
+					GAVE_UP[$m]=1
+					progress "$wl: massif skipped: bare ${est}s x $MASSIF_MAX_RATIO > ${TIMEOUT}s"
+					continue
+				fi
+			fi
 			run_one "$wl" "$m" "$rep"
 			[ "$LAST_STATUS" = timeout ] && GAVE_UP[$m]=1
+			[ "$m" = bare ] && [ "$LAST_STATUS" = exit:0 ] &&
+				bare_times+=("$(tail -1 "$TSV" | cut -f5)")
 		done
 	done
 	perl "$BENCH/summarize.pl" "$TSV" "$NOTES" "$wl" "$MODES" | tee -a "$REPORT"
 done
+T1=$(date +%s)
+
+# ---- accuracy ----------------------------------------------------------------
+
+# The sampled profiles against the exact ones, and the allocation totals
+# every profiler reports, from the profiles kept above (accuracy.sh runs
+# what is missing, e.g. heapprof -i 1 --unwind fp).
+if [ "$ACCURACY" != 0 ] && ! want_any default fp heaptrack heaptrack-raw jemalloc gperftools massif; then
+	say "== accuracy: skipped: none of its modes selected (default fp heaptrack jemalloc gperftools massif) =="
+	say ""
+elif [ "$ACCURACY" != 0 ]; then
+	progress "accuracy"
+	BENCH_WORK=$WORK BENCH_WORKLOADS="$WORKLOADS" BENCH_QUICK=$QUICK \
+		BENCH_MB_OPS=$MB_OPS BENCH_SQL_ROWS=$SQL_ROWS BENCH_CC1_FUNCS=$CC1_FUNCS \
+		BENCH_PERL_ROUNDS=$PERL_ROUNDS BENCH_TIMEOUT=$TIMEOUT BENCH_SNAP=$SNAP \
+		BENCH_HEAPTRACK_MEM_MIB=$HT_MEM BENCH_MODES="$MODES" \
+		"$BENCH/accuracy.sh" "$BUILD" "$KEEP" | tee -a "$REPORT"
+fi
+T2=$(date +%s)
 
 # ---- the custom allocator API ------------------------------------------------
 
@@ -383,7 +443,7 @@ if [ "${BENCH_API:-1}" != 0 ]; then
 	say ""
 fi
 
-T1=$(date +%s)
-say "total time: $((T1 - T0)) s; load $(cut -d' ' -f1-3 /proc/loadavg) at end"
+T3=$(date +%s)
+say "total time: $((T3 - T0)) s (speed $((T1 - T0)) s, accuracy $((T2 - T1)) s); load $(cut -d' ' -f1-3 /proc/loadavg) at end"
 say "raw numbers: $TSV"
 say "report:      $REPORT"
