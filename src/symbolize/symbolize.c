@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "symbolize/symbolize.h"
+#include "symbolize/symtab.h"
 #include "util/hmap.h"
 
 /* From libstdc++ (linked into heapprof); declared here to stay in C. */
@@ -46,6 +47,11 @@ struct sym_module {
 	 * on every call (seconds for a binary like cc1). */
 	struct sym_entry *syms;
 	size_t nsyms;
+	/* For the addresses no function symbol covers: what
+	 * dwfl_module_addrinfo would say, without its linear scan; built on
+	 * the first such address (stx_tried), NULL if that failed. */
+	struct symtab_index *stx;
+	int stx_tried;
 };
 
 struct sym_entry {
@@ -101,6 +107,9 @@ static void module_close(struct symbolizer *s, struct sym_module *m)
 	free(m->syms);
 	m->syms = NULL;
 	m->nsyms = 0;
+	symtab_index_free(m->stx);
+	m->stx = NULL;
+	m->stx_tried = 0;
 }
 
 static int sym_cmp(const void *a, const void *b)
@@ -160,6 +169,21 @@ static const char *module_find(const struct sym_module *m, GElf_Addr addr)
 			return e->name;
 	}
 	return NULL;
+}
+
+/* What dwfl_module_addrinfo names at addr, from the index (symtab.h);
+ * from libdwfl itself if the index could not be built. */
+static const char *module_addrinfo(struct sym_module *m, GElf_Addr addr)
+{
+	if (!m->stx_tried) {
+		m->stx = symtab_index_new(m->mod);
+		m->stx_tried = 1;
+	}
+	if (m->stx)
+		return symtab_index_lookup(m->stx, addr);
+	GElf_Off off;
+	GElf_Sym sym;
+	return dwfl_module_addrinfo(m->mod, addr, &off, &sym, NULL, NULL, NULL);
 }
 
 void symbolizer_free(struct symbolizer *s)
@@ -376,13 +400,10 @@ int symbolizer_lookup(struct symbolizer *s, const char *path,
 	if (!m)
 		return err;
 
-	GElf_Off off;
-	GElf_Sym sym;
 	/* A return address: the call instruction ends just before it. */
 	const char *name = module_find(m, rel_pc - 1);
 	if (!name)
-		name = dwfl_module_addrinfo(m->mod, rel_pc - 1, &off, &sym,
-		                            NULL, NULL, NULL);
+		name = module_addrinfo(m, rel_pc - 1);
 	if (!name || !name[0])
 		return 0;
 	return fill_result(name, out);
