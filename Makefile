@@ -59,8 +59,8 @@ PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SR
 EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps test-deps test unit integration demo bench bench-api install \
-        uninstall clean format check-format
+.PHONY: all deps test-deps test unit integration demo bench bench-api \
+        bench-scale install uninstall clean format check-format
 all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
 
 deps:
@@ -177,6 +177,12 @@ bench: deps all $(BENCH_BINS)
 # A few seconds: the custom allocator API's cost with no session.
 bench-api: deps all $(BUILD)/bench/api_idle
 	$(BUILD)/bench/api_idle
+
+# About 2 minutes: the dump and profile size of 10k, 100k and 1M call
+# stacks, the readers on the largest, the daemon per million samples
+# (docs/BENCHMARKS.md, "Costs that grow with the work").
+bench-scale: deps all $(BUILD)/bench/manystacks $(BUILD)/bench/runone
+	@bench/scale.sh $(BUILD)
 
 # The layout heapprof expects: the library in ../lib from the program
 # (src/cli/session.c, find_library), the header as <heapprof/...>.  The

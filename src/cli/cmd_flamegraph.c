@@ -42,6 +42,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "flamegraph/assets.h"
+#include "profile/pairmap.h"
 #include "profile/reader.h"
 #include "profile/trace_read.h"
 #include "util/err.h"
@@ -204,7 +205,7 @@ struct fg {
 	struct ivec chain_func, chain_line;
 	/* The node tree, parents first. */
 	struct ivec node_parent, node_func, node_line;
-	struct hmap node_idx; /* (parent, func) -> node */
+	struct pairmap node_idx; /* (parent, func) -> node + 1 */
 	/* Per callsite (index into s->callsites): its node, or CS_*. */
 	int32_t *cs_node;
 	size_t *stack;        /* RD_MAX_DEPTH + 1 callsite indices */
@@ -359,20 +360,23 @@ static int frame_chain(struct fg *g, size_t fi)
 static int32_t child_node(struct fg *g, int32_t parent, int32_t func,
                           int32_t line)
 {
-	int32_t key[2] = {parent, func};
-	int64_t *found = hmap_find(&g->node_idx, key, sizeof(key));
+	bool added;
+	struct pairmap_slot *sl =
+	        pairmap_slot(&g->node_idx, parent, func, &added);
 
-	if (found) {
-		int32_t n = (int32_t)*found;
+	if (!sl)
+		return -1;
+	if (!added) {
+		int32_t n = (int32_t)(sl->v - 1);
 		if (g->node_line.v[n] != line)
 			g->node_line.v[n] = -1; /* several lines */
 		return n;
 	}
 	int32_t n = (int32_t)g->node_parent.n;
 	if (n == INT32_MAX || ivec_push(&g->node_parent, parent) ||
-	    ivec_push(&g->node_func, func) || ivec_push(&g->node_line, line) ||
-	    hmap_put(&g->node_idx, key, sizeof(key), n))
-		return -1;
+	    ivec_push(&g->node_func, func) || ivec_push(&g->node_line, line))
+		return -1; /* sl stays empty */
+	sl->v = (int64_t)n + 1;
 	return n;
 }
 
@@ -446,7 +450,7 @@ static int fg_init(struct fg *g, const struct rd_stacks *s)
 	g->unknown_node = -1;
 	hmap_init(&g->func_idx);
 	hmap_init(&g->file_idx);
-	hmap_init(&g->node_idx);
+	pairmap_init(&g->node_idx);
 	g->frame_off = calloc(s->nframes + 1, sizeof(*g->frame_off));
 	g->frame_len = calloc(s->nframes + 1, sizeof(*g->frame_len));
 	g->cs_node = malloc((s->ncallsites + 1) * sizeof(*g->cs_node));
@@ -466,7 +470,7 @@ static void fg_free(struct fg *g)
 	free((void *)g->files);
 	hmap_free(&g->func_idx);
 	hmap_free(&g->file_idx);
-	hmap_free(&g->node_idx);
+	pairmap_free(&g->node_idx);
 	free(g->frame_off);
 	free(g->frame_len);
 	free(g->chain_func.v);

@@ -89,6 +89,11 @@ struct agg {
 	struct hmap idx;
 	struct fn *fns;
 	size_t n, cap;
+	/* The function of each frame and of each offline symbol (by index
+	 * in the stack tables) + 1, 0 until looked up: a stack's frames are
+	 * mostly frames other stacks had, and building agg_fn's key costs
+	 * more than the rest of a frame's work. */
+	size_t *frame_fn, *sym_fn;
 };
 
 /* ---- arguments ---------------------------------------------------------- */
@@ -217,12 +222,6 @@ static void put_cut(const char *s, int w, int pad)
 
 /* ---- loading ------------------------------------------------------------ */
 
-static char *col_dup(sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	return strdup(t ? (const char *)t : "");
-}
-
 static int64_t stat_get(sqlite3 *db, int64_t upid, const char *name)
 {
 	sqlite3_stmt *st = NULL;
@@ -283,6 +282,8 @@ static void agg_free(struct agg *g)
 {
 	hmap_free(&g->idx);
 	free(g->fns);
+	free(g->frame_fn);
+	free(g->sym_fn);
 }
 
 /*
@@ -328,6 +329,24 @@ static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
 	return fn;
 }
 
+/* agg_fn through the memo of frame f (NULL: a dangling id) and sym. */
+static struct fn *agg_fn_memo(struct agg *g, const struct rd_stacks *s,
+                              const struct rd_frame *f, int64_t frame_id,
+                              const struct rd_symbol *sym)
+{
+	size_t *slot = NULL;
+	if (sym)
+		slot = &g->sym_fn[sym - s->symbols];
+	else if (f)
+		slot = &g->frame_fn[f - s->frames];
+	if (slot && *slot)
+		return &g->fns[*slot - 1];
+	struct fn *fn = agg_fn(g, s, frame_id, sym);
+	if (fn && slot)
+		*slot = (size_t)(fn - g->fns) + 1;
+	return fn;
+}
+
 /* Charge one stack's value to its leaf (self) and every function on it. */
 static int agg_stack(struct agg *g, const struct rd_stacks *s,
                      const struct rd_sample *l, int64_t value, int64_t value2,
@@ -337,12 +356,12 @@ static int agg_stack(struct agg *g, const struct rd_stacks *s,
 
 	for (int depth = 0; c && depth < RD_MAX_DEPTH; depth++) {
 		size_t nsym;
-		const struct rd_symbol *syms =
-		        rd_frame_symbols(s, rd_frame_get(s, c->frame), &nsym);
+		const struct rd_frame *f = rd_frame_get(s, c->frame);
+		const struct rd_symbol *syms = rd_frame_symbols(s, f, &nsym);
 		/* Each function inlined at this address, innermost first. */
 		for (size_t k = 0; k < (nsym ? nsym : 1); k++) {
 			const struct rd_symbol *sym = nsym ? &syms[k] : NULL;
-			struct fn *fn = agg_fn(g, s, c->frame, sym);
+			struct fn *fn = agg_fn_memo(g, s, f, c->frame, sym);
 			if (!fn)
 				return -ENOMEM;
 			if (depth == 0 && k == 0) {
@@ -379,6 +398,12 @@ static int agg_build2(struct agg *g, const struct rd_stacks *s,
 {
 	memset(g, 0, sizeof(*g));
 	hmap_init(&g->idx);
+	g->frame_fn = calloc(s->nframes + 1, sizeof(*g->frame_fn));
+	g->sym_fn = calloc(s->nsymbols + 1, sizeof(*g->sym_fn));
+	if (!g->frame_fn || !g->sym_fn) {
+		hp_err(SUBSYS, "out of memory");
+		return -1;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (leaves[i].v[v] == 0)
 			continue;
@@ -953,38 +978,63 @@ struct heap_totals {
 	int64_t t[RD_NVIEWS];
 };
 
-/* Heaps with rows up to ts, libc.malloc first, with their totals. */
+static int cmp_heap_totals(const void *a, const void *b)
+{
+	const struct heap_totals *x = a, *y = b;
+	return rd_heap_cmp(x->name, y->name);
+}
+
+/*
+ * Heaps with rows up to ts, libc.malloc first, with their totals.  Summed
+ * in C: rows come in runs of one heap, and SQL's GROUP BY on a column
+ * without an index sorts every row first.
+ */
 static ssize_t load_heaps(sqlite3 *db, int64_t upid, int64_t ts,
                           struct heap_totals **out)
 {
 	sqlite3_stmt *st = NULL;
 	struct heap_totals *h = NULL;
-	size_t n = 0;
-	int rc = sqlite3_prepare_v2(
-	        db,
-	        "SELECT heap_name, sum(size), sum(max(size, 0)), sum(count),"
-	        " sum(max(count, 0)) FROM heap_profile_allocation"
-	        " WHERE upid = ? AND ts <= ? GROUP BY heap_name"
-	        " ORDER BY heap_name != 'libc.malloc', heap_name",
-	        -1, &st, NULL);
+	size_t n = 0, last = 0;
+	int rc = sqlite3_prepare_v2(db,
+	                            "SELECT heap_name, size, count FROM"
+	                            " heap_profile_allocation"
+	                            " WHERE upid = ? AND ts <= ?",
+	                            -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, upid);
 		sqlite3_bind_int64(st, 2, ts);
 	}
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct heap_totals *a = realloc(h, (n + 1) * sizeof(*a));
-		if (!a) {
-			rc = SQLITE_NOMEM;
-			break;
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		if (!name)
+			name = ""; /* a bad file */
+		size_t i = last;
+		if (i >= n || strcmp(h[i].name, name))
+			for (i = 0; i < n && strcmp(h[i].name, name); i++)
+				;
+		if (i == n) {
+			struct heap_totals *a =
+			        realloc(h, (n + 1) * sizeof(*a));
+			if (!a || !(a[n].name = strdup(name))) {
+				h = a ? a : h;
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			h = a;
+			memset(h[n].t, 0, sizeof(h[n].t));
+			n++;
 		}
-		h = a;
-		h[n].name = col_dup(st, 0);
-		for (int v = 0; v < RD_NVIEWS; v++)
-			h[n].t[v] = sqlite3_column_int64(st, 1 + v);
-		n++;
+		last = i;
+		struct rd_sample x;
+		memcpy(x.v, h[i].t, sizeof(x.v));
+		rd_sample_add(&x, sqlite3_column_int64(st, 1),
+		              sqlite3_column_int64(st, 2));
+		memcpy(h[i].t, x.v, sizeof(x.v));
 		rc = SQLITE_OK;
 	}
 	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE && n > 1)
+		qsort(h, n, sizeof(*h), cmp_heap_totals);
 	if (rc != SQLITE_DONE) {
 		hp_err(SUBSYS, "reading allocations: %s",
 		       rc == SQLITE_NOMEM ? "out of memory"

@@ -741,6 +741,9 @@ static int dump_target(struct collector *c, struct target *t,
 		if (rc < 0)
 			werr = rc;
 	}
+	/* The dump's write_ms counts from here: reading the regions is
+	 * part of the cost of a dump. */
+	uint64_t started = hp_clock_ns(CLOCK_MONOTONIC);
 	const struct hp_region *regs[TARGET_MAX_REGIONS];
 	for (int i = 0; i < t->nreg; i++)
 		regs[i] = &t->reg[i].region;
@@ -755,6 +758,7 @@ static int dump_target(struct collector *c, struct target *t,
 		return rc;
 	}
 	s.dump.ts_ns = ts ? ts : boottime_ns();
+	s.dump.started_ns = started;
 	s.dump.reason = reason;
 	s.dump.name = name;
 	s.dump.blocks_in_flight = s.blocks_in_flight;

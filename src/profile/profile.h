@@ -7,7 +7,9 @@
  * mappings, frames and callsites, symbolizes new frames from ELF symbols,
  * and stores per-dump deltas (a positive row for allocations, a negative
  * row for frees), so that summing rows up to a dump's ts gives the state at
- * that dump.
+ * that dump.  (A dump big enough to be written in batches may give one
+ * callsite two such rows, when equal stacks of two regions fall in two
+ * batches: the sums are the same.)
  *
  * Errors: functions return 0 or a negative errno and print one line,
  * prefixed "heapprof: profile:", to stderr.
@@ -78,7 +80,10 @@ struct prof_block {
 };
 
 struct prof_dump {
-	uint64_t ts_ns;     /* CLOCK_BOOTTIME */
+	uint64_t ts_ns; /* CLOCK_BOOTTIME */
+	/* CLOCK_MONOTONIC when the collector started reading the region, the
+	 * start of heapprof_dump.write_ms; 0: when the writer got the dump. */
+	uint64_t started_ns;
 	const char *reason; /* "end", "signal", "snapshot", ... */
 	/* A named snapshot (heapprof_take_named_snapshot, heapprof
 	 * snapshot): heapprof_dump.name; NULL for other dumps. */

@@ -207,6 +207,10 @@ struct rd_sample {
 int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
                         const char *heap, int64_t ts, struct rd_sample **out,
                         size_t *n);
+/* Add one heap_profile_allocation row (size, count) to x's four views. */
+void rd_sample_add(struct rd_sample *x, int64_t size, int64_t count);
+/* The order of heap names everywhere: libc.malloc first, then by name. */
+int rd_heap_cmp(const char *a, const char *b);
 
 /* Longest caller chain followed; guards against loops in a bad file. */
 #define RD_MAX_DEPTH 4096

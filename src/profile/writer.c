@@ -8,20 +8,33 @@
  * the cumulative values it last stored for each (callsite, heap) and writes
  * only the differences.  Each dump is one transaction: if it fails, the
  * in-memory state is rolled back with it, and earlier dumps stay intact.
+ *
+ * A dump can hold a million stacks, so its big tables are written in bulk
+ * (bulk.h: one INSERT ... SELECT for a batch's callsites, one for its
+ * allocation rows) and, past PIPE_MIN_STACKS, in batches through a worker
+ * thread (workq.h) while this thread interns the next batch.  The WAL is
+ * folded into the file by a thread of its own (ckpt.h), and the
+ * heapprof_dump row says how long the dump took (write_ms).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "profile/bulk.h"
+#include "profile/ckpt.h"
+#include "profile/pairmap.h"
 #include "profile/profile.h"
 #include "profile/schema.h"
+#include "profile/workq.h"
 #include "symbolize/symbolize.h"
+#include "util/grow.h"
 #include "util/hmap.h"
 
 #ifndef HEAPPROF_VERSION
@@ -44,8 +57,8 @@ struct cum {
 
 struct proc_state {
 	int64_t upid;
-	uint64_t interval; /* configured; a dump's 0 interval_used means it */
-	struct hmap prev;  /* (callsite id, heap id) -> index into cum */
+	uint64_t interval;   /* configured; a dump's 0 interval_used means it */
+	struct pairmap prev; /* (callsite id, heap id) -> index into cum + 1 */
 	struct cum *cum;
 	size_t ncum, capcum;
 	/* Heap names as the process's dumps gave them (NULL before the first
@@ -57,15 +70,107 @@ struct proc_state {
 	/* A traced process (profile_set_trace): its dumps map stack keys to
 	 * callsites; the keys already mapped. */
 	bool traced;
-	struct hmap tstacks;
+	struct pairmap tstacks; /* (key, 0) -> 1 */
 };
 
 /* One (callsite, heap) of the dump being written, stacks merged. */
 struct merged {
 	int64_t callsite;
 	uint32_t heap_id;
+	uint32_t batch; /* the last batch that added to it, + 1 */
 	uint64_t alloc_objs_fp, alloc_bytes, free_objs_fp, free_bytes;
 	uint64_t alloc_count, free_count;
+	int64_t cum;      /* index into proc_state.cum + 1; 0 = none yet */
+	struct cum rowed; /* the previous dump's values + the rows written */
+};
+
+/* Rows written with one INSERT ... SELECT per dump (bulk.h). */
+struct callsite_row {
+	int64_t depth, parent, frame; /* parent 0: a root (NULL) */
+};
+struct alloc_row {
+	int64_t callsite, count, size;
+	const char *heap;
+};
+struct block_row {
+	int64_t address, size, charged, objects_fp;
+	const char *heap;
+	int64_t callsite, tid, ts; /* 0: NULL */
+};
+struct trace_stack_row {
+	int64_t key, callsite;
+};
+struct event_row {
+	int64_t ts;
+	const char *kind;
+	int64_t tid, address, size, charged;
+	const char *heap;
+	int64_t stack_key, alloc_ts; /* alloc_ts 0: NULL */
+};
+
+enum bulk_id {
+	BK_CALLSITE,
+	BK_ALLOC,
+	BK_BLOCK,
+	BK_TRACE_STACK,
+	BK_EVENT,
+	BK_COUNT
+};
+
+/* clang-format off */
+#define COL(type, field, kind) {#field, offsetof(type, field), kind}
+/* clang-format on */
+static const struct bulk_col callsite_cols[] = {
+        COL(struct callsite_row, depth, BULK_I64),
+        COL(struct callsite_row, parent, BULK_I64_NZ),
+        COL(struct callsite_row, frame, BULK_I64),
+};
+static const struct bulk_col alloc_cols[] = {
+        COL(struct alloc_row, callsite, BULK_I64),
+        COL(struct alloc_row, count, BULK_I64),
+        COL(struct alloc_row, size, BULK_I64),
+        COL(struct alloc_row, heap, BULK_TEXT),
+};
+static const struct bulk_col block_cols[] = {
+        COL(struct block_row, address, BULK_I64),
+        COL(struct block_row, size, BULK_I64),
+        COL(struct block_row, charged, BULK_I64),
+        COL(struct block_row, objects_fp, BULK_I64),
+        COL(struct block_row, heap, BULK_TEXT),
+        COL(struct block_row, callsite, BULK_I64_NZ),
+        COL(struct block_row, tid, BULK_I64_NZ),
+        COL(struct block_row, ts, BULK_I64_NZ),
+};
+static const struct bulk_col trace_stack_cols[] = {
+        COL(struct trace_stack_row, key, BULK_I64),
+        COL(struct trace_stack_row, callsite, BULK_I64),
+};
+static const struct bulk_col event_cols[] = {
+        COL(struct event_row, ts, BULK_I64),
+        COL(struct event_row, kind, BULK_TEXT),
+        COL(struct event_row, tid, BULK_I64),
+        COL(struct event_row, address, BULK_I64),
+        COL(struct event_row, size, BULK_I64),
+        COL(struct event_row, charged, BULK_I64),
+        COL(struct event_row, heap, BULK_TEXT),
+        COL(struct event_row, stack_key, BULK_I64),
+        COL(struct event_row, alloc_ts, BULK_I64_NZ),
+};
+#undef COL
+#define NCOLS(a) (int)(sizeof(a) / sizeof(a[0]))
+
+static const struct bulk_src bulk_tmpl[BK_COUNT] = {
+        [BK_CALLSITE] = {"heapprof_new_callsite", callsite_cols,
+                         NCOLS(callsite_cols), sizeof(struct callsite_row)},
+        [BK_ALLOC] = {"heapprof_new_allocation", alloc_cols, NCOLS(alloc_cols),
+                      sizeof(struct alloc_row)},
+        [BK_BLOCK] = {"heapprof_new_block", block_cols, NCOLS(block_cols),
+                      sizeof(struct block_row)},
+        [BK_TRACE_STACK] = {"heapprof_new_trace_stack", trace_stack_cols,
+                            NCOLS(trace_stack_cols),
+                            sizeof(struct trace_stack_row)},
+        [BK_EVENT] = {"heapprof_new_event", event_cols, NCOLS(event_cols),
+                      sizeof(struct event_row)},
 };
 
 enum stmt_id {
@@ -74,6 +179,7 @@ enum stmt_id {
 	ST_CALLSITE,
 	ST_ALLOC,
 	ST_DUMP,
+	ST_DUMP_TIME,
 	ST_STAT,
 	ST_DEL_STATS,
 	ST_PROC_STATE,
@@ -97,16 +203,21 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "INSERT INTO stack_profile_frame(id, type, name, mapping,"
                 " rel_pc, symbol_set_id, deobfuscated_name, system_name)"
                 " VALUES(?, 'stack_profile_frame', ?, ?, ?, NULL, NULL, ?)",
-        [ST_CALLSITE] =
-                "INSERT INTO stack_profile_callsite(id, type, depth,"
-                " parent_id, frame_id) VALUES(?, 'stack_profile_callsite',"
-                " ?, ?, ?)",
-        [ST_ALLOC] = "INSERT INTO heap_profile_allocation(type, ts, upid,"
+        /* The id is left to SQLite: the next rowid, which is ours
+         * (checked in run_callsites); giving it costs a seek per row. */
+        [ST_CALLSITE] = "INSERT INTO stack_profile_callsite(depth,"
+                        " parent_id, frame_id) SELECT"
+                        " depth, parent, frame"
+                        " FROM heapprof_new_callsite",
+        [ST_ALLOC] = "INSERT INTO heap_profile_allocation(ts, upid,"
                      " heap_name, callsite_id, count, size)"
-                     " VALUES('heap_profile_allocation', ?, ?, ?, ?, ?, ?)",
+                     " SELECT ?1, ?2, heap,"
+                     " callsite, count, size FROM heapprof_new_allocation",
         [ST_DUMP] = "INSERT INTO heapprof_dump(ts, upid, reason, at_max,"
                     " max_ts, max_live_bytes, interval_used, name,"
                     " blocks_in_flight) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [ST_DUMP_TIME] = "UPDATE heapprof_dump SET write_ms = ?1"
+                         " WHERE id = ?2",
         [ST_STAT] = "INSERT INTO heapprof_process_stats(upid, name, value)"
                     " VALUES(?, ?, ?)",
         [ST_DEL_STATS] = "DELETE FROM heapprof_process_stats WHERE upid = ?",
@@ -124,12 +235,15 @@ static const char *const stmt_sql[ST_COUNT] = {
                         " (max_live_bytes IS NULL OR max_live_bytes < ?1)",
         [ST_BLOCK] = "INSERT INTO heapprof_block(dump_id, upid, address, size,"
                      " charged, objects_fp, heap_name, callsite_id, tid, ts)"
-                     " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     " SELECT ?1, ?2, address, size, charged, objects_fp,"
+                     " heap, callsite, tid, ts FROM heapprof_new_block",
         [ST_EVENT] = "INSERT INTO heapprof_event(upid, ts, kind, tid, address,"
                      " size, charged, heap_name, stack_key, alloc_ts)"
-                     " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     " SELECT ?1, ts, kind, tid, address, size, charged,"
+                     " heap, stack_key, alloc_ts FROM heapprof_new_event",
         [ST_TRACE_STACK] = "INSERT OR IGNORE INTO heapprof_trace_stack(upid,"
-                           " stack_key, callsite_id) VALUES(?, ?, ?)",
+                           " stack_key, callsite_id) SELECT ?1, key,"
+                           " callsite FROM heapprof_new_trace_stack",
         [ST_TRACE] = "INSERT OR REPLACE INTO heapprof_trace(upid, mode,"
                      " buffer_bytes, events, dropped_allocs, dropped_frees,"
                      " dropped_alloc_bytes, dropped_free_bytes, overwritten,"
@@ -163,22 +277,51 @@ struct next_ids {
 struct profile {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_COUNT];
+	struct bulk_src bulk[BK_COUNT];
+	struct ckpt *ckpt; /* NULL: SQLite's own automatic checkpoint */
 	struct symbolizer *sym;
-	struct hmap mappings;  /* serialized mapping -> id */
-	struct hmap frames;    /* (mapping id, rel_pc) -> id */
-	struct hmap callsites; /* (parent id or 0, frame id) -> id */
+	struct hmap mappings;     /* serialized mapping -> id */
+	struct hmap frames;       /* (mapping id, rel_pc) -> id */
+	struct pairmap callsites; /* (parent id or 0, frame id) -> id */
 	struct next_ids next, saved;
+	/* While a dump is written: what goes into SQLite, in order.  Rows
+	 * of mappings, frames and callsites are written by jobs, so that a
+	 * big dump can intern its next stacks while SQLite writes. */
+	struct workq wq;
+	/* Callsites interned and not yet handed to a job: the ids before
+	 * next.callsite. */
+	struct callsite_row *new_cs;
+	size_t nnew_cs, capnew_cs;
 	struct proc_state *procs;
 	size_t nprocs;
 };
+
+#define PC_CACHE 509 /* a prime: pcs are aligned */
 
 /* The state of one profile_write_dump call. */
 struct dump_ctx {
 	struct profile *p;
 	const struct prof_dump *d;
-	size_t *order;          /* module indices sorted by start */
-	int64_t *map_ids;       /* per module: mapping id, 0 until interned */
-	struct hmap merged_idx; /* (callsite, heap id) -> index into merged */
+	size_t *order;    /* module indices sorted by start */
+	int64_t *map_ids; /* per module: mapping id, 0 until interned */
+	/* pc -> frame id: a dump's modules are fixed, so a pc's frame is
+	 * found once per dump instead of once per stack holding it. */
+	struct pairmap pc_frames;
+	struct pc_hit {
+		uint64_t pc;
+		int64_t frame; /* 0: empty */
+	} pc_cache[PC_CACHE];
+	/* (callsite, heap id) -> index into merged + 1 */
+	struct pairmap merged_idx;
+	/* Stand-in names of heaps the dump does not name (dump_heap), each
+	 * its own allocation: queued rows point to them. */
+	char **heap_bufs;
+	uint32_t *heap_ids;
+	size_t nheap_bufs, capheap_bufs;
+	/* Merged entries a batch added to, in order (emit_allocs). */
+	size_t *touched;
+	size_t ntouched, captouched;
+	uint32_t batch;
 	struct merged *merged;
 	size_t nmerged, capmerged;
 	int64_t *leaf;      /* per stack: its leaf callsite */
@@ -228,6 +371,13 @@ static int step(struct profile *p, enum stmt_id id, const char *what)
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	return rc == SQLITE_DONE ? 0 : sql_err(p, rc, what);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static int64_t i64(uint64_t v)
@@ -312,6 +462,12 @@ static int open_db(struct profile *p, const char *path)
 		err = exec(p, "BEGIN", "creating schema");
 	if (!err)
 		err = exec(p, profile_schema_sql, "creating schema");
+	for (int i = 0; !err && i < BK_COUNT; i++) {
+		p->bulk[i] = bulk_tmpl[i];
+		int brc = bulk_register(p->db, &p->bulk[i]);
+		if (brc != SQLITE_OK)
+			err = sql_err(p, brc, "preparing statements");
+	}
 	for (int i = 0; !err && i < ST_COUNT; i++) {
 		int prc = sqlite3_prepare_v3(p->db, stmt_sql[i], -1,
 		                             SQLITE_PREPARE_PERSISTENT,
@@ -334,7 +490,7 @@ struct profile *profile_create(const char *path, const char *record_cmdline)
 	}
 	hmap_init(&p->mappings);
 	hmap_init(&p->frames);
-	hmap_init(&p->callsites);
+	pairmap_init(&p->callsites);
 	p->next = (struct next_ids){1, 1, 1};
 	p->sym = symbolizer_new();
 	int err = p->sym ? remove_old(path) : -ENOMEM;
@@ -350,6 +506,8 @@ struct profile *profile_create(const char *path, const char *record_cmdline)
 		destroy(p, 0);
 		return NULL;
 	}
+	/* 1000 pages: SQLite's own threshold (4 MiB). */
+	p->ckpt = ckpt_start(p->db, path, 1000);
 	return p;
 }
 
@@ -441,8 +599,8 @@ int profile_begin_process(struct profile *p, const struct prof_process *info,
 	memset(ps, 0, sizeof(*ps));
 	ps->upid = upid;
 	ps->interval = info->sampling_interval;
-	hmap_init(&ps->prev);
-	hmap_init(&ps->tstacks);
+	pairmap_init(&ps->prev);
+	pairmap_init(&ps->tstacks);
 	*upid_out = upid;
 	return 0;
 }
@@ -511,23 +669,56 @@ static uint8_t *mapping_key(const struct mapping_row *m, size_t *len)
 	return key;
 }
 
+/* A row for the work queue: the strings are the job's own. */
+struct mapping_job {
+	struct profile *p;
+	int64_t id, exact_offset, start, end, load_bias;
+	char *name;
+	char build_id[2 * 256 + 1]; /* hex; "" if none */
+};
+
+static void drop_mapping(void *arg)
+{
+	struct mapping_job *j = arg;
+	free(j->name);
+	free(j);
+}
+
+static int run_mapping(void *arg)
+{
+	struct mapping_job *j = arg;
+	sqlite3_stmt *st = j->p->st[ST_MAPPING];
+
+	sqlite3_bind_int64(st, 1, j->id);
+	if (j->build_id[0])
+		sqlite3_bind_text(st, 2, j->build_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, j->exact_offset);
+	sqlite3_bind_int64(st, 4, j->start);
+	sqlite3_bind_int64(st, 5, j->end);
+	sqlite3_bind_int64(st, 6, j->load_bias);
+	sqlite3_bind_text(st, 7, j->name, -1, SQLITE_STATIC);
+	int err = step(j->p, ST_MAPPING, "writing mapping");
+	drop_mapping(j);
+	return err;
+}
+
 static int insert_mapping(struct profile *p, int64_t id,
                           const struct mapping_row *m)
 {
-	sqlite3_stmt *st = p->st[ST_MAPPING];
-	char hex[2 * 256 + 1];
-
-	sqlite3_bind_int64(st, 1, id);
+	struct mapping_job *j = calloc(1, sizeof(*j));
+	if (!j || !(j->name = strdup(m->name))) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->p = p;
+	j->id = id;
 	if (m->build_id_len && m->build_id_len <= 256)
-		sqlite3_bind_text(
-		        st, 2, symbolize_hex(hex, m->build_id, m->build_id_len),
-		        -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 3, i64(m->exact_offset));
-	sqlite3_bind_int64(st, 4, i64(m->start));
-	sqlite3_bind_int64(st, 5, i64(m->end));
-	sqlite3_bind_int64(st, 6, i64(m->load_bias));
-	sqlite3_bind_text(st, 7, m->name, -1, SQLITE_STATIC);
-	return step(p, ST_MAPPING, "writing mapping");
+		symbolize_hex(j->build_id, m->build_id, m->build_id_len);
+	j->exact_offset = i64(m->exact_offset);
+	j->start = i64(m->start);
+	j->end = i64(m->end);
+	j->load_bias = i64(m->load_bias);
+	return wq_submit(&p->wq, run_mapping, drop_mapping, j);
 }
 
 static int intern_mapping(struct profile *p, const struct mapping_row *m,
@@ -561,19 +752,46 @@ static int intern_special_mapping(struct profile *p, const char *name,
 	return intern_mapping(p, &m, id);
 }
 
-static int insert_frame(struct profile *p, int64_t id, int64_t mapping,
-                        uint64_t rel_pc, const struct sym_result *sym)
-{
-	sqlite3_stmt *st = p->st[ST_FRAME];
+struct frame_job {
+	struct profile *p;
+	int64_t id, mapping, rel_pc;
+	struct sym_result sym; /* the job's own */
+};
 
-	sqlite3_bind_int64(st, 1, id);
-	if (sym->name)
-		sqlite3_bind_text(st, 2, sym->name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, mapping);
-	sqlite3_bind_int64(st, 4, i64(rel_pc));
-	if (sym->system_name)
-		sqlite3_bind_text(st, 5, sym->system_name, -1, SQLITE_STATIC);
-	return step(p, ST_FRAME, "writing frame");
+static void drop_frame(void *arg)
+{
+	struct frame_job *j = arg;
+	sym_result_fini(&j->sym);
+	free(j);
+}
+
+static int run_frame(void *arg)
+{
+	struct frame_job *j = arg;
+	sqlite3_stmt *st = j->p->st[ST_FRAME];
+
+	sqlite3_bind_int64(st, 1, j->id);
+	if (j->sym.name)
+		sqlite3_bind_text(st, 2, j->sym.name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, j->mapping);
+	sqlite3_bind_int64(st, 4, j->rel_pc);
+	if (j->sym.system_name)
+		sqlite3_bind_text(st, 5, j->sym.system_name, -1, SQLITE_STATIC);
+	int err = step(j->p, ST_FRAME, "writing frame");
+	drop_frame(j);
+	return err;
+}
+
+/* Queue the frame's row; its names are taken from *sym (left empty). */
+static int insert_frame(struct profile *p, int64_t id, int64_t mapping,
+                        uint64_t rel_pc, struct sym_result *sym)
+{
+	struct frame_job *j = malloc(sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct frame_job){p, id, mapping, i64(rel_pc), *sym};
+	*sym = (struct sym_result){NULL, NULL};
+	return wq_submit(&p->wq, run_frame, drop_frame, j);
 }
 
 /*
@@ -594,7 +812,9 @@ static int intern_frame(struct profile *p, int64_t mapping, uint64_t rel_pc,
 		return 0;
 	}
 	if (fixed) {
-		sym.name = (char *)fixed;
+		sym.name = strdup(fixed);
+		if (!sym.name)
+			return -ENOMEM;
 	} else if (mod) {
 		err = symbolizer_lookup(p->sym, mod->path, mod->build_id,
 		                        mod->build_id_len, rel_pc, &sym);
@@ -607,34 +827,87 @@ static int intern_frame(struct profile *p, int64_t mapping, uint64_t rel_pc,
 		err = hmap_put(&p->frames, key, sizeof(key), *id);
 	if (!err)
 		p->next.frame++;
-	if (!fixed)
-		sym_result_fini(&sym);
+	sym_result_fini(&sym); /* empty unless insert_frame failed */
 	return err;
 }
 
+/*
+ * The callsite (parent, frame): found, or given the next id and queued in
+ * new_cs for write_callsites.  Ids start at 1; parent 0 means a root.
+ */
 static int intern_callsite(struct profile *p, int64_t parent, int64_t frame,
                            uint32_t depth, int64_t *id)
 {
-	int64_t key[2] = {parent, frame};
-	int64_t *found = hmap_find(&p->callsites, key, sizeof(key));
-
+	int64_t found = pairmap_get(&p->callsites, parent, frame);
 	if (found) {
-		*id = *found;
+		*id = found;
 		return 0;
 	}
-	sqlite3_stmt *st = p->st[ST_CALLSITE];
-	*id = p->next.callsite;
-	sqlite3_bind_int64(st, 1, *id);
-	sqlite3_bind_int64(st, 2, depth);
-	if (parent) /* ids start at 1; 0 means root, stored as NULL */
-		sqlite3_bind_int64(st, 3, parent);
-	sqlite3_bind_int64(st, 4, frame);
-	int err = step(p, ST_CALLSITE, "writing callsite");
-	if (!err)
-		err = hmap_put(&p->callsites, key, sizeof(key), *id);
-	if (!err)
-		p->next.callsite++;
+	struct callsite_row *rows =
+	        hp_grow(p->new_cs, &p->capnew_cs, p->nnew_cs, sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	p->new_cs = rows;
+	bool added;
+	struct pairmap_slot *sl =
+	        pairmap_slot(&p->callsites, parent, frame, &added);
+	if (!sl)
+		return -ENOMEM;
+	sl->v = *id = p->next.callsite++;
+	rows[p->nnew_cs++] = (struct callsite_row){depth, parent, frame};
+	return 0;
+}
+
+struct callsite_job {
+	struct profile *p;
+	struct callsite_row *rows;
+	size_t n;
+	int64_t last; /* the id of the last row */
+};
+
+static void drop_callsites(void *arg)
+{
+	struct callsite_job *j = arg;
+	free(j->rows);
+	free(j);
+}
+
+/* One statement for the rows; their ids follow the table's last (SQLite's
+ * next rowid), as intern_callsite numbered them. */
+static int run_callsites(void *arg)
+{
+	struct callsite_job *j = arg;
+	struct profile *p = j->p;
+
+	p->bulk[BK_CALLSITE].rows = j->rows;
+	p->bulk[BK_CALLSITE].nrows = j->n;
+	int err = step(p, ST_CALLSITE, "writing callsites");
+	p->bulk[BK_CALLSITE].nrows = 0;
+	if (!err && sqlite3_last_insert_rowid(p->db) != j->last) {
+		fprintf(stderr,
+		        SUBSYS "writing callsites: ids out of step (%lld,"
+		               " expected %lld)\n",
+		        (long long)sqlite3_last_insert_rowid(p->db),
+		        (long long)j->last);
+		err = -EIO;
+	}
+	drop_callsites(j);
 	return err;
+}
+
+/* Hand the callsites interned so far to a job. */
+static int write_callsites(struct profile *p)
+{
+	if (!p->nnew_cs)
+		return 0;
+	struct callsite_job *j = malloc(sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct callsite_job){p, p->new_cs, p->nnew_cs,
+	                           p->next.callsite - 1};
+	p->new_cs = NULL;
+	p->nnew_cs = p->capnew_cs = 0;
+	return wq_submit(&p->wq, run_callsites, drop_callsites, j);
 }
 
 /* ---- one dump ----------------------------------------------------------- */
@@ -656,11 +929,13 @@ static int ctx_init(struct dump_ctx *c, struct profile *p,
 	memset(c, 0, sizeof(*c));
 	c->p = p;
 	c->d = d;
-	hmap_init(&c->merged_idx);
+	pairmap_init(&c->pc_frames);
+	pairmap_init(&c->merged_idx);
 	c->order = malloc((n ? n : 1) * sizeof(*c->order));
 	c->map_ids = calloc(n ? n : 1, sizeof(*c->map_ids));
 	c->leaf = calloc(d->nstacks ? d->nstacks : 1, sizeof(*c->leaf));
-	if (!c->order || !c->map_ids || !c->leaf)
+	if (!c->order || !c->map_ids || !c->leaf ||
+	    pairmap_reserve(&c->merged_idx, d->nstacks) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		c->order[i] = i;
@@ -676,7 +951,13 @@ static void ctx_fini(struct dump_ctx *c)
 	free(c->leaf);
 	free(c->new_keys);
 	free(c->merged);
-	hmap_free(&c->merged_idx);
+	for (size_t i = 0; i < c->nheap_bufs; i++)
+		free(c->heap_bufs[i]);
+	free(c->heap_bufs);
+	free(c->heap_ids);
+	free(c->touched);
+	pairmap_free(&c->pc_frames);
+	pairmap_free(&c->merged_idx);
 }
 
 /* Index of the module holding address a, or -1. */
@@ -723,7 +1004,7 @@ static int module_mapping(struct dump_ctx *c, size_t i, int64_t *id)
 	return err;
 }
 
-static int pc_frame(struct dump_ctx *c, uint64_t pc, int64_t *frame)
+static int pc_frame_slow(struct dump_ctx *c, uint64_t pc, int64_t *frame)
 {
 	int64_t mapping;
 	/* A return address: the call is in the byte before it. */
@@ -741,61 +1022,169 @@ static int pc_frame(struct dump_ctx *c, uint64_t pc, int64_t *frame)
 	           : intern_frame(c->p, mapping, pc - m->base, m, NULL, frame);
 }
 
-/* Intern a stack's callsites, outermost first; *leaf gets the last one. */
-static int stack_callsite(struct dump_ctx *c, const struct prof_stack *s,
-                          int64_t *leaf)
+/* The frame of return address pc in this dump's modules. */
+static int pc_frame(struct dump_ctx *c, uint64_t pc, int64_t *frame)
 {
-	int64_t parent = 0, frame, mapping;
-	int err;
-
-	if ((s->flags & HP_STACK_OVERFLOW) || s->nframes == 0 || !s->pcs) {
-		int full = (s->flags & HP_STACK_OVERFLOW) != 0;
-		err = intern_special_mapping(c->p, MAPPING_HEAPPROF, &mapping);
-		if (!err)
-			err = intern_frame(c->p, mapping, full ? 0 : 1, NULL,
-			                   full ? FRAME_STACK_FULL_NAME
-			                        : FRAME_EMPTY_NAME,
-			                   &frame);
-		return err ? err : intern_callsite(c->p, 0, frame, 0, leaf);
+	/* First a small direct-mapped cache: a dump's stacks share most of
+	 * their pcs, so this answers nearly every call with one compare. */
+	struct pc_hit *hit = &c->pc_cache[(pc ^ pc >> 9) % PC_CACHE];
+	if (hit->frame && hit->pc == pc) {
+		*frame = hit->frame;
+		return 0;
 	}
-	for (uint32_t depth = 0; depth < s->nframes; depth++) {
-		err = pc_frame(c, s->pcs[s->nframes - 1 - depth], &frame);
-		if (!err)
-			err = intern_callsite(c->p, parent, frame, depth,
-			                      &parent);
+	int64_t id = pairmap_get(&c->pc_frames, i64(pc), 0);
+	if (!id) {
+		int err = pc_frame_slow(c, pc, &id);
 		if (err)
 			return err;
+		bool added;
+		struct pairmap_slot *sl =
+		        pairmap_slot(&c->pc_frames, i64(pc), 0, &added);
+		if (!sl)
+			return -ENOMEM;
+		sl->v = id;
 	}
-	*leaf = parent;
+	*hit = (struct pc_hit){pc, id};
+	*frame = id;
 	return 0;
 }
 
-static int merge_stack(struct dump_ctx *c, int64_t callsite,
-                       const struct prof_stack *s)
+static bool special_stack(const struct prof_stack *s)
 {
-	int64_t key[2] = {callsite, s->heap_id};
-	int64_t *idx = hmap_find(&c->merged_idx, key, sizeof(key));
+	return (s->flags & HP_STACK_OVERFLOW) || s->nframes == 0 || !s->pcs;
+}
+
+/* The callsite of a stack that stands for samples without frames. */
+static int special_callsite(struct dump_ctx *c, const struct prof_stack *s,
+                            int64_t *leaf)
+{
+	int64_t frame, mapping;
+	int full = (s->flags & HP_STACK_OVERFLOW) != 0;
+	int err = intern_special_mapping(c->p, MAPPING_HEAPPROF, &mapping);
+	if (!err)
+		err = intern_frame(c->p, mapping, full ? 0 : 1, NULL,
+		                   full ? FRAME_STACK_FULL_NAME
+		                        : FRAME_EMPTY_NAME,
+		                   &frame);
+	return err ? err : intern_callsite(c->p, 0, frame, 0, leaf);
+}
+
+/*
+ * Intern every stack's callsites, outermost first; c->leaf[i] gets stack
+ * i's last one.  A stack's lookups depend on each other (a callsite's key
+ * holds its parent), and in a big dump most of them miss the cache, so
+ * stacks go in groups of INTERN_GROUP, one depth at a time: the slots of
+ * the whole group are prefetched before the first is probed.
+ */
+#define INTERN_GROUP 16
+static int intern_stacks(struct dump_ctx *c, size_t from, size_t to)
+{
+	const struct prof_dump *d = c->d;
+	struct profile *p = c->p;
+	size_t idx[INTERN_GROUP];
+	int64_t parent[INTERN_GROUP], frame[INTERN_GROUP];
+	uint64_t pcs[INTERN_GROUP];
+	bool same[INTERN_GROUP];
+	int err = 0;
+
+	for (size_t next = from; next < to;) {
+		size_t n = 0;
+		uint32_t deepest = 0;
+		while (n < INTERN_GROUP && next < to) {
+			const struct prof_stack *s = &d->stacks[next];
+			if (special_stack(s)) {
+				err = special_callsite(c, s, &c->leaf[next++]);
+				if (err)
+					return err;
+				continue;
+			}
+			idx[n] = next++;
+			parent[n] = 0;
+			if (s->nframes > deepest)
+				deepest = s->nframes;
+			n++;
+		}
+		for (uint32_t depth = 0; depth < deepest; depth++) {
+			for (size_t g = 0; g < n; g++) {
+				const struct prof_stack *s = &d->stacks[idx[g]];
+				same[g] = false;
+				if (depth >= s->nframes)
+					continue;
+				uint64_t pc = s->pcs[s->nframes - 1 - depth];
+				pcs[g] = pc;
+				/* The previous stack's callsite when both
+				 * got here by the same path to the same pc:
+				 * stacks next to each other often share
+				 * their outer frames. */
+				if (g &&
+				    depth < d->stacks[idx[g - 1]].nframes &&
+				    parent[g] == parent[g - 1] &&
+				    pc == pcs[g - 1]) {
+					same[g] = true;
+					continue;
+				}
+				err = pc_frame(c, pc, &frame[g]);
+				if (err)
+					return err;
+				pairmap_prefetch(&p->callsites, parent[g],
+				                 frame[g]);
+			}
+			for (size_t g = 0; g < n; g++) {
+				if (depth >= d->stacks[idx[g]].nframes)
+					continue;
+				if (same[g]) {
+					parent[g] = parent[g - 1];
+					continue;
+				}
+				err = intern_callsite(p, parent[g], frame[g],
+				                      depth, &parent[g]);
+				if (err)
+					return err;
+			}
+		}
+		for (size_t g = 0; g < n; g++)
+			c->leaf[idx[g]] = parent[g];
+	}
+	return 0;
+}
+
+/* Add stack s (at leaf callsite) to its (callsite, heap) entry, which
+ * the current batch then has to write (c->touched). */
+static int merge_stack(struct dump_ctx *c, const struct proc_state *ps,
+                       int64_t callsite, const struct prof_stack *s)
+{
+	bool added;
+	struct pairmap_slot *sl =
+	        pairmap_slot(&c->merged_idx, callsite, s->heap_id, &added);
 	struct merged *m;
 
-	if (idx) {
-		m = &c->merged[*idx];
+	if (!sl)
+		return -ENOMEM;
+	if (!added) {
+		m = &c->merged[sl->v - 1];
 	} else {
-		if (c->nmerged == c->capmerged) {
-			size_t cap = c->capmerged ? c->capmerged * 2 : 256;
-			m = realloc(c->merged, cap * sizeof(*m));
-			if (!m)
-				return -ENOMEM;
-			c->merged = m;
-			c->capmerged = cap;
-		}
-		int err = hmap_put(&c->merged_idx, key, sizeof(key),
-		                   (int64_t)c->nmerged);
-		if (err)
-			return err;
+		m = hp_grow(c->merged, &c->capmerged, c->nmerged, sizeof(*m));
+		if (!m)
+			return -ENOMEM; /* sl stays empty */
+		c->merged = m;
+		sl->v = (int64_t)c->nmerged + 1;
 		m = &c->merged[c->nmerged++];
 		memset(m, 0, sizeof(*m));
 		m->callsite = callsite;
 		m->heap_id = s->heap_id;
+		/* Rows start from what earlier dumps wrote. */
+		m->cum = pairmap_get(&ps->prev, callsite, s->heap_id);
+		if (m->cum)
+			m->rowed = ps->cum[m->cum - 1];
+	}
+	if (m->batch != c->batch + 1) {
+		size_t *t = hp_grow(c->touched, &c->captouched, c->ntouched,
+		                    sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		c->touched = t;
+		t[c->ntouched++] = (size_t)(m - c->merged);
+		m->batch = c->batch + 1;
 	}
 	m->alloc_objs_fp += s->alloc_objects_fp;
 	m->alloc_bytes += s->alloc_bytes;
@@ -818,14 +1207,6 @@ static struct cum merged_cum(const struct merged *m)
 	};
 }
 
-static const struct cum *prev_cum(const struct proc_state *ps,
-                                  const struct merged *m)
-{
-	int64_t key[2] = {m->callsite, m->heap_id};
-	int64_t *idx = hmap_find(&ps->prev, key, sizeof(key));
-	return idx ? &ps->cum[*idx] : NULL;
-}
-
 /* Counters only grow; a smaller value (a bad read) yields no delta. */
 static uint64_t delta(uint64_t now, uint64_t before)
 {
@@ -844,49 +1225,125 @@ static const char *heap_name(const struct prof_dump *d, uint32_t heap_id,
 	return buf;
 }
 
-static int insert_alloc(struct profile *p, int64_t ts, int64_t upid,
-                        const char *heap, int64_t callsite, int64_t count,
-                        int64_t size)
+/* heap_name() for rows written in bulk: the string lives as long as the
+ * dump.  NULL when out of memory. */
+static const char *dump_heap(struct dump_ctx *c, uint32_t heap_id)
 {
-	sqlite3_stmt *st = p->st[ST_ALLOC];
-
-	sqlite3_bind_int64(st, 1, ts);
-	sqlite3_bind_int64(st, 2, upid);
-	sqlite3_bind_text(st, 3, heap, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 4, callsite);
-	sqlite3_bind_int64(st, 5, count);
-	sqlite3_bind_int64(st, 6, size);
-	return step(p, ST_ALLOC, "writing allocations");
+	const struct prof_dump *d = c->d;
+	if (heap_id < d->nheaps && d->heaps[heap_id].name &&
+	    d->heaps[heap_id].name[0])
+		return d->heaps[heap_id].name;
+	if (heap_id == 0)
+		return "libc.malloc";
+	/* Unnamed ids: none after the collector's heap selection, so a
+	 * short list will do. */
+	for (size_t i = 0; i < c->nheap_bufs; i++)
+		if (c->heap_ids[i] == heap_id)
+			return c->heap_bufs[i];
+	size_t n = c->nheap_bufs, cap = c->capheap_bufs;
+	uint32_t *ids = hp_grow(c->heap_ids, &cap, n, sizeof(*ids));
+	if (!ids)
+		return NULL;
+	c->heap_ids = ids;
+	cap = c->capheap_bufs;
+	char **bufs = hp_grow(c->heap_bufs, &cap, n, sizeof(*bufs));
+	if (!bufs)
+		return NULL;
+	c->heap_bufs = bufs;
+	c->capheap_bufs = cap;
+	char buf[32];
+	if (!(bufs[n] = strdup(heap_name(d, heap_id, buf, sizeof(buf)))))
+		return NULL;
+	ids[n] = heap_id;
+	c->nheap_bufs++;
+	return bufs[n];
 }
 
-static int write_allocs(struct dump_ctx *c, const struct proc_state *ps,
-                        int64_t upid)
+static uint64_t max_u64(uint64_t a, uint64_t b)
 {
-	static const struct cum zero;
-	int64_t ts = i64(c->d->ts_ns);
-	char buf[32];
-	int err = 0;
+	return a > b ? a : b;
+}
 
-	for (size_t i = 0; !err && i < c->nmerged; i++) {
-		const struct merged *m = &c->merged[i];
-		struct cum now = merged_cum(m);
-		const struct cum *before = prev_cum(ps, m);
-		if (!before)
-			before = &zero;
-		const char *heap =
-		        heap_name(c->d, m->heap_id, buf, sizeof(buf));
-		uint64_t ac = delta(now.alloc_objs, before->alloc_objs);
-		uint64_t ab = delta(now.alloc_bytes, before->alloc_bytes);
-		uint64_t fc = delta(now.free_objs, before->free_objs);
-		uint64_t fb = delta(now.free_bytes, before->free_bytes);
-		if (ac || ab)
-			err = insert_alloc(c->p, ts, upid, heap, m->callsite,
-			                   i64(ac), i64(ab));
-		if (!err && (fc || fb))
-			err = insert_alloc(c->p, ts, upid, heap, m->callsite,
-			                   -i64(fc), -i64(fb));
-	}
+struct alloc_job {
+	struct profile *p;
+	struct alloc_row *rows;
+	size_t n;
+	int64_t ts, upid;
+};
+
+static void drop_allocs(void *arg)
+{
+	struct alloc_job *j = arg;
+	free(j->rows);
+	free(j);
+}
+
+static int run_allocs(void *arg)
+{
+	struct alloc_job *j = arg;
+	struct profile *p = j->p;
+
+	p->bulk[BK_ALLOC].rows = j->rows;
+	p->bulk[BK_ALLOC].nrows = j->n;
+	sqlite3_bind_int64(p->st[ST_ALLOC], 1, j->ts);
+	sqlite3_bind_int64(p->st[ST_ALLOC], 2, j->upid);
+	int err = step(p, ST_ALLOC, "writing allocations");
+	p->bulk[BK_ALLOC].nrows = 0;
+	drop_allocs(j);
 	return err;
+}
+
+/*
+ * The rows of the entries the batch added to: for each, what it gained
+ * since the rows before (an earlier dump's, or an earlier batch's when
+ * equal stacks of a big dump fall in two batches), as a positive row for
+ * allocations and a negative one for frees.
+ */
+static int emit_allocs(struct dump_ctx *c, int64_t upid)
+{
+	struct alloc_row *rows = malloc((2 * c->ntouched + 1) * sizeof(*rows));
+	size_t n = 0;
+
+	if (!rows)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->ntouched; i++) {
+		struct merged *m = &c->merged[c->touched[i]];
+		struct cum now = merged_cum(m);
+		struct cum *was = &m->rowed;
+		const char *heap = dump_heap(c, m->heap_id);
+		if (!heap) {
+			free(rows);
+			return -ENOMEM;
+		}
+		uint64_t ac = delta(now.alloc_objs, was->alloc_objs);
+		uint64_t ab = delta(now.alloc_bytes, was->alloc_bytes);
+		uint64_t fc = delta(now.free_objs, was->free_objs);
+		uint64_t fb = delta(now.free_bytes, was->free_bytes);
+		if (ac || ab)
+			rows[n++] = (struct alloc_row){m->callsite, i64(ac),
+			                               i64(ab), heap};
+		if (fc || fb)
+			rows[n++] = (struct alloc_row){m->callsite, -i64(fc),
+			                               -i64(fb), heap};
+		/* Never move backwards: see delta(). */
+		was->alloc_objs = max_u64(was->alloc_objs, now.alloc_objs);
+		was->alloc_bytes = max_u64(was->alloc_bytes, now.alloc_bytes);
+		was->free_objs = max_u64(was->free_objs, now.free_objs);
+		was->free_bytes = max_u64(was->free_bytes, now.free_bytes);
+	}
+	c->ntouched = 0;
+	c->batch++;
+	if (!n) {
+		free(rows);
+		return 0;
+	}
+	struct alloc_job *j = malloc(sizeof(*j));
+	if (!j) {
+		free(rows);
+		return -ENOMEM;
+	}
+	*j = (struct alloc_job){c->p, rows, n, i64(c->d->ts_ns), upid};
+	return wq_submit(&c->p->wq, run_allocs, drop_allocs, j);
 }
 
 static int write_stat(struct profile *p, int64_t upid, const char *name,
@@ -1033,45 +1490,37 @@ static int write_dump_row(struct dump_ctx *c, const struct proc_state *ps)
 /* After COMMIT: remember what was written as the base of the next deltas. */
 static int remember_cum(struct proc_state *ps, const struct dump_ctx *c)
 {
+	if (pairmap_reserve(&ps->prev, ps->prev.len + c->nmerged) < 0)
+		return -ENOMEM;
 	for (size_t i = 0; i < c->nmerged; i++) {
 		const struct merged *m = &c->merged[i];
-		int64_t key[2] = {m->callsite, m->heap_id};
-		int64_t *idx = hmap_find(&ps->prev, key, sizeof(key));
-		struct cum now = merged_cum(m);
+		int64_t idx = m->cum; /* looked up by merge_stack */
 		if (!idx) {
-			if (ps->ncum == ps->capcum) {
-				size_t cap = ps->capcum ? ps->capcum * 2 : 256;
-				struct cum *cm =
-				        realloc(ps->cum, cap * sizeof(*cm));
-				if (!cm)
-					return -ENOMEM;
-				ps->cum = cm;
-				ps->capcum = cap;
-			}
-			if (hmap_put(&ps->prev, key, sizeof(key),
-			             (int64_t)ps->ncum) < 0)
+			struct cum *cm = hp_grow(ps->cum, &ps->capcum, ps->ncum,
+			                         sizeof(*cm));
+			if (!cm)
+				return -ENOMEM;
+			ps->cum = cm;
+			bool added;
+			struct pairmap_slot *sl = pairmap_slot(
+			        &ps->prev, m->callsite, m->heap_id, &added);
+			if (!sl)
 				return -ENOMEM;
 			ps->cum[ps->ncum++] = (struct cum){0};
-			idx = hmap_find(&ps->prev, key, sizeof(key));
+			sl->v = idx = (int64_t)ps->ncum;
 		}
-		struct cum *cm = &ps->cum[*idx];
-		/* Never move backwards: see delta(). */
-		cm->alloc_objs = now.alloc_objs > cm->alloc_objs
-		                         ? now.alloc_objs
-		                         : cm->alloc_objs;
-		cm->alloc_bytes = now.alloc_bytes > cm->alloc_bytes
-		                          ? now.alloc_bytes
-		                          : cm->alloc_bytes;
-		cm->free_objs = now.free_objs > cm->free_objs ? now.free_objs
-		                                              : cm->free_objs;
-		cm->free_bytes = now.free_bytes > cm->free_bytes
-		                         ? now.free_bytes
-		                         : cm->free_bytes;
+		/* What the rows add up to now (never less than before). */
+		ps->cum[idx - 1] = m->rowed;
 	}
 	return 0;
 }
 
 static int keep_below(int64_t val, void *limit)
+{
+	return val < *(int64_t *)limit;
+}
+
+static bool pm_keep_below(int64_t val, void *limit)
 {
 	return val < *(int64_t *)limit;
 }
@@ -1083,7 +1532,7 @@ static void rollback(struct profile *p)
 	p->next = p->saved;
 	hmap_retain(&p->mappings, keep_below, &p->next.mapping);
 	hmap_retain(&p->frames, keep_below, &p->next.frame);
-	hmap_retain(&p->callsites, keep_below, &p->next.callsite);
+	pairmap_retain(&p->callsites, pm_keep_below, &p->next.callsite);
 }
 
 /* heapprof_block: every live block of a snapshot dump, at its leaf
@@ -1092,30 +1541,39 @@ static int write_blocks(struct dump_ctx *c, int64_t upid)
 {
 	struct profile *p = c->p;
 	const struct prof_dump *d = c->d;
-	sqlite3_stmt *st = p->st[ST_BLOCK];
-	char buf[32];
-	int err = 0;
+	struct block_row *rows = malloc(d->nblocks * sizeof(*rows));
+	int err = rows ? 0 : -ENOMEM;
 
 	for (size_t i = 0; !err && i < d->nblocks; i++) {
 		const struct prof_block *b = &d->blocks[i];
-		sqlite3_bind_int64(st, 1, c->dump_id);
-		sqlite3_bind_int64(st, 2, upid);
-		sqlite3_bind_int64(st, 3, i64(b->address));
-		sqlite3_bind_int64(st, 4, i64(b->size));
-		sqlite3_bind_int64(st, 5, i64(b->charged));
-		sqlite3_bind_int64(st, 6, i64(b->objects_fp));
-		sqlite3_bind_text(st, 7,
-		                  heap_name(d, b->heap_id, buf, sizeof(buf)),
-		                  -1, SQLITE_TRANSIENT);
-		/* A block names its stack by index; a bad one keeps NULL. */
-		if (b->stack < d->nstacks)
-			sqlite3_bind_int64(st, 8, c->leaf[b->stack]);
-		if (b->tid)
-			sqlite3_bind_int64(st, 9, b->tid);
-		if (b->ts_ns)
-			sqlite3_bind_int64(st, 10, i64(b->ts_ns));
-		err = step(p, ST_BLOCK, "writing blocks");
+		const char *heap = dump_heap(c, b->heap_id);
+		if (!heap) {
+			err = -ENOMEM;
+			break;
+		}
+		rows[i] = (struct block_row){
+		        .address = i64(b->address),
+		        .size = i64(b->size),
+		        .charged = i64(b->charged),
+		        .objects_fp = i64(b->objects_fp),
+		        .heap = heap,
+		        /* A block names its stack by index; a bad one keeps
+		         * NULL (0). */
+		        .callsite =
+		                b->stack < d->nstacks ? c->leaf[b->stack] : 0,
+		        .tid = b->tid,
+		        .ts = i64(b->ts_ns),
+		};
 	}
+	if (!err) {
+		p->bulk[BK_BLOCK].rows = rows;
+		p->bulk[BK_BLOCK].nrows = d->nblocks;
+		sqlite3_bind_int64(p->st[ST_BLOCK], 1, c->dump_id);
+		sqlite3_bind_int64(p->st[ST_BLOCK], 2, upid);
+		err = step(p, ST_BLOCK, "writing blocks");
+		p->bulk[BK_BLOCK].nrows = 0;
+	}
+	free(rows);
 	return err;
 }
 
@@ -1125,24 +1583,33 @@ static int write_trace_stacks(struct dump_ctx *c, const struct proc_state *ps)
 {
 	struct profile *p = c->p;
 	const struct prof_dump *d = c->d;
-	sqlite3_stmt *st = p->st[ST_TRACE_STACK];
+	struct trace_stack_row *rows = NULL;
 	int err = 0;
 
-	for (size_t i = 0; !err && i < d->nstacks; i++) {
+	for (size_t i = 0; i < d->nstacks; i++) {
 		uint64_t key = d->stacks[i].key;
-		if (hmap_find(&ps->tstacks, &key, sizeof(key)))
+		if (pairmap_get(&ps->tstacks, i64(key), 0))
 			continue;
 		if (!c->new_keys) {
 			c->new_keys = malloc(d->nstacks * sizeof(*c->new_keys));
-			if (!c->new_keys)
+			rows = malloc(d->nstacks * sizeof(*rows));
+			if (!c->new_keys || !rows) {
+				free(rows);
 				return -ENOMEM;
+			}
 		}
+		rows[c->nnew_keys] =
+		        (struct trace_stack_row){i64(key), c->leaf[i]};
 		c->new_keys[c->nnew_keys++] = key;
-		sqlite3_bind_int64(st, 1, ps->upid);
-		sqlite3_bind_int64(st, 2, i64(key));
-		sqlite3_bind_int64(st, 3, c->leaf[i]);
-		err = step(p, ST_TRACE_STACK, "writing trace stacks");
 	}
+	if (c->nnew_keys) {
+		p->bulk[BK_TRACE_STACK].rows = rows;
+		p->bulk[BK_TRACE_STACK].nrows = c->nnew_keys;
+		sqlite3_bind_int64(p->st[ST_TRACE_STACK], 1, ps->upid);
+		err = step(p, ST_TRACE_STACK, "writing trace stacks");
+		p->bulk[BK_TRACE_STACK].nrows = 0;
+	}
+	free(rows);
 	return err;
 }
 
@@ -1179,20 +1646,66 @@ static int fix_event_heaps(struct dump_ctx *c, struct proc_state *ps)
 	return err;
 }
 
+/*
+ * A dump of at least PIPE_MIN_STACKS stacks goes in batches of PIPE_BATCH
+ * through a worker thread: while the worker writes one batch's callsites
+ * and allocation rows into SQLite, this thread interns the next batch.
+ * Interning is hash lookups that mostly miss the cache, writing is
+ * SQLite's own work, and the two take about as long: on two cores a dump
+ * of a million stacks takes about half the time it would in one thread.
+ * Smaller dumps are one batch and take no thread.
+ */
+#define PIPE_MIN_STACKS 16384
+#define PIPE_BATCH      32768
+
+static int write_batch(struct dump_ctx *c, const struct proc_state *ps,
+                       size_t from, size_t to)
+{
+	const struct prof_dump *d = c->d;
+	int err = intern_stacks(c, from, to);
+	if (!err)
+		err = write_callsites(c->p);
+	for (size_t i = from; !err && i < to; i++) {
+		/* Ahead: the slot a later stack will probe. */
+		if (i + 8 < to)
+			pairmap_prefetch(&c->merged_idx, c->leaf[i + 8],
+			                 d->stacks[i + 8].heap_id);
+		err = merge_stack(c, ps, c->leaf[i], &d->stacks[i]);
+	}
+	return err ? err : emit_allocs(c, ps->upid);
+}
+
 static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 {
+	const struct prof_dump *d = c->d;
+	struct profile *p = c->p;
+	bool big = d->nstacks >= PIPE_MIN_STACKS;
+	size_t batch = big ? PIPE_BATCH : d->nstacks;
 	int err = 0;
 
-	for (size_t i = 0; !err && i < c->d->nstacks; i++) {
-		const struct prof_stack *s = &c->d->stacks[i];
-		int64_t leaf = 0;
-		err = stack_callsite(c, s, &leaf);
-		c->leaf[i] = leaf;
-		if (!err)
-			err = merge_stack(c, leaf, s);
+	wq_start(&p->wq, big);
+	for (size_t from = 0; !err && from < d->nstacks; from += batch) {
+		size_t before = p->callsites.len;
+		size_t to =
+		        d->nstacks - from > batch ? from + batch : d->nstacks;
+		err = write_batch(c, ps, from, to);
+		/* After the first batch, room for as many new callsites per
+		 * stack in the others: one rebuild of the big map instead of
+		 * one per doubling. */
+		if (!err && big && from == 0)
+			err = pairmap_reserve(
+			        &p->callsites,
+			        p->callsites.len + (p->callsites.len - before) *
+			                                   (d->nstacks - to) /
+			                                   (to - from));
 	}
+	/* The synthetic frames of a dump without stacks, and anything
+	 * interned after the last batch, still go through the queue. */
 	if (!err)
-		err = write_allocs(c, ps, ps->upid);
+		err = write_callsites(p);
+	int qerr = wq_finish(&p->wq);
+	if (!err)
+		err = qerr;
 	if (!err)
 		err = write_stats(c, ps->upid);
 	if (!err)
@@ -1210,10 +1723,14 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 static int remember_trace(struct proc_state *ps, const struct dump_ctx *c)
 {
 	ps->heap_guessed &= ~c->heaps_fixed;
-	for (size_t i = 0; i < c->nnew_keys; i++)
-		if (hmap_put(&ps->tstacks, &c->new_keys[i],
-		             sizeof(c->new_keys[i]), 1) < 0)
+	for (size_t i = 0; i < c->nnew_keys; i++) {
+		bool added;
+		struct pairmap_slot *sl = pairmap_slot(
+		        &ps->tstacks, i64(c->new_keys[i]), 0, &added);
+		if (!sl)
 			return -ENOMEM;
+		sl->v = 1;
+	}
 	return 0;
 }
 
@@ -1228,7 +1745,11 @@ int profile_write_dump(struct profile *p, int64_t upid,
 		        upid);
 		return -EINVAL;
 	}
+	/* write_ms: from the collector's first read of the region (or our
+	 * start) to this dump's rows committed and remembered. */
+	uint64_t t0 = d->started_ns ? d->started_ns : mono_ns();
 	int err = ctx_init(&c, p, d);
+	p->nnew_cs = 0;
 	if (!err)
 		err = exec(p, "BEGIN", "starting dump");
 	if (err) {
@@ -1252,6 +1773,12 @@ int profile_write_dump(struct profile *p, int64_t upid,
 		if (err)
 			fprintf(stderr, SUBSYS "out of memory\n");
 	}
+	if (!err) {
+		sqlite3_stmt *st = p->st[ST_DUMP_TIME];
+		sqlite3_bind_double(st, 1, (double)(mono_ns() - t0) / 1e6);
+		sqlite3_bind_int64(st, 2, c.dump_id);
+		err = step(p, ST_DUMP_TIME, "writing dump time");
+	}
 	ctx_fini(&c);
 	return err;
 }
@@ -1274,9 +1801,9 @@ static const char *event_heap(struct proc_state *ps, uint32_t id, char *buf,
 }
 
 /*
- * One transaction for the batch, one prepared statement for every row:
- * the trace can bring a million rows a second (-i 1), so nothing here
- * allocates or looks anything up per row but the heap name (an array).
+ * One transaction and one bulk insert for the batch: the trace can bring
+ * a million rows a second (-i 1).  The heap names of the events' ids are
+ * found once per id (an array), kept for the statement.
  */
 int profile_write_events(struct profile *p, int64_t upid,
                          const struct prof_event *ev, size_t n)
@@ -1290,41 +1817,61 @@ int profile_write_events(struct profile *p, int64_t upid,
 	}
 	if (!n)
 		return 0;
-	int err = exec(p, "BEGIN", "writing events");
-	if (err)
-		return err;
-	sqlite3_stmt *st = p->st[ST_EVENT];
-	char buf[32];
+	struct event_row *rows = malloc(n * sizeof(*rows));
+	/* Stand-in names: by id below HP_MAX_HEAPS, else (a client that
+	 * wrote a bad id) by row. */
+	char names[HP_MAX_HEAPS][32];
+	const char *name_of[HP_MAX_HEAPS] = {NULL};
+	char(*odd)[32] = NULL;
+	int err = rows ? 0 : -ENOMEM;
 	for (size_t i = 0; !err && i < n; i++) {
 		const struct prof_event *e = &ev[i];
 		bool is_free = e->kind == HP_EV_FREE;
-		sqlite3_bind_int64(st, 1, upid);
-		sqlite3_bind_int64(st, 2, i64(e->ts_ns));
-		sqlite3_bind_text(st, 3, is_free ? "free" : "alloc",
-		                  is_free ? 4 : 5, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 4, e->tid);
-		sqlite3_bind_int64(st, 5, i64(e->address));
-		sqlite3_bind_int64(st, 6, i64(e->size));
-		sqlite3_bind_int64(st, 7, i64(e->charged));
-		sqlite3_bind_text(st, 8,
-		                  event_heap(ps, e->heap_id, buf, sizeof(buf)),
-		                  -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 9, i64(e->stack_key));
-		/* An allocation's time is its own ts; a free whose block's
-		 * time is unknown keeps NULL. */
-		if (is_free && e->alloc_ts_ns)
-			sqlite3_bind_int64(st, 10, i64(e->alloc_ts_ns));
-		else
-			sqlite3_bind_null(st, 10);
-		int rc = sqlite3_step(st);
-		sqlite3_reset(st);
-		if (rc != SQLITE_DONE)
-			err = sql_err(p, rc, "writing events");
+		const char *heap;
+		uint32_t h = e->heap_id;
+		if (h < HP_MAX_HEAPS) {
+			if (!name_of[h])
+				name_of[h] = event_heap(ps, h, names[h],
+				                        sizeof(names[h]));
+			heap = name_of[h];
+		} else {
+			if (!odd && !(odd = malloc(n * sizeof(*odd)))) {
+				err = -ENOMEM;
+				break;
+			}
+			heap = event_heap(ps, h, odd[i], sizeof(odd[i]));
+		}
+		rows[i] = (struct event_row){
+		        .ts = i64(e->ts_ns),
+		        .kind = is_free ? "free" : "alloc",
+		        .tid = e->tid,
+		        .address = i64(e->address),
+		        .size = i64(e->size),
+		        .charged = i64(e->charged),
+		        .heap = heap,
+		        .stack_key = i64(e->stack_key),
+		        /* An allocation's time is its own ts; a free whose
+		         * block's time is unknown keeps NULL (0). */
+		        .alloc_ts = is_free ? i64(e->alloc_ts_ns) : 0,
+		};
 	}
 	if (!err)
-		err = exec(p, "COMMIT", "writing events");
-	if (err)
-		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+		err = exec(p, "BEGIN", "writing events");
+	if (!err) {
+		p->bulk[BK_EVENT].rows = rows;
+		p->bulk[BK_EVENT].nrows = n;
+		sqlite3_bind_int64(p->st[ST_EVENT], 1, upid);
+		err = step(p, ST_EVENT, "writing events");
+		p->bulk[BK_EVENT].nrows = 0;
+		if (!err)
+			err = exec(p, "COMMIT", "writing events");
+		if (err)
+			sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	if (err == -ENOMEM)
+		fprintf(stderr, SUBSYS "out of memory\n");
+	free(odd);
+	free(rows);
 	return err;
 }
 
@@ -1364,15 +1911,16 @@ int profile_set_trace(struct profile *p, int64_t upid,
 static void free_state(struct profile *p)
 {
 	for (size_t i = 0; i < p->nprocs; i++) {
-		hmap_free(&p->procs[i].prev);
-		hmap_free(&p->procs[i].tstacks);
+		pairmap_free(&p->procs[i].prev);
+		pairmap_free(&p->procs[i].tstacks);
 		free(p->procs[i].cum);
 		free(p->procs[i].heap_names);
 	}
 	free(p->procs);
 	hmap_free(&p->mappings);
 	hmap_free(&p->frames);
-	hmap_free(&p->callsites);
+	pairmap_free(&p->callsites);
+	free(p->new_cs);
 	symbolizer_free(p->sym);
 }
 
@@ -1385,8 +1933,11 @@ static int destroy(struct profile *p, int fold)
 		sqlite3_finalize(p->st[i]);
 	if (p->db) {
 		/* Fold the WAL back in: one self-contained file. */
+		/* While the checkpointer copies the last dump into the file. */
 		if (fold && sqlite3_get_autocommit(p->db))
 			err = exec(p, profile_index_sql, "creating indexes");
+		ckpt_stop(p->ckpt);
+		p->ckpt = NULL;
 		if (fold && !err && sqlite3_get_autocommit(p->db))
 			err = exec(p,
 			           "PRAGMA wal_checkpoint(TRUNCATE);"

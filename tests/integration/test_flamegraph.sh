@@ -230,8 +230,8 @@ cs_of() { echo "(SELECT c.id FROM stack_profile_callsite c JOIN stack_profile_fr
 sqlw "$LDB" "UPDATE stack_profile_callsite SET parent_id = $(cs_of do_malloc) WHERE id = (SELECT parent_id FROM stack_profile_callsite WHERE id = $(cs_of do_malloc));
   UPDATE stack_profile_callsite SET parent_id = 987654 WHERE id = $(cs_of thread_main);
   UPDATE stack_profile_callsite SET frame_id = 987654 WHERE id = $(cs_of do_memalign);
-  INSERT INTO heap_profile_allocation(type, ts, upid, heap_name, callsite_id, count, size)
-  SELECT 'x', max(ts), upid, 'libc.malloc', 777777, 1, 5 FROM heapprof_dump;" >/dev/null
+  INSERT INTO heap_profile_allocation(ts, upid, heap_name, callsite_id, count, size)
+  SELECT max(ts), upid, 'libc.malloc', 777777, 1, 5 FROM heapprof_dump;" >/dev/null
 fg loop "$LDB"
 assert_eq 0 "$FG_RC" "flamegraph exit status ($(head -c 300 "$T_DIR/loop.fgerr"))"
 if [ "$HAVE_NODE" = 1 ] && [ -s "$T_DIR/loop.html" ]; then
@@ -255,11 +255,11 @@ run_bounded 300 sqlite3 "$BDB" "ATTACH '$KDB' AS k;
   INSERT INTO stack_profile_frame(id, type, name, mapping, rel_pc)
   SELECT id, 'f', 'fn_' || id, 1, id * 16 FROM c;
   WITH RECURSIVE c(id) AS (SELECT 1 UNION ALL SELECT id + 1 FROM c WHERE id < 1111110)
-  INSERT INTO stack_profile_callsite(id, type, depth, parent_id, frame_id)
-  SELECT id, 'c', 0, CASE WHEN id <= 10 THEN NULL ELSE (id - 1) / 10 END,
+  INSERT INTO stack_profile_callsite(id, depth, parent_id, frame_id)
+  SELECT id, 0, CASE WHEN id <= 10 THEN NULL ELSE (id - 1) / 10 END,
          1 + (id * 7919) % 5000 FROM c;
-  INSERT INTO heap_profile_allocation(type, ts, upid, heap_name, callsite_id, count, size)
-  SELECT 'a', (SELECT max(ts) FROM heapprof_dump), 1, 'libc.malloc', id, 1, 1 + id % 1000
+  INSERT INTO heap_profile_allocation(ts, upid, heap_name, callsite_id, count, size)
+  SELECT (SELECT max(ts) FROM heapprof_dump), 1, 'libc.malloc', id, 1, 1 + id % 1000
   FROM stack_profile_callsite WHERE id > 111110;" >/dev/null || t_fail "cannot fill $BDB"
 start=$(date +%s%N)
 fg big "$BDB"
@@ -320,8 +320,8 @@ elif [ -s "$PAGE" ]; then
 	D2="$T_DIR/known2.db"
 	cp "$KDB" "$D2"
 	sqlw "$D2" "INSERT INTO heapprof_dump(ts, upid, reason) SELECT max(ts) + 1000000, upid, 'signal' FROM heapprof_dump;
-	  INSERT INTO heap_profile_allocation(type, ts, upid, heap_name, callsite_id, count, size)
-	  SELECT 'x', (SELECT max(ts) FROM heapprof_dump), upid, heap_name, callsite_id, -60, -60000
+	  INSERT INTO heap_profile_allocation(ts, upid, heap_name, callsite_id, count, size)
+	  SELECT (SELECT max(ts) FROM heapprof_dump), upid, heap_name, callsite_id, -60, -60000
 	  FROM heap_profile_allocation WHERE callsite_id = $(cs_of do_malloc) LIMIT 1;" >/dev/null
 	fg known2 "$D2"
 	browser "$T_DIR/known2.html" "$T_DIR/known2.png" known2

@@ -1155,6 +1155,100 @@ static void test_event_rate(void)
 	sqlite3_close(db);
 }
 
+/*
+ * A dump big enough for the writer's worker thread and two batches: 40000
+ * distinct stacks (binary paths 16 deep under one root, pcs in the fake
+ * module A) and, in the second batch, a copy of stack 0.  Its callsites
+ * are the 105535 nodes of that tree, whatever the batches; the copy's
+ * amounts land on stack 0's callsite (in a row per batch); a second dump
+ * writes exact deltas.
+ */
+enum { BIG_N = 40000, BIG_DEPTH = 16 };
+
+static void big_stacks(struct prof_stack *st, uint64_t (*pcs)[BIG_DEPTH + 1],
+                       int second)
+{
+	for (size_t i = 0; i <= BIG_N; i++) {
+		size_t k = i < BIG_N ? i : 0; /* the copy */
+		pcs[i][BIG_DEPTH] = A_START + 0x30;
+		for (int l = 0; l < BIG_DEPTH; l++)
+			pcs[i][BIG_DEPTH - 1 - l] =
+			        A_START + 0x100 +
+			        0x10 * (2 * l + ((k >> l) & 1));
+		uint64_t n = 1 + (second && (i == 5 || i == BIG_N));
+		st[i] = stack(0, pcs[i], BIG_DEPTH + 1, n, n * (10 + k % 7),
+		              n * FP, 0, 0, 0);
+	}
+}
+
+static void test_big_dump_batches(void)
+{
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/big.db", dir);
+	static uint64_t pcs[BIG_N + 1][BIG_DEPTH + 1];
+	static struct prof_stack st[BIG_N + 1];
+	struct profile *p = profile_create(path, "t");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	struct prof_process info = {.pid = 9,
+	                            .name = "big",
+	                            .cmdline = "big",
+	                            .sampling_interval = 1,
+	                            .unwind = "dwarf",
+	                            .max_frames = 64};
+	int64_t upid;
+	CHECK(profile_begin_process(p, &info, &upid) == 0);
+	big_stacks(st, pcs, 0);
+	struct prof_dump d1 = dump(1000, st, BIG_N + 1);
+	CHECK(profile_write_dump(p, upid, &d1) == 0);
+	big_stacks(st, pcs, 1);
+	struct prof_dump d2 = dump(2000, st, BIG_N + 1);
+	CHECK(profile_write_dump(p, upid, &d2) == 0);
+	CHECK(profile_close(p) == 0);
+
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < BIG_N; i++)
+		bytes += 10 + i % 7;
+	sqlite3 *db = NULL;
+	CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) ==
+	      SQLITE_OK);
+	/* 1 + (2 + 4 + ... + 2^15) + 40000 nodes, ids 1 to that. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM stack_profile_callsite"),
+	             105535);
+	CHECK_EQ_U64(q1(db, "SELECT max(id) FROM stack_profile_callsite"),
+	             105535);
+	CHECK_EQ_U64(q1(db, "SELECT count(DISTINCT callsite_id) FROM"
+	                    " heap_profile_allocation"),
+	             BIG_N);
+	/* Dump 1: every stack once, stack 0 twice (10 bytes each). */
+	CHECK_EQ_U64(q1(db, "SELECT sum(count) FROM heap_profile_allocation"
+	                    " WHERE ts = 1000"),
+	             BIG_N + 1);
+	CHECK_EQ_U64(q1(db, "SELECT sum(size) FROM heap_profile_allocation"
+	                    " WHERE ts = 1000"),
+	             bytes + 10);
+	/* Stack 0's callsite: 2 rows (the copy came in the second batch),
+	 * 2 objects, 20 bytes. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) || sum(count) || sum(size) FROM"
+	                    " heap_profile_allocation WHERE ts = 1000 AND"
+	                    " callsite_id = (SELECT callsite_id FROM"
+	                    " heap_profile_allocation ORDER BY id LIMIT 1)"),
+	             2220);
+	/* Dump 2: exactly what stack 5 (1, 15 bytes) and the copy (1, 10)
+	 * gained, in a row each. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heap_profile_allocation"
+	                    " WHERE ts = 2000"),
+	             2);
+	CHECK_EQ_U64(q1(db, "SELECT sum(count) || sum(size) FROM"
+	                    " heap_profile_allocation WHERE ts = 2000"),
+	             225);
+	CHECK_EQ_U64(q1(db, "SELECT typeof(write_ms) = 'real' AND write_ms >= 0"
+	                    " FROM heapprof_dump WHERE ts = 2000"),
+	             1);
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -1177,6 +1271,7 @@ int main(void)
 	        {"old_profile_report", test_old_profile_report},
 	        {"trace_rows", test_trace_rows},
 	        {"event_rate", test_event_rate},
+	        {"big_dump_batches", test_big_dump_batches},
 	        {NULL, NULL},
 	};
 	if (!mkdtemp(dir)) {
