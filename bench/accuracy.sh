@@ -70,14 +70,11 @@ wl_bins
 SNAP=${BENCH_SNAP:-}
 if [ -z "$SNAP" ]; then
 	SNAP=$WORK/snap-accuracy
-	rm -rf "$SNAP"
-	mkdir -p "$SNAP"
-	for f in heapprof libheapprof.so; do
-		[ -f "$BUILD/$f" ] && cp -p "$BUILD/$f" "$SNAP/$f"
-	done
+	wl_snapshot "$SNAP"
+else
+	HEAPPROF=$SNAP/heapprof
+	LIBHEAPPROF=$SNAP/libheapprof.so
 fi
-HEAPPROF=$SNAP/heapprof
-LIBHEAPPROF=$SNAP/libheapprof.so
 LIBJEMALLOC=$(find_lib libjemalloc.so.2)
 LIBTCMALLOC=$(find_lib libtcmalloc.so.4)
 [ -x "$HEAPPROF" ] || die "$HEAPPROF missing (run make first)"

@@ -158,17 +158,9 @@ command -v perl >/dev/null 2>&1 || die "perl is needed to generate inputs and ta
 command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) is needed"
 
 wl_bins
-# Measure a snapshot of the profiler, so a rebuild while the benchmark
-# runs cannot mix two versions (or catch a half-written binary).
-# heapprof record finds libheapprof.so next to its own binary.
+# Measure a snapshot of the profiler (wl_snapshot).
 SNAP=$WORK/snap
-rm -rf "$SNAP"
-mkdir -p "$SNAP"
-for f in heapprof libheapprof.so; do
-	[ -f "$BUILD/$f" ] && cp -p "$BUILD/$f" "$SNAP/$f"
-done
-HEAPPROF=$SNAP/heapprof
-LIBHEAPPROF=$SNAP/libheapprof.so
+wl_snapshot "$SNAP"
 LIBJEMALLOC=$(find_lib libjemalloc.so.2)
 LIBTCMALLOC=$(find_lib libtcmalloc.so.4)
 

@@ -112,6 +112,21 @@ workload() {
 
 # The bench programs: `make bench` builds them; built here otherwise (or
 # when older than their source).
+# wl_snapshot DIR: copies the build's heapprof and libheapprof.so into DIR
+# and points HEAPPROF and LIBHEAPPROF at the copies, so a rebuild while
+# the benchmark runs cannot mix two versions (or catch a half-written
+# binary).  heapprof record finds libheapprof.so next to its own binary.
+wl_snapshot() {
+	local f
+	rm -rf "$1"
+	mkdir -p "$1"
+	for f in heapprof libheapprof.so; do
+		[ -f "$BUILD/$f" ] && cp -p "$BUILD/$f" "$1/$f"
+	done
+	HEAPPROF=$1/heapprof
+	LIBHEAPPROF=$1/libheapprof.so
+}
+
 wl_bins() {
 	local prog
 	mkdir -p "$BUILD/bench"
