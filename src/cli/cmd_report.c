@@ -168,8 +168,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	if (rc)
 		return rc;
 	if (!o->file) {
-		hp_err(SUBSYS, "missing FILE");
-		report_usage(stderr);
+		hp_err(SUBSYS, "missing FILE (see heapprof report --help)");
 		return 2;
 	}
 	return 0;

@@ -106,8 +106,7 @@ static int parse_args(int argc, char **argv, struct sql_opts *o)
 		}
 	}
 	if (!o->file) {
-		hp_err(SUBSYS, "missing FILE");
-		sql_usage(stderr);
+		hp_err(SUBSYS, "missing FILE (see heapprof sql --help)");
 		return 2;
 	}
 	return 0;

@@ -56,6 +56,7 @@ int main(int argc, char **argv)
 	if (!strcmp(base, "heapprofd"))
 		return cmd_daemon(argc, argv);
 	if (argc < 2) {
+		/* Nothing asked: the usage is the answer, not an error line. */
 		usage(stderr);
 		return 2;
 	}
@@ -89,7 +90,9 @@ int main(int argc, char **argv)
 		printf("heapprof %s\n", HEAPPROF_VERSION);
 		return 0;
 	}
-	fprintf(stderr, "heapprof: unknown command '%s'\n", cmd);
-	usage(stderr);
+	/* One line, as every other error: the usage would bury it. */
+	fprintf(stderr,
+	        "heapprof: unknown command '%s' (heapprof help lists them)\n",
+	        cmd);
 	return 2;
 }
