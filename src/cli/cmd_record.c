@@ -495,7 +495,7 @@ int cmd_record(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	int opt;
-	while ((opt = getopt_long(argc, argv, "+i:o:p:n:d:c:h", longopts,
+	while ((opt = getopt_long(argc, argv, "+:i:o:p:n:d:c:h", longopts,
 	                          NULL)) != -1) {
 		if (opt == 'h') {
 			record_usage(stdout);
@@ -503,16 +503,21 @@ int cmd_record(int argc, char **argv)
 			return 0;
 		}
 		if (opt == '?' || opt == ':') {
-			if (optopt && optopt < 256)
+			/* Name the word as typed (--interval, not -i). */
+			const char *w = optind > 1 && optind - 1 < argc
+			                        ? argv[optind - 1]
+			                        : "";
+			if (opt == ':')
 				fprintf(stderr,
-				        PFX "unknown or incomplete option "
-				            "'-%c'\n",
+				        PFX "option '%s' needs a value\n", w);
+			else if (optopt > 0 && optopt < 256 &&
+			         !(w[0] == '-' && w[1] == '-' && optopt == 'h'))
+				/* A short one (maybe inside -abc, where
+				 * optind has not moved on yet). */
+				fprintf(stderr, PFX "unknown option '-%c'\n",
 				        optopt);
 			else
-				fprintf(stderr,
-				        PFX "unknown or incomplete option "
-				            "'%s'\n",
-				        argv[optind - 1]);
+				fprintf(stderr, PFX "unknown option '%s'\n", w);
 			config_free(&cfg);
 			return 2;
 		}
