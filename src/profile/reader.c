@@ -5,6 +5,7 @@
  * per frame.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,59 @@ static int check_pages(sqlite3 *db, const char *path, const char *subsys)
 	return -EINVAL;
 }
 
+static uint32_t be32(const unsigned char *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+	       (uint32_t)b[2] << 8 | b[3];
+}
+
+/*
+ * A file cut short loses its last pages; SQLite reads the missing bytes
+ * as zeros without an error and quick_check may pass when only the end of
+ * a page went.  The header says how long the file must be: a size that is
+ * not a whole number of pages, or fewer pages than the header counts
+ * (when that count is valid and no WAL file holds newer pages), is a
+ * truncated file.  0, or -EINVAL with the message printed.
+ */
+static int check_length(const char *path, const char *subsys, off_t size)
+{
+	unsigned char h[100];
+	FILE *f = fopen(path, "rb");
+
+	if (!f)
+		return 0; /* sqlite3_open says why */
+	size_t n = fread(h, 1, sizeof(h), f);
+	fclose(f);
+	if (n < sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+		return 0; /* not SQLite at all: its own message */
+	uint32_t page = (uint32_t)h[16] << 8 | h[17];
+	if (page == 1)
+		page = 65536;
+	if (page < 512 || (page & (page - 1)))
+		return 0; /* SQLite refuses it itself */
+	uint64_t want = 0;
+	if (be32(h + 24) == be32(h + 92))
+		want = (uint64_t)be32(h + 28) * page;
+	char wal[4096];
+	struct stat ws;
+	if (snprintf(wal, sizeof(wal), "%s-wal", path) < (int)sizeof(wal) &&
+	    stat(wal, &ws) == 0 && ws.st_size > 0)
+		want = 0; /* pages may live in the WAL until a checkpoint */
+	if ((uint64_t)size % page == 0 && (uint64_t)size >= want)
+		return 0;
+	if (want > (uint64_t)size)
+		hp_err(subsys,
+		       "%s: truncated database (%lld bytes; its header "
+		       "says %llu)",
+		       path, (long long)size, (unsigned long long)want);
+	else
+		hp_err(subsys,
+		       "%s: truncated database (%lld bytes, not a whole "
+		       "number of %u-byte pages)",
+		       path, (long long)size, page);
+	return -EINVAL;
+}
+
 static sqlite3 *open_mode(const char *path, const char *subsys, int flags)
 {
 	struct stat sb;
@@ -126,6 +180,8 @@ static sqlite3 *open_mode(const char *path, const char *subsys, int flags)
 		hp_err(subsys, "%s: is a directory", path);
 		return NULL;
 	}
+	if (S_ISREG(sb.st_mode) && check_length(path, subsys, sb.st_size) < 0)
+		return NULL;
 	int rc = sqlite3_open_v2(path, &db, flags, NULL);
 	if (rc != SQLITE_OK) {
 		hp_err(subsys, "%s: %s", path,
