@@ -172,6 +172,25 @@ static int parse_u64(const char *flag, const char *s, uint64_t min,
 }
 
 /* -d SECONDS: a positive decimal, at least a millisecond. */
+/* Digits, then optionally '.' and digits, then `tail`: strtod alone would
+ * take "1e3", "0x10", "inf" and "5." too. */
+static bool plain_decimal(const char *s, const char *tail)
+{
+	const char *p = s;
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (p == s)
+		return false;
+	if (*p == '.') {
+		const char *f = ++p;
+		while (isdigit((unsigned char)*p))
+			p++;
+		if (p == f)
+			return false;
+	}
+	return strcmp(p, tail) == 0;
+}
+
 static int parse_seconds(const char *flag, const char *s, uint64_t *ms)
 {
 	if (!*s)
@@ -179,7 +198,7 @@ static int parse_seconds(const char *flag, const char *s, uint64_t *ms)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (*end || end == s || !isdigit((unsigned char)*s))
+	if (*end || end == s || !plain_decimal(s, ""))
 		return bad(flag, s, "not a number of seconds");
 	if (!isfinite(v) || errno == ERANGE || v * 1000.0 > (double)CFG_MS_MAX)
 		return bad(flag, s, "too long: at most 100 days");
@@ -198,7 +217,7 @@ static int parse_threshold(const char *flag, const char *s, uint32_t *pct)
 	double v = strtod(s, &end);
 	bool percent = *end == '%' && end[1] == '\0';
 	if (end == s || (*end && !percent) || !isfinite(v) ||
-	    !isdigit((unsigned char)*s))
+	    !plain_decimal(s, percent ? "%" : ""))
 		return bad(flag, s,
 		           "want a fraction (0.9) or a percentage "
 		           "(90%)");
@@ -208,8 +227,13 @@ static int parse_threshold(const char *flag, const char *s, uint32_t *pct)
 		return bad(flag, s,
 		           "out of range: above 0 and at most 1 "
 		           "(100%)");
+	/* The client counts in whole percent: 0.001 is not 0.1%. */
+	if (v < 1.0 - 1e-9)
+		return bad(flag, s,
+		           "too small: at least 0.01 (1%), in steps of "
+		           "0.01");
 	long r = lround(v);
-	*pct = (uint32_t)(r < 1 ? 1 : r);
+	*pct = (uint32_t)r;
 	return 0;
 }
 
