@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/config.h"
 #include "cli/options.h"
 #include "daemon/ctl.h"
 #include "util/err.h"
@@ -62,7 +63,7 @@ int cmd_dump(int argc, char **argv)
 			       a);
 			return 2;
 		}
-		if (opt_parse_u64(SUBSYS, "PID", v, 1, 0x7fffffff, &pid))
+		if (opt_parse_u64(SUBSYS, "PID", v, 1, CFG_PID_MAX, &pid))
 			return 2;
 	}
 	char err[512];

@@ -1,6 +1,7 @@
 /* Strict parsing of numeric option values: no sign, no junk, no overflow. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,11 @@ int opt_parse_long(const char *s, long *out)
 {
 	char *end;
 
+	/* strtol would skip blanks and take a '+': " 5" and "+5" are typos
+	 * more often than numbers. */
+	if (!s || !(isdigit((unsigned char)s[0]) ||
+	            (s[0] == '-' && isdigit((unsigned char)s[1]))))
+		return -1;
 	errno = 0;
 	long v = strtol(s, &end, 10);
 	if (errno || end == s || *end)
@@ -118,11 +124,14 @@ int opt_parse_dump(const char *cmd, const char *v, struct dump_ref *out)
 	long n;
 	out->index = 0;
 	out->name = NULL;
+	/* All digits but out of range: a dump number, not a name. */
+	size_t digits = strspn(v + (v[0] == '-'), "0123456789");
+	bool numeric = digits > 0 && !v[(v[0] == '-') + digits];
 	if (opt_parse_long(v, &n) == 0) {
 		out->index = n;
 		if (n != 0)
 			return 0;
-	} else if (v[0] && strlen(v) < HP_SNAPSHOT_NAME_MAX) {
+	} else if (!numeric && v[0] && strlen(v) < HP_SNAPSHOT_NAME_MAX) {
 		out->name = v;
 		return 0;
 	}
