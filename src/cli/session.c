@@ -449,10 +449,13 @@ static int close_profile(struct session *s)
 		return -1;
 	}
 	if (rc != 0 || s->write_errors) {
-		fprintf(stderr,
-		        PFX "the profile %s may be incomplete (write errors "
-		            "above)\n",
-		        s->out);
+		/* The writer said the first error and what is kept; a second
+		 * line would only repeat it. */
+		if (!profile_errors_said())
+			fprintf(stderr,
+			        PFX "the profile %s may be incomplete (write "
+			            "errors above)\n",
+			        s->out);
 		return -1;
 	}
 	fprintf(stderr, "heapprof: profile written to %s\n", s->out);
@@ -1271,7 +1274,11 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 		wait_command(s);
 	if (prc != 0 && !s->child_exited)
 		return 1;
-	return status_code(s->child_status);
+	/* A profile that could not be written (disk full, ...) is a failure
+	 * of record even when the program succeeded; a failing program's own
+	 * status is the more useful one to pass on. */
+	int code = status_code(s->child_status);
+	return prc != 0 && code == 0 ? 1 : code;
 }
 
 static int run_daemon(struct session *s, const char *record_cmdline)

@@ -196,5 +196,8 @@ int profile_set_trace(struct profile *p, int64_t upid,
 int profile_set_meta(struct profile *p, const char *key, const char *value);
 /* Commit and close; 0 or negative errno. Frees p in every case. */
 int profile_close(struct profile *p);
+/* How many write errors this process has printed (only the first of them
+ * is printed): a caller with nothing to add stays quiet. */
+int profile_errors_said(void);
 
 #endif

@@ -276,6 +276,7 @@ struct next_ids {
 
 struct profile {
 	sqlite3 *db;
+	char *path; /* for messages */
 	sqlite3_stmt *st[ST_COUNT];
 	struct bulk_src bulk[BK_COUNT];
 	struct ckpt *ckpt; /* NULL: SQLite's own automatic checkpoint */
@@ -349,11 +350,30 @@ static int errno_of(int rc)
 }
 
 /* Print the SQLite error for `what` and return it as a negative errno. */
+/* Write errors said so far by this process (see profile_errors_said). */
+static int errors_said;
+
+/*
+ * A full disk fails every dump after the first that does not fit, and the
+ * indexes at the end: one line for the first error, which names the file
+ * and says what is kept, instead of a line per attempt.  Every dump is its
+ * own transaction, so what was committed before stays readable.
+ */
 static int sql_err(struct profile *p, int rc, const char *what)
 {
-	fprintf(stderr, SUBSYS "%s: %s\n", what,
-	        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
+	if (errors_said++ == 0)
+		fprintf(stderr,
+		        SUBSYS "%s: %s (%s); the dumps written before are "
+		               "kept, later write errors are not repeated\n",
+		        p->path ? p->path : "profile",
+		        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc),
+		        what);
 	return errno_of(rc);
+}
+
+int profile_errors_said(void)
+{
+	return errors_said;
 }
 
 static int exec(struct profile *p, const char *sql, const char *what)
@@ -446,6 +466,7 @@ static int open_db(struct profile *p, const char *path)
 	            SQLITE_OPEN_NOMUTEX;
 	int rc = sqlite3_open_v2(path, &p->db, flags, NULL);
 	if (rc != SQLITE_OK) {
+		errors_said++;
 		fprintf(stderr, SUBSYS "%s: %s\n", path,
 		        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
 		return errno_of(rc);
@@ -493,7 +514,8 @@ struct profile *profile_create(const char *path, const char *record_cmdline)
 	pairmap_init(&p->callsites);
 	p->next = (struct next_ids){1, 1, 1};
 	p->sym = symbolizer_new();
-	int err = p->sym ? remove_old(path) : -ENOMEM;
+	p->path = strdup(path);
+	int err = p->sym && p->path ? remove_old(path) : -ENOMEM;
 	if (!err)
 		err = open_db(p, path);
 	if (!err)
@@ -1945,12 +1967,14 @@ static int destroy(struct profile *p, int fold)
 			           "closing");
 		int rc = sqlite3_close(p->db);
 		if (rc != SQLITE_OK && !err) {
+			errors_said++;
 			fprintf(stderr, SUBSYS "closing: %s\n",
 			        sqlite3_errstr(rc));
 			err = errno_of(rc);
 		}
 	}
 	free_state(p);
+	free(p->path);
 	free(p);
 	return err;
 }
