@@ -17,6 +17,7 @@
  * heapprof_dump row says how long the dump took (write_ms).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -439,7 +441,23 @@ static int write_meta(struct profile *p, const char *record_cmdline)
 	return rc == SQLITE_OK ? 0 : sql_err(p, rc, "writing metadata");
 }
 
-/* Remove an old profile and its SQLite side files, so nothing is replayed. */
+static const char *file_kind(mode_t m)
+{
+	return S_ISDIR(m)    ? "a directory"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+	       : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISSOCK(m) ? "a socket"
+	                     : "not a regular file";
+}
+
+/*
+ * Remove an old profile and its SQLite side files, so nothing is replayed,
+ * then create the file.  Only regular files are replaced: run as root, an
+ * unlink of whatever -o names would take /dev/full or a socket with it.
+ * Creating the file here, not in SQLite, gives the system's reason
+ * (ENOTDIR, EROFS, EACCES, ...) instead of "unable to open database file".
+ */
 static int remove_old(const char *path)
 {
 	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
@@ -447,15 +465,34 @@ static int remove_old(const char *path)
 
 	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
 		if (snprintf(buf, sizeof(buf), "%s%s", path, suffix[i]) >=
-		    (int)sizeof(buf))
+		    (int)sizeof(buf)) {
+			fprintf(stderr, SUBSYS "%s: file name too long\n",
+			        path);
 			return -ENAMETOOLONG;
+		}
+		struct stat sb;
+		if (stat(buf, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+			fprintf(stderr,
+			        SUBSYS "%s: is %s, not a profile file: "
+			               "not replaced\n",
+			        buf, file_kind(sb.st_mode));
+			return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+		}
 		if (unlink(buf) < 0 && errno != ENOENT) {
 			int err = -errno;
-			fprintf(stderr, SUBSYS "%s: cannot remove: %s\n", buf,
+			fprintf(stderr, SUBSYS "%s: cannot replace: %s\n", buf,
 			        strerror(errno));
 			return err;
 		}
 	}
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int err = -errno;
+		fprintf(stderr, SUBSYS "%s: cannot create: %s\n", path,
+		        strerror(errno));
+		return err;
+	}
+	close(fd);
 	return 0;
 }
 
