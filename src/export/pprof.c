@@ -15,8 +15,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -772,13 +774,18 @@ int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys)
 		free(gz);
 		return err;
 	}
+	/* A partial file is removed, but only a regular one: as root, an
+	 * unlink after a failed write to -o /dev/full took the device. */
+	struct stat sb;
+	bool regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
 	err = write_all(fd, gz, ngz);
 	if (close(fd) != 0 && !err)
 		err = -errno;
 	free(gz);
 	if (err) {
 		hp_err(subsys, "%s: writing: %s", path, strerror(-err));
-		unlink(path);
+		if (regular)
+			unlink(path);
 	}
 	return err;
 }
