@@ -445,6 +445,23 @@ for out in /proc/version/x.db /proc/x.db /sys/x.db "$T_DIR/afile/x.db" "$T_DIR/a
 	assert_match "$(printf '%s' "$out" | sed 's/[][\.*^$+?(){}|]/\\&/g')" "$(cat "$T_DIR/g.err")" "-o $out: the line names it"
 	[ -e "$RAN" ] && t_fail "-o $out: the program ran"
 done
+# The readers' outputs: a failed write removes a partial file, never a
+# device (as root, pprof's unlink after ENOSPC took /dev/full).
+GOODDB="$T_DIR/b1.db"
+if [ -s "$GOODDB" ]; then
+	for cmd in "pprof $GOODDB -o" "pprof $GOODDB --all -o" "diff $GOODDB $GOODDB -o" "flamegraph $GOODDB -o"; do
+		rc=0
+		# shellcheck disable=SC2086 # the words of cmd
+		timeout -k 5 30 "$HP" $cmd /dev/full >"$T_DIR/g.out" 2>"$T_DIR/g.err" </dev/null || rc=$?
+		assert_eq 1 "$rc" "$cmd /dev/full: status"
+		assert_eq 1 "$(wc -l <"$T_DIR/g.err")" "$cmd /dev/full: one line ($(head -c 300 "$T_DIR/g.err" | tr '\n' '|'))"
+		assert_match '/dev/full' "$(cat "$T_DIR/g.err")" "$cmd /dev/full: the line names it"
+		[ -c /dev/full ] || {
+			t_fail "$cmd /dev/full replaced the device; restoring it"
+			rm -f /dev/full && mknod -m 666 /dev/full c 1 7
+		}
+	done
+fi
 [ -c /dev/full ] || t_fail "/dev/full is no longer a character device"
 [ -p "$T_DIR/fifo" ] || t_fail "the FIFO was replaced"
 [ -d "$T_DIR/adir" ] || t_fail "the directory was replaced"
