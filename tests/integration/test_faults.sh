@@ -249,6 +249,38 @@ if db_valid "$DB"; then
 		"record's summary line says the same numbers"
 fi
 
+t_begin "(b) heapprofd SIGSTOPped for 10 s: a program that starts meanwhile (client preloaded) runs unchanged"
+# Its hello at startup is answered by no one: the client gives up after a
+# bounded wait and the program runs unprofiled.  Also with a session that
+# wants the program by name.
+"$HP" record -n fault_target -o "$T_DIR/bd.db" >"$T_DIR/bd.out" 2>"$T_DIR/bd.err" </dev/null &
+RPID=$!
+wait_until 20 "session line" grep_q "$T_DIR/bd.err" "session"
+kill -STOP "$DPID"
+t0=$SECONDS
+for i in 1 2; do
+	fdir "bd$i"
+	: >"$D/go"
+	: >"$D/exit"
+	s_ns=$(date +%s%N)
+	rc=0
+	LD_PRELOAD="$LIB" run_bounded 30 "$FT" "$D" churn 200000 >"$D/out" 2>"$D/err" || rc=$?
+	e_ns=$(date +%s%N)
+	assert_eq 7 "$rc" "program $i: status"
+	assert_eq "$BARE_CHURN200K_OUT" "$(cat "$D/out")" "program $i: stdout as in a bare run"
+	assert_eq "" "$(cat "$D/err")" "program $i: nothing on its stderr"
+	t_note "program $i ran in $(((e_ns - s_ns) / 1000000)) ms with heapprofd stopped (4 ms bare)"
+done
+left=$((10 - (SECONDS - t0)))
+[ "$left" -gt 0 ] && sleep "$left"
+kill -CONT "$DPID"
+rc=0
+run_bounded 30 "$HP" daemon --status >/dev/null 2>&1 || rc=$?
+assert_eq 0 "$rc" "heapprofd serves again after SIGCONT"
+kill -INT "$RPID"
+wait_child 60 "$RPID"
+assert_le "$WAIT_RC" 1 "the waiting session ends on SIGINT (0, or 1: nothing profiled)"
+
 # ---------------------------------------------------------------------------
 t_begin "(c) heapprofd killed and restarted mid-session: the program runs on; the session ends well; a new session attaches"
 fdir c
