@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# test_safety.sh BUILD: the target safety suite (docs/safety/safety.md).
+#
+# Every case is a program that does something dangerous for a profiler
+# living inside it (fork, clone, signal handlers, destructors, dlclose,
+# longjmp, exceptions, odd malloc calls, unusual builds).  Each case runs
+# the program bare twice, then under `heapprof record` HEAPPROF_SAFETY_RUNS
+# times (default 10) in each of its modes (default interval, -i 1, and for
+# some -i 1 --unwind fp), every run bounded by `timeout`.  A run must end
+# with the bare run's exit status, stdout and stderr (heapprof's own lines,
+# which all start with "heapprof: ", are taken out of the recorded stderr
+# first), and leave a profile that `heapprof report` reads.  At -i 1 the
+# "count FUNC ao as o s" lines the program prints must equal the profile's
+# four views of the callsites whose leaf frame is FUNC.
+#
+# Counted over the whole file and printed on one line at the end:
+#   crash  the recorded run died of a signal (or its stderr has a sanitizer
+#          report) when the bare run did not
+#   hang   a run hit its timeout (status 124/137)
+#   diff   another exit status, stdout or stderr than the bare run
+# Any of them non-zero fails the test.
+#
+# Env: HEAPPROF_SAFETY_RUNS (runs per mode, default 10),
+# HEAPPROF_SAFETY_TIMEOUT (seconds per run, default 60).
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/helpers.sh"
+t_setup_build "$1"
+
+RUNS=${HEAPPROF_SAFETY_RUNS:-10}
+TMO=${HEAPPROF_SAFETY_TIMEOUT:-60}
+if ! t_is_num "$RUNS" || [ "$RUNS" -lt 1 ]; then
+	t_begin "HEAPPROF_SAFETY_RUNS"
+	t_fail "HEAPPROF_SAFETY_RUNS must be a positive integer, got '$RUNS'"
+	t_summary
+fi
+
+CASES=0
+NRUNS=0
+CRASHES=0
+HANGS=0
+DIFFS=0
+SAN_RE='(AddressSanitizer|LeakSanitizer|ThreadSanitizer|UndefinedBehaviorSanitizer|runtime error:)'
+
+# leaf_table DB: "FUNC ao as o s" for every leaf function with rows.
+leaf_table() {
+	sqlq "$1" "SELECT f.name || ' ' || $VIEWS_SQL
+	  FROM heap_profile_allocation a
+	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
+	  JOIN stack_profile_frame f ON c.frame_id = f.id
+	  GROUP BY f.name;"
+}
+
+# check_counts TAG DB OUT: every "count FUNC ao as o s" line of the
+# program's stdout OUT equals the profile's views of FUNC (no rows = 0s).
+check_counts() {
+	local tag=$1 db=$2 out=$3 tbl line fn want got
+	tbl=$(leaf_table "$db") || return 1
+	while read -r line; do
+		fn=$(printf '%s\n' "$line" | cut -d' ' -f2)
+		want=$(printf '%s\n' "$line" | cut -d' ' -f3-)
+		got=$(printf '%s\n' "$tbl" | awk -v f="$fn" '$1 == f { $1 = ""; sub(/^ /, ""); print; exit }')
+		[ -n "$got" ] || got="0 0 0 0"
+		assert_eq "$want" "$got" "$tag: $fn (alloc_objects alloc_space objects space)" || return 1
+	done < <(grep '^count ' "$out")
+	return 0
+}
+
+# safety_case NAME WANT_STATUS MODES -- CMD [ARGS]: MODES is a comma list
+# of default, i1, fp (-i 1 --unwind fp).  Counts per case are checked at
+# i1 and fp; extra checks on the last -i 1 profile: $T_DIR/NAME.i1.db.
+safety_case() {
+	local name=$1 want=$2 modes=$3
+	shift 4
+	t_begin "$name: $RUNS runs x {$modes} == bare"
+	CASES=$((CASES + 1))
+	local b r mode rc fails=0 opts tag err
+	# Bare, twice: the program itself must be deterministic.
+	for b in 1 2; do
+		rc=0
+		timeout -k 5 "$TMO" "$@" >"$T_DIR/$name.bare$b.out" 2>"$T_DIR/$name.bare$b.err" </dev/null || rc=$?
+		if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+			t_fail "bare run $b timed out: $*"
+			return 1
+		fi
+		assert_eq "$want" "$rc" "bare run $b: exit status" || return 1
+	done
+	if ! cmp -s "$T_DIR/$name.bare1.out" "$T_DIR/$name.bare2.out" ||
+		! cmp -s "$T_DIR/$name.bare1.err" "$T_DIR/$name.bare2.err"; then
+		t_fail "the program's output differs between two bare runs (not deterministic)"
+		return 1
+	fi
+	for ((r = 1; r <= RUNS; r++)); do
+		for mode in ${modes//,/ }; do
+			case $mode in
+			default) opts=() ;;
+			i1) opts=(-i 1) ;;
+			fp) opts=(-i 1 --unwind fp) ;;
+			*)
+				t_fail "unknown mode $mode"
+				return 1
+				;;
+			esac
+			tag="$name.$mode"
+			NRUNS=$((NRUNS + 1))
+			rc=0
+			timeout -k 5 "$TMO" "$HP" record "${opts[@]}" -o "$T_DIR/$tag.db" -- "$@" \
+				>"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null || rc=$?
+			grep -v '^heapprof: ' "$T_DIR/$tag.err" >"$T_DIR/$tag.perr"
+			err=""
+			if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+				HANGS=$((HANGS + 1))
+				err="hang (timeout ${TMO}s, status $rc)"
+			elif { [ "$rc" -ge 128 ] && [ "$want" -lt 128 ]; } ||
+				grep -Eq "$SAN_RE" "$T_DIR/$tag.err"; then
+				CRASHES=$((CRASHES + 1))
+				err="crash (status $rc)"
+			elif [ "$rc" != "$want" ] ||
+				! cmp -s "$T_DIR/$name.bare1.out" "$T_DIR/$tag.out" ||
+				! cmp -s "$T_DIR/$name.bare1.err" "$T_DIR/$tag.perr"; then
+				DIFFS=$((DIFFS + 1))
+				err="output differs (status $rc, want $want): $(diff "$T_DIR/$name.bare1.out" "$T_DIR/$tag.out" | head -n 6 | tr '\n' ' ') $(diff "$T_DIR/$name.bare1.err" "$T_DIR/$tag.perr" | head -n 6 | tr '\n' ' ')"
+			fi
+			if [ -n "$err" ]; then
+				fails=$((fails + 1))
+				t_fail "run $r, $mode: $err"
+				sed -e 's/^/    | /' "$T_DIR/$tag.err" | tail -n 8 >&2
+				# (keep the evidence of the first failure)
+				[ -e "$T_DIR/$tag.failed.db" ] || cp "$T_DIR/$tag.db" "$T_DIR/$tag.failed.db" 2>/dev/null
+				continue
+			fi
+			if ! timeout -k 5 60 "$HP" report "$T_DIR/$tag.db" >"$T_DIR/$tag.report" 2>"$T_DIR/$tag.report.err" </dev/null; then
+				t_fail "run $r, $mode: heapprof report fails: $(head -c 300 "$T_DIR/$tag.report.err")"
+				fails=$((fails + 1))
+				continue
+			fi
+			if [ "$mode" != default ]; then
+				check_counts "run $r, $mode" "$T_DIR/$tag.db" "$T_DIR/$tag.out" || fails=$((fails + 1))
+			fi
+			# Stop repeating a case that keeps failing.
+			[ "$fails" -lt 3 ] || return 1
+		done
+	done
+	[ "$fails" = 0 ] || return 1
+	# The last profile of each mode: a valid database.
+	for mode in ${modes//,/ }; do
+		db_valid "$T_DIR/$name.$mode.db" || return 1
+	done
+	return 0
+}
+
+# ---------------------------------------------------------------------------
+# Processes: fork, exec, vfork, posix_spawn, raw clone.
+for m in fork forkexec vfork clonevm rawfork; do
+	safety_case "procs-$m" 21 default,i1,fp -- "$PROGS/safe_procs" "$m"
+done
+
+# ---------------------------------------------------------------------------
+echo "safety: cases $CASES, runs $NRUNS, crashes $CRASHES, hangs $HANGS, output differences $DIFFS"
+t_begin "safety summary: 0 crashes, 0 hangs, 0 output differences"
+assert_eq "0 0 0" "$CRASHES $HANGS $DIFFS" "crashes hangs differences"
+t_summary
