@@ -771,13 +771,62 @@ HP_EXPORT int heapprof_take_named_snapshot(const char *name)
 
 /* ---- fork ----------------------------------------------------------- */
 
+static const int fork_guard_const = 1;
+HP_HIDDEN const volatile int *hp_fork_guard = &fork_guard_const;
+static volatile int *fork_guard_page; /* NULL: no MADV_WIPEONFORK */
+
+/* One private page that a fork child gets zeroed.  Before the first
+ * attach (the constructor), so a region is never used unguarded. */
+static void fork_guard_init(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	void *p = mmap(NULL, pg > 0 ? (size_t)pg : 4096,
+	               PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+	               0);
+	if (p == MAP_FAILED)
+		return;
+#ifdef MADV_WIPEONFORK
+	if (madvise(p, pg > 0 ? (size_t)pg : 4096, MADV_WIPEONFORK) == 0) {
+		fork_guard_page = p;
+		*fork_guard_page = 1;
+		hp_fork_guard = fork_guard_page;
+		return;
+	}
+#endif
+	munmap(p, pg > 0 ? (size_t)pg : 4096);
+}
+
+static void fork_child_reset(bool may_follow);
+
+struct client_slot *client_forked_unseen(void)
+{
+	/* Only this thread exists in the child (a fork copies the caller
+	 * alone), and it is at the start of a hook: no region pointer of
+	 * ours is in use. */
+	int saved = errno;
+	fork_child_reset(false);
+	errno = saved;
+	return NULL;
+}
+
 static void on_fork_child(void)
 {
+	fork_child_reset(true);
+}
+
+static void fork_child_reset(bool may_follow)
+{
+	/* This child's own copy of the guard page, zeroed by the fork: from
+	 * now on this process is the one its attaches (--follow-fork, a late
+	 * attach) are for. */
+	if (fork_guard_page)
+		*fork_guard_page = 1;
 	/* The child shares the parent's region mappings; it must never
 	 * write there.  Drop everything: the child has one thread, so no
 	 * hook can be using a region. */
 	struct client_slot *s = client_cur();
 	bool follow =
+	        may_follow &&
 	        atomic_load_explicit(&hp_active, memory_order_relaxed) && s &&
 	        (s->flags & HP_CFG_FOLLOW_FORK) &&
 	        atomic_load_explicit(&s->region.hdr->control,
@@ -820,6 +869,7 @@ __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
 	hooks_init();
+	fork_guard_init();
 	/* What attaching needs and a signal handler cannot do: ready before
 	 * any attach, also a late one.  (The unwinder initialises itself at
 	 * the first sample: unwind.c.) */
