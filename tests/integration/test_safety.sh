@@ -156,6 +156,7 @@ for m in fork forkexec vfork clonevm rawfork; do
 done
 
 # ---------------------------------------------------------------------------
+t_end
 echo "safety: cases $CASES, runs $NRUNS, crashes $CRASHES, hangs $HANGS, output differences $DIFFS"
 t_begin "safety summary: 0 crashes, 0 hangs, 0 output differences"
 assert_eq "0 0 0" "$CRASHES $HANGS $DIFFS" "crashes hangs differences"

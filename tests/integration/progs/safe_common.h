@@ -55,8 +55,7 @@ static inline void sc_free(struct sc_count *c, size_t n)
 
 static inline void sc_print(const struct sc_count *c)
 {
-	printf("count %s %ld %ld %ld %ld\n", c->name, c->ao, c->as, c->o,
-	       c->s);
+	printf("count %s %ld %ld %ld %ld\n", c->name, c->ao, c->as, c->o, c->s);
 }
 
 #endif

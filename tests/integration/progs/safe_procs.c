@@ -69,7 +69,7 @@ NOINLINE void pp_after(void)
 
 static struct sc_count c_small = {"pp_small"};
 
-NOINLINE void pp_after_small(void)
+NOINLINE void pp_small(void)
 {
 	for (int i = 0; i < 50; i++) {
 		void *p = malloc(32 + i);
@@ -283,7 +283,7 @@ static int do_clonevm(const char *self)
 			perror("clone");
 			return 1;
 		}
-		pp_after_small();
+		pp_small();
 		bad |= check_child("clone spin", pid, 6);
 		printf("clone spin %d done %d\n", k, a.sum);
 	}
@@ -322,7 +322,8 @@ int main(int argc, char **argv)
 		return 4;
 	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: safe_procs fork|forkexec|vfork|clonevm|rawfork\n");
+		fprintf(stderr, "usage: safe_procs "
+		                "fork|forkexec|vfork|clonevm|rawfork\n");
 		return 2;
 	}
 	const char *self = "/proc/self/exe";
