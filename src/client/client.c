@@ -780,20 +780,20 @@ static volatile int *fork_guard_page; /* NULL: no MADV_WIPEONFORK */
 static void fork_guard_init(void)
 {
 	long pg = sysconf(_SC_PAGESIZE);
-	void *p = mmap(NULL, pg > 0 ? (size_t)pg : 4096,
-	               PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-	               0);
+	size_t len = pg > 0 ? (size_t)pg : 4096;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return;
 #ifdef MADV_WIPEONFORK
-	if (madvise(p, pg > 0 ? (size_t)pg : 4096, MADV_WIPEONFORK) == 0) {
+	if (madvise(p, len, MADV_WIPEONFORK) == 0) {
 		fork_guard_page = p;
 		*fork_guard_page = 1;
 		hp_fork_guard = fork_guard_page;
 		return;
 	}
 #endif
-	munmap(p, pg > 0 ? (size_t)pg : 4096);
+	munmap(p, len);
 }
 
 static void fork_child_reset(bool may_follow);
