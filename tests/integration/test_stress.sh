@@ -61,7 +61,6 @@ elif db_valid "$db"; then
 	t_note "profile: $pao samples, $((pao - po)) frees matched, $(sqlq "$db" "SELECT count(*) FROM heapprof_dump;") dumps"
 	timeout -k 5 120 "$HP" report "$db" >"$T_DIR/stress.report" 2>&1 </dev/null ||
 		t_fail "heapprof report fails: $(head -c 300 "$T_DIR/stress.report")"
-	fi
 fi
 
 t_summary
