@@ -5,7 +5,7 @@
 # living inside it (fork, clone, signal handlers, destructors, dlclose,
 # longjmp, exceptions, odd malloc calls, unusual builds).  Each case runs
 # the program bare twice, then under `heapprof record` HEAPPROF_SAFETY_RUNS
-# times (default 25) in each of its modes (default interval, -i 1, and for
+# times (default 20) in each of its modes (default interval, -i 1, and for
 # some -i 1 --unwind fp), every run bounded by `timeout`.  A run must end
 # with the bare run's exit status, stdout and stderr (heapprof's own lines,
 # which all start with "heapprof: ", are taken out of the recorded stderr
@@ -20,14 +20,14 @@
 #   diff   another exit status, stdout or stderr than the bare run
 # Any of them non-zero fails the test.
 #
-# Env: HEAPPROF_SAFETY_RUNS (runs per mode, default 25),
+# Env: HEAPPROF_SAFETY_RUNS (runs per mode, default 20),
 # HEAPPROF_SAFETY_TIMEOUT (seconds per run, default 60).
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 
-RUNS=${HEAPPROF_SAFETY_RUNS:-25}
+RUNS=${HEAPPROF_SAFETY_RUNS:-20}
 TMO=${HEAPPROF_SAFETY_TIMEOUT:-60}
 if ! t_is_num "$RUNS" || [ "$RUNS" -lt 1 ]; then
 	t_begin "HEAPPROF_SAFETY_RUNS"
