@@ -797,6 +797,13 @@ static void fork_guard_init(void)
 }
 
 static void fork_child_reset(bool may_follow);
+static void follow_fork(void);
+
+/* The guard stopped a child that --follow-fork wants, from a hook: the
+ * attach waits for our atfork handler (a hook may have run first, in an
+ * atfork handler registered before ours); a raw fork has none and stays
+ * unprofiled. */
+static bool follow_pending;
 
 struct client_slot *client_forked_unseen(void)
 {
@@ -811,6 +818,11 @@ struct client_slot *client_forked_unseen(void)
 
 static void on_fork_child(void)
 {
+	if (follow_pending && !client_cur()) {
+		follow_pending = false;
+		follow_fork();
+		return;
+	}
 	fork_child_reset(true);
 }
 
@@ -826,7 +838,6 @@ static void fork_child_reset(bool may_follow)
 	 * hook can be using a region. */
 	struct client_slot *s = client_cur();
 	bool follow =
-	        may_follow &&
 	        atomic_load_explicit(&hp_active, memory_order_relaxed) && s &&
 	        (s->flags & HP_CFG_FOLLOW_FORK) &&
 	        atomic_load_explicit(&s->region.hdr->control,
@@ -851,10 +862,20 @@ static void fork_child_reset(bool may_follow)
 	hp_tls.tid = 0;
 	modules_reset_after_fork();
 	heaps_after_fork_child();
+	follow_pending = false;
 	if (!follow || !collector_path[0])
 		return;
-	/* --follow-fork: our own region from the same collector.  Modules
-	 * are scanned lazily, by the first new stack. */
+	if (!may_follow) {
+		follow_pending = true;
+		return;
+	}
+	follow_fork();
+}
+
+/* --follow-fork: our own region from the same collector.  Modules are
+ * scanned lazily, by the first new stack. */
+static void follow_fork(void)
+{
 	int saved = errno;
 	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
 	attach_via(collector_path, HP_HELLO_FORK_CHILD, DAEMON_TIMEOUT_MS,
