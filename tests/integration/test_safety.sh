@@ -67,7 +67,7 @@ check_counts() {
 }
 
 # safety_case NAME WANT_STATUS MODES -- CMD [ARGS]: MODES is a comma list
-# of default, i1, fp (-i 1 --unwind fp).  Counts per case are checked at
+# of default, i1, fp (-i 1 --unwind fp), follow (-i 1 --follow-fork).  Counts per case are checked at
 # i1 and fp (not with SC_NOCOUNT=1); extra checks on the last profile of
 # a mode: $T_DIR/NAME.MODE.db (and its report, NAME.MODE.report).
 safety_case() {
@@ -97,6 +97,7 @@ safety_case() {
 			default) opts=() ;;
 			i1) opts=(-i 1) ;;
 			fp) opts=(-i 1 --unwind fp) ;;
+			follow) opts=(-i 1 --follow-fork) ;;
 			*)
 				t_fail "unknown mode $mode"
 				return 1
@@ -155,6 +156,21 @@ safety_case() {
 for m in fork forkexec vfork clonevm rawfork; do
 	safety_case "procs-$m" 21 default,i1,fp -- "$PROGS/safe_procs" "$m"
 done
+# --follow-fork: each of the 20 children gets its own row (counts are per
+# process here, so the parent-only count lines are not checked).
+if SC_NOCOUNT=1 safety_case procs-fork-follow 21 follow -- "$PROGS/safe_procs" fork; then
+	db="$T_DIR/procs-fork-follow.follow.db"
+	assert_eq 21 "$(sqlq "$db" "SELECT count(*) FROM process;")" "processes in the profile"
+	# pc_child in each child: 30 x malloc(64 (i + 1)), the 15 even i freed
+	# (64 x (1 + 3 + .. + 29) = 64 x 225): live 64 x 240.
+	check_views "$db" pc_child $((20 * 30)) $((20 * 64 * 465)) $((20 * 15)) $((20 * 64 * 240))
+fi
+# --follow-fork cannot follow a child no atfork handler announced: it
+# stays unprofiled and out of the parent's rows.
+if safety_case procs-rawfork-follow 21 follow -- "$PROGS/safe_procs" rawfork; then
+	assert_eq 1 "$(sqlq "$T_DIR/procs-rawfork-follow.follow.db" "SELECT count(*) FROM process;")" \
+		"processes in the profile (the raw fork children are not followed)"
+fi
 
 # stack_names DB FUNC: the frames of FUNC's first callsite, leaf first,
 # space separated.
