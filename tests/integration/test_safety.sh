@@ -165,6 +165,23 @@ if SC_NOCOUNT=1 safety_case procs-fork-follow 21 follow -- "$PROGS/safe_procs" f
 	# (64 x (1 + 3 + .. + 29) = 64 x 225): live 64 x 240.
 	check_views "$db" pc_child $((20 * 30)) $((20 * 64 * 465)) $((20 * 15)) $((20 * 64 * 240))
 fi
+# --follow-fork when a library's atfork child handler, which runs before
+# the profiler's, allocates in the child.
+AFLIB="$T_DIR/libsafe_atfork.so"
+AFPROG="$T_DIR/safe_atfork"
+if ! gcc -shared -fPIC -O1 -o "$AFLIB" "$HERE/libsrc/safe_atfork_lib.c" 2>"$T_DIR/af.cc.err" ||
+	! gcc -std=gnu11 -O0 -g -fno-inline -o "$AFPROG" "$HERE/libsrc/safe_atfork_main.c" \
+		-Wl,--no-as-needed -L"$T_DIR" -lsafe_atfork -Wl,-rpath,"$T_DIR" 2>>"$T_DIR/af.cc.err"; then
+	t_begin "build safe_atfork"
+	t_fail "cannot build: $(head -c 300 "$T_DIR/af.cc.err")"
+elif SC_NOCOUNT=1 safety_case atfork-follow 29 i1,follow -- "$AFPROG"; then
+	check_counts "-i 1" "$T_DIR/atfork-follow.i1.db" "$T_DIR/atfork-follow.i1.out"
+	assert_eq 0 "$(leaf_rows "$T_DIR/atfork-follow.i1.db" af_child)" "af_child rows without --follow-fork"
+	db="$T_DIR/atfork-follow.follow.db"
+	assert_eq 6 "$(sqlq "$db" "SELECT count(*) FROM process;")" "processes with --follow-fork"
+	check_views "$db" af_parent 20 6000 15 4500
+	check_views "$db" af_child 50 5000 25 2500
+fi
 # --follow-fork cannot follow a child no atfork handler announced: it
 # stays unprofiled and out of the parent's rows.
 if safety_case procs-rawfork-follow 21 follow -- "$PROGS/safe_procs" rawfork; then
