@@ -44,4 +44,7 @@ NOINLINE int FN(middle)(void **keep, int k)
 	return k + 1;
 }
 
-int FN(entry)(void **keep, int k) { return FN(middle)(keep, k) + 1; }
+int FN(entry)(void **keep, int k)
+{
+	return FN(middle)(keep, k) + 1;
+}

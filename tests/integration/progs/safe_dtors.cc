@@ -37,7 +37,10 @@ extern "C" NOINLINE void sd_signal(void)
 	n++;
 }
 
-static void on_usr1(int) { sd_signal(); }
+static void on_usr1(int)
+{
+	sd_signal();
+}
 
 extern "C" NOINLINE void sd_atexit(void)
 {
@@ -65,7 +68,10 @@ extern "C" NOINLINE void sd_destructor(void)
 	fflush(stdout);
 }
 
-__attribute__((destructor)) static void at_unload(void) { sd_destructor(); }
+__attribute__((destructor)) static void at_unload(void)
+{
+	sd_destructor();
+}
 
 extern "C" NOINLINE void sd_static_dtor(void)
 {
@@ -80,7 +86,10 @@ extern "C" NOINLINE void sd_static_dtor(void)
 }
 
 struct StaticThing {
-	~StaticThing() { sd_static_dtor(); }
+	~StaticThing()
+	{
+		sd_static_dtor();
+	}
 };
 static StaticThing static_thing;
 
@@ -93,7 +102,10 @@ extern "C" NOINLINE void sd_tls_dtor(void)
 
 struct TlsThing {
 	int used = 0;
-	~TlsThing() { sd_tls_dtor(); }
+	~TlsThing()
+	{
+		sd_tls_dtor();
+	}
 };
 static thread_local TlsThing tls_thing;
 

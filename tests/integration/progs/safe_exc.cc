@@ -23,7 +23,9 @@ static struct sc_count c_level = {"se_level"}, c_keep = {"se_keep"},
 struct Holder {
 	void *p;
 	size_t n;
-	Holder(void *q, size_t m) : p(q), n(m) {}
+	Holder(void *q, size_t m) : p(q), n(m)
+	{
+	}
 	~Holder()
 	{
 		free(p);

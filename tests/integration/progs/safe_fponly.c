@@ -29,9 +29,18 @@ NOINLINE void fo_leaf(int i)
 	}
 }
 
-NOINLINE void fo_c(int i) { fo_leaf(i); }
-NOINLINE void fo_b(int i) { fo_c(i); }
-NOINLINE void fo_a(int i) { fo_b(i); }
+NOINLINE void fo_c(int i)
+{
+	fo_leaf(i);
+}
+NOINLINE void fo_b(int i)
+{
+	fo_c(i);
+}
+NOINLINE void fo_a(int i)
+{
+	fo_b(i);
+}
 
 NOINLINE void fo_thread(int i)
 {

@@ -70,8 +70,7 @@ NOINLINE void sm_realloc(void)
 	}
 	errno = 0;
 	q = realloc(p, 0);
-	printf("realloc(p, 0): %s, errno %d\n", q ? "non-NULL" : "NULL",
-	       errno);
+	printf("realloc(p, 0): %s, errno %d\n", q ? "non-NULL" : "NULL", errno);
 	sc_free(&c_realloc, 10);
 	if (q) {
 		sc_alloc(&c_realloc, q, 0);
@@ -95,8 +94,8 @@ NOINLINE void sm_calloc(void)
 {
 	errno = 0;
 	void *p = calloc(SIZE_MAX / 2 + 2, 2);
-	printf("calloc overflow: %s, errno ENOMEM %d\n", p ? "non-NULL" : "NULL",
-	       errno == ENOMEM);
+	printf("calloc overflow: %s, errno ENOMEM %d\n",
+	       p ? "non-NULL" : "NULL", errno == ENOMEM);
 	errno = 0;
 	p = calloc((size_t)1 << 33, (size_t)1 << 33);
 	printf("calloc overflow 2: %s, errno ENOMEM %d\n",
