@@ -124,6 +124,21 @@ $(BUILD)/progs/%: tests/integration/progs/%.cc
 	@mkdir -p $(dir $@)
 	g++ -std=c++17 -O0 -g -fno-inline -pthread -o $@ $<
 
+# test_safety.sh's special builds.  Frame pointers only: no .eh_frame (and,
+# without -g, no .debug_frame) for the program's own code.
+$(BUILD)/progs/safe_fponly: tests/integration/progs/safe_fponly.c \
+  tests/integration/progs/safe_common.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -fno-inline -fno-omit-frame-pointer \
+	  -fno-asynchronous-unwind-tables -fno-unwind-tables -pthread -o $@ $<
+
+# Its own static unwinder and C++ runtime.
+$(BUILD)/progs/safe_static_libgcc: tests/integration/progs/safe_static_libgcc.cc \
+  tests/integration/progs/safe_exc.cc tests/integration/progs/safe_common.h
+	@mkdir -p $(dir $@)
+	g++ -std=c++17 -O0 -g -fno-inline -pthread -static-libgcc \
+	  -static-libstdc++ -o $@ $<
+
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -fno-inline -pthread -o $@ $<

@@ -771,8 +771,68 @@ HP_EXPORT int heapprof_take_named_snapshot(const char *name)
 
 /* ---- fork ----------------------------------------------------------- */
 
+static const int fork_guard_const = 1;
+HP_HIDDEN const volatile int *hp_fork_guard = &fork_guard_const;
+static volatile int *fork_guard_page; /* NULL: no MADV_WIPEONFORK */
+
+/* One private page that a fork child gets zeroed.  Before the first
+ * attach (the constructor), so a region is never used unguarded. */
+static void fork_guard_init(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t len = pg > 0 ? (size_t)pg : 4096;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+#ifdef MADV_WIPEONFORK
+	if (madvise(p, len, MADV_WIPEONFORK) == 0) {
+		fork_guard_page = p;
+		*fork_guard_page = 1;
+		hp_fork_guard = fork_guard_page;
+		return;
+	}
+#endif
+	munmap(p, len);
+}
+
+static void fork_child_reset(bool may_follow);
+static void follow_fork(void);
+
+/* The guard stopped a child that --follow-fork wants, from a hook: the
+ * attach waits for our atfork handler (a hook may have run first, in an
+ * atfork handler registered before ours); a raw fork has none and stays
+ * unprofiled. */
+static bool follow_pending;
+
+struct client_slot *client_forked_unseen(void)
+{
+	/* Only this thread exists in the child (a fork copies the caller
+	 * alone), and it is at the start of a hook: no region pointer of
+	 * ours is in use. */
+	int saved = errno;
+	fork_child_reset(false);
+	errno = saved;
+	return NULL;
+}
+
 static void on_fork_child(void)
 {
+	if (follow_pending && !client_cur()) {
+		follow_pending = false;
+		follow_fork();
+		return;
+	}
+	fork_child_reset(true);
+}
+
+static void fork_child_reset(bool may_follow)
+{
+	/* This child's own copy of the guard page, zeroed by the fork: from
+	 * now on this process is the one its attaches (--follow-fork, a late
+	 * attach) are for. */
+	if (fork_guard_page)
+		*fork_guard_page = 1;
 	/* The child shares the parent's region mappings; it must never
 	 * write there.  Drop everything: the child has one thread, so no
 	 * hook can be using a region. */
@@ -802,10 +862,20 @@ static void on_fork_child(void)
 	hp_tls.tid = 0;
 	modules_reset_after_fork();
 	heaps_after_fork_child();
+	follow_pending = false;
 	if (!follow || !collector_path[0])
 		return;
-	/* --follow-fork: our own region from the same collector.  Modules
-	 * are scanned lazily, by the first new stack. */
+	if (!may_follow) {
+		follow_pending = true;
+		return;
+	}
+	follow_fork();
+}
+
+/* --follow-fork: our own region from the same collector.  Modules are
+ * scanned lazily, by the first new stack. */
+static void follow_fork(void)
+{
 	int saved = errno;
 	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
 	attach_via(collector_path, HP_HELLO_FORK_CHILD, DAEMON_TIMEOUT_MS,
@@ -820,6 +890,7 @@ __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
 	hooks_init();
+	fork_guard_init();
 	/* What attaching needs and a signal handler cannot do: ready before
 	 * any attach, also a late one.  (The unwinder initialises itself at
 	 * the first sample: unwind.c.) */

@@ -105,9 +105,27 @@ struct client_state {
 };
 extern HP_HIDDEN struct client_state hp_client;
 
+/*
+ * A word that reads 1 in the process that attached and 0 in any child that
+ * got a copy of its memory (MADV_WIPEONFORK), also one made by a raw
+ * clone()/fork system call that ran no pthread_atfork handler: such a
+ * child must never write into the parent's shared regions.  A CLONE_VM
+ * child shares the page, sees 1, and rightly records into the same
+ * regions: its heap is the parent's.  Points at a constant 1 when the
+ * kernel has no MADV_WIPEONFORK (before 4.14).
+ */
+extern HP_HIDDEN const volatile int *hp_fork_guard;
+/* The child of a fork nobody told us about: stop as a pthread_atfork
+ * child handler would have; returns NULL (client.c). */
+HP_HIDDEN struct client_slot *client_forked_unseen(void);
+
 static inline struct client_slot *client_cur(void)
 {
-	return atomic_load_explicit(&hp_client.cur, memory_order_acquire);
+	struct client_slot *s =
+	        atomic_load_explicit(&hp_client.cur, memory_order_acquire);
+	if (HP_UNLIKELY(s != NULL && *hp_fork_guard == 0))
+		return client_forked_unseen();
+	return s;
 }
 
 /* Per-thread state: the sampler and the re-entrancy guard. */

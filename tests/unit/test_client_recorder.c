@@ -22,6 +22,13 @@
 struct client_state hp_client;
 __thread struct client_tls hp_tls;
 _Atomic int hp_active;
+/* client.c's fork guard: this is the process that attached. */
+static const int fork_guard_one = 1;
+const volatile int *hp_fork_guard = &fork_guard_one;
+struct client_slot *client_forked_unseen(void)
+{
+	return NULL;
+}
 
 /* The "stack" the stub unwinder returns: one synthetic PC per callsite. */
 static uint64_t cur_pc = 0x401000;

@@ -18,6 +18,13 @@
 struct client_state hp_client;
 __thread struct client_tls hp_tls;
 _Atomic int hp_active;
+/* client.c's fork guard: this is the process that attached. */
+static const int fork_guard_one = 1;
+const volatile int *hp_fork_guard = &fork_guard_one;
+struct client_slot *client_forked_unseen(void)
+{
+	return NULL;
+}
 /* recorder.c needs these; the sampler tests never reach them. */
 uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
                         bool *truncated)
