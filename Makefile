@@ -11,11 +11,28 @@ OPT     ?= -O2
 SAN     ?=
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 CFLAGS  ?= $(OPT) -g
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -Iinclude $(CFLAGS) $(SAN)
+# Sanitizers (docs/safety/sanitizers.md): SAN=asan (ASan+UBSan) or SAN=tsan
+# instrument the CLI, the daemon and the unit tests; the client library,
+# preloaded into uninstrumented programs, gets UBSan only (ASan and TSan
+# runtimes cannot be preloaded into a program that was not built with
+# them).  Any other SAN value is raw flags, given to everything.
+ifeq ($(SAN),asan)
+SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all \
+              -fno-omit-frame-pointer
+CLIENT_SAN := -fsanitize=undefined -fno-sanitize-recover=all
+else ifeq ($(SAN),tsan)
+SAN_FLAGS  := -fsanitize=thread
+CLIENT_SAN := -fsanitize=undefined -fno-sanitize-recover=all
+else
+SAN_FLAGS  := $(SAN)
+CLIENT_SAN := $(SAN)
+endif
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -Iinclude $(CFLAGS)
+ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS)
 
 # The client lives inside the profiled program: hidden visibility, only the
 # malloc family and the public API exported (src/client/libheapprof.map).
-LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -fexceptions \
+LIB_CFLAGS := $(BASE_CFLAGS) $(CLIENT_SAN) -fPIC -fvisibility=hidden -fexceptions \
               -fno-omit-frame-pointer -ftls-model=initial-exec
 LIB_LIBS   := -lunwind -lm -ldl -pthread
 
@@ -92,7 +109,7 @@ $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: $(PROTO_H)
 $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: ALL_CFLAGS += -I$(PROTO_GEN)
 
 $(BUILD)/$(LIB_SONAME): $(CLIENT_OBJS) src/client/libheapprof.map
-	$(CC) -shared -o $@ $(CLIENT_OBJS) $(SAN) \
+	$(CC) -shared -o $@ $(CLIENT_OBJS) $(CLIENT_SAN) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
 	  -Wl,-soname,$(LIB_SONAME) $(LIB_LIBS)
 
@@ -101,7 +118,7 @@ $(BUILD)/libheapprof.so: $(BUILD)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $@
 
 $(BUILD)/heapprof: $(CLI_OBJS)
-	$(CC) -o $@ $(CLI_OBJS) $(SAN) $(CLI_LIBS)
+	$(CC) -o $@ $(CLI_OBJS) $(SAN_FLAGS) $(CLI_LIBS)
 
 # heapprofd is the same program: main() runs the daemon under that name.
 $(BUILD)/heapprofd: $(BUILD)/heapprof
