@@ -847,7 +847,9 @@ int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
 			a[k++] = a[i];
 	}
 	*n = k;
-	qsort(a, k, sizeof(*a), cmp_sample);
+	/* a is NULL when there are no rows: qsort's pointer must not be. */
+	if (k)
+		qsort(a, k, sizeof(*a), cmp_sample);
 	*out = a;
 	return 0;
 }
