@@ -34,6 +34,7 @@ for t in "$BUILD"/tests/test_*; do
 	(cd "$TMPDIR" && exec timeout -k 5 "$TIMEOUT" "$t") >"$out" 2>&1 </dev/null || rc=$?
 	cat "$out"
 	# A sanitizer report is a failure even if every check passed.
+	san_harvest "$out"
 	san_check "$name"
 	nrep=$?
 	if [ "$nrep" != 0 ]; then

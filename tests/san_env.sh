@@ -26,6 +26,21 @@ if [ -z "${HEAPPROF_SAN+x}" ]; then
 	fi
 fi
 
+# What a sanitizer prints when it finds something.
+SAN_PATTERN='runtime error:|ERROR: (Address|Leak|Thread|UndefinedBehavior)Sanitizer|WARNING: ThreadSanitizer'
+
+# san_harvest FILE...: a report printed to a file a test kept (stderr):
+# UBSan's reports in an ASan build go to stderr whatever log_path says.
+# Copies each file that holds one into HEAPPROF_SAN_DIR.
+san_harvest() {
+	local f
+	[ -n "${HEAPPROF_SAN_DIR:-}" ] || return 0
+	for f in "$@"; do
+		[ -f "$f" ] && grep -qsIE "$SAN_PATTERN" "$f" || continue
+		cp "$f" "$HEAPPROF_SAN_DIR/stderr.$(basename "$f").$RANDOM"
+	done
+}
+
 # san_check LABEL: prints every new sanitizer report (a file in
 # HEAPPROF_SAN_DIR) as a failure of LABEL, moves it aside, and returns the
 # number of reports (0: clean, or not a sanitizer build).
@@ -36,7 +51,7 @@ san_check() {
 		[ -f "$f" ] || continue
 		# Only errors count: a warning such as ASan's "failed to
 		# allocate" (allocator_may_return_null) is not a finding.
-		if ! grep -qE 'SUMMARY: |ERROR: |runtime error:' "$f"; then
+		if ! grep -qE "SUMMARY: |$SAN_PATTERN" "$f"; then
 			mv -f "$f" "$HEAPPROF_SAN_DIR/seen/$(basename "$f").$RANDOM"
 			continue
 		fi
