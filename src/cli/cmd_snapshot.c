@@ -1216,13 +1216,18 @@ static int run_live(const struct snap_opts *o)
 		ct->nb = snap.dump.nblocks;
 		read_contents(ct, o->contents);
 	}
-	if ((o->db ? !(db_path = strdup(o->db))
-	           : asprintf(&db_path, "heapprof.snapshot.%d.db", (int)pid) <
-	                     0) ||
-	    (o->out ? !(out = strdup(o->out))
-	            : asprintf(&out, "heapprof.snapshot.%d.pb.gz", (int)pid) <
-	                      0)) {
+	/* asprintf leaves its pointer undefined on failure: each is reset
+	 * on its own, and db_path freed if only out failed. */
+	if (o->db ? !(db_path = strdup(o->db))
+	          : asprintf(&db_path, "heapprof.snapshot.%d.db", (int)pid) < 0)
+		db_path = NULL;
+	else if (o->out ? !(out = strdup(o->out))
+	                : asprintf(&out, "heapprof.snapshot.%d.pb.gz",
+	                           (int)pid) < 0) {
+		free(db_path);
 		db_path = out = NULL;
+	}
+	if (!db_path) {
 		hp_err(SUBSYS, "out of memory");
 		free(ct);
 		goto out;
