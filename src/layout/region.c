@@ -670,6 +670,8 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 		return 0;
 	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
 	uint64_t n = nb < 64 ? nb : 64;
+	if (!n)
+		return 0; /* a table smaller than one bucket: nothing to load */
 	uint64_t first = (live_bucket(r, addr, 0) / HP_LIVE_BUCKET) & ~63ull;
 	if (first + n > nb)
 		first = nb - n;
