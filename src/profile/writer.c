@@ -157,7 +157,7 @@ static const struct bulk_col event_cols[] = {
         COL(struct event_row, alloc_ts, BULK_I64_NZ),
 };
 #undef COL
-#define NCOLS(a) (int)(sizeof(a) / sizeof(a[0]))
+#define NCOLS(a) (int)(sizeof(a) / sizeof((a)[0]))
 
 static const struct bulk_src bulk_tmpl[BK_COUNT] = {
         [BK_CALLSITE] = {"heapprof_new_callsite", callsite_cols,
