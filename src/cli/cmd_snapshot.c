@@ -501,7 +501,7 @@ static int pick_regions(pid_t pid, struct scan *s, const struct hp_region **rs,
 			       stop_str(last->stop_reason), HINT);
 		return -1;
 	}
-	const struct candidate *pick[MAX_CANDIDATES];
+	const struct candidate *pick[MAX_CANDIDATES] = {NULL};
 	int np = 0;
 	for (int i = 0; i < s->n; i++) {
 		const struct candidate *c = &s->c[i];
