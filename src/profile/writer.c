@@ -1598,6 +1598,9 @@ static int write_trace_stacks(struct dump_ctx *c, const struct proc_state *ps)
 				return -ENOMEM;
 			}
 		}
+		/* One call per dump_ctx: new_keys is NULL on entry, so rows
+		 * is allocated with it (the analyzer assumes otherwise). */
+		// NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
 		rows[c->nnew_keys] =
 		        (struct trace_stack_row){i64(key), c->leaf[i]};
 		c->new_keys[c->nnew_keys++] = key;
