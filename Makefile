@@ -80,7 +80,7 @@ EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all deps test-deps test unit integration demo bench bench-api \
-        bench-scale install uninstall clean format check-format
+        bench-scale install uninstall clean format check-format lint
 all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
 
 deps:
@@ -241,6 +241,12 @@ format:
 check-format:
 	@command -v clang-format >/dev/null || apt-get install -y -qq clang-format >/dev/null
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cc')
+
+# clang-tidy (.clang-tidy) and cppcheck over src/; any finding fails
+# (docs/safety/sanitizers.md).  The pprof header is generated first.
+lint: deps $(PROTO_H)
+	@scripts/deps.sh --lint
+	@scripts/lint.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
