@@ -11,11 +11,31 @@ OPT     ?= -O2
 SAN     ?=
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 CFLAGS  ?= $(OPT) -g
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -Iinclude $(CFLAGS) $(SAN)
+# Sanitizers (docs/safety/sanitizers.md): SAN=asan (ASan+UBSan) or SAN=tsan
+# instrument the CLI, the daemon and the unit tests; the client library,
+# preloaded into uninstrumented programs, gets UBSan only (ASan and TSan
+# runtimes cannot be preloaded into a program that was not built with
+# them).  Any other SAN value is raw flags, given to everything.
+ifeq ($(SAN),asan)
+SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all \
+              -fno-omit-frame-pointer
+CLIENT_SAN := -fsanitize=undefined -fno-sanitize-recover=all
+else ifeq ($(SAN),tsan)
+# -Wno-tsan: TSan does not model atomic_thread_fence (the live table's
+# seqlock, src/layout/region.c); the data it orders is read and written
+# with atomics, so TSan has nothing to report there either way.
+SAN_FLAGS  := -fsanitize=thread -Wno-tsan
+CLIENT_SAN := -fsanitize=undefined -fno-sanitize-recover=all
+else
+SAN_FLAGS  := $(SAN)
+CLIENT_SAN := $(SAN)
+endif
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -Iinclude $(CFLAGS)
+ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS)
 
 # The client lives inside the profiled program: hidden visibility, only the
 # malloc family and the public API exported (src/client/libheapprof.map).
-LIB_CFLAGS := $(ALL_CFLAGS) -fPIC -fvisibility=hidden -fexceptions \
+LIB_CFLAGS := $(BASE_CFLAGS) $(CLIENT_SAN) -fPIC -fvisibility=hidden -fexceptions \
               -fno-omit-frame-pointer -ftls-model=initial-exec
 LIB_LIBS   := -lunwind -lm -ldl -pthread
 
@@ -60,7 +80,7 @@ EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 .PHONY: all deps test-deps test unit integration demo bench bench-api \
-        bench-scale install uninstall clean format check-format
+        bench-scale install uninstall clean format check-format lint
 all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
 
 deps:
@@ -92,7 +112,7 @@ $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: $(PROTO_H)
 $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: ALL_CFLAGS += -I$(PROTO_GEN)
 
 $(BUILD)/$(LIB_SONAME): $(CLIENT_OBJS) src/client/libheapprof.map
-	$(CC) -shared -o $@ $(CLIENT_OBJS) $(SAN) \
+	$(CC) -shared -o $@ $(CLIENT_OBJS) $(CLIENT_SAN) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
 	  -Wl,-soname,$(LIB_SONAME) $(LIB_LIBS)
 
@@ -101,7 +121,7 @@ $(BUILD)/libheapprof.so: $(BUILD)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $@
 
 $(BUILD)/heapprof: $(CLI_OBJS)
-	$(CC) -o $@ $(CLI_OBJS) $(SAN) $(CLI_LIBS)
+	$(CC) -o $@ $(CLI_OBJS) $(SAN_FLAGS) $(CLI_LIBS)
 
 # heapprofd is the same program: main() runs the daemon under that name.
 $(BUILD)/heapprofd: $(BUILD)/heapprof
@@ -236,6 +256,12 @@ format:
 check-format:
 	@command -v clang-format >/dev/null || apt-get install -y -qq clang-format >/dev/null
 	@clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cc')
+
+# clang-tidy (.clang-tidy) and cppcheck over src/; any finding fails
+# (docs/safety/sanitizers.md).  The pprof header is generated first.
+lint: deps $(PROTO_H)
+	@scripts/deps.sh --lint
+	@scripts/lint.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -7,6 +7,7 @@
 #                           headless), Node.js (drives Chromium) and
 #                           pkg-config (a program is built against an
 #                           installed heapprof.pc)
+#   scripts/deps.sh --lint  also clang-tidy 14 and cppcheck (make lint)
 set -e
 need=""
 have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/x86_64-linux-gnu/$1" ]; }
@@ -28,6 +29,10 @@ if [ "${1:-}" = --test ]; then
 	command -v chromium >/dev/null 2>&1 || need="$need chromium"
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
 	command -v pkg-config >/dev/null 2>&1 || need="$need pkgconf"
+fi
+if [ "${1:-}" = --lint ]; then
+	command -v clang-tidy-14 >/dev/null 2>&1 || need="$need clang-tidy-14"
+	command -v cppcheck >/dev/null 2>&1 || need="$need cppcheck"
 fi
 if [ -n "$need" ]; then
 	echo "heapprof: installing Debian packages:$need"

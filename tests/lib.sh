@@ -36,6 +36,14 @@ T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/heapprof-test.XXXXXX") || {
 	exit 1
 }
 t_cleanup() {
+	# A sanitizer build (tests/san_env.sh): a report a program printed to
+	# a file kept here (its stderr) fails the run too.
+	if [ -n "${HEAPPROF_SAN_DIR:-}" ] && [ -d "$HEAPPROF_SAN_DIR" ]; then
+		grep -rlsIE 'runtime error:|ERROR: (Address|Leak|Thread|UndefinedBehavior)Sanitizer|WARNING: ThreadSanitizer' "$T_DIR" |
+			while read -r f; do
+				cp "$f" "$HEAPPROF_SAN_DIR/stderr.$(basename "$f").$RANDOM"
+			done
+	fi
 	if [ "${HEAPPROF_TEST_KEEP:-0}" = 1 ]; then
 		echo "(kept $T_DIR)"
 	else

@@ -11,6 +11,8 @@ trap 'rm -rf "$HEAPPROF_TEST_TMP"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+. "$HERE/san_env.sh"
+
 total_p=0
 total_f=0
 total_s=0
@@ -35,6 +37,11 @@ add "$HEAPPROF_TEST_TMP/all-unit.out"
 "$HERE/run-integration.sh" "$BUILD" 2>&1 | tee "$HEAPPROF_TEST_TMP/all-integration.out"
 irc=${PIPESTATUS[0]}
 add "$HEAPPROF_TEST_TMP/all-integration.out"
+
+# Reports written after a runner's own checks (a process that outlived
+# its test) still fail the run.
+san_check "run-all.sh"
+total_f=$((total_f + $?))
 
 # A runner that failed without counting a failure still fails the run.
 if { [ "$urc" != 0 ] || [ "$irc" != 0 ]; } && [ "$total_f" = 0 ]; then

@@ -18,6 +18,7 @@ if [ -z "${HEAPPROF_TEST_TMP:-}" ]; then
 	trap 'exit 143' TERM
 fi
 export TMPDIR=$HEAPPROF_TEST_TMP
+. "$HERE/san_env.sh"
 
 pass=0
 fail=0
@@ -38,6 +39,13 @@ for s in "$HERE"/integration/test_*.sh; do
 	# The output is streamed and kept, to read the summary back.
 	timeout -k 10 "$TIMEOUT" bash "$s" "$BUILD" </dev/null 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
+	# A sanitizer report is a failure even if every check passed.
+	san_check "$name"
+	nrep=$?
+	if [ "$nrep" != 0 ]; then
+		fail=$((fail + nrep))
+		failed_scripts="$failed_scripts $name"
+	fi
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$out" | tail -n 1)
 	if [ -z "$line" ]; then
 		if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then

@@ -17,6 +17,7 @@ if [ -z "${HEAPPROF_TEST_TMP:-}" ]; then
 	trap 'exit 143' TERM
 fi
 export TMPDIR=$HEAPPROF_TEST_TMP
+. "$(dirname "$0")/san_env.sh"
 
 pass=0
 fail=0
@@ -32,6 +33,14 @@ for t in "$BUILD"/tests/test_*; do
 	rc=0
 	(cd "$TMPDIR" && exec timeout -k 5 "$TIMEOUT" "$t") >"$out" 2>&1 </dev/null || rc=$?
 	cat "$out"
+	# A sanitizer report is a failure even if every check passed.
+	san_harvest "$out"
+	san_check "$name"
+	nrep=$?
+	if [ "$nrep" != 0 ]; then
+		fail=$((fail + nrep))
+		failed_bins="$failed_bins $name"
+	fi
 	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
 	if [ -z "$line" ]; then
 		echo "FAIL $name: no summary line (exit status $rc)"

@@ -594,7 +594,7 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 	size_t nprocs = 0, njobs = 0, nsel = 0;
 	int heap_found = 0, traced = 0, err;
 
-	if ((err = reader_load_stacks(db, SUBSYS, &s)) < 0)
+	if (reader_load_stacks(db, SUBSYS, &s) < 0)
 		return -1;
 	err = reader_load_processes(db, SUBSYS, &procs, &nprocs);
 	if (!err && !(pd = calloc(nprocs ? nprocs : 1, sizeof(*pd)))) {

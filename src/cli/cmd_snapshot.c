@@ -501,7 +501,7 @@ static int pick_regions(pid_t pid, struct scan *s, const struct hp_region **rs,
 			       stop_str(last->stop_reason), HINT);
 		return -1;
 	}
-	const struct candidate *pick[MAX_CANDIDATES];
+	const struct candidate *pick[MAX_CANDIDATES] = {NULL};
 	int np = 0;
 	for (int i = 0; i < s->n; i++) {
 		const struct candidate *c = &s->c[i];
@@ -1216,13 +1216,18 @@ static int run_live(const struct snap_opts *o)
 		ct->nb = snap.dump.nblocks;
 		read_contents(ct, o->contents);
 	}
-	if ((o->db ? !(db_path = strdup(o->db))
-	           : asprintf(&db_path, "heapprof.snapshot.%d.db", (int)pid) <
-	                     0) ||
-	    (o->out ? !(out = strdup(o->out))
-	            : asprintf(&out, "heapprof.snapshot.%d.pb.gz", (int)pid) <
-	                      0)) {
+	/* asprintf leaves its pointer undefined on failure: each is reset
+	 * on its own, and db_path freed if only out failed. */
+	if (o->db ? !(db_path = strdup(o->db))
+	          : asprintf(&db_path, "heapprof.snapshot.%d.db", (int)pid) < 0)
+		db_path = NULL;
+	else if (o->out ? !(out = strdup(o->out))
+	                : asprintf(&out, "heapprof.snapshot.%d.pb.gz",
+	                           (int)pid) < 0) {
+		free(db_path);
 		db_path = out = NULL;
+	}
+	if (!db_path) {
 		hp_err(SUBSYS, "out of memory");
 		free(ct);
 		goto out;

@@ -354,8 +354,8 @@ static void trace_summary(struct session *s)
 		        PFX "pid %d: trace (%s): %llu events kept, %llu "
 		            "dropped, %llu overwritten%s\n",
 		        (int)t->pid, pt.mode, (unsigned long long)pt.events,
-		        (unsigned long long)(pt.dropped_allocs +
-		                             pt.dropped_frees),
+		        (unsigned long long)pt.dropped_allocs +
+		                (unsigned long long)pt.dropped_frees,
 		        (unsigned long long)pt.overwritten, extra);
 	}
 }

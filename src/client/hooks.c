@@ -100,7 +100,7 @@ static void *pool_realloc(void *p, size_t n)
 	do {                                                                   \
 		void *f_ = dlsym(RTLD_NEXT, name);                             \
 		if (f_)                                                        \
-			var = f_;                                              \
+			(var) = f_;                                            \
 	} while (0)
 
 extern void *__libc_malloc(size_t);

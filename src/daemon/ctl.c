@@ -234,7 +234,7 @@ int ctl_recv(int sock, struct hp_ctl_msg *m, int timeout_ms,
 	int64_t start = now_ms();
 	int64_t first_dl = timeout_ms < 0 ? -1 : start + timeout_ms;
 	int64_t rest_dl;
-	struct hp_ctl_hdr h;
+	struct hp_ctl_hdr h = {0}; /* read_full fills it: 0 for the analyzer */
 	size_t off = 0;
 	if (first4) {
 		memcpy(&h, first4, 4);

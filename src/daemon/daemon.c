@@ -1448,9 +1448,7 @@ static void conn_read(struct conn *c)
 		/* Nothing more is expected: EOF ends it, data is an error. */
 		char b[64];
 		ssize_t n = recv(c->fd, b, sizeof(b), MSG_DONTWAIT);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-			conn_kill(c, NULL);
-		else if (n > 0)
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
 			conn_kill(c, NULL);
 		return;
 	}
@@ -1614,7 +1612,7 @@ static void check_timers(void)
 			i++;
 			continue;
 		}
-		uint64_t st;
+		uint64_t st = 0;
 		char comm[64] = "";
 		if (read_stat(t->pid, &st, NULL) || st != t->start) {
 			send_target(t->s, t->pid, HP_TGT_GONE, "",

@@ -822,7 +822,10 @@ int reader_load_heaps(sqlite3 *db, const char *subsys, int64_t upid,
 
 void rd_sample_add(struct rd_sample *x, int64_t size, int64_t count)
 {
-	/* Unsigned: a bad file's sums wrap instead of being undefined. */
+	/* Unsigned: a bad file's sums wrap instead of being undefined.
+	 * The analyzer takes a new pairmap slot's value for non-zero (it is
+	 * 0) and reaches here with no array: a false positive. */
+	// NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
 	x->v[RD_SPACE] = (int64_t)((uint64_t)x->v[RD_SPACE] + (uint64_t)size);
 	x->v[RD_OBJECTS] =
 	        (int64_t)((uint64_t)x->v[RD_OBJECTS] + (uint64_t)count);
@@ -944,7 +947,9 @@ int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
 			a[k++] = a[i];
 	}
 	*n = k;
-	qsort(a, k, sizeof(*a), cmp_sample);
+	/* a is NULL when there are no rows: qsort's pointer must not be. */
+	if (k)
+		qsort(a, k, sizeof(*a), cmp_sample);
 	*out = a;
 	return 0;
 }

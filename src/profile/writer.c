@@ -159,7 +159,7 @@ static const struct bulk_col event_cols[] = {
         COL(struct event_row, alloc_ts, BULK_I64_NZ),
 };
 #undef COL
-#define NCOLS(a) (int)(sizeof(a) / sizeof(a[0]))
+#define NCOLS(a) (int)(sizeof(a) / sizeof((a)[0]))
 
 static const struct bulk_src bulk_tmpl[BK_COUNT] = {
         [BK_CALLSITE] = {"heapprof_new_callsite", callsite_cols,
@@ -1657,6 +1657,9 @@ static int write_trace_stacks(struct dump_ctx *c, const struct proc_state *ps)
 				return -ENOMEM;
 			}
 		}
+		/* One call per dump_ctx: new_keys is NULL on entry, so rows
+		 * is allocated with it (the analyzer assumes otherwise). */
+		// NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
 		rows[c->nnew_keys] =
 		        (struct trace_stack_row){i64(key), c->leaf[i]};
 		c->new_keys[c->nnew_keys++] = key;

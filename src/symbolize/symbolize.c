@@ -283,9 +283,10 @@ static void module_open(struct symbolizer *s, struct sym_module *m)
 	/* Base 0 plus p_vaddr: module addresses are the file's vaddrs. */
 	m->mod = dwfl_report_elf(m->dwfl, m->path, m->path, -1, 0, true);
 	dwfl_report_end(m->dwfl, NULL, NULL);
-	if (!m->mod ||
-	    !build_id_matches(m, bits,
-	                      dwfl_module_build_id(m->mod, &bits, &vaddr))) {
+	/* The build ID is read before bits is passed on: the order in which
+	 * one call's arguments are evaluated is unspecified. */
+	int idlen = m->mod ? dwfl_module_build_id(m->mod, &bits, &vaddr) : -1;
+	if (!m->mod || !build_id_matches(m, bits, idlen)) {
 		module_close(s, m);
 		m->state = SYM_FAILED;
 		return;

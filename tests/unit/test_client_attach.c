@@ -468,7 +468,27 @@ static void child_start(struct child *c, const char *extra, bool ignore_sig)
 		char e1[PATH_MAX + 16], e2[PATH_MAX + 32];
 		snprintf(e1, sizeof(e1), "LD_PRELOAD=%s", lib_path);
 		snprintf(e2, sizeof(e2), "XDG_RUNTIME_DIR=%s", xdg);
-		char *env[] = {e1, e2, (char *)extra, NULL};
+		/* A sanitizer build's options (tests/san_env.sh) go along:
+		 * the child is this instrumented binary. */
+		static const char *const san[] = {
+		        "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"};
+		char es[3][PATH_MAX + 256];
+		char *env[6] = {e1, e2}, **e = env + 2;
+		for (int i = 0; i < 3; i++) {
+			const char *v = getenv(san[i]);
+			if (v) {
+				/* It plays a profiled program: what it keeps
+				 * live is on purpose, and huge requests must
+				 * fail with NULL as they do without ASan. */
+				snprintf(es[i], sizeof(es[i]), "%s=%s%s",
+				         san[i], v,
+				         i == 0 ? ":detect_leaks=0:allocator_"
+				                  "may_return_null=1"
+				                : "");
+				*e++ = es[i];
+			}
+		}
+		*e = (char *)extra;
 		char *argv[] = {"test_client_attach", "--child", NULL};
 		if (ignore_sig)
 			signal(HP_ATTACH_SIGNAL, SIG_IGN);
@@ -1640,6 +1660,19 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--child"))
 		return child_main();
+#ifdef __SANITIZE_THREAD__
+	/* make SAN=tsan: the child would be this TSan binary with the
+	 * uninstrumented client preloaded in front of TSan's malloc.  TSan
+	 * then sees the client's memcpy/memcmp (its interceptors) but not
+	 * its atomics, and reports races the release/acquire protocol rules
+	 * out (the stack table), and the child crashes.  The client's code
+	 * runs under TSan in test_client_recorder, test_sampler and
+	 * test_region instead (docs/safety/sanitizers.md). */
+	printf("client_attach: skipped under TSan (an uninstrumented "
+	       "preloaded client in an instrumented program)\n");
+	printf("client_attach: 0 passed, 0 failed\n");
+	return 0;
+#endif
 	signal(SIGPIPE, SIG_IGN);
 	char self[PATH_MAX - 64];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);

@@ -94,14 +94,15 @@ static int exec_sql(sqlite3 *db, const char *sql)
 static void ev(sqlite3 *db, int64_t ts, const char *kind, int64_t addr,
                int64_t size, int64_t key, int64_t alloc_ts)
 {
+	char ats[32] = "NULL";
+	if (alloc_ts)
+		snprintf(ats, sizeof(ats), "%lld", (long long)alloc_ts);
 	char *sql = sqlite3_mprintf(
 	        "INSERT INTO heapprof_event(upid, ts, kind, tid, address, size,"
 	        " charged, heap_name, stack_key, alloc_ts) VALUES(1, %lld, %Q,"
 	        " 77, %lld, %lld, %lld, 'libc.malloc', %lld, %s)",
 	        (long long)ts, kind, (long long)addr, (long long)size,
-	        (long long)size, (long long)key,
-	        alloc_ts ? sqlite3_mprintf("%lld", (long long)alloc_ts)
-	                 : "NULL");
+	        (long long)size, (long long)key, ats);
 	CHECK(exec_sql(db, sql) == SQLITE_OK);
 	sqlite3_free(sql);
 }
