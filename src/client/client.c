@@ -588,8 +588,8 @@ struct client_slot *client_grow(struct client_slot *s, uint32_t table)
 	struct client_slot *ns = NULL;
 	struct client_slot *cur = client_cur();
 	int fd = hp_client.sock_fd;
-	if (cur != s) {
-		/* Someone grew (or re-attached) since s was loaded. */
+	if (!cur || cur != s) {
+		/* Someone grew, re-attached or detached since s was loaded. */
 		ns = cur && cur->gen == s->gen ? cur : NULL;
 		goto out;
 	}
