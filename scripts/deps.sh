@@ -7,6 +7,7 @@
 #                           headless), Node.js (drives Chromium) and
 #                           pkg-config (a program is built against an
 #                           installed heapprof.pc)
+#   scripts/deps.sh --fuzz  also clang and libFuzzer (make fuzz)
 set -e
 need=""
 have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/x86_64-linux-gnu/$1" ]; }
@@ -28,6 +29,11 @@ if [ "${1:-}" = --test ]; then
 	command -v chromium >/dev/null 2>&1 || need="$need chromium"
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
 	command -v pkg-config >/dev/null 2>&1 || need="$need pkgconf"
+fi
+if [ "${1:-}" = --fuzz ]; then
+	command -v clang >/dev/null 2>&1 || need="$need clang"
+	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+	  >/dev/null 2>&1 || need="$need libclang-rt-14-dev"
 fi
 if [ -n "$need" ]; then
 	echo "heapprof: installing Debian packages:$need"
