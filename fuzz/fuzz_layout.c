@@ -57,8 +57,9 @@ static uint8_t *table_at(const struct hp_region *r, unsigned sel, size_t *len)
 		*len = r->live_cap * sizeof(uint64_t);
 		return (uint8_t *)r->live_keys;
 	case 4:
-		*len = r->live_cap * (r->live_values ? sizeof(struct hp_live_v2)
-		                                     : sizeof(struct hp_live_v1));
+		*len = r->live_cap * (r->live_values
+		                              ? sizeof(struct hp_live_v2)
+		                              : sizeof(struct hp_live_v1));
 		return r->live_values ? (uint8_t *)r->live_values
 		                      : (uint8_t *)r->live_v1;
 	case 5:
@@ -92,12 +93,13 @@ static void run_ops(struct hp_region *r, struct in *in)
 			for (uint32_t i = 0; i < n; i++)
 				pcs[i] = 0x400000 + take(in, 2);
 			bool is_new;
-			uint32_t id = stacktab_intern(r, heap, pcs, n, 0,
-			                              &is_new);
+			uint32_t id =
+			        stacktab_intern(r, heap, pcs, n, 0, &is_new);
 			if (id < r->stacks_cap) {
 				stackmax_touch(r, id);
 				atomic_fetch_add(&r->stacks[id].alloc_count, 1);
-				atomic_fetch_add(&r->stacks[id].alloc_bytes, 64);
+				atomic_fetch_add(&r->stacks[id].alloc_bytes,
+				                 64);
 				stackmax_alloc(r, 64);
 			}
 			break;
@@ -185,8 +187,8 @@ static void read_side(const struct hp_region *r)
 	}
 	if (r->trace && r->ext) {
 		uint64_t head = atomic_load(&r->ext->trace_head);
-		uint64_t from = head > 2 * r->trace_cap ? head - 2 * r->trace_cap
-		                                         : 0;
+		uint64_t from =
+		        head > 2 * r->trace_cap ? head - 2 * r->trace_cap : 0;
 		for (uint64_t p = from, k = 0; p < head && k < 4096; p++, k++) {
 			struct hp_event_v2 ev;
 			trace_get(r, p, &ev);

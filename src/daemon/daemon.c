@@ -876,96 +876,32 @@ static void session_end(struct session *s)
 
 static void session_start(struct conn *c, const uint8_t *p, uint32_t len)
 {
-	struct hp_ctl_session h;
-	if (len < sizeof(h)) {
-		send_error(c, "SESSION_START: %u bytes, need %zu", len,
-		           sizeof(h));
-		return;
-	}
-	memcpy(&h, p, sizeof(h));
-	const uint32_t known = HP_SESS_STARTUP | HP_SESS_RUNNING |
-	                       HP_SESS_FOLLOW_FORK | HP_SESS_FOLLOW_EXEC;
-	if (h.flags & ~known) {
-		send_error(c, "SESSION_START: unknown flags 0x%x",
-		           h.flags & ~known);
-		return;
-	}
-	if (h.npids > HP_CTL_MAX_PIDS || h.nnames > HP_CTL_MAX_NAMES) {
-		send_error(c,
-		           "SESSION_START: %u pids and %u names (at most %u "
-		           "and %u)",
-		           h.npids, h.nnames, HP_CTL_MAX_PIDS,
-		           HP_CTL_MAX_NAMES);
-		return;
-	}
-	if (!h.npids && !h.nnames) {
-		send_error(c, "SESSION_START: no pid and no name");
-		return;
-	}
-	size_t off = sizeof(h);
-	if ((size_t)h.npids * 4 > len - off) {
-		send_error(c, "SESSION_START: truncated pid list");
+	struct ctl_session_req req;
+	char err[160];
+	if (ctl_parse_session(p, len, &req, err, sizeof(err))) {
+		send_error(c, "%s", err);
 		return;
 	}
 	if (D.nsessions == MAX_SESSIONS) {
+		ctl_session_req_free(&req);
 		send_error(c, "heapprofd serves at most %d sessions",
 		           MAX_SESSIONS);
 		return;
 	}
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s) {
+		ctl_session_req_free(&req);
 		send_error(c, "out of memory");
 		return;
 	}
-	s->pids = calloc(h.npids ? h.npids : 1, sizeof(int32_t));
-	s->names = calloc(h.nnames ? h.nnames : 1, sizeof(char *));
-	if (!s->pids || !s->names) {
-		session_free(s);
-		send_error(c, "out of memory");
-		return;
-	}
-	for (uint32_t i = 0; i < h.npids; i++) {
-		int32_t pid;
-		memcpy(&pid, p + off, 4);
-		off += 4;
-		if (pid <= 0) {
-			session_free(s);
-			send_error(c, "SESSION_START: invalid pid %d", pid);
-			return;
-		}
-		s->pids[s->npids++] = pid;
-	}
-	for (uint32_t i = 0; i < h.nnames; i++) {
-		const char *nm = (const char *)p + off;
-		size_t room = len - off;
-		size_t n = strnlen(
-		        nm, room < HP_CTL_NAME_MAX ? room : HP_CTL_NAME_MAX);
-		if (n == room || n == HP_CTL_NAME_MAX || n == 0) {
-			session_free(s);
-			send_error(c, "SESSION_START: name %u is %s", i + 1,
-			           n == 0      ? "empty"
-			           : n == room ? "not NUL-terminated"
-			                       : "too long");
-			return;
-		}
-		s->names[i] = strdup(nm);
-		if (!s->names[i]) {
-			session_free(s);
-			send_error(c, "out of memory");
-			return;
-		}
-		s->nnames++;
-		off += n + 1;
-	}
-	if (off != len) {
-		session_free(s);
-		send_error(c, "SESSION_START: %u bytes, %zu used", len, off);
-		return;
-	}
+	s->pids = req.pids;
+	s->npids = req.npids;
+	s->names = req.names;
+	s->nnames = req.nnames;
 	s->id = ++D.next_session_id;
 	s->c = c;
 	s->pid = c->pid;
-	s->flags = h.flags;
+	s->flags = req.flags;
 	s->started_ms = now_ms();
 	D.sessions[D.nsessions++] = s;
 	c->kind = C_SESSION;
