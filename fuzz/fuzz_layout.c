@@ -12,10 +12,16 @@
  * collector's read side runs: snapshot_take_live (modules, stacks, heaps,
  * every live slot), stackmax_read, trace_get over the trace, and
  * snapshot_memory; and, like `heapprof snapshot`, region_bind on the
- * (possibly rewritten) header and a snapshot through that binding.
+ * (possibly rewritten) header and a snapshot through that binding.  With
+ * bit 6 of byte 0 the collector's whole dump path runs too, into a real
+ * profile (in /dev/shm): the trace read (collector_trace_poll and _final,
+ * whose positions come from the client's head), a dump with every live
+ * block and the final dump, written by the profile writer.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collector/collector.h"
 #include "layout/region.h"
@@ -198,6 +204,99 @@ static void read_side(const struct hp_region *r)
 	snapshot_memory(r, 0, false, &mem);
 }
 
+static char prof_path[64];
+static char prof_dir[64];
+
+static void remove_dir(void)
+{
+	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+	char b[96];
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(b, sizeof(b), "%s%s", prof_path, sfx[i]);
+		unlink(b);
+	}
+	rmdir(prof_dir);
+}
+
+/* The collector's dump path on the region: a target as collector_answer
+ * makes it (disconnected: no /proc reads), a profile, the dumps. */
+static void collector_side(const struct hp_region *trusted, uint64_t size,
+                           const struct hp_config *cfg)
+{
+	if (!prof_path[0]) {
+		static char dir[] = "/dev/shm/heapprof-fuzz-XXXXXX";
+		static char dir2[] = "/tmp/heapprof-fuzz-XXXXXX";
+		const char *d = mkdtemp(dir);
+		if (!d)
+			d = mkdtemp(dir2);
+		if (!d)
+			abort();
+		snprintf(prof_path, sizeof(prof_path), "%s/p.db", d);
+		snprintf(prof_dir, sizeof(prof_dir), "%s", d);
+		if (!getenv("FUZZ_KEEP")) /* to look at the profile */
+			atexit(remove_dir);
+	}
+	struct collector_opts o = {
+	        .interval = cfg->sampling_interval,
+	        .max_frames = cfg->max_frames,
+	        .config_flags = cfg->config_flags,
+	        .trace_mode = cfg->trace_mode,
+	        .trace_bytes = cfg->trace_bytes,
+	};
+	struct collector c;
+	if (collector_open(&c, &o, false))
+		abort();
+	c.profile = profile_create(prof_path, "fuzz");
+	if (!c.profile)
+		abort();
+	struct target t = {0};
+	t.fd = -1;
+	t.nreg = 1;
+	t.reg[0].base = trusted->base;
+	t.reg[0].size = size;
+	t.reg[0].region = *trusted;
+	t.shmem_total = size;
+	t.layout_version = trusted->version;
+	t.disconnected = true;
+	t.pid = 4242;
+	snprintf(t.how, sizeof(t.how), "command");
+	if (trusted->trace_cap) {
+		t.tr.mode = trusted->trace_mode;
+		t.tr.cap = trusted->trace_cap;
+		t.tr.bytes = trusted->trace_cap * sizeof(struct hp_event_v2);
+	}
+	struct prof_process info = {.pid = 4242,
+	                            .name = "fuzz",
+	                            .cmdline = "fuzz",
+	                            .sampling_interval = o.interval,
+	                            .unwind = "dwarf",
+	                            .max_frames = o.max_frames,
+	                            .shmem_size = size,
+	                            .how = "command"};
+	if (profile_begin_process(c.profile, &info, &t.upid) == 0) {
+		collector_trace_poll(&c, &t);
+		collector_dump_blocks(&c, &t, "snapshot", "fuzz", 1000);
+		collector_dump_final(&c, &t, "exit", 2000);
+		struct prof_process_end e = {.end_ts_ns = 3000,
+		                             .exit_status = 0};
+		profile_end_process(c.profile, t.upid, &e);
+	}
+	profile_close(c.profile);
+	c.profile = NULL;
+	free(c.evbuf);
+	c.evbuf = NULL;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	/* The writer's one-line errors (a hostile region can make some). */
+	FILE *null = fopen("/dev/null", "w");
+	if (null && !getenv("FUZZ_VERBOSE"))
+		stderr = null;
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -231,6 +330,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct hp_region trusted = r;
 	run_ops(&r, &in);
 	read_side(&trusted);
+	if (mode & 0x40)
+		collector_side(&trusted, rsize, &cfg);
 	/* heapprof snapshot: the header as it is now, not trusted. */
 	struct hp_region hostile;
 	if (region_bind(&hostile, region_mem, rsize) == 0)

@@ -5,11 +5,11 @@
  * Byte 0 picks the command, the rest is the file.  The bytes are written
  * to a file in a private directory (/dev/shm when it exists; SQLite
  * resolves /proc/self/fd links, so a memfd cannot be opened by name) that
- * the command opens, so the real path runs: reader_open's checks (a SQLite database, the heapprof tables,
- * the format version), the stack tables loaded into memory (ids that
- * dangle, parent chains that loop), then the command's own queries and
- * output: `report` in several views and dumps, `report --pid`, `pprof -o`
- * (protobuf export), `flamegraph -o` (HTML page) and `diff --dumps`.
+ * the command opens, so the real path runs: reader_open's checks (a SQLite
+ * database, the heapprof tables, the format version), the stack tables loaded
+ * into memory (ids that dangle, parent chains that loop), then the command's
+ * own queries and output: `report` in several views and dumps, `report --pid`,
+ * `pprof -o` (protobuf export), `flamegraph -o` (HTML page) and `diff --dumps`.
  * Output goes to /dev/null; the one-line errors too.
  */
 #include <fcntl.h>
@@ -24,6 +24,13 @@
 
 static int mfd = -1;
 static char path[64];
+static char dir_path[64];
+
+static void remove_dir(void)
+{
+	unlink(path);
+	rmdir(dir_path);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -36,6 +43,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!d)
 		abort();
 	snprintf(path, sizeof(path), "%s/profile", d);
+	snprintf(dir_path, sizeof(dir_path), "%s", d);
+	atexit(remove_dir);
 	mfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (mfd < 0)
 		abort();
@@ -57,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	uint8_t how = data[0];
-	if (ftruncate(mfd, 0) || pwrite(mfd, data + 1, size - 1, 0) !=
-	                                 (ssize_t)(size - 1))
+	if (ftruncate(mfd, 0) ||
+	    pwrite(mfd, data + 1, size - 1, 0) != (ssize_t)(size - 1))
 		abort();
 	char *av[8];
 	int ac = 0;
