@@ -847,7 +847,8 @@ int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
 			a[k++] = a[i];
 	}
 	*n = k;
-	qsort(a, k, sizeof(*a), cmp_sample);
+	if (k > 1) /* a is NULL when there is no row: not for qsort */
+		qsort(a, k, sizeof(*a), cmp_sample);
 	*out = a;
 	return 0;
 }
