@@ -223,7 +223,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -Iinclude -I$(PROTO_GEN) \
-                -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) -DHEAPPROF_FUZZ
+                -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
 FUZZ_NAMES   := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
 FUZZ_OBJS    := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/cli/main.c,$(CLI_SRCS))) \
