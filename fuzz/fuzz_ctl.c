@@ -9,10 +9,12 @@
  * unless the message may carry one); (b) as a control header checked by
  * ctl_check_hdr and, when it is a SESSION_START, its payload parsed by
  * ctl_parse_session exactly as the daemon does (daemon.c session_start).
+ * (What a profiled process sends its collector: fuzz_client.c.)
  * (A client hello is a fixed 56-byte struct whose magic and version are
  * compared; test_daemon.sh sends bad ones.)  The harness checks that no
- * descriptor leaks: the number of open fds is the same after every input,
- * and that a parsed session request holds what the protocol allows.
+ * descriptor leaks: the number of open fds is the same after every input
+ * as before it, and that a parsed session request holds what the protocol
+ * allows.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -27,12 +29,15 @@
 #include "daemon/daemon.h"
 #include "layout/wire_v1.h"
 
+/* Open descriptors. */
 static int open_fds(void)
 {
 	int n = 0;
-	for (int fd = 0; fd < 256; fd++)
-		if (fcntl(fd, F_GETFD) >= 0)
-			n++;
+	for (int fd = 0; fd < 256; fd++) {
+		if (fcntl(fd, F_GETFD) < 0)
+			continue;
+		n++;
+	}
 	return n;
 }
 
@@ -144,14 +149,25 @@ static void parse_direct(const uint8_t *p, size_t n)
 	free(pl);
 }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	/* Nothing here prints, but keep a parser's future messages out
+	 * of the fuzzer's log. */
+	FILE *null = fopen("/dev/null", "w");
+	if (null && !getenv("FUZZ_VERBOSE"))
+		stderr = null;
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1 || size > HP_CTL_MAX_PAYLOAD)
 		return 0;
-	static int base = -1;
-	if (base < 0)
-		base = open_fds();
+	/* Counted around each input: libFuzzer itself opens descriptors
+	 * between inputs (its symbolizer's pipes). */
+	int base = open_fds();
 	uint8_t how = data[0];
 	data++;
 	size--;

@@ -224,11 +224,13 @@ static void collector_side(const struct hp_region *trusted, uint64_t size,
                            const struct hp_config *cfg)
 {
 	if (!prof_path[0]) {
-		static char dir[] = "/dev/shm/heapprof-fuzz-XXXXXX";
-		static char dir2[] = "/tmp/heapprof-fuzz-XXXXXX";
+		/* $TMPDIR (scripts/fuzz.sh's scratch directory, removed
+		 * even after a crash) or /dev/shm. */
+		static char dir[64];
+		const char *tmp = getenv("TMPDIR");
+		snprintf(dir, sizeof(dir), "%s/heapprof-fuzz-XXXXXX",
+		         tmp && *tmp && strlen(tmp) < 40 ? tmp : "/dev/shm");
 		const char *d = mkdtemp(dir);
-		if (!d)
-			d = mkdtemp(dir2);
 		if (!d)
 			abort();
 		snprintf(prof_path, sizeof(prof_path), "%s/p.db", d);

@@ -35,11 +35,13 @@ static void remove_dir(void)
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	static char dir[] = "/dev/shm/heapprof-fuzz-XXXXXX";
-	static char dir2[] = "/tmp/heapprof-fuzz-XXXXXX";
+	/* $TMPDIR (scripts/fuzz.sh's scratch directory, removed
+	 * even after a crash) or /dev/shm. */
+	static char dir[64];
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/heapprof-fuzz-XXXXXX",
+	         tmp && *tmp && strlen(tmp) < 40 ? tmp : "/dev/shm");
 	const char *d = mkdtemp(dir);
-	if (!d)
-		d = mkdtemp(dir2);
 	if (!d)
 		abort();
 	snprintf(path, sizeof(path), "%s/profile", d);

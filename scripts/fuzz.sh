@@ -3,7 +3,8 @@
 # scratch copy of its seed corpus (fuzz/corpus/NAME; the repository's
 # corpus is never written), one after the other, and prints per fuzzer the
 # executions, the seconds, the corpus it ended with and the crashes
-# (crash, leak, timeout and out-of-memory reports).  Exits 1 if any
+# (crash, leak, timeout and out-of-memory reports).  Harnesses that
+# write profiles do so under the scratch directory ($TMPDIR).  Exits 1 if any
 # fuzzer found one; its input is kept in BUILD/fuzz/artifacts/.
 #   scripts/fuzz.sh BUILD [SECONDS [NAME...]]
 set -u
@@ -13,8 +14,13 @@ secs=${2:-30}
 names=${*:-$(ls fuzz/fuzz_*.c | sed 's|fuzz/fuzz_||; s|\.c$||')}
 art=$build/fuzz/artifacts
 mkdir -p "$art"
-work=$(mktemp -d "${TMPDIR:-/tmp}/heapprof-fuzz.XXXXXX")
+# In memory when it can be: the harnesses write profiles with SQLite.
+scratch=${TMPDIR:-/tmp}
+[ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && scratch=/dev/shm
+work=$(mktemp -d "$scratch/heapprof-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
+# The harnesses' profiles go there too (gone even after a crash).
+export TMPDIR=$work
 fail=0
 printf '%-8s %12s %8s %8s %8s\n' fuzzer execs seconds corpus crashes
 for n in $names; do
