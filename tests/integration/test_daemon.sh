@@ -318,12 +318,17 @@ status_ok after-claims
 
 # ---------------------------------------------------------------------------
 t_begin "many connections at once: the limit refuses the rest with one log line; all are closed; the daemon goes on"
-n0=$(log_count "too many connections|cannot accept a peer")
-out=$(run_bounded 60 "$POKE" "$SOCK" many 1100 20000)
-assert_eq "connected 1100 closed 1100" "$out" "1100 silent peers"
-assert_eq 1 $(($(log_count "too many connections|cannot accept a peer") - n0)) "log lines for the limit"
-alive "$DPID" || t_fail "daemon died"
-status_ok after-many
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt 1200 ]; then
+	t_skip "1100 connections need a descriptor limit of 1200 (hard limit $hard)"
+else
+	n0=$(log_count "too many connections|cannot accept a peer")
+	out=$(run_bounded 60 "$POKE" "$SOCK" many 1100 20000)
+	assert_eq "connected 1100 closed 1100" "$out" "1100 silent peers"
+	assert_eq 1 $(($(log_count "too many connections|cannot accept a peer") - n0)) "log lines for the limit"
+	alive "$DPID" || t_fail "daemon died"
+	status_ok after-many
+fi
 # Out of descriptors (a low RLIMIT_NOFILE): accepting pauses instead of
 # spinning, one line, and every peer is served (closed) in the end.
 if command -v prlimit >/dev/null; then
