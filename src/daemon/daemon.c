@@ -457,8 +457,9 @@ static struct {
 	 * socket is not polled until then (else poll returns at once, for
 	 * the peer still queued, and the loop spins). */
 	int64_t accept_pause_until;
-	/* Said once per episode (reset by the next accepted peer): a flood
-	 * of peers gets one log line, not one per peer. */
+	/* Said once per episode, so that a flood of peers gets one log
+	 * line, not one per peer: said_full until a peer is let in again,
+	 * said_accept_err until accept finds no peer waiting. */
 	int said_full, said_accept_err;
 	int quit;
 } D;
@@ -1387,8 +1388,8 @@ static void accept_conns(void)
 		if (D.nconns == MAX_CONNS) {
 			if (!D.said_full)
 				dlog("too many connections (%d); pid %d "
-				     "refused, "
-				     "and any other peer until one closes",
+				     "refused, and any other peer until one "
+				     "closes",
 				     MAX_CONNS, (int)cred.pid);
 			D.said_full = 1;
 			close(fd);
