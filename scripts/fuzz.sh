@@ -18,7 +18,8 @@ mkdir -p "$art"
 scratch=${TMPDIR:-/tmp}
 [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && scratch=/dev/shm
 work=$(mktemp -d "$scratch/heapprof-fuzz.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 # The harnesses' profiles go there too (gone even after a crash).
 export TMPDIR=$work
 fail=0
