@@ -250,6 +250,41 @@ uninstall:
 	  $(INST_PC)/heapprof.pc
 	[ ! -d $(INST_INC) ] || rmdir --ignore-fail-on-non-empty $(INST_INC)
 
+# Fuzzers (docs/safety/fuzz.md): libFuzzer harnesses fuzz/fuzz_*.c over
+# the project's code built with clang, ASan and UBSan into $(BUILD)/fuzz.
+# `make fuzz` builds them; `make fuzz-ci` runs each for FUZZ_SECONDS on its
+# seed corpus (fuzz/corpus/NAME) and fails on any crash.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -Isrc -Iinclude -I$(PROTO_GEN) \
+                -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_NAMES   := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS    := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
+FUZZ_OBJS    := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(filter-out src/cli/main.c,$(CLI_SRCS))) \
+                $(BUILD)/fuzz/obj/gen/export/profile.pb-c.o
+
+$(BUILD)/fuzz/obj/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(BUILD)/fuzz/obj/gen/export/profile.pb-c.o: $(PROTO_C) $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(CLI_LIBS)
+
+.SECONDARY: $(FUZZ_OBJS)
+.PHONY: fuzz fuzz-ci
+fuzz:
+	@scripts/deps.sh --fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz-ci: fuzz
+	@scripts/fuzz.sh $(BUILD) $(FUZZ_SECONDS)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
 

@@ -8,6 +8,7 @@
 #                           pkg-config (a program is built against an
 #                           installed heapprof.pc)
 #   scripts/deps.sh --lint  also clang-tidy 14 and cppcheck (make lint)
+#   scripts/deps.sh --fuzz  also clang and libFuzzer (make fuzz)
 set -e
 need=""
 have_hdr() { [ -e "/usr/include/$1" ] || [ -e "/usr/include/x86_64-linux-gnu/$1" ]; }
@@ -33,6 +34,11 @@ fi
 if [ "${1:-}" = --lint ]; then
 	command -v clang-tidy-14 >/dev/null 2>&1 || need="$need clang-tidy-14"
 	command -v cppcheck >/dev/null 2>&1 || need="$need cppcheck"
+fi
+if [ "${1:-}" = --fuzz ]; then
+	command -v clang >/dev/null 2>&1 || need="$need clang"
+	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+	  >/dev/null 2>&1 || need="$need libclang-rt-14-dev"
 fi
 if [ -n "$need" ]; then
 	echo "heapprof: installing Debian packages:$need"

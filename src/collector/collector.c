@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -174,6 +175,11 @@ static int make_region(struct collector *c, uint64_t size, uint32_t version,
 	                      MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
+	/* A memfd is made 0777; only descriptors reach it, but a link in
+	 * /proc/PID/fd opened by a process that may ptrace-read the target
+	 * gets the inode's mode: ours only. */
+	if (fchmod(fd, 0600) != 0)
+		goto fail;
 	if (ftruncate(fd, (off_t)size) != 0)
 		goto fail;
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) !=

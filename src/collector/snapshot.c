@@ -164,8 +164,13 @@ static int take_stacks(const struct hp_region *const *rs, int nr, bool at_max,
 			uint32_t nf = st->nframes;
 			uint64_t off = st->frames_off;
 			if (nf > HP_MAX_FRAMES || off > r->frames_cap ||
-			    nf > r->frames_cap - off || used + nf > total)
-				nf = 0; /* corrupt: keep the counters only */
+			    nf > r->frames_cap - off || used + nf > total) {
+				/* Corrupt: keep the counters only.  off too:
+				 * frames + a wild offset is undefined even
+				 * for a copy of 0 bytes. */
+				nf = 0;
+				off = 0;
+			}
 			memcpy(s->pcs + used, r->frames + off,
 			       nf * sizeof(uint64_t));
 			o->pcs = s->pcs + used;

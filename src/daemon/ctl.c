@@ -224,6 +224,103 @@ int ctl_check_hdr(const struct hp_ctl_hdr *h)
 	return 0;
 }
 
+int ctl_parse_session(const uint8_t *p, uint32_t len,
+                      struct ctl_session_req *out, char *err, size_t errlen)
+{
+	struct hp_ctl_session h;
+	memset(out, 0, sizeof(*out));
+	if (len < sizeof(h)) {
+		snprintf(err, errlen, "SESSION_START: %u bytes, need %zu", len,
+		         sizeof(h));
+		return -EPROTO;
+	}
+	memcpy(&h, p, sizeof(h));
+	const uint32_t known = HP_SESS_STARTUP | HP_SESS_RUNNING |
+	                       HP_SESS_FOLLOW_FORK | HP_SESS_FOLLOW_EXEC;
+	if (h.flags & ~known) {
+		snprintf(err, errlen, "SESSION_START: unknown flags 0x%x",
+		         h.flags & ~known);
+		return -EPROTO;
+	}
+	if (h.npids > HP_CTL_MAX_PIDS || h.nnames > HP_CTL_MAX_NAMES) {
+		snprintf(err, errlen,
+		         "SESSION_START: %u pids and %u names (at most %u "
+		         "and %u)",
+		         h.npids, h.nnames, HP_CTL_MAX_PIDS, HP_CTL_MAX_NAMES);
+		return -EPROTO;
+	}
+	if (!h.npids && !h.nnames) {
+		snprintf(err, errlen, "SESSION_START: no pid and no name");
+		return -EPROTO;
+	}
+	size_t off = sizeof(h);
+	/* Sizes are checked before anything is allocated: h.npids is at
+	 * most HP_CTL_MAX_PIDS, and the list must be in the payload. */
+	if ((size_t)h.npids * 4 > len - off) {
+		snprintf(err, errlen, "SESSION_START: truncated pid list");
+		return -EPROTO;
+	}
+	out->flags = h.flags;
+	out->pids = calloc(h.npids ? h.npids : 1, sizeof(int32_t));
+	out->names = calloc(h.nnames ? h.nnames : 1, sizeof(char *));
+	if (!out->pids || !out->names) {
+		ctl_session_req_free(out);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < h.npids; i++) {
+		int32_t pid;
+		memcpy(&pid, p + off, 4);
+		off += 4;
+		if (pid <= 0) {
+			ctl_session_req_free(out);
+			snprintf(err, errlen, "SESSION_START: invalid pid %d",
+			         pid);
+			return -EPROTO;
+		}
+		out->pids[out->npids++] = pid;
+	}
+	for (uint32_t i = 0; i < h.nnames; i++) {
+		const char *nm = (const char *)p + off;
+		size_t room = len - off;
+		size_t n = strnlen(
+		        nm, room < HP_CTL_NAME_MAX ? room : HP_CTL_NAME_MAX);
+		if (n == room || n == HP_CTL_NAME_MAX || n == 0) {
+			ctl_session_req_free(out);
+			snprintf(err, errlen, "SESSION_START: name %u is %s",
+			         i + 1,
+			         n == 0      ? "empty"
+			         : n == room ? "not NUL-terminated"
+			                     : "too long");
+			return -EPROTO;
+		}
+		out->names[i] = strndup(nm, n);
+		if (!out->names[i]) {
+			ctl_session_req_free(out);
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		out->nnames++;
+		off += n + 1;
+	}
+	if (off != len) {
+		ctl_session_req_free(out);
+		snprintf(err, errlen, "SESSION_START: %u bytes, %zu used", len,
+		         off);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+void ctl_session_req_free(struct ctl_session_req *r)
+{
+	for (uint32_t i = 0; i < r->nnames; i++)
+		free(r->names[i]);
+	free(r->names);
+	free(r->pids);
+	memset(r, 0, sizeof(*r));
+}
+
 int ctl_recv(int sock, struct hp_ctl_msg *m, int timeout_ms,
              const uint32_t *first4)
 {

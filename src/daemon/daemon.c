@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -60,6 +61,7 @@
 #define SESSION_SNDBUF    (1 << 20)
 #define LOG_MAX_BYTES     (8 << 20)
 #define STATUS_MAX        (HP_CTL_MAX_PAYLOAD - 64)
+#define ACCEPT_PAUSE_MS   100 /* no descriptor for a new peer: wait */
 
 /* ---- logging -------------------------------------------------------------
  */
@@ -403,6 +405,7 @@ struct conn {
 	size_t oq_bytes;
 	struct session *sess;
 	uint64_t dump_id; /* C_WAIT */
+	int said_fds;     /* passed descriptors were logged */
 };
 
 struct session {
@@ -450,6 +453,14 @@ static struct {
 	size_t ndumps;
 	uint64_t next_session_id, next_dump_id;
 	int64_t started_ms, next_sweep_ms;
+	/* accept failed for want of descriptors or memory: the listening
+	 * socket is not polled until then (else poll returns at once, for
+	 * the peer still queued, and the loop spins). */
+	int64_t accept_pause_until;
+	/* Said once per episode, so that a flood of peers gets one log
+	 * line, not one per peer: said_full until a peer is let in again,
+	 * said_accept_err until accept finds no peer waiting. */
+	int said_full, said_accept_err;
 	int quit;
 } D;
 
@@ -574,6 +585,9 @@ static void send_error(struct conn *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* Every refused request is one line in the log, as the peer got it
+	 * (the peer's pid is SO_PEERCRED's, not anything it said). */
+	dlog("pid %d: refused: %s", c->pid, msg);
 	conn_send(c, HP_CTL_ERROR, msg, (uint32_t)strlen(msg) + 1, -1);
 	c->kind = C_CLOSING;
 	c->deadline = now_ms() + CONN_DEADLINE_MS;
@@ -876,96 +890,32 @@ static void session_end(struct session *s)
 
 static void session_start(struct conn *c, const uint8_t *p, uint32_t len)
 {
-	struct hp_ctl_session h;
-	if (len < sizeof(h)) {
-		send_error(c, "SESSION_START: %u bytes, need %zu", len,
-		           sizeof(h));
-		return;
-	}
-	memcpy(&h, p, sizeof(h));
-	const uint32_t known = HP_SESS_STARTUP | HP_SESS_RUNNING |
-	                       HP_SESS_FOLLOW_FORK | HP_SESS_FOLLOW_EXEC;
-	if (h.flags & ~known) {
-		send_error(c, "SESSION_START: unknown flags 0x%x",
-		           h.flags & ~known);
-		return;
-	}
-	if (h.npids > HP_CTL_MAX_PIDS || h.nnames > HP_CTL_MAX_NAMES) {
-		send_error(c,
-		           "SESSION_START: %u pids and %u names (at most %u "
-		           "and %u)",
-		           h.npids, h.nnames, HP_CTL_MAX_PIDS,
-		           HP_CTL_MAX_NAMES);
-		return;
-	}
-	if (!h.npids && !h.nnames) {
-		send_error(c, "SESSION_START: no pid and no name");
-		return;
-	}
-	size_t off = sizeof(h);
-	if ((size_t)h.npids * 4 > len - off) {
-		send_error(c, "SESSION_START: truncated pid list");
+	struct ctl_session_req req;
+	char err[160];
+	if (ctl_parse_session(p, len, &req, err, sizeof(err))) {
+		send_error(c, "%s", err);
 		return;
 	}
 	if (D.nsessions == MAX_SESSIONS) {
+		ctl_session_req_free(&req);
 		send_error(c, "heapprofd serves at most %d sessions",
 		           MAX_SESSIONS);
 		return;
 	}
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s) {
+		ctl_session_req_free(&req);
 		send_error(c, "out of memory");
 		return;
 	}
-	s->pids = calloc(h.npids ? h.npids : 1, sizeof(int32_t));
-	s->names = calloc(h.nnames ? h.nnames : 1, sizeof(char *));
-	if (!s->pids || !s->names) {
-		session_free(s);
-		send_error(c, "out of memory");
-		return;
-	}
-	for (uint32_t i = 0; i < h.npids; i++) {
-		int32_t pid;
-		memcpy(&pid, p + off, 4);
-		off += 4;
-		if (pid <= 0) {
-			session_free(s);
-			send_error(c, "SESSION_START: invalid pid %d", pid);
-			return;
-		}
-		s->pids[s->npids++] = pid;
-	}
-	for (uint32_t i = 0; i < h.nnames; i++) {
-		const char *nm = (const char *)p + off;
-		size_t room = len - off;
-		size_t n = strnlen(
-		        nm, room < HP_CTL_NAME_MAX ? room : HP_CTL_NAME_MAX);
-		if (n == room || n == HP_CTL_NAME_MAX || n == 0) {
-			session_free(s);
-			send_error(c, "SESSION_START: name %u is %s", i + 1,
-			           n == 0      ? "empty"
-			           : n == room ? "not NUL-terminated"
-			                       : "too long");
-			return;
-		}
-		s->names[i] = strdup(nm);
-		if (!s->names[i]) {
-			session_free(s);
-			send_error(c, "out of memory");
-			return;
-		}
-		s->nnames++;
-		off += n + 1;
-	}
-	if (off != len) {
-		session_free(s);
-		send_error(c, "SESSION_START: %u bytes, %zu used", len, off);
-		return;
-	}
+	s->pids = req.pids;
+	s->npids = req.npids;
+	s->names = req.names;
+	s->nnames = req.nnames;
 	s->id = ++D.next_session_id;
 	s->c = c;
 	s->pid = c->pid;
-	s->flags = h.flags;
+	s->flags = req.flags;
 	s->started_ms = now_ms();
 	D.sessions[D.nsessions++] = s;
 	c->kind = C_SESSION;
@@ -1200,7 +1150,6 @@ static void handle_ctl(struct conn *c, uint16_t type, const uint8_t *p,
 		c->kind = C_CLOSING;
 		return;
 	default:
-		dlog("pid %d: unexpected first message type %u", c->pid, type);
 		send_error(c, "unexpected message type %u", type);
 		return;
 	}
@@ -1233,6 +1182,11 @@ static void handle_hello(struct conn *c, const struct hp_hello *h)
 	}
 	int pid = c->pid;
 	uint32_t fl = h->flags;
+	/* The hello's pid is informative: SO_PEERCRED's is the one used. */
+	if (h->pid != pid)
+		dlog("pid %d: hello claims pid %d; pid %d (SO_PEERCRED) is "
+		     "used",
+		     pid, h->pid, pid);
 	/* The common case, a process starting while nobody wants anything
 	 * from startup: answer at once without reading /proc. */
 	if ((fl & HP_HELLO_AT_STARTUP) && !(fl & ~HP_HELLO_AT_STARTUP)) {
@@ -1396,9 +1350,20 @@ static void accept_conns(void)
 		int fd = accept4(D.listen_fd, NULL, NULL,
 		                 SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK &&
-			    errno != EINTR && errno != ECONNABORTED)
-				dlog("accept: %s", strerror(errno));
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				/* Every waiting peer is in: the episode
+				 * of a failing accept is over. */
+				D.said_accept_err = 0;
+				return;
+			}
+			if (errno == EINTR || errno == ECONNABORTED)
+				return;
+			if (!D.said_accept_err)
+				dlog("cannot accept a peer: %s; new peers wait "
+				     "until a connection closes",
+				     strerror(errno));
+			D.said_accept_err = 1;
+			D.accept_pause_until = now_ms() + ACCEPT_PAUSE_MS;
 			return;
 		}
 		struct ucred cred;
@@ -1421,11 +1386,16 @@ static void accept_conns(void)
 			continue;
 		}
 		if (D.nconns == MAX_CONNS) {
-			dlog("too many connections; pid %d refused",
-			     (int)cred.pid);
+			if (!D.said_full)
+				dlog("too many connections (%d); pid %d "
+				     "refused, and any other peer until one "
+				     "closes",
+				     MAX_CONNS, (int)cred.pid);
+			D.said_full = 1;
 			close(fd);
 			continue;
 		}
+		D.said_full = 0;
 		struct conn *c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
@@ -1477,8 +1447,10 @@ static void conn_read(struct conn *c)
 	if (n < 0 &&
 	    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
-	/* No peer sends the daemon a descriptor: close any, unused. */
+	/* No peer sends the daemon a descriptor: close any, unused (the
+	 * kernel closes those beyond our buffer, MSG_CTRUNC). */
 	if (n >= 0) {
+		int nfds = 0;
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
 		     cm = CMSG_NXTHDR(&mh, cm)) {
 			if (cm->cmsg_level != SOL_SOCKET ||
@@ -1491,7 +1463,15 @@ static void conn_read(struct conn *c)
 				       sizeof(f));
 				if (f >= 0)
 					close(f);
+				nfds++;
 			}
+		}
+		if ((nfds || (mh.msg_flags & MSG_CTRUNC)) && !c->said_fds) {
+			dlog("pid %d: passed %d descriptor%s%s; closed, "
+			     "unused",
+			     c->pid, nfds, nfds == 1 ? "" : "s",
+			     (mh.msg_flags & MSG_CTRUNC) ? " and more" : "");
+			c->said_fds = 1;
 		}
 	}
 	if (n <= 0) {
@@ -1558,14 +1538,17 @@ static void conn_read(struct conn *c)
 	struct hp_ctl_hdr h;
 	memcpy(&h, c->head, sizeof(h));
 	if (ctl_check_hdr(&h)) {
-		dlog("pid %d: bad control message header (type %u, length "
-		     "%u, version %u); closing",
-		     c->pid, h.type, h.len, h.version);
-		if (c->kind == C_SESSION)
+		/* One line either way: a session's connection is closed,
+		 * any other peer gets the reason (send_error logs it). */
+		if (c->kind == C_SESSION) {
+			dlog("session %" PRIu64 ": bad control message header "
+			     "(type %u, length %u, version %u); closing",
+			     c->sess->id, h.type, h.len, h.version);
 			conn_kill(c, NULL);
-		else
+		} else {
 			send_error(c, "bad message (type %u, length %u)",
 			           h.type, h.len);
+		}
 		return;
 	}
 	if (h.len == 0) {
@@ -1654,6 +1637,8 @@ static int next_timeout(void)
 	for (size_t i = 0; i < D.ndumps; i++)
 		if (D.dumps[i]->deadline < next)
 			next = D.dumps[i]->deadline;
+	if (D.accept_pause_until > now && D.accept_pause_until < next)
+		next = D.accept_pause_until;
 	int64_t d = next - now;
 	return d < 0 ? 0 : d > 60000 ? 60000 : (int)d;
 }
@@ -1841,7 +1826,11 @@ static int serve(void)
 		return 1;
 	while (!D.quit) {
 		size_t n = 0;
-		pfd[n++] = (struct pollfd){.fd = D.listen_fd, .events = POLLIN};
+		/* A negative fd is skipped by poll: paused accepting. */
+		pfd[n++] = (struct pollfd){.fd = now_ms() < D.accept_pause_until
+		                                         ? -1
+		                                         : D.listen_fd,
+		                           .events = POLLIN};
 		pfd[n++] = (struct pollfd){.fd = D.sig_fd, .events = POLLIN};
 		for (size_t i = 0; i < D.nconns; i++) {
 			struct conn *c = D.conns[i];
@@ -2022,6 +2011,16 @@ int daemon_run(int foreground)
 			_exit(1);
 		cleanup();
 		return 1;
+	}
+	/* MAX_CONNS peers need as many descriptors, beside the sessions'
+	 * and our own: raise the soft limit toward it (never the hard one).
+	 * Should the limit still be hit, accept_conns pauses instead. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur < MAX_CONNS + 256) {
+		rl.rlim_cur = rl.rlim_max < MAX_CONNS + 256 ? rl.rlim_max
+		                                            : MAX_CONNS + 256;
+		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	D.started_ms = now_ms();
 	D.next_sweep_ms = D.started_ms + SWEEP_MS;

@@ -27,4 +27,19 @@ int ctl_payload_size(uint16_t type, uint32_t *min_out);
  * -EPROTO. */
 int ctl_check_hdr(const struct hp_ctl_hdr *h);
 
+/* A SESSION_START payload, checked: pids (> 0) and names (1..255 bytes,
+ * NUL-terminated in the payload), nothing left over. */
+struct ctl_session_req {
+	uint32_t flags; /* HP_SESS_* */
+	int32_t *pids;
+	uint32_t npids;
+	char **names; /* malloc'd */
+	uint32_t nnames;
+};
+/* 0, or -EPROTO / -ENOMEM with a one-line reason in err.  Frees what it
+ * allocated on error; on success free with ctl_session_req_free. */
+int ctl_parse_session(const uint8_t *p, uint32_t len,
+                      struct ctl_session_req *out, char *err, size_t errlen);
+void ctl_session_req_free(struct ctl_session_req *r);
+
 #endif

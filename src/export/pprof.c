@@ -554,7 +554,10 @@ static void pb_fill_samples(struct pb_mem *m, struct pp_profile *p,
 		PbSample *s = &m->samples[i];
 		perftools__profiles__sample__init(s);
 		s->n_location_id = x->nlocs;
-		s->location_id = p->stack_ids.a + x->loc_off;
+		/* A sample without a location (a stack with no frame in a
+		 * bad file) may come with no stack ids at all: NULL + 0 is
+		 * undefined. */
+		s->location_id = x->nlocs ? p->stack_ids.a + x->loc_off : NULL;
 		s->n_value = RD_NVIEWS;
 		s->value = x->v;
 		if (x->nlabels) {

@@ -947,8 +947,7 @@ int reader_load_samples(sqlite3 *db, const char *subsys, int64_t upid,
 			a[k++] = a[i];
 	}
 	*n = k;
-	/* a is NULL when there are no rows: qsort's pointer must not be. */
-	if (k)
+	if (k > 1) /* a is NULL when there is no row: not for qsort */
 		qsort(a, k, sizeof(*a), cmp_sample);
 	*out = a;
 	return 0;

@@ -211,6 +211,140 @@ done
 status_ok after-hellos
 
 # ---------------------------------------------------------------------------
+# log_count REGEX: lines of the daemon's log matching REGEX.
+log_count() { grep -Ec -- "$1" "$LOG" 2>/dev/null || true; }
+# rand_hex N: N random bytes in hex.
+rand_hex() { head -c "$1" /dev/urandom | od -An -tx1 -v | tr -d ' \n'; }
+
+t_begin "every message type: oversize, wrong-size, garbage and truncated payloads; one log line each, the daemon goes on"
+# Payload sizes (ctl.h): -N is "at least N" (variable).
+declare -A SIZE=([1]=-16 [2]=8 [3]=-0 [4]=24 [5]=264 [6]=8 [7]=16 [8]=16 [9]=16 [10]=0 [11]=-0 [12]=0)
+for t in 1 2 3 4 5 6 7 8 9 10 11 12 0 13 65535; do
+	# Oversize: more than HP_CTL_MAX_PAYLOAD, refused from the header.
+	n0=$(wc -l <"$LOG")
+	out=$(run_bounded 10 "$POKE" "$SOCK" header "$t" 65537 0 2000)
+	assert_match "^reply 3 bad message \(type $t, length 65537\)" "$out" "type $t oversize"
+	assert_match "closed$" "$out" "type $t oversize: closed"
+	assert_eq 1 $(($(wc -l <"$LOG") - n0)) "type $t oversize: log lines"
+	sz=${SIZE[$t]:-}
+	[ -z "$sz" ] && continue
+	# Wrong size: a fixed-size type with one byte more; a
+	# variable one (SESSION_START) one byte short of its minimum.
+	case $sz in
+	-16) bad=15 ;;
+	-*) bad= ;;
+	*) bad=$((sz + 1)) ;;
+	esac
+	if [ -n "$bad" ]; then
+		n0=$(wc -l <"$LOG")
+		out=$(run_bounded 10 "$POKE" "$SOCK" header "$t" "$bad" "$bad" 2000)
+		assert_match "^reply 3 bad message \(type $t, length $bad\)" "$out" "type $t of $bad bytes"
+		assert_eq 1 $(($(wc -l <"$LOG") - n0)) "type $t of $bad bytes: log lines"
+	fi
+	# Garbage of an acceptable size (SHUTDOWN and STATUS have none).
+	case $t in
+	10 | 12) continue ;;
+	1) len=40 pl=$(printf 'f0000000')$(rand_hex 36) ;; # unknown flags
+	6) len=8 pl=fbffffff$(rand_hex 4) ;;               # pid -5
+	3 | 11) len=40 pl=$(rand_hex 40) ;;
+	*) len=${sz#-} pl=$(rand_hex "${sz#-}") ;;
+	esac
+	n0=$(wc -l <"$LOG")
+	out=$(run_bounded 10 "$POKE" "$SOCK" raw "$(c_hdr "$t" "$len")$pl" 2000)
+	case $t in
+	1) want="SESSION_START: unknown flags" ;;
+	6) want="DUMP: invalid pid -5" ;;
+	*) want="unexpected message type $t" ;;
+	esac
+	assert_match "^reply 3 $want" "$out" "type $t garbage"
+	assert_match "closed$" "$out" "type $t garbage: closed"
+	assert_eq 1 $(($(wc -l <"$LOG") - n0)) "type $t garbage: log lines"
+done
+# Truncated: the header and all but one payload byte (or half a header
+# for the types without payload), then a stall: each is closed at the 2 s
+# deadline with one line.  All at once, in the background.
+n0=$(log_count "no complete message in 2000 ms")
+tp=""
+for t in 1 2 3 4 5 6 7 8 9 10 11 12; do
+	sz=${SIZE[$t]#-}
+	case $t in
+	10 | 12) "$POKE" "$SOCK" raw "$(c_hdr "$t" 0 | cut -c1-16)" 6000 >"$T_DIR/trunc.$t" 2>&1 & ;;
+	1 | 3 | 11) "$POKE" "$SOCK" header "$t" 40 39 6000 >"$T_DIR/trunc.$t" 2>&1 & ;;
+	*) "$POKE" "$SOCK" header "$t" "$sz" $((sz - 1)) 6000 >"$T_DIR/trunc.$t" 2>&1 & ;;
+	esac
+	tp="$tp $!"
+done
+BG_PIDS="$BG_PIDS $tp"
+status_ok during-truncated
+for p in $tp; do wait_pid_bounded 15 "$p"; done
+for t in 1 2 3 4 5 6 7 8 9 10 11 12; do
+	assert_eq closed "$(cat "$T_DIR/trunc.$t")" "type $t truncated, stalled: closed"
+done
+assert_eq 12 $(($(log_count "no complete message in 2000 ms") - n0)) "one log line per stalled peer"
+alive "$DPID" || t_fail "daemon died"
+status_ok after-every-type
+
+# ---------------------------------------------------------------------------
+t_begin "descriptors passed to the daemon: 253 of every kind are closed, one log line"
+nfd0=$(ls "/proc/$DPID/fd" | wc -l)
+n0=$(log_count "passed [0-9]+ descriptors")
+out=$(run_bounded 10 "$POKE" "$SOCK" fds 253)
+assert_match "^reply 11 heapprofd pid $DPID" "$out" "STATUS with 253 descriptors is answered"
+assert_match "closed$" "$out" "then closed"
+assert_eq 1 $(($(log_count "passed [0-9]+ descriptors") - n0)) "log lines"
+for i in $(seq 1 100); do
+	[ "$(ls "/proc/$DPID/fd" | wc -l)" = "$nfd0" ] && break
+	sleep 0.05
+done
+assert_eq "$nfd0" "$(ls "/proc/$DPID/fd" | wc -l)" "daemon's descriptors after"
+# A descriptor with a client hello and with garbage.
+out=$(run_bounded 10 "$POKE" "$SOCK" fd)
+assert_match "passed fd closed by the daemon" "$out" "one passed descriptor"
+status_ok after-fds
+
+# ---------------------------------------------------------------------------
+t_begin "a hello claiming another pid: SO_PEERCRED's is used, one log line"
+for claim in "$DPID 1" "1 1" "-5 0" "999999999 $DPID"; do
+	set -- $claim
+	n0=$(log_count "hello claims pid $1;")
+	out=$(run_bounded 10 "$POKE" "$SOCK" hello 2 "$1" "$2")
+	assert_eq "welcome 1" "$out" "LATE hello claiming pid $1"
+	assert_eq 1 $(($(log_count "hello claims pid $1;") - n0)) "claim $1: log lines"
+	out=$(run_bounded 10 "$POKE" "$SOCK" hello 8 "$1" "$2")
+	assert_eq "welcome 1" "$out" "FORK_CHILD hello claiming pid $1, parent $2"
+done
+alive "$DPID" || t_fail "daemon died"
+status_ok after-claims
+
+# ---------------------------------------------------------------------------
+t_begin "many connections at once: the limit refuses the rest with one log line; all are closed; the daemon goes on"
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt 1200 ]; then
+	t_skip "1100 connections need a descriptor limit of 1200 (hard limit $hard)"
+else
+	n0=$(log_count "too many connections|cannot accept a peer")
+	out=$(run_bounded 60 "$POKE" "$SOCK" many 1100 20000)
+	assert_eq "connected 1100 closed 1100" "$out" "1100 silent peers"
+	assert_eq 1 $(($(log_count "too many connections|cannot accept a peer") - n0)) "log lines for the limit"
+	alive "$DPID" || t_fail "daemon died"
+	status_ok after-many
+fi
+# Out of descriptors (a low RLIMIT_NOFILE): accepting pauses instead of
+# spinning, one line, and every peer is served (closed) in the end.
+if command -v prlimit >/dev/null; then
+	prlimit --pid "$DPID" --nofile=48:
+	n0=$(log_count "cannot accept a peer")
+	out=$(run_bounded 60 "$POKE" "$SOCK" many 100 30000)
+	assert_eq "connected 100 closed 100" "$out" "100 peers with 48 descriptors"
+	assert_eq 1 $(($(log_count "cannot accept a peer: Too many open files") - n0)) "log lines for EMFILE"
+	prlimit --pid "$DPID" --nofile=1280:
+	alive "$DPID" || t_fail "daemon died"
+	status_ok after-emfile
+else
+	t_skip "no prlimit"
+fi
+
+# ---------------------------------------------------------------------------
 t_begin "another uid is refused (SO_PEERCRED)"
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 	t_skip "needs root and setpriv to run a peer as another uid"

@@ -10,7 +10,15 @@
  *   ctlpoke SOCK status                 STATUS; print the reply
  *   ctlpoke SOCK fd                     STATUS carrying a descriptor; says
  *                                      whether the daemon closed its copy
- *   ctlpoke SOCK hello FLAGS            a client hello; print the welcome
+ *   ctlpoke SOCK hello FLAGS [PID PPID] a client hello (claiming PID and
+ *                                      PPID); print the welcome
+ *   ctlpoke SOCK fds N                  STATUS carrying N descriptors of
+ *                                      every kind (pipe, socket, directory,
+ *                                      memfd, /dev/null); says how many the
+ *                                      daemon kept open
+ *   ctlpoke SOCK many N WAIT_MS         N connections at once, silent;
+ *                                      after WAIT_MS: "connected C closed K"
+ *                                      (K: closed by the daemon)
  *   ctlpoke SOCK session [-p PID] [-n NAME] [-f FLAGS] [-t MS] [-D N]
  *                                      a fake record session: prints each
  *                                      message, answers DUMP_REQUEST with
@@ -21,12 +29,15 @@
  * 3000): "reply TYPE TEXT" for each ctl message, then "closed" (it closed
  * the connection) or "open" (still open at the end).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -287,6 +298,84 @@ static int session(int fd, int argc, char **argv)
 	}
 }
 
+/* N silent connections; how many the daemon closed within wait_ms. */
+static int many(const char *path, int n, int wait_ms)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	int *fds = calloc((size_t)n, sizeof(int));
+	struct pollfd *p = calloc((size_t)n, sizeof(*p));
+	int connected = 0;
+	for (int i = 0; i < n; i++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+		if (fd < 0 ||
+		    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			if (fd >= 0)
+				close(fd);
+			fds[i] = -1;
+			continue;
+		}
+		fds[i] = fd;
+		connected++;
+	}
+	/* Closed by the daemon: EOF (or a reset) on our end. */
+	int64_t deadline = now_ms() + wait_ms;
+	int closed = 0;
+	char *seen = calloc((size_t)n, 1);
+	while (now_ms() < deadline && closed < connected) {
+		int k = 0;
+		for (int i = 0; i < n; i++)
+			if (fds[i] >= 0 && !seen[i])
+				p[k++] = (struct pollfd){.fd = fds[i],
+				                         .events = POLLIN};
+		int left = (int)(deadline - now_ms());
+		if (poll(p, (nfds_t)k, left > 0 ? left : 0) <= 0)
+			break;
+		for (int j = 0; j < k; j++) {
+			if (!p[j].revents)
+				continue;
+			char b;
+			if (recv(p[j].fd, &b, 1, MSG_DONTWAIT) <= 0)
+				for (int i = 0; i < n; i++)
+					if (fds[i] == p[j].fd && !seen[i]) {
+						seen[i] = 1;
+						closed++;
+					}
+		}
+	}
+	printf("connected %d closed %d\n", connected, closed);
+	return 0;
+}
+
+/* Descriptors of different kinds, for "fds". */
+static int some_fd(int i)
+{
+	int sv[2];
+	switch (i % 5) {
+	case 0:
+		return open("/dev/null", O_RDONLY | O_CLOEXEC);
+	case 1:
+		return open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	case 2:
+		return memfd_create("ctlpoke", MFD_CLOEXEC);
+	case 3:
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+			return -1;
+		close(sv[1]);
+		return sv[0];
+	default:
+		if (pipe2(sv, O_CLOEXEC))
+			return -1;
+		close(sv[0]);
+		return sv[1];
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -295,6 +384,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *cmd = argv[2];
+	if (!strcmp(cmd, "many") && argc >= 5)
+		return many(argv[1], atoi(argv[3]), atoi(argv[4]));
 	int fd = connect_to(argv[1]);
 	if (!strcmp(cmd, "raw") && argc >= 4) {
 		const char *hex = argv[3];
@@ -365,14 +456,46 @@ int main(int argc, char **argv)
 		                                 : "still open");
 		return 0;
 	}
+	if (!strcmp(cmd, "fds") && argc >= 4) {
+		/* One message, many descriptors: the kernel passes at most
+		 * SCM_MAX_FD (253) in one message. */
+		int n = atoi(argv[3]);
+		if (n < 1 || n > 253)
+			return 2;
+		int *fds = calloc((size_t)n, sizeof(int));
+		for (int i = 0; i < n; i++)
+			if ((fds[i] = some_fd(i)) < 0)
+				return 1;
+		struct hp_ctl_hdr h = {.magic = HP_CTL_MAGIC,
+		                       .version = HP_CTL_VERSION,
+		                       .type = HP_CTL_STATUS};
+		size_t clen = CMSG_SPACE(sizeof(int) * (size_t)n);
+		char *cbuf = calloc(1, clen);
+		struct iovec iov = {.iov_base = &h, .iov_len = sizeof(h)};
+		struct msghdr mh = {.msg_iov = &iov,
+		                    .msg_iovlen = 1,
+		                    .msg_control = cbuf,
+		                    .msg_controllen = clen};
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+		if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(h)) {
+			printf("sendmsg failed: %s\n", strerror(errno));
+			return 1;
+		}
+		report(fd, 3000);
+		return 0;
+	}
 	if (!strcmp(cmd, "hello") && argc >= 4) {
 		struct hp_hello h = {
 		        .magic = HP_WIRE_MAGIC,
 		        .version = HP_WIRE_VERSION,
 		        .layout_version = 1,
 		        .flags = (uint32_t)strtoul(argv[3], NULL, 0),
-		        .pid = getpid(),
-		        .ppid = getppid()};
+		        .pid = argc >= 6 ? atoi(argv[4]) : getpid(),
+		        .ppid = argc >= 6 ? atoi(argv[5]) : getppid()};
 		send_all(fd, &h, sizeof(h));
 		struct hp_welcome w;
 		int r = read_full(fd, &w, sizeof(w), now_ms() + 3000);
