@@ -12,6 +12,7 @@
  * final dump.  Checks: no crash, leak or undefined behaviour, and no
  * socket or region descriptor left open.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -130,10 +131,13 @@ static void client_msgs(const uint8_t *p, size_t n)
 static int open_fds(void)
 {
 	int n = 0;
-	char link[32], target[64];
-	for (int fd = 0; fd < 1024; fd++) {
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		ssize_t k = readlink(link, target, sizeof(target) - 1);
+	char target[64];
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		abort();
+	for (struct dirent *e; (e = readdir(d));) {
+		ssize_t k = readlinkat(dirfd(d), e->d_name, target,
+		                       sizeof(target) - 1);
 		if (k <= 0)
 			continue;
 		target[k] = '\0';
@@ -141,6 +145,7 @@ static int open_fds(void)
 		    !strncmp(target, "/memfd:", 7))
 			n++;
 	}
+	closedir(d);
 	return n;
 }
 

@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +37,13 @@
 static int open_fds(void)
 {
 	int n = 0;
-	char link[32], target[64];
-	for (int fd = 0; fd < 1024; fd++) {
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		ssize_t k = readlink(link, target, sizeof(target) - 1);
+	char target[64];
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		abort();
+	for (struct dirent *e; (e = readdir(d));) {
+		ssize_t k = readlinkat(dirfd(d), e->d_name, target,
+		                       sizeof(target) - 1);
 		if (k <= 0)
 			continue;
 		target[k] = '\0';
@@ -47,6 +51,7 @@ static int open_fds(void)
 		    !strncmp(target, "/memfd:", 7))
 			n++;
 	}
+	closedir(d);
 	return n;
 }
 
