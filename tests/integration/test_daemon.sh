@@ -15,43 +15,7 @@ t_setup_build "$1"
 POKE="$PROGS/ctlpoke"
 t_require "$HP" "$BUILD/heapprofd" "$BUILD/libheapprof.so" "$POKE" "$PROGS/waiter"
 
-# ---- daemons and their directories ---------------------------------------
-
-DAEMON_PIDS=""
-XDG_DIRS=""
-BG_PIDS=""
-stop_all() {
-	local p
-	for p in $BG_PIDS; do kill -KILL "$p" 2>/dev/null; done
-	for p in $DAEMON_PIDS; do
-		kill -TERM "$p" 2>/dev/null || continue
-		timeout 5 tail --pid="$p" -f /dev/null 2>/dev/null ||
-			kill -KILL "$p" 2>/dev/null
-	done
-	# Short paths under /tmp (a socket path must fit 108 bytes).
-	for p in $XDG_DIRS; do chmod -R u+rwx "$p" 2>/dev/null; rm -rf "$p"; done
-}
-trap 'stop_all; t_cleanup' EXIT
-
-# new_xdg: a fresh private XDG_RUNTIME_DIR in $X, with $DIR, $SOCK, $LOG.
-new_xdg() {
-	X=$(mktemp -d /tmp/hpd.XXXXXX) || exit 1
-	XDG_DIRS="$XDG_DIRS $X"
-	export XDG_RUNTIME_DIR=$X
-	DIR=$X/heapprof
-	SOCK=$DIR/heapprofd.sock
-	LOG=$DIR/heapprofd.log
-}
-
-# start_daemon TAG: `heapprof daemon` (it returns once listening); sets
-# DPID from its "(pid N)" and START_RC.
-start_daemon() {
-	START_RC=0
-	run_bounded 20 "$HP" daemon >"$T_DIR/$1.out" 2>"$T_DIR/$1.err" || START_RC=$?
-	DPID=$(sed -n 's/.*(pid \([0-9][0-9]*\))$/\1/p' "$T_DIR/$1.out")
-	[ -n "$DPID" ] && DAEMON_PIDS="$DAEMON_PIDS $DPID"
-	return 0
-}
+. "$HERE/daemon_helpers.sh"
 
 # alive PID: running (a zombie, exited but not yet reaped by whoever
 # adopted the daemon, is not).

@@ -18,20 +18,7 @@ POKE="$PROGS/ctlpoke"
 FDCHECK="$PROGS/fdcheck"
 t_require "$HP" "$BUILD/libheapprof.so" "$POKE" "$FDCHECK" "$PROGS/waiter"
 
-BG_PIDS=""
-DAEMON_PIDS=""
-XDG_DIRS=""
-stop_all() {
-	local p
-	for p in $BG_PIDS; do kill -KILL "$p" 2>/dev/null; done
-	for p in $DAEMON_PIDS; do
-		kill -TERM "$p" 2>/dev/null || continue
-		timeout 5 tail --pid="$p" -f /dev/null 2>/dev/null ||
-			kill -KILL "$p" 2>/dev/null
-	done
-	for p in $XDG_DIRS; do chmod -R u+rwx "$p" 2>/dev/null; rm -rf "$p"; done
-}
-trap 'stop_all; t_cleanup' EXIT
+. "$HERE/daemon_helpers.sh"
 
 # region_fds PID: the /proc/PID/fd links of heapprof regions.
 region_fds() {
@@ -69,22 +56,7 @@ done
 wait_pid_bounded 20 "$REC"
 assert_eq 12 "$WAIT_RC" "record exits with the target's status"
 # ---------------------------------------------------------------------------
-# A private XDG_RUNTIME_DIR per daemon: $X, $DIR, $SOCK, $LOG.
-new_xdg() {
-	X=$(mktemp -d /tmp/hps.XXXXXX) || exit 1
-	XDG_DIRS="$XDG_DIRS $X"
-	export XDG_RUNTIME_DIR=$X
-	DIR=$X/heapprof
-	SOCK=$DIR/heapprofd.sock
-	LOG=$DIR/heapprofd.log
-}
-start_daemon() {
-	START_RC=0
-	run_bounded 20 "$HP" daemon >"$T_DIR/$1.out" 2>"$T_DIR/$1.err" || START_RC=$?
-	DPID=$(sed -n 's/.*(pid \([0-9][0-9]*\))$/\1/p' "$T_DIR/$1.out")
-	[ -n "$DPID" ] && DAEMON_PIDS="$DAEMON_PIDS $DPID"
-	return 0
-}
+# new_xdg, start_daemon: daemon_helpers.sh.
 
 t_begin "the daemon never opens its log or lock through a planted symlink"
 new_xdg
