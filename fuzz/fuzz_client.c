@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
+#include "fuzz_common.h"
 
 /* Sends all of buf on s (the socket buffer takes a small input). */
 static void send_bytes(int s, const uint8_t *buf, size_t n)
@@ -124,38 +125,11 @@ static void client_msgs(const uint8_t *p, size_t n)
 	close(sv[0]);
 }
 
-/* Open sockets and memfds: what the collector could leak (a client
- * connection, a region).  Not every descriptor: the sanitizers start
- * llvm-symbolizer through pipes whenever they first need it, and SQLite
- * opens and closes the profile's -wal and -shm as it likes. */
-static int open_fds(void)
-{
-	int n = 0;
-	char target[64];
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		abort();
-	for (struct dirent *e; (e = readdir(d));) {
-		ssize_t k = readlinkat(dirfd(d), e->d_name, target,
-		                       sizeof(target) - 1);
-		if (k <= 0)
-			continue;
-		target[k] = '\0';
-		if (!strncmp(target, "socket:", 7) ||
-		    !strncmp(target, "/memfd:", 7))
-			n++;
-	}
-	closedir(d);
-	return n;
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	/* The collector's one-line messages about a malformed client. */
-	FILE *null = fopen("/dev/null", "w");
-	if (null && !getenv("FUZZ_VERBOSE"))
-		stderr = null;
+	fuzz_quiet_stderr();
 	return 0;
 }
 
@@ -166,9 +140,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	/* Counted around each input: libFuzzer opens descriptors between
 	 * inputs (its symbolizer's pipes). */
-	int base = open_fds();
+	int base = fuzz_open_fds();
 	client_msgs(data, size);
-	if (open_fds() != base)
+	if (fuzz_open_fds() != base)
 		abort(); /* a descriptor leaked */
 	return 0;
 }

@@ -15,16 +15,13 @@
 #include <string.h>
 
 #include "cli/config.h"
-
-static FILE *quiet;
+#include "fuzz_common.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	/* One-line errors on every bad input: not for the fuzzer's log. */
-	quiet = fopen("/dev/null", "w");
-	if (quiet && !getenv("FUZZ_VERBOSE"))
-		stderr = quiet;
+	fuzz_quiet_stderr();
 	return 0;
 }
 
@@ -60,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int rc2 = config_read(&back, in, "printed");
 		fclose(in);
 		if (rc2 != 0 || !config_equal(&c, &back)) {
-			fprintf(quiet ? stdout : stdout,
+			fprintf(stdout,
 			        "config_print does not read back:\n%s\n", text);
 			abort();
 		}

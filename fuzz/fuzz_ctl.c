@@ -28,32 +28,9 @@
 #include <unistd.h>
 
 #include "daemon/ctl.h"
+#include "fuzz_common.h"
 #include "daemon/daemon.h"
 #include "layout/wire_v1.h"
-
-/* Open sockets and memfds (the descriptor a test passes is a memfd).
- * Not every descriptor: the sanitizers start llvm-symbolizer through
- * pipes whenever they first need it. */
-static int open_fds(void)
-{
-	int n = 0;
-	char target[64];
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		abort();
-	for (struct dirent *e; (e = readdir(d));) {
-		ssize_t k = readlinkat(dirfd(d), e->d_name, target,
-		                       sizeof(target) - 1);
-		if (k <= 0)
-			continue;
-		target[k] = '\0';
-		if (!strncmp(target, "socket:", 7) ||
-		    !strncmp(target, "/memfd:", 7))
-			n++;
-	}
-	closedir(d);
-	return n;
-}
 
 /* Sends buf on s, the first byte with descriptor fd (if >= 0). */
 static void send_bytes(int s, const uint8_t *buf, size_t n, int fd)
@@ -168,9 +145,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	/* Nothing here prints, but keep a parser's future messages out
 	 * of the fuzzer's log. */
-	FILE *null = fopen("/dev/null", "w");
-	if (null && !getenv("FUZZ_VERBOSE"))
-		stderr = null;
+	fuzz_quiet_stderr();
 	return 0;
 }
 
@@ -181,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	/* Counted around each input: libFuzzer itself opens descriptors
 	 * between inputs (its symbolizer's pipes). */
-	int base = open_fds();
+	int base = fuzz_open_fds();
 	uint8_t how = data[0];
 	data++;
 	size--;
@@ -200,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		parse_direct(data, size);
 		break;
 	}
-	if (open_fds() != base)
+	if (fuzz_open_fds() != base)
 		abort(); /* a descriptor leaked */
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
+#include "fuzz_common.h"
 #include "layout/region.h"
 
 #define REGION_SIZE (HP_REGION_MIN_SIZE + (64u << 10))
@@ -204,40 +205,12 @@ static void read_side(const struct hp_region *r)
 	snapshot_memory(r, 0, false, &mem);
 }
 
-static char prof_path[64];
-static char prof_dir[64];
-
-static void remove_dir(void)
-{
-	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
-	char b[96];
-	for (size_t i = 0; i < 4; i++) {
-		snprintf(b, sizeof(b), "%s%s", prof_path, sfx[i]);
-		unlink(b);
-	}
-	rmdir(prof_dir);
-}
-
 /* The collector's dump path on the region: a target as collector_answer
  * makes it (disconnected: no /proc reads), a profile, the dumps. */
 static void collector_side(const struct hp_region *trusted, uint64_t size,
                            const struct hp_config *cfg)
 {
-	if (!prof_path[0]) {
-		/* $TMPDIR (scripts/fuzz.sh's scratch directory, removed
-		 * even after a crash) or /dev/shm. */
-		static char dir[64];
-		const char *tmp = getenv("TMPDIR");
-		snprintf(dir, sizeof(dir), "%s/heapprof-fuzz-XXXXXX",
-		         tmp && *tmp && strlen(tmp) < 40 ? tmp : "/dev/shm");
-		const char *d = mkdtemp(dir);
-		if (!d)
-			abort();
-		snprintf(prof_path, sizeof(prof_path), "%s/p.db", d);
-		snprintf(prof_dir, sizeof(prof_dir), "%s", d);
-		if (!getenv("FUZZ_KEEP")) /* to look at the profile */
-			atexit(remove_dir);
-	}
+	const char *prof_path = fuzz_scratch_file("p.db");
 	struct collector_opts o = {
 	        .interval = cfg->sampling_interval,
 	        .max_frames = cfg->max_frames,
@@ -293,9 +266,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	/* The writer's one-line errors (a hostile region can make some). */
-	FILE *null = fopen("/dev/null", "w");
-	if (null && !getenv("FUZZ_VERBOSE"))
-		stderr = null;
+	fuzz_quiet_stderr();
 	return 0;
 }
 

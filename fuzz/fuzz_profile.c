@@ -21,32 +21,15 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "fuzz_common.h"
 
 static int mfd = -1;
-static char path[64];
-static char dir_path[64];
-
-static void remove_dir(void)
-{
-	unlink(path);
-	rmdir(dir_path);
-}
+static char *path;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	/* $TMPDIR (scripts/fuzz.sh's scratch directory, removed
-	 * even after a crash) or /dev/shm. */
-	static char dir[64];
-	const char *tmp = getenv("TMPDIR");
-	snprintf(dir, sizeof(dir), "%s/heapprof-fuzz-XXXXXX",
-	         tmp && *tmp && strlen(tmp) < 40 ? tmp : "/dev/shm");
-	const char *d = mkdtemp(dir);
-	if (!d)
-		abort();
-	snprintf(path, sizeof(path), "%s/profile", d);
-	snprintf(dir_path, sizeof(dir_path), "%s", d);
-	atexit(remove_dir);
+	path = fuzz_scratch_file("profile");
 	mfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (mfd < 0)
 		abort();
@@ -54,11 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	 * FILE for its lines, ASan writes to fd 2 directly. */
 	if (!freopen("/dev/null", "w", stdout))
 		abort();
-	FILE *null = fopen("/dev/null", "w");
-	if (!null)
-		abort();
-	if (!getenv("FUZZ_VERBOSE"))
-		stderr = null;
+	fuzz_quiet_stderr();
 	return 0;
 }
 
