@@ -38,3 +38,14 @@ start_daemon() {
 	[ -n "$DPID" ] && DAEMON_PIDS="$DAEMON_PIDS $DPID"
 	return 0
 }
+
+# wait_comm PID NAME: until the background job PID has exec'd NAME (a
+# `cmd &` is the shell's fork for a moment), at most 5 s.
+wait_comm() {
+	local i
+	for i in $(seq 1 100); do
+		[ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] && return 0
+		sleep 0.05
+	done
+	t_fail "pid $1 did not become $2 within 5 s"
+}

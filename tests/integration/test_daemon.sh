@@ -346,6 +346,7 @@ t_begin "a session: its targets are checked and reported; dumps are relayed"
 sleep 300 &
 SLEEPER=$!
 BG_PIDS="$BG_PIDS $SLEEPER"
+wait_comm "$SLEEPER" sleep
 "$POKE" "$SOCK" session -p "$SLEEPER" -p 999999999 -n no-such-program-here -t 6000 -D 3 \
 	>"$T_DIR/sess.out" 2>&1 &
 SESS=$!
@@ -375,7 +376,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 	setpriv --reuid=65534 --regid=65534 --clear-groups sleep 300 &
 	OTHER=$!
 	BG_PIDS="$BG_PIDS $OTHER"
-	sleep 0.2
+	wait_comm "$OTHER" sleep
 	out=$(run_bounded 10 "$POKE" "$SOCK" session -p "$OTHER" -t 1000)
 	assert_match "^target $OTHER 3 sleep: sleep \(pid $OTHER\) runs as uid 65534, not as uid 0" "$out" "DENIED for another uid"
 	reap "$OTHER"

@@ -102,6 +102,9 @@ for i in $(seq 1 100); do # until the copies run their own program
 	grep -q libheapprof-fake "/proc/$FAKE/maps" 2>/dev/null && break
 	sleep 0.05
 done
+# ... and the others have exec'd sleep (a `cmd &` is the shell's fork at
+# first, of uid 0, named bash).
+for p in $PLAIN $EUID_P $RUID_P; do wait_comm "$p" sleep; done
 out=$(run_bounded 20 "$POKE" "$SOCK" session $pids -t 1500)
 assert_match "^target $PLAIN 4 sleep: sleep \(pid $PLAIN\) does not have libheapprof loaded" "$out" "plain process: NO_CLIENT"
 assert_match "^target $FAKE 4 libheapprof-fak[a-z]*: .*has libheapprof but does not catch signal 60" "$out" "no handler: NO_CLIENT, no signal"
