@@ -314,7 +314,8 @@ int ctl_parse_session(const uint8_t *p, uint32_t len,
 
 void ctl_session_req_free(struct ctl_session_req *r)
 {
-	for (uint32_t i = 0; i < r->nnames; i++)
+	/* names is NULL when its allocation failed (nnames is 0 then). */
+	for (uint32_t i = 0; r->names && i < r->nnames; i++)
 		free(r->names[i]);
 	free(r->names);
 	free(r->pids);
