@@ -174,7 +174,6 @@ static int parse_u64(const char *flag, const char *s, uint64_t min,
 	return 0;
 }
 
-/* -d SECONDS: a positive decimal, at least a millisecond. */
 /* Digits, then optionally '.' and digits, then `tail`: strtod alone would
  * take "1e3", "0x10", "inf" and "5." too. */
 static bool plain_decimal(const char *s, const char *tail)
@@ -194,6 +193,7 @@ static bool plain_decimal(const char *s, const char *tail)
 	return strcmp(p, tail) == 0;
 }
 
+/* -d SECONDS: a positive decimal, at least a millisecond. */
 static int parse_seconds(const char *flag, const char *s, uint64_t *ms)
 {
 	if (!*s)

@@ -351,11 +351,11 @@ static int errno_of(int rc)
 	}
 }
 
-/* Print the SQLite error for `what` and return it as a negative errno. */
 /* Write errors said so far by this process (see profile_errors_said). */
 static int errors_said;
 
 /*
+ * Print the SQLite error for `what` and return it as a negative errno.
  * A full disk fails every dump after the first that does not fit, and the
  * indexes at the end: one line for the first error, which names the file
  * and says what is kept, instead of a line per attempt.  Every dump is its

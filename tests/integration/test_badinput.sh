@@ -292,21 +292,7 @@ NDUMPS=$(sqlq "$GOOD" "SELECT count(*) FROM heapprof_dump;")
 
 t_begin "readers: every flag with a value, invalid values"
 WATCH="$GOOD"
-rd_num() { # CMD... -- FLAG NAME_RX EXTRA_BAD...: the command's args before FLAG
-	local pre=() v
-	while [ "$1" != -- ]; do
-		pre+=("$1")
-		shift
-	done
-	shift
-	local flag=$1 name=$2
-	shift 2
-	for v in "${NUM_BAD[@]}" "$@"; do
-		bad "${pre[*]} $flag '$v'" "$name" "$HP" "${pre[@]}" "$flag" "$v"
-	done
-	bad "${pre[*]} $flag (no value)" "$(rx "$flag")" "$HP" "${pre[@]}" "$flag"
-}
-rd_word() { # like rd_num with words only
+rd_flag() { # CMD... -- FLAG NAME_RX BAD...: each BAD value, then FLAG without one
 	local pre=() v
 	while [ "$1" != -- ]; do
 		pre+=("$1")
@@ -323,29 +309,29 @@ rd_word() { # like rd_num with words only
 VIEW_BAD=("" bogus SPACE space,objects 1)
 DUMP_BAD=(0 "" "$HUGE" -"$HUGE" 99 -99 no-such-snapshot "$LONG300" " 1" +1)
 DUR_BAD=("" abc 10x -- 1.5 "${HUGE}s" 1.0000000001s 5m 1h "1 s" +-1s)
-rd_word report "$GOOD" -- --view 'view' "${VIEW_BAD[@]}"
-rd_num report "$GOOD" -- --top 'top' 0
-rd_word report "$GOOD" -- --dump 'dump|snapshot named' "${DUMP_BAD[@]}"
-rd_num report "$GOOD" -- --pid 'pid' 0 12345678
-rd_word report "$GOOD" -- --temporary-threshold 'temporary-threshold' "${DUR_BAD[@]}" -1ms
-rd_word pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --dump 'dump|snapshot named' "${DUMP_BAD[@]}"
-rd_num pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --pid 'pid' 0 12345678
-rd_word pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --heap 'heap' "" bogus.heap "$LONG300"
-rd_word pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --from 'from|trace' "${DUR_BAD[@]}" 1s
-rd_word pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --to 'to|trace' "${DUR_BAD[@]}" 1s
-rd_word pprof "$GOOD" -- -o 'output|p.pb.gz|/proc' "" /proc/version/x.pb.gz
+rd_flag report "$GOOD" -- --view 'view' "${VIEW_BAD[@]}"
+rd_flag report "$GOOD" -- --top 'top' "${NUM_BAD[@]}" 0
+rd_flag report "$GOOD" -- --dump 'dump|snapshot named' "${DUMP_BAD[@]}"
+rd_flag report "$GOOD" -- --pid 'pid' "${NUM_BAD[@]}" 0 12345678
+rd_flag report "$GOOD" -- --temporary-threshold 'temporary-threshold' "${DUR_BAD[@]}" -1ms
+rd_flag pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --dump 'dump|snapshot named' "${DUMP_BAD[@]}"
+rd_flag pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --pid 'pid' "${NUM_BAD[@]}" 0 12345678
+rd_flag pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --heap 'heap' "" bogus.heap "$LONG300"
+rd_flag pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --from 'from|trace' "${DUR_BAD[@]}" 1s
+rd_flag pprof "$GOOD" -o "$T_DIR/p.pb.gz" -- --to 'to|trace' "${DUR_BAD[@]}" 1s
+rd_flag pprof "$GOOD" -- -o 'output|p.pb.gz|/proc' "" /proc/version/x.pb.gz
 bad "pprof --dump with --all" 'all' "$HP" pprof "$GOOD" -o "$T_DIR/p.pb.gz" --dump 1 --all
 bad "pprof --heap with --all-heaps" 'heap' "$HP" pprof "$GOOD" -o "$T_DIR/p.pb.gz" --heap libc.malloc --all-heaps
-rd_word flamegraph "$GOOD" -- -o 'output|/proc' "" /proc/version/x.html
-rd_word flamegraph "$GOOD" -o "$T_DIR/f.html" -- --view 'view' "${VIEW_BAD[@]}"
-rd_word flamegraph "$GOOD" -o "$T_DIR/f.html" -- --from 'from|trace' "${DUR_BAD[@]}" 1s
-rd_word flamegraph "$GOOD" -o "$T_DIR/f.html" -- --to 'to|trace' "${DUR_BAD[@]}" 1s
-rd_word diff "$GOOD" "$GOOD" -- --view 'view' "${VIEW_BAD[@]}"
-rd_num diff "$GOOD" "$GOOD" -- --top 'top' 0
-rd_word diff "$GOOD" "$GOOD" -- --heap 'heap' "" bogus.heap
-rd_word diff "$GOOD" "$GOOD" -- -o 'output|/proc' "" /proc/version/x.pb.gz
-rd_word diff "$GOOD" -- --dumps 'dump|snapshot named' "" 1 , 1, ,1 1,2,3 0,1 1,0 "1,$HUGE" 1,99 "1,no-such" "$HUGE,1"
-rd_word diff "$GOOD" "$GOOD" -- --pid 'pid' "" 0 -1 abc 10x "$HUGE" 1,2,3 , 12345678 "$GOOD_PID,12345678"
+rd_flag flamegraph "$GOOD" -- -o 'output|/proc' "" /proc/version/x.html
+rd_flag flamegraph "$GOOD" -o "$T_DIR/f.html" -- --view 'view' "${VIEW_BAD[@]}"
+rd_flag flamegraph "$GOOD" -o "$T_DIR/f.html" -- --from 'from|trace' "${DUR_BAD[@]}" 1s
+rd_flag flamegraph "$GOOD" -o "$T_DIR/f.html" -- --to 'to|trace' "${DUR_BAD[@]}" 1s
+rd_flag diff "$GOOD" "$GOOD" -- --view 'view' "${VIEW_BAD[@]}"
+rd_flag diff "$GOOD" "$GOOD" -- --top 'top' "${NUM_BAD[@]}" 0
+rd_flag diff "$GOOD" "$GOOD" -- --heap 'heap' "" bogus.heap
+rd_flag diff "$GOOD" "$GOOD" -- -o 'output|/proc' "" /proc/version/x.pb.gz
+rd_flag diff "$GOOD" -- --dumps 'dump|snapshot named' "" 1 , 1, ,1 1,2,3 0,1 1,0 "1,$HUGE" 1,99 "1,no-such" "$HUGE,1"
+rd_flag diff "$GOOD" "$GOOD" -- --pid 'pid' "" 0 -1 abc 10x "$HUGE" 1,2,3 , 12345678 "$GOOD_PID,12345678"
 for at in 0 "" "$HUGE" 99 -99 no-such; do
 	bad "diff FILE@$at" "@|dump|snapshot" "$HP" diff "$GOOD@$at" "$GOOD"
 done
