@@ -37,7 +37,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS)
 # malloc family and the public API exported (src/client/libheapprof.map).
 LIB_CFLAGS := $(BASE_CFLAGS) $(CLIENT_SAN) -fPIC -fvisibility=hidden -fexceptions \
               -fno-omit-frame-pointer -ftls-model=initial-exec
-LIB_LIBS   := -lunwind -lm -ldl -pthread
+LIB_LIBS   := -lm -ldl -pthread
 
 CLI_LIBS   := -lsqlite3 -ldw -ldebuginfod -lelf -lz -lprotobuf-c -ledit -lm -lstdc++ \
               -pthread

@@ -431,6 +431,7 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 	}
 	attach_gen = gen;
 	modules_init();
+	unwind_init();
 	uint64_t interval = header_attach(s, 0);
 	heaps_publish(s);
 	bool malloc_on = region_heap_interval(&s->region, "libc.malloc") != 0;
@@ -891,9 +892,9 @@ __attribute__((constructor)) static void client_init(void)
 	int saved = errno;
 	hooks_init();
 	fork_guard_init();
+	unwind_setup();
 	/* What attaching needs and a signal handler cannot do: ready before
-	 * any attach, also a late one.  (The unwinder initialises itself at
-	 * the first sample: unwind.c.) */
+	 * any attach, also a late one. */
 	memstat_init();
 	pthread_atfork(NULL, NULL, on_fork_child);
 	if (hp_daemon_paths(NULL, 0, daemon_path, sizeof(daemon_path)) != 0)

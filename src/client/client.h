@@ -144,7 +144,15 @@ struct client_tls {
 	/* gettid(), read at this thread's first sampled allocation or
 	 * traced free; 0 until then (and in a fork child: reset there). */
 	uint32_t tid;
-	uintptr_t stack_lo, stack_hi; /* for frame-pointer walks; 0 = unknown */
+	/* The stack the capture may read (unwind.c): this thread's own
+	 * stack [stack_lo, stack_hi) once stack_tried found it, and the
+	 * alternate signal stack it set with sigaltstack() (0, 0 if none). */
+	uint8_t stack_tried;
+	uintptr_t stack_lo, stack_hi;
+	uintptr_t alt_lo, alt_hi;
+	/* The frames of the capture in progress: here, not on the program's
+	 * stack (256 frames would be 2 KiB of it). */
+	uint64_t frames[HP_MAX_FRAMES];
 };
 extern HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
@@ -216,23 +224,62 @@ static inline void client_on_alloc(void *p, size_t size, uintptr_t caller)
 		recorder_sample(p, size, charged, false, caller);
 }
 
-/* unwind.c */
-/* Idempotent; unwind_capture calls it (not async-signal-safe). */
+/* unwind.c: the stack capture inside the program (no system call, no
+ * lock, no allocation; see the file). */
+/* At load, in the constructor: what the capture needs that costs a
+ * system call or dlsym (not async-signal-safe). */
+HP_HIDDEN void unwind_setup(void);
+/* At attach (async-signal-safe): the rule cache. */
 HP_HIDDEN void unwind_init(void);
-/* Fills pcs (leaf first, the program's frames only); returns the count
- * and sets *truncated when the stack was deeper than max. */
+/* What a capture says besides its frames (HP_CAP_*). */
+#define HP_CAP_TRUNCATED 1u /* deeper than max: cut there */
+#define HP_CAP_STOPPED   2u /* ended early: a read it could not prove
+                              * safe, or no rule for a frame */
+#define HP_CAP_UNBOUNDED 4u /* on a stack it cannot bound: caller only */
+#define HP_CAP_LOW       8u /* less than HP_HOOK_STACK left: caller only */
+/* The most stack a hook may use, its capture included (the suite
+ * measures it: tests/integration/test_capture.sh). */
+#define HP_HOOK_STACK 1024u
+/* Fills pcs (leaf first, the program's frames only: pcs[0] is the return
+ * address into the function that called the hook); returns the count
+ * (at least 1 when caller != 0) and sets *flags. */
 HP_HIDDEN uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-                                  bool *truncated);
-/* Frames of ours on top of the program's in a DWARF capture: hook,
- * recorder, and libunwind's own; slack for the compiler's choices. */
-#define HP_UNWIND_SLACK 8
-/* The program's frames of buf[0..got) (unw_backtrace's result for a
- * request of `want`) into pcs, leaf first, without our leading frames.
- * The recorder unwinds in its own frame and filters with this: every
- * frame between the hook and unw_backtrace is one more step for
- * libunwind to take and throw away. */
-HP_HIDDEN uint32_t unwind_keep(void *const *buf, int got, int want,
-                               uint64_t *pcs, uint32_t max, bool *truncated);
+                                  uintptr_t caller, uint32_t *flags);
+/* Whether a signal handler is running on this thread's stack (true when
+ * the unwind cannot tell). */
+HP_HIDDEN bool unwind_in_signal_handler(void);
+/* This thread's kernel id without a system call when glibc says where it
+ * keeps it (libthread_db's descriptor); gettid() otherwise. */
+HP_HIDDEN uint32_t unwind_thread_id(void);
+/* sigaltstack() and makecontext() tell the capture about stacks it could
+ * not otherwise bound (hooks.c interposes both). */
+HP_HIDDEN void unwind_note_altstack(const void *sp, size_t size, int flags);
+HP_HIDDEN void unwind_note_stack(const void *sp, size_t size);
+
+/* cfi.c: unwind rules per pc from .eh_frame, cached. */
+enum cfi_kind {
+	CFI_FRAME = 0, /* an ordinary frame: cfa, bp, ra_off8 say how */
+	CFI_END,       /* the outermost frame (return address undefined) */
+	CFI_SIGNAL,    /* the sigreturn trampoline: a ucontext at sp */
+	CFI_NOCFI,     /* in an object, but no FDE covers it */
+	CFI_NOMODULE,  /* in no loaded object */
+	CFI_BAD,       /* CFI we do not follow */
+};
+enum { CFI_CFA_SP = 0, CFI_CFA_BP = 1, CFI_CFA_DEREF_BP = 2 };
+enum { BP_SAME = 0, BP_AT_CFA = 1, BP_AT_BP = 2, BP_LOST = 3 };
+struct cfi_rule {
+	int32_t cfa_off; /* CFA = sp/bp + cfa_off, or *(bp + cfa_off) */
+	int16_t bp_off;  /* caller's rbp at CFA/bp + bp_off */
+	int8_t ra_off8;  /* return address at CFA + 8 * ra_off8 */
+	uint8_t kind : 3, cfa : 2, bp : 2;
+};
+_Static_assert(sizeof(struct cfi_rule) == 8, "one word per rule");
+HP_HIDDEN void cfi_init(void);
+/* An object was unloaded: cached rules are stale. */
+HP_HIDDEN void cfi_forget(void);
+/* The rule for pc: `exact` when pc is the next instruction to run (a
+ * frame a signal interrupted), not a return address. */
+HP_HIDDEN struct cfi_rule cfi_rule_for(uintptr_t pc, bool exact);
 
 /* modules.c */
 HP_HIDDEN void modules_init(void);

@@ -17,7 +17,6 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #define UNW_LOCAL_ONLY
-#include <libunwind.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <time.h>
@@ -70,23 +69,6 @@ static int read_statm(uint64_t *rss, uint64_t *anon)
 	return 0;
 }
 
-/* Whether a signal handler is running on this thread's stack. */
-static bool on_signal_frame(void)
-{
-	unw_context_t ctx;
-	unw_cursor_t cur;
-
-	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
-		return true; /* cannot tell: be safe */
-	for (int depth = 0; depth < 512; depth++) {
-		if (unw_is_signal_frame(&cur) > 0)
-			return true;
-		if (unw_step(&cur) <= 0)
-			return false;
-	}
-	return true;
-}
-
 void memstat_take(void)
 {
 	struct client_slot *s = client_cur();
@@ -101,7 +83,7 @@ void memstat_take(void)
 
 	if (read_statm(&rss, &anon) == 0)
 		flags |= HP_MEMSTAT_RSS;
-	if (next_mallinfo2 && !on_signal_frame()) {
+	if (next_mallinfo2 && !unwind_in_signal_handler()) {
 		mi = next_mallinfo2();
 		flags |= HP_MEMSTAT_MALLOC;
 	}

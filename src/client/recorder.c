@@ -39,37 +39,16 @@
 
 #include "client/client.h"
 
+/* The unit tests define RECORDER_CAPTURE to put a fake stack in. */
 #ifndef RECORDER_CAPTURE
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
-/*
- * The stack of a recorded allocation, captured in record's own frame, which
- * is inlined into recorder_sample and recorder_record: the frames libunwind
- * steps through and we throw away are only the hook's and that one (three
- * fewer than through unwind_capture, about a sixth of a typical unwind).
- * Frame-pointer walks are cheap per frame and stay in unwind.c.  The unit
- * tests define RECORDER_CAPTURE to put a fake stack in.
- */
-static inline __attribute__((always_inline)) uint32_t
-capture(uint64_t *pcs, uint32_t max, uint32_t mode, bool *truncated)
-{
-	if (mode == HP_UNWIND_FP)
-		return unwind_capture(pcs, max, mode, truncated);
-	unwind_init();
-	void *buf[HP_MAX_FRAMES + HP_UNWIND_SLACK];
-	int want = (int)max + HP_UNWIND_SLACK;
-	return unwind_keep(buf, unw_backtrace(buf, want), want, pcs, max,
-	                   truncated);
-}
-#define RECORDER_CAPTURE capture
+#define RECORDER_CAPTURE unwind_capture
 #endif
 
 /* This thread's id, read once (a new thread's TLS starts at 0). */
 static inline uint32_t thread_id(struct client_tls *t)
 {
 	if (HP_UNLIKELY(!t->tid))
-		t->tid = (uint32_t)syscall(SYS_gettid);
+		t->tid = unwind_thread_id();
 	return t->tid;
 }
 
@@ -426,9 +405,8 @@ static inline __attribute__((always_inline)) bool
 record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
        uint64_t objs, uintptr_t caller);
 
-/* The program sees errno as its allocator left it: the unwinder's first
- * run (libunwind probes memory through a pipe and reads it empty: EAGAIN),
- * a module scan or a GROW may change it. */
+/* The program sees errno as its allocator left it: a module scan or a
+ * GROW may change it. */
 static inline __attribute__((always_inline)) bool
 record_keep_errno(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
                   uint64_t objs, uintptr_t caller)
@@ -482,15 +460,30 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	/* When it was allocated, as near the allocator's return as we get. */
 	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
 
-	uint64_t pcs[HP_MAX_FRAMES];
-	bool truncated = false;
+	/* The frames go to this thread's buffer, not our stack: in_hook
+	 * keeps a nested hook (a signal handler's) out of it. */
+	uint64_t *pcs = t->frames;
+	uint32_t cap = 0;
 	uint32_t n = RECORDER_CAPTURE(pcs, s->max_frames, s->unwind_mode,
-	                              &truncated);
+	                              caller, &cap);
+#ifdef HP_UNWIND_ORACLE
+	unwind_oracle_check(pcs, n, cap & HP_CAP_TRUNCATED,
+	                    (cap & (HP_CAP_UNBOUNDED | HP_CAP_LOW)) != 0);
+#endif
 	if (n == 0) {
 		/* Keep at least the caller of the hook. */
 		region_count(r, HP_CTR_UNWIND_ERRORS, 1);
 		pcs[0] = caller;
 		n = 1;
+	}
+	bool truncated = cap & HP_CAP_TRUNCATED;
+	if (HP_UNLIKELY(cap & ~HP_CAP_TRUNCATED)) {
+		if (cap & HP_CAP_STOPPED)
+			region_count(r, HP_CTR_UNWIND_STOPPED, 1);
+		if (cap & HP_CAP_UNBOUNDED)
+			region_count(r, HP_CTR_STACK_UNBOUNDED, 1);
+		if (cap & HP_CAP_LOW)
+			region_count(r, HP_CTR_STACK_LOW, 1);
 	}
 	if (truncated)
 		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);

@@ -1,131 +1,500 @@
 /*
- * Stack capture inside the target.  DWARF mode uses libunwind's local
- * unw_backtrace (CFI from .eh_frame, with libunwind's per-thread cache), so
- * stacks go through code built without frame pointers, such as Debian's
- * libc and libstdc++.  FP mode walks the frame-pointer chain: fast, but it
- * stops or goes wrong in code without frame pointers.  Either way the
- * leading frames that belong to heapprof or libunwind are dropped, so a
- * stack starts at the function that called malloc.
+ * The stack capture inside the profiled program, written for where it
+ * runs: inside any allocation hook, in any thread, in signal handlers, on
+ * small stacks.  It makes no system call, takes no lock, allocates
+ * nothing, opens no descriptor, is no cancellation point, and reads
+ * memory only where it can prove the read safe:
+ *
+ *   - The program's stack, from the current sp up to the top of the stack
+ *     sp is on, when that stack is one of: the main thread's (its top is
+ *     __libc_stack_end's page; it grows down at most RLIMIT_STACK, and
+ *     the kernel keeps other mappings further away than that); a glibc
+ *     thread's own stack (glibc keeps its bounds in the thread descriptor
+ *     at the thread pointer; where in it is found once, by looking for the
+ *     one pair of words that bounds both sp and the descriptor itself, and
+ *     every thread's values are checked against that rule again); the
+ *     alternate signal stack the thread set with sigaltstack(); a stack
+ *     made for makecontext().  hooks.c interposes the last two, so
+ *     heapprof hears of them.  On any other stack the allocation is
+ *     recorded with its caller only, and counted.
+ *   - The code and .eh_frame of loaded objects, found through
+ *     _dl_find_object (cfi.c).
+ *
+ * A read outside those bounds, a frame whose CFA does not go up the
+ * stack, or a frame no rule describes ends the unwind; the stack keeps
+ * the frames found so far and the capture says it stopped early.
+ *
+ * Per frame the cost is a rule lookup in cfi.c's cache and two or three
+ * loads: about what a frame-pointer walk costs.  The return addresses on
+ * the program's stack are never changed (its backtrace(), exceptions,
+ * debuggers and shadow stacks see what they would see bare).
+ *
+ * Our own frames (hook, recorder, this) are skipped by their frame
+ * pointers (libheapprof is built with them), so the unwind starts at the
+ * program's call into the hook with the registers the program had there.
  */
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-#include <pthread.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include "client/client.h"
 
 static uintptr_t self_lo, self_hi; /* libheapprof.so text */
-static uintptr_t unw_lo, unw_hi;   /* libunwind text */
-static _Atomic int ready;
 
-/*
- * Done at the first sample, not in the constructor: libunwind's own
- * initialisation costs tens of microseconds (several system calls), which
- * every process that loads the library but is never profiled would pay.
- * Two threads racing here both run it; they compute the same values and
- * libunwind serialises its own init.
- */
+/* The main thread's stack: [main_lo, main_hi). */
+static uintptr_t main_lo, main_hi;
+
+/* glibc's thread descriptor (struct pthread) at the thread pointer: its
+ * size, where it keeps the thread's kernel id, and where its stack block
+ * (stackblock, stackblock_size, guardsize) is, found at the first capture
+ * on a thread other than the main one: -1 not yet, -2 not found. */
+static uint32_t pd_size;
+static int32_t pd_tid_off = -1;
+static _Atomic int32_t pd_stack_off = -1;
+
+extern void *__libc_stack_end;
+
+static inline uintptr_t thread_pointer(void)
+{
+	uintptr_t tp;
+#if defined(__x86_64__)
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+#else
+	tp = (uintptr_t)__builtin_thread_pointer();
+#endif
+	return tp;
+}
+
+void unwind_setup(void)
+{
+	uintptr_t lo, hi;
+	if (modules_text_range((const void *)&unwind_setup, &lo, &hi)) {
+		self_lo = lo;
+		self_hi = hi;
+	}
+	uintptr_t top = (uintptr_t)__libc_stack_end;
+	if (top) {
+		main_hi = (top | 4095) + 1;
+		struct rlimit rl;
+		uint64_t span = 8u << 20;
+		if (getrlimit(RLIMIT_STACK, &rl) == 0)
+			span = rl.rlim_cur;
+		if (span > (1ull << 30) || span < (128u << 10))
+			span = span < (128u << 10) ? (128u << 10) : (1ull << 30);
+		main_lo = main_hi - span;
+	}
+	/* libthread_db's descriptions of glibc's struct pthread: exported
+	 * (GLIBC_PRIVATE) for debuggers, stable in meaning: a size and
+	 * {bit size, count, offset} triples. */
+	const uint32_t *sz = dlsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread");
+	const uint32_t *tid = dlsym(RTLD_DEFAULT, "_thread_db_pthread_tid");
+	if (sz && *sz >= 64 && *sz <= 65536)
+		pd_size = *sz;
+	if (tid && pd_size && tid[0] == 32 && tid[2] + 4 <= pd_size)
+		pd_tid_off = (int32_t)tid[2];
+}
+
 void unwind_init(void)
 {
-	if (HP_LIKELY(atomic_load_explicit(&ready, memory_order_acquire)))
-		return;
-	uintptr_t lo, hi, ulo, uhi;
-	modules_text_range((const void *)&unwind_init, &lo, &hi);
-	modules_text_range((const void *)&unw_backtrace, &ulo, &uhi);
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-	__atomic_store_n(&self_lo, lo, __ATOMIC_RELAXED);
-	__atomic_store_n(&self_hi, hi, __ATOMIC_RELAXED);
-	__atomic_store_n(&unw_lo, ulo, __ATOMIC_RELAXED);
-	__atomic_store_n(&unw_hi, uhi, __ATOMIC_RELAXED);
-	atomic_store_explicit(&ready, 1, memory_order_release);
+	cfi_init();
+}
+
+uint32_t unwind_thread_id(void)
+{
+	if (pd_tid_off >= 0) {
+		int32_t tid;
+		__builtin_memcpy(&tid, (const void *)(thread_pointer() +
+		                                      (uintptr_t)pd_tid_off),
+		                 4);
+		if (tid > 0)
+			return (uint32_t)tid;
+	}
+	return (uint32_t)syscall(SYS_gettid);
 }
 
 static inline bool is_ours(uintptr_t pc)
 {
-	return (pc >= self_lo && pc < self_hi) || (pc >= unw_lo && pc < unw_hi);
+	return pc >= self_lo && pc < self_hi;
 }
 
-uint32_t unwind_keep(void *const *buf, int got, int want, uint64_t *pcs,
-                     uint32_t max, bool *truncated)
-{
-	*truncated = false;
-	if (got <= 0)
-		return 0;
-	int i = 0;
-	while (i < got && is_ours((uintptr_t)buf[i]))
-		i++;
-	uint32_t n = 0;
-	for (; i < got && n < max; i++)
-		pcs[n++] = (uintptr_t)buf[i];
-	*truncated = (got == want) || i < got;
-	return n;
-}
+/* ---- which stack is sp on ------------------------------------------- */
 
-static uint32_t capture_dwarf(uint64_t *pcs, uint32_t max, bool *truncated)
-{
-	void *buf[HP_MAX_FRAMES + HP_UNWIND_SLACK];
-	int want = (int)max + HP_UNWIND_SLACK;
-	return unwind_keep(buf, unw_backtrace(buf, want), want, pcs, max,
-	                   truncated);
-}
+struct bounds {
+	uintptr_t lo; /* lowest usable address (0: unknown) */
+	uintptr_t hi; /* reads stay below */
+};
 
-static void stack_bounds(struct client_tls *t)
+/* Stacks made for makecontext(): the newest win. */
+#define KNOWN_STACKS 64
+static struct {
+	_Atomic uintptr_t lo, hi; /* hi 0: empty, 1: being written */
+} known[KNOWN_STACKS];
+static _Atomic uint32_t known_next;
+
+void unwind_note_stack(const void *sp, size_t size)
 {
-	pthread_attr_t attr;
-	void *addr;
-	size_t size;
-	t->stack_lo = 1; /* "tried" even if the lookup fails */
-	t->stack_hi = 0;
-	if (pthread_getattr_np(pthread_self(), &attr) != 0)
+	uintptr_t lo = (uintptr_t)sp, hi = lo + size;
+	if (!sp || size < 1024 || hi < lo)
 		return;
-	if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-		t->stack_lo = (uintptr_t)addr;
-		t->stack_hi = (uintptr_t)addr + size;
-	}
-	pthread_attr_destroy(&attr);
+	uint32_t i = atomic_fetch_add_explicit(&known_next, 1,
+	                                       memory_order_relaxed) %
+	             KNOWN_STACKS;
+	uintptr_t old = atomic_load_explicit(&known[i].hi,
+	                                     memory_order_relaxed);
+	if (old == 1 ||
+	    !atomic_compare_exchange_strong_explicit(&known[i].hi, &old, 1,
+	                                             memory_order_acquire,
+	                                             memory_order_relaxed))
+		return;
+	atomic_store_explicit(&known[i].lo, lo, memory_order_relaxed);
+	atomic_store_explicit(&known[i].hi, hi, memory_order_release);
 }
 
-__attribute__((noinline)) static uint32_t
-capture_fp(uint64_t *pcs, uint32_t max, bool *truncated)
+void unwind_note_altstack(const void *sp, size_t size, int flags)
 {
 	struct client_tls *t = &hp_tls;
-	if (!t->stack_lo)
-		stack_bounds(t); /* may allocate: in_hook is set */
-	uintptr_t lo = t->stack_lo, hi = t->stack_hi;
-	uintptr_t *fp = __builtin_frame_address(0);
-	if (hi <= lo)
-		return 0;
-	uint32_t n = 0;
-	bool skipping = true;
-	while ((uintptr_t)fp >= lo && (uintptr_t)fp + 16 <= hi &&
-	       ((uintptr_t)fp & 7) == 0) {
-		uintptr_t ret = fp[1];
-		uintptr_t *next = (uintptr_t *)fp[0];
-		if (ret == 0)
-			break;
-		if (skipping && is_ours(ret)) {
-			/* still inside heapprof */
-		} else {
-			skipping = false;
-			if (n == max) {
-				*truncated = true;
-				break;
-			}
-			pcs[n++] = ret;
-		}
-		if (next <= fp)
-			break; /* the chain must go up the stack */
-		fp = next;
+	uintptr_t lo = (uintptr_t)sp;
+	if ((flags & SS_DISABLE) || !sp || lo + size < lo) {
+		t->alt_lo = t->alt_hi = 0;
+		return;
 	}
-	return n;
+	t->alt_hi = 0; /* a handler reading it meanwhile sees none */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->alt_lo = lo;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->alt_hi = lo + size;
 }
 
-uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-                        bool *truncated)
+static bool known_stack(uintptr_t sp, struct bounds *b)
 {
-	*truncated = false;
-	unwind_init();
-	if (mode == HP_UNWIND_FP)
-		return capture_fp(pcs, max, truncated);
-	return capture_dwarf(pcs, max, truncated);
+	uint32_t next = atomic_load_explicit(&known_next, memory_order_acquire);
+	uint32_t n = next < KNOWN_STACKS ? next : KNOWN_STACKS;
+	for (uint32_t k = 1; k <= n; k++) {
+		uint32_t i = (next - k) % KNOWN_STACKS;
+		uintptr_t hi = atomic_load_explicit(&known[i].hi,
+		                                    memory_order_acquire);
+		uintptr_t lo = atomic_load_explicit(&known[i].lo,
+		                                    memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (hi <= 1 || atomic_load_explicit(&known[i].hi,
+		                                    memory_order_relaxed) != hi)
+			continue;
+		if (sp >= lo && sp < hi) {
+			b->lo = lo;
+			b->hi = hi;
+			return true;
+		}
+	}
+	return false;
+}
+
+static inline uintptr_t word_at(uintptr_t a)
+{
+	uintptr_t v;
+	__builtin_memcpy(&v, (const void *)a, sizeof(v));
+	return v;
+}
+
+/* Does the triple at offset off of the descriptor at tp bound sp, with the
+ * descriptor at the top of the block, as glibc lays a thread out? */
+static bool pd_stack_at(uintptr_t tp, uint32_t off, uintptr_t sp,
+                        struct bounds *b)
+{
+	uintptr_t block = word_at(tp + off);
+	uintptr_t size = word_at(tp + off + 8);
+	uintptr_t guard = word_at(tp + off + 16);
+	uintptr_t end = block + size;
+	if (!block || size < 4096 || end < block || guard >= size)
+		return false;
+	if (!(sp > block + guard && sp < end && tp > block && tp < end))
+		return false;
+	/* The descriptor sits at the top of the block, below at most the
+	 * static TLS alignment's slack. */
+	if (end - tp < pd_size || end - tp > (uintptr_t)pd_size + 4096)
+		return false;
+	b->lo = block + guard;
+	b->hi = end;
+	return true;
+}
+
+/* This thread's own stack, from glibc's thread descriptor, once. */
+static void thread_stack(struct client_tls *t, uintptr_t sp)
+{
+	t->stack_tried = 1;
+	if (!pd_size)
+		return;
+	uintptr_t tp = thread_pointer();
+	struct bounds b;
+	int32_t off = atomic_load_explicit(&pd_stack_off, memory_order_relaxed);
+	if (off == -1) {
+		/* Look for the one offset that fits; more than one: give up
+		 * (never guess). */
+		int32_t found = -1;
+		for (uint32_t o = 0; o + 24 <= pd_size; o += 8) {
+			if (!pd_stack_at(tp, o, sp, &b))
+				continue;
+			if (found >= 0) {
+				found = -2;
+				break;
+			}
+			found = (int32_t)o;
+		}
+		if (found == -1)
+			return; /* maybe not a glibc thread stack: try later */
+		int32_t expect = -1;
+		atomic_compare_exchange_strong_explicit(
+		        &pd_stack_off, &expect, found, memory_order_relaxed,
+		        memory_order_relaxed);
+		off = atomic_load_explicit(&pd_stack_off, memory_order_relaxed);
+	}
+	if (off < 0 || !pd_stack_at(tp, (uint32_t)off, sp, &b))
+		return;
+	t->stack_lo = b.lo;
+	t->stack_hi = b.hi;
+}
+
+/* The bounds of the stack sp is on; false when heapprof cannot prove
+ * them. */
+static bool stack_bounds(struct client_tls *t, uintptr_t sp, struct bounds *b)
+{
+	if (sp >= t->stack_lo && sp < t->stack_hi) {
+		b->lo = t->stack_lo;
+		b->hi = t->stack_hi;
+		return true;
+	}
+	uintptr_t ahi = t->alt_hi;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	uintptr_t alo = t->alt_lo;
+	if (sp >= alo && sp < ahi) {
+		b->lo = alo;
+		b->hi = ahi;
+		return true;
+	}
+	if (sp >= main_lo && sp < main_hi) {
+		b->lo = main_lo;
+		b->hi = main_hi;
+		return true;
+	}
+	if (!t->stack_tried) {
+		thread_stack(t, sp);
+		if (sp >= t->stack_lo && sp < t->stack_hi) {
+			b->lo = t->stack_lo;
+			b->hi = t->stack_hi;
+			return true;
+		}
+	}
+	return known_stack(sp, b);
+}
+
+/* ---- the walk ------------------------------------------------------- */
+
+struct regs {
+	uintptr_t pc, sp, bp;
+	bool bp_ok; /* bp holds the caller's rbp (not lost by a rule) */
+};
+
+/* A word of [lo, hi) at a, if a..a+8 lies in it. */
+static inline bool load(const struct bounds *b, uintptr_t lo, uintptr_t a,
+                        uintptr_t *out)
+{
+	if (a < lo || a > b->hi - 8 || (a & 7))
+		return false;
+	*out = word_at(a);
+	return true;
+}
+
+/* Offsets of rip, rsp, rbp in the kernel's ucontext on x86-64. */
+#define UC_GREGS ((uintptr_t)__builtin_offsetof(ucontext_t, uc_mcontext))
+
+/* One step from the frame at r (its rule c) to its caller.  0: done (the
+ * outermost frame), 1: stepped, -1: stopped early. */
+static int step(struct client_tls *t, struct regs *r, struct bounds *b,
+                struct cfi_rule c, bool *exact, bool dwarf)
+{
+	uintptr_t cfa, v;
+	switch (c.kind) {
+	case CFI_END:
+		return 0;
+	case CFI_SIGNAL: {
+		/* The handler returned here with sp at the kernel's ucontext. */
+		uintptr_t g = r->sp + UC_GREGS;
+		uintptr_t pc, sp, bp;
+		if (!load(b, r->sp, g + 8 * REG_RIP, &pc) ||
+		    !load(b, r->sp, g + 8 * REG_RSP, &sp) ||
+		    !load(b, r->sp, g + 8 * REG_RBP, &bp))
+			return -1;
+		/* The interrupted code may run on another stack. */
+		struct bounds nb;
+		if (!stack_bounds(t, sp, &nb))
+			return -1;
+		*b = nb;
+		r->pc = pc;
+		r->sp = sp;
+		r->bp = bp;
+		r->bp_ok = true;
+		*exact = true;
+		return pc ? 1 : 0;
+	}
+	case CFI_NOCFI:
+	case CFI_NOMODULE:
+		/* No rule: the frame-pointer chain, where it is there. */
+		if (r->bp_ok && r->bp == 0)
+			return 0; /* the chain's end, as thread starts mark it */
+		if (!r->bp_ok || r->bp < r->sp || !load(b, r->sp, r->bp + 8, &v))
+			return -1;
+		cfa = r->bp + 16;
+		r->pc = v;
+		if (!load(b, r->sp, r->bp, &r->bp))
+			return -1;
+		r->sp = cfa;
+		*exact = false;
+		if (!r->pc)
+			return 0;
+		/* Without --unwind fp, a frame found this way must return into
+		 * code we know. */
+		return !dwarf || cfi_rule_for(r->pc, false).kind != CFI_NOMODULE
+		               ? 1
+		               : -1;
+	case CFI_FRAME:
+		break;
+	default:
+		return -1;
+	}
+	if (c.cfa == CFI_CFA_SP) {
+		cfa = r->sp + (intptr_t)c.cfa_off;
+	} else {
+		if (!r->bp_ok)
+			return -1;
+		cfa = r->bp + (intptr_t)c.cfa_off;
+		if (c.cfa == CFI_CFA_DEREF_BP && !load(b, r->sp, cfa, &cfa))
+			return -1;
+	}
+	/* The caller's frame is above this one. */
+	if (cfa <= r->sp || cfa > b->hi)
+		return -1;
+	uintptr_t ra;
+	if (!load(b, r->sp, cfa + 8 * (intptr_t)c.ra_off8, &ra))
+		return -1;
+	switch (c.bp) {
+	case BP_SAME:
+		break;
+	case BP_AT_CFA:
+		if (!load(b, r->sp, cfa + (intptr_t)c.bp_off, &v))
+			return -1;
+		r->bp = v;
+		r->bp_ok = true;
+		break;
+	case BP_AT_BP:
+		if (!r->bp_ok || !load(b, r->sp, r->bp + (intptr_t)c.bp_off, &v))
+			return -1;
+		r->bp = v;
+		break;
+	default:
+		r->bp_ok = false;
+		break;
+	}
+	r->sp = cfa;
+	r->pc = ra;
+	*exact = false;
+	return ra ? 1 : 0;
+}
+
+/* The program's registers at its call into the hook: our frames are
+ * skipped by their frame pointers.  false if the chain looks wrong. */
+static __attribute__((always_inline)) inline bool
+program_regs(struct regs *r)
+{
+	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t here = fp, floor = fp;
+	for (int i = 0; i < 16; i++) {
+		if ((fp & 7) || fp < floor || fp - here > 65536)
+			return false;
+		uintptr_t pc = word_at(fp + 8);
+		uintptr_t up = word_at(fp);
+		if (!is_ours(pc)) {
+			r->pc = pc;
+			r->sp = fp + 16;
+			r->bp = up;
+			r->bp_ok = true;
+			return true;
+		}
+		floor = fp + 16;
+		fp = up;
+	}
+	return false;
+}
+
+__attribute__((noinline)) uint32_t unwind_capture(uint64_t *pcs, uint32_t max,
+                                                  uint32_t mode,
+                                                  uintptr_t caller,
+                                                  uint32_t *flags)
+{
+	struct client_tls *t = &hp_tls;
+	struct regs r;
+	struct bounds b;
+	*flags = 0;
+	if (!program_regs(&r))
+		goto caller_only;
+	if (!stack_bounds(t, r.sp, &b)) {
+		*flags = HP_CAP_UNBOUNDED;
+		goto caller_only;
+	}
+	if (b.lo && r.sp - b.lo < HP_HOOK_STACK) {
+		*flags = HP_CAP_LOW;
+		goto caller_only;
+	}
+	uint32_t n = 0;
+	bool exact = false;
+	for (;;) {
+		pcs[n++] = r.pc;
+		struct cfi_rule c;
+		if (mode == HP_UNWIND_FP) {
+			c.kind = CFI_NOCFI;
+		} else {
+			c = cfi_rule_for(r.pc, exact);
+		}
+		if (n == max) {
+			if (c.kind != CFI_END)
+				*flags |= HP_CAP_TRUNCATED;
+			break;
+		}
+		int rc = step(t, &r, &b, c, &exact, mode != HP_UNWIND_FP);
+		if (rc < 0)
+			*flags |= HP_CAP_STOPPED;
+		if (rc <= 0)
+			break;
+	}
+	return n;
+
+caller_only:
+	if (!caller || max == 0)
+		return 0;
+	pcs[0] = caller;
+	return 1;
+}
+
+bool unwind_in_signal_handler(void)
+{
+	struct client_tls *t = &hp_tls;
+	struct regs r;
+	struct bounds b;
+	if (!program_regs(&r) || !stack_bounds(t, r.sp, &b))
+		return true;
+	bool exact = false;
+	for (int depth = 0; depth < 1024; depth++) {
+		struct cfi_rule c = cfi_rule_for(r.pc, exact);
+		if (c.kind == CFI_SIGNAL)
+			return true;
+		int rc = step(t, &r, &b, c, &exact, true);
+		if (rc == 0)
+			return false;
+		if (rc < 0)
+			return true;
+	}
+	return true;
 }

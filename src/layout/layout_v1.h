@@ -30,7 +30,7 @@
 #define HP_HEAP_NAME_MAX  64u
 
 enum hp_unwind_mode {
-	HP_UNWIND_DWARF = 0, /* libunwind, DWARF CFI */
+	HP_UNWIND_DWARF = 0, /* DWARF CFI (.eh_frame) */
 	HP_UNWIND_FP = 1,    /* frame-pointer chain */
 };
 
@@ -72,6 +72,13 @@ enum hp_counter {
 	HP_CTR_UNWIND_ERRORS,    /* unwinds that returned no frame */
 	HP_CTR_TRUNCATED_STACKS, /* stacks cut at max_frames */
 	HP_CTR_REENTRANT,        /* calls skipped because already in a hook */
+	HP_CTR_UNWIND_STOPPED,   /* unwinds that ended early: a read outside
+	                          * the proven stack, or a frame no rule
+	                          * describes (the stack keeps what it had) */
+	HP_CTR_STACK_UNBOUNDED,  /* samples on a stack heapprof cannot bound:
+	                          * recorded with their caller only */
+	HP_CTR_STACK_LOW,        /* samples with less than 1 KiB of stack left:
+	                          * recorded with their caller only */
 	HP_CTR_COUNT = 16
 };
 

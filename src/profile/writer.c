@@ -269,6 +269,9 @@ static const char *const counter_names[] = {
         [HP_CTR_UNWIND_ERRORS] = "unwind_errors",
         [HP_CTR_TRUNCATED_STACKS] = "truncated_stacks",
         [HP_CTR_REENTRANT] = "reentrant_skipped",
+        [HP_CTR_UNWIND_STOPPED] = "unwind_stopped",
+        [HP_CTR_STACK_UNBOUNDED] = "stack_unbounded",
+        [HP_CTR_STACK_LOW] = "stack_low",
 };
 
 /* Row ids we assign; saved at BEGIN so a rollback can restore them. */

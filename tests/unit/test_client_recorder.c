@@ -14,7 +14,7 @@
 
 #include "unit.h"
 
-/* The stub unwinder below stands in for libunwind. */
+/* The stub unwinder below stands in for unwind.c. */
 #define RECORDER_CAPTURE unwind_capture
 #include "../../src/client/recorder.c"
 #include "../../src/client/sampler.c"
@@ -35,12 +35,16 @@ struct client_slot *client_forked_unseen(void)
 static __thread uint64_t cur_pc = 0x401000;
 
 uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-                        bool *truncated)
+                        uintptr_t caller, uint32_t *flags)
 {
 	pcs[0] = cur_pc;
 	pcs[1] = 0x400100;
-	*truncated = false;
+	*flags = 0;
 	return 2;
+}
+uint32_t unwind_thread_id(void)
+{
+	return (uint32_t)syscall(SYS_gettid);
 }
 void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
 {

@@ -1,0 +1,850 @@
+/*
+ * Unwind rules from DWARF call frame information (.eh_frame), worked out
+ * once per program counter and cached, for the stack capture inside the
+ * profiled program (unwind.c).
+ *
+ * Why our own and not libunwind or libgcc: this runs inside malloc, in any
+ * thread, in signal handlers, on small stacks.  libunwind validates memory
+ * with a pipe it opens in the target (a descriptor the program may reuse;
+ * a read() that is a cancellation point) and needs 4-6 KiB of stack;
+ * libgcc's unwinder takes the loader's lock on some paths and builds a
+ * large context.  What we need is much less: for x86-64 code, where the
+ * caller's frame is (the CFA), where the return address and the caller's
+ * rbp were saved.  That fits one 64-bit word per pc (struct cfi_rule),
+ * looked up in a lock-free hash table: a hit costs a few loads, a miss
+ * finds the FDE through _dl_find_object (glibc 2.35: lock-free,
+ * async-signal-safe) and the object's .eh_frame_hdr search table, and
+ * runs the CIE's and FDE's instructions up to the pc.  No system call, no
+ * lock, no allocation, a few hundred bytes of stack.
+ *
+ * What a rule can say (anything else stops the unwind there, and the
+ * capture counts it):
+ *   CFA   rsp + off | rbp + off | *(rbp + off) (stack realignment)
+ *         DWARF expressions that are linear in rsp given the pc (PLT
+ *         stubs) are evaluated at fill time into rsp + off.
+ *   rbp   unchanged | saved at CFA + off | saved at rbp + off | unknown
+ *   RA    saved at CFA + off | undefined (the outermost frame)
+ * plus three kinds of their own: a signal frame (the kernel's sigreturn
+ * trampoline, recognised by its code as gdb and libgcc do), no CFI for
+ * this pc (the capture may fall back to the frame-pointer chain), and
+ * unsupported.
+ *
+ * The table's keys carry a generation that dlclose() bumps (hooks.c), so
+ * rules of an unloaded object never serve code loaded later at the same
+ * address.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "client/client.h"
+
+/* DWARF pointer encodings (DW_EH_PE_*). */
+#define PE_ABSPTR  0x00
+#define PE_ULEB128 0x01
+#define PE_UDATA2  0x02
+#define PE_UDATA4  0x03
+#define PE_UDATA8  0x04
+#define PE_SLEB128 0x09
+#define PE_SDATA2  0x0a
+#define PE_SDATA4  0x0b
+#define PE_SDATA8  0x0c
+#define PE_PCREL   0x10
+#define PE_DATAREL 0x30
+#define PE_INDIRECT 0x80
+#define PE_OMIT    0xff
+
+/* x86-64 DWARF register numbers. */
+#define R_RBP 6
+#define R_RSP 7
+#define R_RA  16
+
+/* How far the interpreter goes: bounds on a malformed or hostile FDE. */
+#define CFI_MAX_INSNS 4096
+#define CFI_STATE_STACK 4
+
+/* ---- the rule cache ------------------------------------------------- */
+
+struct cache_ent {
+	_Atomic uint64_t key; /* 0 empty, CACHE_BUSY while written */
+	_Atomic uint64_t val; /* struct cfi_rule */
+};
+#define CACHE_BITS 16
+#define CACHE_SIZE (1u << CACHE_BITS)
+#define CACHE_PROBE 4
+#define CACHE_BUSY UINT64_MAX
+
+static struct cache_ent *cache;
+static _Atomic uint32_t cache_gen; /* bumped by cfi_forget (dlclose) */
+
+/* Mapped at the first attach (mmap is async-signal-safe; a process that
+ * is never profiled never pays for it).  1 MiB of address space, touched
+ * page by page as rules are filled. */
+void cfi_init(void)
+{
+	if (__atomic_load_n(&cache, __ATOMIC_ACQUIRE))
+		return;
+	void *m = mmap(NULL, CACHE_SIZE * sizeof(struct cache_ent),
+	               PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return; /* rules are then worked out every time */
+	void *expect = NULL;
+	if (!__atomic_compare_exchange_n(&cache, &expect, m, false,
+	                                 __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		munmap(m, CACHE_SIZE * sizeof(struct cache_ent));
+}
+
+void cfi_forget(void)
+{
+	atomic_fetch_add_explicit(&cache_gen, 1, memory_order_release);
+}
+
+static inline uint64_t cache_key(uintptr_t pc, bool exact)
+{
+	uint32_t gen = atomic_load_explicit(&cache_gen, memory_order_acquire);
+	return ((uint64_t)pc & 0xffffffffffffull) |
+	       ((uint64_t)(gen & 0x7fff) << 48) | ((uint64_t)exact << 63);
+}
+
+static inline uint32_t cache_hash(uint64_t key)
+{
+	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - CACHE_BITS));
+}
+
+static bool cache_get(uint64_t key, struct cfi_rule *out)
+{
+	struct cache_ent *c = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+	if (!c)
+		return false;
+	uint32_t h = cache_hash(key);
+	for (uint32_t i = 0; i < CACHE_PROBE; i++) {
+		struct cache_ent *e = &c[(h + i) & (CACHE_SIZE - 1)];
+		uint64_t k = atomic_load_explicit(&e->key, memory_order_acquire);
+		if (k == 0)
+			return false;
+		if (k != key)
+			continue;
+		uint64_t v = atomic_load_explicit(&e->val, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&e->key, memory_order_relaxed) != key)
+			return false;
+		memcpy(out, &v, sizeof(v));
+		return true;
+	}
+	return false;
+}
+
+/* A writer claims a slot by CAS to CACHE_BUSY, so two writers never mix
+ * their words; a reader that sees the key change around its read of the
+ * value takes it as a miss.  A full probe window replaces one entry. */
+static void cache_put(uint64_t key, struct cfi_rule r)
+{
+	struct cache_ent *c = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+	if (!c)
+		return;
+	uint64_t v;
+	memcpy(&v, &r, sizeof(v));
+	uint32_t h = cache_hash(key);
+	struct cache_ent *e = NULL;
+	uint64_t seen = 0;
+	for (uint32_t i = 0; i < CACHE_PROBE; i++) {
+		struct cache_ent *x = &c[(h + i) & (CACHE_SIZE - 1)];
+		uint64_t k = atomic_load_explicit(&x->key, memory_order_relaxed);
+		if (k == key)
+			return; /* another thread filled it */
+		if (k == 0) {
+			e = x;
+			seen = 0;
+			break;
+		}
+	}
+	if (!e) {
+		e = &c[(h + ((uint32_t)(key >> 4) & (CACHE_PROBE - 1))) &
+		       (CACHE_SIZE - 1)];
+		seen = atomic_load_explicit(&e->key, memory_order_relaxed);
+		if (seen == CACHE_BUSY)
+			return;
+	}
+	if (!atomic_compare_exchange_strong_explicit(&e->key, &seen,
+	                                             CACHE_BUSY,
+	                                             memory_order_acquire,
+	                                             memory_order_relaxed))
+		return;
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&e->val, v, memory_order_relaxed);
+	atomic_store_explicit(&e->key, key, memory_order_release);
+}
+
+/* ---- reading .eh_frame ---------------------------------------------- */
+
+struct rd {
+	const uint8_t *p, *end;
+	bool ok;
+};
+
+static uint64_t rd_uleb(struct rd *r)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	while (r->p < r->end) {
+		uint8_t b = *r->p++;
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (!(b & 0x80))
+			return v;
+	}
+	r->ok = false;
+	return 0;
+}
+
+static int64_t rd_sleb(struct rd *r)
+{
+	int64_t v = 0;
+	unsigned shift = 0;
+	while (r->p < r->end) {
+		uint8_t b = *r->p++;
+		if (shift < 64)
+			v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+		shift += 7;
+		if (!(b & 0x80)) {
+			if (shift < 64 && (b & 0x40))
+				v |= -((int64_t)1 << shift);
+			return v;
+		}
+	}
+	r->ok = false;
+	return 0;
+}
+
+static uint64_t rd_fixed(struct rd *r, unsigned n)
+{
+	if ((size_t)(r->end - r->p) < n) {
+		r->ok = false;
+		return 0;
+	}
+	uint64_t v = 0;
+	memcpy(&v, r->p, n); /* little-endian */
+	r->p += n;
+	return v;
+}
+
+static uint8_t rd_u8(struct rd *r)
+{
+	return (uint8_t)rd_fixed(r, 1);
+}
+
+/* One encoded pointer.  datarel is relative to `data` (the .eh_frame_hdr
+ * for its table); indirect pointers are not followed (only the
+ * personality routine uses them, and we only skip it). */
+static uintptr_t rd_enc(struct rd *r, uint8_t enc, uintptr_t data)
+{
+	if (enc == PE_OMIT)
+		return 0;
+	uintptr_t at = (uintptr_t)r->p;
+	uint64_t v;
+	switch (enc & 0x0f) {
+	case PE_ABSPTR:
+	case PE_UDATA8:
+	case PE_SDATA8:
+		v = rd_fixed(r, 8);
+		break;
+	case PE_ULEB128:
+		v = rd_uleb(r);
+		break;
+	case PE_SLEB128:
+		v = (uint64_t)rd_sleb(r);
+		break;
+	case PE_UDATA2:
+		v = rd_fixed(r, 2);
+		break;
+	case PE_SDATA2:
+		v = (uint64_t)(int64_t)(int16_t)rd_fixed(r, 2);
+		break;
+	case PE_UDATA4:
+		v = rd_fixed(r, 4);
+		break;
+	case PE_SDATA4:
+		v = (uint64_t)(int64_t)(int32_t)rd_fixed(r, 4);
+		break;
+	default:
+		r->ok = false;
+		return 0;
+	}
+	switch (enc & 0x70) {
+	case 0:
+		break;
+	case PE_PCREL:
+		v += at;
+		break;
+	case PE_DATAREL:
+		v += data;
+		break;
+	default:
+		r->ok = false; /* textrel, funcrel, aligned: not on x86-64 */
+		return 0;
+	}
+	return (uintptr_t)v;
+}
+
+/* The FDE covering pc, by the binary-search table of .eh_frame_hdr. */
+static const uint8_t *find_fde(const uint8_t *hdr, uintptr_t pc)
+{
+	if (!hdr || hdr[0] != 1)
+		return NULL;
+	uint8_t ptr_enc = hdr[1], cnt_enc = hdr[2], tab_enc = hdr[3];
+	struct rd r = {hdr + 4, hdr + 4 + 16, true};
+	(void)rd_enc(&r, ptr_enc, (uintptr_t)hdr);
+	uint64_t count = rd_enc(&r, cnt_enc, (uintptr_t)hdr);
+	/* Every linker writes datarel sdata4 pairs; anything else is
+	 * treated as no CFI. */
+	if (!r.ok || cnt_enc == PE_OMIT || tab_enc != (PE_DATAREL | PE_SDATA4) ||
+	    count == 0 || count > (1u << 28))
+		return NULL;
+	const int32_t *tab = (const int32_t *)(const void *)r.p;
+	intptr_t rel = (intptr_t)(pc - (uintptr_t)hdr);
+	uint64_t lo = 0, hi = count;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if ((intptr_t)tab[2 * mid] <= rel)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if ((intptr_t)tab[2 * lo] > rel)
+		return NULL;
+	return hdr + tab[2 * lo + 1];
+}
+
+/* What the CIE says about every FDE that points at it. */
+struct cie {
+	const uint8_t *insns, *insns_end;
+	uint64_t code_align;
+	int64_t data_align;
+	uint64_t ra_reg;
+	uint8_t fde_enc;
+	bool has_aug_data;
+	bool signal;
+};
+
+/* The start and end of an .eh_frame record (CIE or FDE) and where its
+ * body begins (after the 4-byte id / CIE pointer). */
+static bool record_span(const uint8_t *rec, const uint8_t **body,
+                        const uint8_t **end, uint32_t *id)
+{
+	uint32_t len32;
+	memcpy(&len32, rec, 4);
+	const uint8_t *p = rec + 4;
+	uint64_t len = len32;
+	if (len32 == 0xffffffffu) {
+		memcpy(&len, p, 8);
+		p += 8;
+	}
+	if (len < 4 || len > (1u << 24))
+		return false;
+	*end = p + len;
+	memcpy(id, p, 4);
+	*body = p + 4;
+	return true;
+}
+
+static bool parse_cie(const uint8_t *rec, struct cie *c)
+{
+	const uint8_t *body, *end;
+	uint32_t id;
+	if (!record_span(rec, &body, &end, &id) || id != 0)
+		return false;
+	struct rd r = {body, end, true};
+	uint8_t version = rd_u8(&r);
+	if (version != 1 && version != 3)
+		return false;
+	const char *aug = (const char *)r.p;
+	size_t alen = strnlen(aug, (size_t)(end - r.p));
+	if (aug[alen] != '\0' && r.p + alen >= end)
+		return false;
+	r.p += alen + 1;
+	if (aug[0] == 'e' && aug[1] == 'h')
+		return false; /* GCC 2.x's "eh": not seen in 30 years */
+	c->code_align = rd_uleb(&r);
+	c->data_align = rd_sleb(&r);
+	c->ra_reg = version == 1 ? rd_u8(&r) : rd_uleb(&r);
+	c->fde_enc = PE_ABSPTR;
+	c->has_aug_data = aug[0] == 'z';
+	c->signal = false;
+	const uint8_t *aug_end = NULL;
+	if (c->has_aug_data) {
+		uint64_t n = rd_uleb(&r);
+		if (!r.ok || n > (uint64_t)(end - r.p))
+			return false;
+		aug_end = r.p + n;
+		for (size_t i = 1; i < alen; i++) {
+			switch (aug[i]) {
+			case 'R':
+				c->fde_enc = rd_u8(&r);
+				break;
+			case 'L':
+				(void)rd_u8(&r);
+				break;
+			case 'P': {
+				uint8_t penc = rd_u8(&r);
+				(void)rd_enc(&r, (uint8_t)(penc & ~PE_INDIRECT),
+				             0);
+				break;
+			}
+			case 'S':
+				c->signal = true;
+				break;
+			case 'B':
+			case 'G':
+				break;
+			default:
+				return false;
+			}
+		}
+		r.p = aug_end;
+	}
+	if (!r.ok)
+		return false;
+	c->insns = r.p;
+	c->insns_end = end;
+	return true;
+}
+
+/* ---- the interpreter ------------------------------------------------ */
+
+enum { CFA_SP = 0, CFA_BP = 1, CFA_DEREF_BP = 2, CFA_BAD = 3 };
+enum { RA_AT = 0, RA_UNDEF = 1, RA_BAD = 2 };
+
+struct row {
+	int64_t cfa_off;
+	int64_t bp_off;
+	int64_t ra_off;
+	uint8_t cfa, bp, ra;
+};
+
+/* A DWARF expression for the CFA that only reads rsp and constants, given
+ * pc (the PLT's "rsp + 8 + ((rip & 15) >= 11) * 8" is the one in every
+ * executable): evaluated twice with two values of rsp; linear in rsp means
+ * rsp + off.  Returns false for anything else. */
+static bool eval_sp_linear(const uint8_t *p, const uint8_t *end, uintptr_t pc,
+                           int64_t *off)
+{
+	int64_t res[2];
+	for (int pass = 0; pass < 2; pass++) {
+		int64_t sp = pass ? 4096 : 0;
+		int64_t st[8];
+		int n = 0;
+		struct rd r = {p, end, true};
+		while (r.ok && r.p < r.end) {
+			uint8_t op = rd_u8(&r);
+			int64_t a, b;
+			if (op >= 0x30 && op <= 0x4f) { /* lit0..31 */
+				if (n == 8)
+					return false;
+				st[n++] = op - 0x30;
+				continue;
+			}
+			switch (op) {
+			case 0x77: /* breg7 (rsp) */
+				if (n == 8)
+					return false;
+				st[n++] = sp + rd_sleb(&r);
+				continue;
+			case 0x80: /* breg16 (rip) */
+				if (n == 8)
+					return false;
+				st[n++] = (int64_t)pc + rd_sleb(&r);
+				continue;
+			case 0x08: /* const1u */
+			case 0x09: /* const1s */
+			case 0x0a: /* const2u */
+			case 0x0b: /* const2s */
+			case 0x0c: /* const4u */
+			case 0x0d: /* const4s */
+			case 0x10: /* constu */
+			case 0x11: /* consts */
+				if (n == 8)
+					return false;
+				switch (op) {
+				case 0x08: a = (int64_t)rd_fixed(&r, 1); break;
+				case 0x09: a = (int8_t)rd_fixed(&r, 1); break;
+				case 0x0a: a = (int64_t)rd_fixed(&r, 2); break;
+				case 0x0b: a = (int16_t)rd_fixed(&r, 2); break;
+				case 0x0c: a = (int64_t)rd_fixed(&r, 4); break;
+				case 0x0d: a = (int32_t)rd_fixed(&r, 4); break;
+				case 0x10: a = (int64_t)rd_uleb(&r); break;
+				default: a = rd_sleb(&r); break;
+				}
+				st[n++] = a;
+				continue;
+			case 0x23: /* plus_uconst */
+				if (n < 1)
+					return false;
+				st[n - 1] += (int64_t)rd_uleb(&r);
+				continue;
+			default:
+				break;
+			}
+			if (n < 2)
+				return false;
+			b = st[--n];
+			a = st[n - 1];
+			switch (op) {
+			case 0x1a: a &= b; break;                      /* and */
+			case 0x21: a |= b; break;                      /* or */
+			case 0x22: a += b; break;                      /* plus */
+			case 0x1c: a -= b; break;                      /* minus */
+			case 0x1e: a *= b; break;                      /* mul */
+			case 0x24: a = (int64_t)((uint64_t)a << (b & 63)); break;
+			case 0x25: a = (int64_t)((uint64_t)a >> (b & 63)); break;
+			case 0x29: a = a == b; break;                  /* eq */
+			case 0x2a: a = a >= b; break;                  /* ge */
+			case 0x2b: a = a > b; break;                   /* gt */
+			case 0x2c: a = a <= b; break;                  /* le */
+			case 0x2d: a = a < b; break;                   /* lt */
+			case 0x2e: a = a != b; break;                  /* ne */
+			default:
+				return false;
+			}
+			st[n - 1] = a;
+		}
+		if (!r.ok || n != 1)
+			return false;
+		res[pass] = st[0];
+	}
+	if (res[1] - res[0] != 4096)
+		return false;
+	*off = res[0];
+	return true;
+}
+
+/* "DW_OP_bregN off" alone: the register and the offset. */
+static bool expr_breg(const uint8_t *p, const uint8_t *end, unsigned *reg,
+                      int64_t *off)
+{
+	struct rd r = {p, end, true};
+	uint8_t op = rd_u8(&r);
+	if (op < 0x70 || op > 0x8f)
+		return false;
+	*reg = op - 0x70u;
+	*off = rd_sleb(&r);
+	return r.ok && r.p == end;
+}
+
+/* Runs instructions [p, end) while their location is <= target. */
+static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
+                    uintptr_t loc, uintptr_t target, struct row *row,
+                    const struct row *init)
+{
+	struct row stack[CFI_STATE_STACK];
+	int depth = 0;
+	struct rd r = {p, end, true};
+	unsigned ninsn = 0;
+	while (r.p < r.end) {
+		if (++ninsn > CFI_MAX_INSNS)
+			return false;
+		uint8_t op = rd_u8(&r);
+		uint8_t hi2 = op & 0xc0, lo6 = op & 0x3f;
+		uint64_t reg = 0;
+		int64_t off = 0;
+		if (hi2 == 0x40) { /* advance_loc */
+			loc += lo6 * c->code_align;
+			if (loc > target)
+				return true;
+			continue;
+		}
+		if (hi2 == 0x80) { /* offset */
+			reg = lo6;
+			off = (int64_t)rd_uleb(&r) * c->data_align;
+			goto set_offset;
+		}
+		if (hi2 == 0xc0) { /* restore */
+			reg = lo6;
+			goto restore;
+		}
+		switch (op) {
+		case 0x00: /* nop */
+			continue;
+		case 0x01: /* set_loc */
+			loc = rd_enc(&r, c->fde_enc, 0);
+			if (loc > target)
+				return true;
+			continue;
+		case 0x02: /* advance_loc1 */
+		case 0x03: /* advance_loc2 */
+		case 0x04: /* advance_loc4 */
+			loc += rd_fixed(&r, op == 0x02 ? 1 : op == 0x03 ? 2 : 4) *
+			       c->code_align;
+			if (loc > target)
+				return true;
+			continue;
+		case 0x05: /* offset_extended */
+			reg = rd_uleb(&r);
+			off = (int64_t)rd_uleb(&r) * c->data_align;
+			goto set_offset;
+		case 0x11: /* offset_extended_sf */
+			reg = rd_uleb(&r);
+			off = rd_sleb(&r) * c->data_align;
+			goto set_offset;
+		case 0x2f: /* GNU_negative_offset_extended */
+			reg = rd_uleb(&r);
+			off = -(int64_t)rd_uleb(&r) * c->data_align;
+			goto set_offset;
+		case 0x06: /* restore_extended */
+			reg = rd_uleb(&r);
+			goto restore;
+		case 0x07: /* undefined */
+			reg = rd_uleb(&r);
+			if (reg == R_RA)
+				row->ra = RA_UNDEF;
+			else if (reg == R_RBP)
+				row->bp = BP_LOST;
+			continue;
+		case 0x08: /* same_value */
+			reg = rd_uleb(&r);
+			if (reg == R_RBP)
+				row->bp = BP_SAME;
+			else if (reg == R_RA)
+				row->ra = RA_BAD;
+			continue;
+		case 0x09: /* register */
+			reg = rd_uleb(&r);
+			(void)rd_uleb(&r);
+			if (reg == R_RBP)
+				row->bp = BP_LOST;
+			else if (reg == R_RA)
+				row->ra = RA_BAD;
+			continue;
+		case 0x0a: /* remember_state */
+			if (depth == CFI_STATE_STACK)
+				return false;
+			stack[depth++] = *row;
+			continue;
+		case 0x0b: /* restore_state */
+			if (depth == 0)
+				return false;
+			{
+				/* The CFA is not part of the remembered
+				 * register rules in DWARF 5, but GCC and every
+				 * consumer restore it too. */
+				*row = stack[--depth];
+			}
+			continue;
+		case 0x0c: /* def_cfa */
+			reg = rd_uleb(&r);
+			row->cfa_off = (int64_t)rd_uleb(&r);
+			goto set_cfa_reg;
+		case 0x12: /* def_cfa_sf */
+			reg = rd_uleb(&r);
+			row->cfa_off = rd_sleb(&r) * c->data_align;
+			goto set_cfa_reg;
+		case 0x0d: /* def_cfa_register */
+			reg = rd_uleb(&r);
+			if (row->cfa == CFA_DEREF_BP)
+				row->cfa = CFA_BAD;
+			goto set_cfa_reg;
+		case 0x0e: /* def_cfa_offset */
+			row->cfa_off = (int64_t)rd_uleb(&r);
+			if (row->cfa == CFA_DEREF_BP)
+				row->cfa = CFA_BAD;
+			continue;
+		case 0x13: /* def_cfa_offset_sf */
+			row->cfa_off = rd_sleb(&r) * c->data_align;
+			if (row->cfa == CFA_DEREF_BP)
+				row->cfa = CFA_BAD;
+			continue;
+		case 0x0f: { /* def_cfa_expression */
+			uint64_t n = rd_uleb(&r);
+			if (!r.ok || n > (uint64_t)(r.end - r.p))
+				return false;
+			const uint8_t *e = r.p;
+			r.p += n;
+			unsigned breg;
+			int64_t boff;
+			/* Stack realignment: CFA = *(rbp + off). */
+			if (n >= 2 && e[n - 1] == 0x06 &&
+			    expr_breg(e, e + n - 1, &breg, &boff) &&
+			    breg == R_RBP) {
+				row->cfa = CFA_DEREF_BP;
+				row->cfa_off = boff;
+			} else if (eval_sp_linear(e, e + n, target, &boff)) {
+				row->cfa = CFA_SP;
+				row->cfa_off = boff;
+			} else {
+				row->cfa = CFA_BAD;
+			}
+			continue;
+		}
+		case 0x10:   /* expression */
+		case 0x16: { /* val_expression */
+			reg = rd_uleb(&r);
+			uint64_t n = rd_uleb(&r);
+			if (!r.ok || n > (uint64_t)(r.end - r.p))
+				return false;
+			const uint8_t *e = r.p;
+			r.p += n;
+			unsigned breg;
+			int64_t boff;
+			if (reg == R_RBP) {
+				if (op == 0x10 && expr_breg(e, e + n, &breg, &boff) &&
+				    breg == R_RBP) {
+					row->bp = BP_AT_BP;
+					row->bp_off = boff;
+				} else {
+					row->bp = BP_LOST;
+				}
+			} else if (reg == R_RA) {
+				row->ra = RA_BAD;
+			}
+			continue;
+		}
+		case 0x14: /* val_offset */
+		case 0x15: /* val_offset_sf */
+			reg = rd_uleb(&r);
+			if (op == 0x14)
+				(void)rd_uleb(&r);
+			else
+				(void)rd_sleb(&r);
+			if (reg == R_RBP)
+				row->bp = BP_LOST;
+			else if (reg == R_RA)
+				row->ra = RA_BAD;
+			continue;
+		case 0x2e: /* GNU_args_size */
+			(void)rd_uleb(&r);
+			continue;
+		default:
+			return false;
+		}
+	set_offset:
+		if (reg == R_RBP) {
+			row->bp = BP_AT_CFA;
+			row->bp_off = off;
+		} else if (reg == R_RA) {
+			row->ra = RA_AT;
+			row->ra_off = off;
+		}
+		continue;
+	restore:
+		if (reg == R_RBP) {
+			row->bp = init->bp;
+			row->bp_off = init->bp_off;
+		} else if (reg == R_RA) {
+			row->ra = init->ra;
+			row->ra_off = init->ra_off;
+		}
+		continue;
+	set_cfa_reg:
+		if (reg == R_RSP)
+			row->cfa = CFA_SP;
+		else if (reg == R_RBP)
+			row->cfa = CFA_BP;
+		else
+			row->cfa = CFA_BAD;
+		continue;
+	}
+	return r.ok;
+}
+
+/* The kernel's x86-64 sigreturn trampoline: mov $15, %rax; syscall. */
+static bool is_sigreturn(uintptr_t pc, uintptr_t map_end)
+{
+	static const uint8_t code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
+	                                0x00, 0x00, 0x0f, 0x05};
+	if (pc + sizeof(code) > map_end)
+		return false;
+	return memcmp((const void *)pc, code, sizeof(code)) == 0;
+}
+
+static struct cfi_rule make_rule(unsigned kind)
+{
+	struct cfi_rule r = {0};
+	r.kind = (uint8_t)kind;
+	return r;
+}
+
+/* Works out the rule for pc; `exact` when pc is the address of the
+ * instruction to run next (the leaf, a frame a signal interrupted), not a
+ * return address. */
+static struct cfi_rule fill(uintptr_t pc, bool exact)
+{
+	uintptr_t target = exact ? pc : pc - 1;
+	struct dl_find_object fo;
+	if (_dl_find_object((void *)target, &fo) != 0)
+		return make_rule(CFI_NOMODULE);
+	if (!exact && is_sigreturn(pc, (uintptr_t)fo.dlfo_map_end))
+		return make_rule(CFI_SIGNAL);
+	const uint8_t *fde = find_fde(fo.dlfo_eh_frame, target);
+	if (!fde)
+		return make_rule(CFI_NOCFI);
+	const uint8_t *body, *end;
+	uint32_t cie_off;
+	if (!record_span(fde, &body, &end, &cie_off) || cie_off == 0)
+		return make_rule(CFI_NOCFI);
+	struct cie c;
+	if (!parse_cie(body - 4 - cie_off, &c))
+		return make_rule(CFI_BAD);
+	struct rd r = {body, end, true};
+	uintptr_t start = rd_enc(&r, c.fde_enc, 0);
+	uintptr_t range = rd_enc(&r, (uint8_t)(c.fde_enc & 0x0f), 0);
+	if (!r.ok || target < start || target - start >= range)
+		return make_rule(CFI_NOCFI);
+	if (c.has_aug_data) {
+		uint64_t n = rd_uleb(&r);
+		if (!r.ok || n > (uint64_t)(end - r.p))
+			return make_rule(CFI_BAD);
+		r.p += n;
+	}
+	if (c.ra_reg != R_RA)
+		return make_rule(CFI_BAD);
+	if (c.signal)
+		return make_rule(is_sigreturn(pc, (uintptr_t)fo.dlfo_map_end)
+		                         ? CFI_SIGNAL
+		                         : CFI_BAD);
+
+	struct row row = {.cfa = CFA_BAD, .bp = BP_SAME, .ra = RA_BAD};
+	if (!run_cfi(c.insns, c.insns_end, &c, start, target, &row, &row))
+		return make_rule(CFI_BAD);
+	struct row init = row;
+	if (!run_cfi(r.p, end, &c, start, target, &row, &init))
+		return make_rule(CFI_BAD);
+
+	if (row.ra == RA_UNDEF)
+		return make_rule(CFI_END);
+	if (row.ra != RA_AT || row.cfa == CFA_BAD)
+		return make_rule(CFI_BAD);
+	struct cfi_rule out = make_rule(CFI_FRAME);
+	if (row.cfa_off < INT32_MIN || row.cfa_off > INT32_MAX ||
+	    row.ra_off % 8 || row.ra_off < -1024 || row.ra_off > 1016)
+		return make_rule(CFI_BAD);
+	out.cfa = row.cfa;
+	out.cfa_off = (int32_t)row.cfa_off;
+	out.ra_off8 = (int8_t)(row.ra_off / 8);
+	out.bp = row.bp;
+	if (row.bp == BP_AT_CFA || row.bp == BP_AT_BP) {
+		if (row.bp_off < INT16_MIN || row.bp_off > INT16_MAX)
+			out.bp = BP_LOST;
+		else
+			out.bp_off = (int16_t)row.bp_off;
+	}
+	return out;
+}
+
+struct cfi_rule cfi_rule_for(uintptr_t pc, bool exact)
+{
+	struct cfi_rule r;
+	if (pc >> 48)
+		return make_rule(CFI_NOMODULE);
+	uint64_t key = cache_key(pc, exact);
+	if (HP_LIKELY(cache_get(key, &r)))
+		return r;
+	r = fill(pc, exact);
+	/* A pc outside every object may be code loaded later (or JIT code
+	 * that moves): not cached. */
+	if (r.kind != CFI_NOMODULE)
+		cache_put(key, r);
+	return r;
+}
