@@ -24,8 +24,8 @@
  *         stubs) are evaluated at fill time into rsp + off.
  *   rbp   unchanged | saved at CFA + off | saved at rbp + off | unknown
  *   RA    saved at CFA + off | undefined (the outermost frame)
- * plus three kinds of their own: a signal frame (the kernel's sigreturn
- * trampoline, recognised by its code as gdb and libgcc do), no CFI for
+ * plus kinds of their own: a signal frame (the sigreturn trampoline:
+ * an FDE marked 'S' over the kernel's sigreturn code), no CFI for
  * this pc (the capture may fall back to the frame-pointer chain), and
  * unsupported.
  *
@@ -643,8 +643,10 @@ static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			goto set_cfa_reg;
 		case 0x0d: /* def_cfa_register */
 			reg = rd_uleb(&r);
-			if (row->cfa == CFA_DEREF_BP)
+			if (row->cfa == CFA_DEREF_BP || row->cfa == CFA_BAD) {
 				row->cfa = CFA_BAD;
+				continue;
+			}
 			goto set_cfa_reg;
 		case 0x0e: /* def_cfa_offset */
 			row->cfa_off = (int64_t)rd_uleb(&r);
@@ -750,12 +752,10 @@ static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 }
 
 /* The kernel's x86-64 sigreturn trampoline: mov $15, %rax; syscall. */
-static bool is_sigreturn(uintptr_t pc, uintptr_t map_end)
+static bool is_sigreturn(uintptr_t pc)
 {
 	static const uint8_t code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
 	                                0x00, 0x00, 0x0f, 0x05};
-	if (pc + sizeof(code) > map_end)
-		return false;
 	return memcmp((const void *)pc, code, sizeof(code)) == 0;
 }
 
@@ -775,8 +775,6 @@ static struct cfi_rule fill(uintptr_t pc, bool exact)
 	struct dl_find_object fo;
 	if (_dl_find_object((void *)target, &fo) != 0)
 		return make_rule(CFI_NOMODULE);
-	if (!exact && is_sigreturn(pc, (uintptr_t)fo.dlfo_map_end))
-		return make_rule(CFI_SIGNAL);
 	const uint8_t *fde = find_fde(fo.dlfo_eh_frame, target);
 	if (!fde)
 		return make_rule(CFI_NOCFI);
@@ -800,8 +798,12 @@ static struct cfi_rule fill(uintptr_t pc, bool exact)
 	}
 	if (c.ra_reg != R_RA)
 		return make_rule(CFI_BAD);
+	/* A signal frame's FDE (glibc's __restore_rt, "zRS") starts one
+	 * byte early, so a return address there finds it; its code is read
+	 * only then, inside the range the FDE says is code. */
 	if (c.signal)
-		return make_rule(is_sigreturn(pc, (uintptr_t)fo.dlfo_map_end)
+		return make_rule(!exact && target - start + 1 + 9 <= range &&
+		                                 is_sigreturn(pc)
 		                         ? CFI_SIGNAL
 		                         : CFI_BAD);
 

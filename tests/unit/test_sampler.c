@@ -27,9 +27,14 @@ struct client_slot *client_forked_unseen(void)
 }
 /* recorder.c needs these; the sampler tests never reach them. */
 uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-                        bool *truncated)
+                        uintptr_t caller, uint32_t *flags)
 {
+	*flags = 0;
 	return 0;
+}
+uint32_t unwind_thread_id(void)
+{
+	return 1;
 }
 void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
 {
