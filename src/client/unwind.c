@@ -384,6 +384,11 @@ static int step(struct client_tls *t, struct regs *r, struct bounds *b,
 	case BP_SAME:
 		break;
 	case BP_AT_CFA:
+		/* A slot below sp was popped already (an epilogue after
+		 * `leave` or `pop %rbp`, whose CFI keeps the old rule): rbp
+		 * holds the caller's value again. */
+		if (cfa + (intptr_t)c.bp_off < r->sp)
+			break;
 		if (!load(b, r->sp, cfa + (intptr_t)c.bp_off, &v))
 			return -1;
 		r->bp = v;
