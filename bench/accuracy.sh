@@ -15,10 +15,10 @@
 # is run here, once per mode and workload.
 #
 # Environment: as bench/run.sh (BENCH_QUICK, BENCH_WORKLOADS, BENCH_MODES,
-# the sizes, BENCH_TIMEOUT, BENCH_WORK, BENCH_HEAPTRACK_MEM_MIB). Of
-# BENCH_MODES, the profilers compared are default, fp, heaptrack (or
-# heaptrack-raw), jemalloc, gperftools and massif; the exact -i 1
-# profiles are always made.
+# the sizes, BENCH_PYTHONMALLOC, BENCH_REDIS_PORT, BENCH_TIMEOUT,
+# BENCH_WORK, BENCH_HEAPTRACK_MEM_MIB). Of BENCH_MODES, the profilers
+# compared are default, fp, heaptrack (or heaptrack-raw), jemalloc,
+# gperftools and massif; the exact -i 1 profiles are always made.
 set -u
 export LC_ALL=C
 
@@ -111,13 +111,13 @@ profile_of() {
 		[ "$PROF" != "!" ] && return
 		base=$ACC/$wl.$mode
 		rm -f "$base" "$base".*
-		mode_cmd "$mode" "$base"
+		wl_runargs "$mode" "$base"
 		local lim=()
 		[ "$mode" = heaptrack ] && [ "$HT_MEM" -gt 0 ] && lim=(-m "$HT_MEM")
 		progress "$wl: $mode"
 		(cd "$WORK/scratch" &&
 			timeout -k 10 $((TIMEOUT + 30)) "$RUNONE" -t "$TIMEOUT" "${lim[@]}" \
-				-r "$ACC/res" "${ENVS[@]}" "${MENV[@]}" -- "${PRE[@]}" "${CMD[@]}") \
+				-r "$ACC/res" "${RUNARGS[@]}") \
 			>"$WORK/logs/$wl.accuracy.$mode.log" 2>&1 </dev/null
 		status=$(sed -n 's/.*status=\([^ ]*\).*/\1/p' "$ACC/res" 2>/dev/null)
 		if [ "$status" != exit:0 ]; then

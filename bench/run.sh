@@ -4,11 +4,12 @@
 # Measures heapprof's overhead against running bare and against the other
 # heap profilers (heaptrack, jemalloc's and gperftools' heap profilers,
 # Valgrind massif), on a malloc microbenchmark and on real programs
-# (sqlite3, cc1, perl). Every mode of a workload is measured side by side
-# in the same run, round-robin within each repetition so that drift of the
-# machine (thermal, other load) spreads over all modes alike. Then the
-# accuracy of the sampled profiles and the allocation totals each profiler
-# reports (bench/accuracy.sh). See docs/BENCHMARKS.md.
+# (sqlite3, cc1, perl, python3: wall time; a redis server under
+# redis-benchmark: throughput). Every mode of a workload is measured side
+# by side in the same run, round-robin within each repetition so that
+# drift of the machine (thermal, other load) spreads over all modes
+# alike. Then the accuracy of the sampled profiles and the allocation
+# totals each profiler reports (bench/accuracy.sh). See docs/BENCHMARKS.md.
 #
 # Environment:
 #   BENCH_RUNS=N          repetitions per mode (default 5)
@@ -20,7 +21,8 @@
 #                         would take most of the time with 5 repetitions)
 #   BENCH_QUICK=1         smoke run: 1 repetition, small inputs
 #   BENCH_WORKLOADS=...   subset of: malloc1 malloc2 malloc8 sqlite3 cc1 perl
-#                         ("malloc" = the three mallocbench ones)
+#                         python3 redis ("malloc" = the three mallocbench
+#                         ones)
 #   BENCH_MODES=...       subset of: bare idle default i1 fp trace
 #                         trace-ring heaptrack heaptrack-raw jemalloc-bare
 #                         jemalloc tcmalloc-bare gperftools massif (bare is
@@ -30,8 +32,15 @@
 #                         the bare median exceeds BENCH_TIMEOUT (default 60)
 #   BENCH_HEAPTRACK_MEM_MIB=M  address-space limit for heaptrack runs
 #                         (default 8192; 0 = none)
-#   BENCH_MB_OPS, BENCH_SQL_ROWS, BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS
+#   BENCH_MB_OPS, BENCH_SQL_ROWS, BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS,
+#   BENCH_PY_ROUNDS, BENCH_REDIS_REQUESTS
 #                         override a workload's size
+#   BENCH_PYTHONMALLOC=A  CPython's allocator in the python3 workload
+#                         (default malloc; empty = its own, pymalloc)
+#   BENCH_REDIS_PORT=P    the redis server listens on 127.0.0.1, on the
+#                         first free port from P (default 16379)
+#   BENCH_REDIS_START_TIMEOUT=S  how long bench/redis.sh waits for the
+#                         server to answer PING (default 120)
 #   BENCH_WORK=DIR        inputs, logs and scratch (default BUILD/bench-work)
 #   BENCH_ACCURACY=0      leave out the accuracy tables (bench/accuracy.sh;
 #                         alone: bench/accuracy.sh BUILD_DIR)
@@ -39,7 +48,10 @@
 #                         API's cost per call with no session (bench/api_idle,
 #                         a few seconds; alone: make bench-api)
 # Results: a table per workload on stdout, kept with the raw numbers in
-# BUILD/bench-results/.
+# BUILD/bench-results/: results-*.tsv, one line per run (workload mode rep
+# status seconds maxrss_kib cpu_seconds output_bytes why requests_per_s;
+# the last for a throughput workload only), notes-*.tsv (workload,
+# description, metric: time or rps).
 set -u
 export LC_ALL=C
 
@@ -110,7 +122,7 @@ KEEP_MODES="default i1 fp heaptrack jemalloc gperftools"
 rm -rf "$KEEP"
 mkdir -p "$KEEP" || die "cannot create $KEEP"
 
-note() { printf '%s\t%s\n' "$1" "$2" >>"$NOTES"; }
+note() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$NOTES"; }
 say() { echo "$*" | tee -a "$REPORT"; }
 progress() { echo "bench: $*" >&2; }
 
@@ -131,6 +143,11 @@ command -v gcc >/dev/null 2>&1 || need="$need gcc"
 command -v timeout >/dev/null 2>&1 || need="$need coreutils"
 wl_wanted sqlite3 && ! command -v sqlite3 >/dev/null 2>&1 && need="$need sqlite3"
 wl_wanted perl && ! command -v perl >/dev/null 2>&1 && need="$need perl"
+wl_wanted python3 && [ ! -x "$PYTHON3" ] && need="$need python3"
+if wl_wanted redis; then
+	command -v redis-server >/dev/null 2>&1 || need="$need redis-server"
+	command -v redis-benchmark >/dev/null 2>&1 || need="$need redis-tools"
+fi
 if want_any heaptrack heaptrack-raw; then
 	command -v heaptrack >/dev/null 2>&1 || need="$need heaptrack"
 	command -v zstd >/dev/null 2>&1 || need="$need zstd"
@@ -226,6 +243,7 @@ wl_inputs
 
 # run_one WORKLOAD MODE REP: runs it, appends a line to $TSV:
 # workload mode rep status seconds maxrss_kib cpu_seconds output_bytes why
+# requests_per_s (a throughput workload's `THROUGHPUT N` line, else empty)
 run_one() {
 	local wl=$1 mode=$2 rep=$3
 	local out=$WORK/scratch/out.$wl.$mode
@@ -233,12 +251,12 @@ run_one() {
 	local res=$WORK/scratch/res
 	local lim=()
 	rm -f "$out" "$out".* "$res"
-	mode_cmd "$mode" "$out"
+	wl_runargs "$mode" "$out"
 	case $mode in heaptrack*) [ "$HT_MEM" -gt 0 ] && lim=(-m "$HT_MEM") ;; esac
 
 	(cd "$WORK/scratch" &&
 		timeout -k 10 $((TIMEOUT + 30)) "$RUNONE" -t "$TIMEOUT" "${lim[@]}" \
-			-r "$res" "${ENVS[@]}" "${MENV[@]}" -- "${PRE[@]}" "${CMD[@]}") \
+			-r "$res" "${RUNARGS[@]}") \
 		>"$log" 2>&1 </dev/null
 	local line status secs rss cpu
 	line=$(cat "$res" 2>/dev/null)
@@ -255,6 +273,12 @@ run_one() {
 		local got
 		got=$(grep '^RESULT' "$log" | md5sum | cut -c1-32)
 		[ "$got" = "${REF[$wl]}" ] || status="wrong-output"
+	fi
+	# ... and a throughput workload's run is worth its requests/s.
+	local rate=""
+	if [ "$METRIC" = rps ]; then
+		rate=$(sed -n 's/^THROUGHPUT \([0-9.]*\)$/\1/p' "$log" | tail -1)
+		[ "$status" = exit:0 ] && [ -z "$rate" ] && status="no-throughput"
 	fi
 	# ... and a profiler run that wrote no profile did not work.
 	local bytes=0
@@ -289,10 +313,11 @@ run_one() {
 		;;
 	esac
 	rm -f "$out" "$out".*
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$mode" "$rep" "$status" \
-		"${secs:-0}" "${rss:-0}" "${cpu:-0}" "$bytes" "$why" >>"$TSV"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$mode" "$rep" "$status" \
+		"${secs:-0}" "${rss:-0}" "${cpu:-0}" "$bytes" "$why" "$rate" >>"$TSV"
 	LAST_STATUS=$status
-	progress "$(printf '%-8s %-13s run %d/%d  %-12s %8ss' "$wl" "$mode" "$rep" "$RUNS" "$status" "$secs")"
+	progress "$(printf '%-8s %-13s run %d/%d  %-12s %8ss%s' "$wl" "$mode" "$rep" "$RUNS" "$status" "$secs" \
+		"${rate:+  $rate requests/s}")"
 }
 
 # The median of the numbers in the arguments.
@@ -317,7 +342,9 @@ vg_ver=$(valgrind --version 2>/dev/null)
 say "heapprof benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
 say "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, $mem_total RAM"
 say "kernel:  $(uname -sr); $(ldd --version 2>&1 | head -1 | sed 's/^ldd //')"
-say "tools:   gcc $(gcc -dumpfullversion 2>/dev/null), sqlite3 $(sqlite3 --version 2>/dev/null | cut -d' ' -f1), perl $(perl -e 'printf "%vd", $^V')"
+py_ver=$("$PYTHON3" -c 'import platform; print(platform.python_version())' 2>/dev/null)
+redis_ver=$(redis-server --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/\1/p')
+say "tools:   gcc $(gcc -dumpfullversion 2>/dev/null), sqlite3 $(sqlite3 --version 2>/dev/null | cut -d' ' -f1), perl $(perl -e 'printf "%vd", $^V'), python3 ${py_ver:--}, redis ${redis_ver:--}"
 say "peers:   ${ht_ver:-heaptrack not installed}, jemalloc ${je_ver:-${LIBJEMALLOC:-not installed}}, gperftools ${gp_ver:-${LIBTCMALLOC:-not installed}}, ${vg_ver:-valgrind not installed}"
 say "heapprof: commit $commit, $BUILD"
 say "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
@@ -339,12 +366,13 @@ for wl in $WORKLOADS; do
 		say ""
 		continue
 	fi
-	note "$wl" "$DESC"
+	note "$wl" "$DESC" "$METRIC"
 	# Warm-up (page cache, lazy binding) and the reference output.
 	progress "$wl: warm-up"
 	wlog=$WORK/logs/$wl.warmup.log
+	wl_runargs bare ""
 	(cd "$WORK/scratch" && timeout -k 10 $((TIMEOUT + 30)) "$RUNONE" -t "$TIMEOUT" \
-		-r "$WORK/scratch/res" "${ENVS[@]}" -- "${CMD[@]}") >"$wlog" 2>&1 </dev/null
+		-r "$WORK/scratch/res" "${RUNARGS[@]}") >"$wlog" 2>&1 </dev/null
 	if ! grep -q 'status=exit:0' "$WORK/scratch/res" 2>/dev/null; then
 		say "== $wl: skipped: bare warm-up run failed ($(cat "$WORK/scratch/res" 2>/dev/null)), see $wlog =="
 		say ""
@@ -409,7 +437,9 @@ elif [ "$ACCURACY" != 0 ]; then
 	progress "accuracy"
 	BENCH_WORK=$WORK BENCH_WORKLOADS="$WORKLOADS" BENCH_QUICK=$QUICK \
 		BENCH_MB_OPS=$MB_OPS BENCH_SQL_ROWS=$SQL_ROWS BENCH_CC1_FUNCS=$CC1_FUNCS \
-		BENCH_PERL_ROUNDS=$PERL_ROUNDS BENCH_TIMEOUT=$TIMEOUT BENCH_SNAP=$SNAP \
+		BENCH_PERL_ROUNDS=$PERL_ROUNDS BENCH_PY_ROUNDS=$PY_ROUNDS \
+		BENCH_PYTHONMALLOC=$PY_MALLOC BENCH_REDIS_REQUESTS=$REDIS_REQUESTS \
+		BENCH_TIMEOUT=$TIMEOUT BENCH_SNAP=$SNAP \
 		BENCH_HEAPTRACK_MEM_MIB=$HT_MEM BENCH_MODES="$MODES" \
 		"$BENCH/accuracy.sh" "$BUILD" "$KEEP" | tee -a "$REPORT"
 fi

@@ -6,28 +6,46 @@
 # The sourcing script sets BENCH (this directory), BUILD, WORK (inputs and
 # scratch) and QUICK (0 or 1), and defines die() and progress(); then calls
 # wl_bins (sets RUNONE, MALLOCBENCH), wl_select (sets WORKLOADS), wl_inputs,
-# and workload NAME for each name in $WORKLOADS; mode_cmd needs HEAPPROF,
-# LIBHEAPPROF, LIBJEMALLOC and LIBTCMALLOC.
+# and workload NAME for each name in $WORKLOADS; then wl_runargs MODE FILE
+# for the command line of one run. mode_cmd (and so wl_runargs) needs
+# HEAPPROF, LIBHEAPPROF, LIBJEMALLOC and LIBTCMALLOC.
 #
 # Environment: BENCH_WORKLOADS, BENCH_MB_OPS, BENCH_SQL_ROWS,
-# BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS (see bench/run.sh).
+# BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS, BENCH_REDIS_REQUESTS,
+# BENCH_PY_ROUNDS, BENCH_PYTHONMALLOC (see bench/run.sh).
 # shellcheck shell=bash
 # shellcheck disable=SC2034 # the variables set here are the sourcer's
 
-ALL_WORKLOADS="malloc1 malloc2 malloc8 sqlite3 cc1 perl"
+ALL_WORKLOADS="malloc1 malloc2 malloc8 sqlite3 cc1 perl python3 redis"
 
-# Sizes: the full run aims at 1-3 s per bare run on a 2-core machine.
+# Sizes: the full run aims at 1-3 s per bare run on a 2-core machine
+# (redis: about 0.5 s per redis-benchmark test, four tests).
 if [ "${QUICK:-0}" = 0 ]; then
 	MB_OPS=${BENCH_MB_OPS:-4000000}
 	SQL_ROWS=${BENCH_SQL_ROWS:-200000}
 	CC1_FUNCS=${BENCH_CC1_FUNCS:-300}
 	PERL_ROUNDS=${BENCH_PERL_ROUNDS:-10}
+	PY_ROUNDS=${BENCH_PY_ROUNDS:-8}
+	REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-500000}
 else
 	MB_OPS=${BENCH_MB_OPS:-200000}
 	SQL_ROWS=${BENCH_SQL_ROWS:-10000}
 	CC1_FUNCS=${BENCH_CC1_FUNCS:-30}
 	PERL_ROUNDS=${BENCH_PERL_ROUNDS:-2}
+	PY_ROUNDS=${BENCH_PY_ROUNDS:-1}
+	REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-50000}
 fi
+# redis-benchmark's tests and the keyspace of their random keys (-r).
+REDIS_TESTS=set,get,lpush,lpop
+REDIS_KEYSPACE=100000
+# Debian's python3: not whatever python3 comes first in PATH (a pyenv or
+# virtualenv shim would put a shell script or another build in front).
+PYTHON3=/usr/bin/python3
+# CPython's allocator for the python3 workload: "malloc" (the default
+# here) sends every object to the profiled malloc; with its own (pymalloc,
+# BENCH_PYTHONMALLOC=pymalloc or empty) objects of up to 512 bytes come
+# from arenas it maps itself and no malloc profiler sees them.
+PY_MALLOC=${BENCH_PYTHONMALLOC-malloc}
 CC1=$(gcc -print-prog-name=cc1 2>/dev/null)
 SQL_FILE=$WORK/sql-$SQL_ROWS.sql
 BIGC_FILE=$WORK/big-$CC1_FUNCS.c
@@ -39,8 +57,9 @@ wl_select() {
 	for w in $(echo "${BENCH_WORKLOADS:-$ALL_WORKLOADS}" | tr ',' ' '); do
 		case $w in
 		malloc) WORKLOADS="$WORKLOADS malloc1 malloc2 malloc8" ;;
-		malloc1 | malloc2 | malloc8 | sqlite3 | cc1 | perl) WORKLOADS="$WORKLOADS $w" ;;
+		malloc1 | malloc2 | malloc8 | sqlite3 | cc1 | perl | python3 | redis) WORKLOADS="$WORKLOADS $w" ;;
 		sqlite) WORKLOADS="$WORKLOADS sqlite3" ;;
+		python) WORKLOADS="$WORKLOADS python3" ;;
 		*) die "unknown workload '$w' (known: $ALL_WORKLOADS)" ;;
 		esac
 	done
@@ -65,10 +84,18 @@ wl_inputs() {
 	fi
 }
 
-# Sets CMD (the target command), ENVS (runone -e options for the target)
-# and DESC for workload $1; returns 1 with WHY set when it cannot run.
+# Sets CMD (the target command), ENVS (runone -e/-u options for the
+# target), DESC, METRIC and DRIVER for workload $1; returns 1 with WHY set
+# when it cannot run.
+#   METRIC: what the workload's tables compare. "time" (wall time of the
+#     run, lower is better) or "rps" (the requests per second the run
+#     prints as a line `THROUGHPUT N`, higher is better).
+#   DRIVER: for a server: the command that runs the benchmark. It starts
+#     the server as the command given after its own arguments and "--"
+#     (the mode's profiler and CMD), drives it, stops it; it runs bare.
+#     Empty: the mode runs CMD itself (wl_runargs).
 workload() {
-	CMD=() ENVS=() WHY="" DESC=""
+	CMD=() ENVS=() WHY="" DESC="" METRIC=time DRIVER=()
 	case $1 in
 	malloc1 | malloc2 | malloc8)
 		local t=${1#malloc}
@@ -102,12 +129,65 @@ workload() {
 		ENVS=(-e PERL_HASH_SEED=0 -e PERL_PERTURB_KEYS=0)
 		DESC="perl bench/alloc.pl $PERL_ROUNDS (text records into hashes, sort, string building, expiry)"
 		;;
+	python3)
+		[ -x "$PYTHON3" ] || {
+			WHY="$PYTHON3 not installed (Debian: python3)"
+			return 1
+		}
+		# -s: no user site directory. Fixed hash seed: the same
+		# allocations on every run. No PYTHONPATH or PYTHONHOME of
+		# the caller's.
+		CMD=("$PYTHON3" -s "$BENCH/alloc.py" "$PY_ROUNDS")
+		ENVS=(-e PYTHONHASHSEED=0 -u PYTHONPATH -u PYTHONHOME)
+		if [ -n "$PY_MALLOC" ]; then
+			ENVS+=(-e "PYTHONMALLOC=$PY_MALLOC")
+		else
+			ENVS+=(-u PYTHONMALLOC)
+		fi
+		DESC="python3 $("$PYTHON3" -c 'import platform; print(platform.python_version())' 2>/dev/null) bench/alloc.py $PY_ROUNDS, PYTHONMALLOC=${PY_MALLOC:-(unset: pymalloc)} (records as dicts, index, sorts, strings, expiry)"
+		;;
+	redis)
+		local t
+		for t in redis-server redis-cli redis-benchmark; do
+			command -v "$t" >/dev/null 2>&1 || {
+				WHY="$t not installed (Debian: redis-server, redis-tools)"
+				return 1
+			}
+		done
+		CMD=("$(command -v redis-server)")
+		DRIVER=("$BENCH/redis.sh" "$WORK/scratch" "$REDIS_REQUESTS" "$REDIS_KEYSPACE" "$REDIS_TESTS")
+		METRIC=rps
+		DESC="redis-server $("${CMD[0]}" --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/\1/p') under redis-benchmark -P 16 -c 50 -t $REDIS_TESTS -n $REDIS_REQUESTS -r $REDIS_KEYSPACE (throughput: requests/s over all the tests)"
+		;;
 	*)
 		WHY="unknown workload $1"
 		return 1
 		;;
 	esac
 	return 0
+}
+
+# wl_runargs MODE FILE: sets RUNARGS, what follows runone's own options
+# (-t, -m, -r) for one run of the current workload (workload) in MODE,
+# writing its profile to FILE: "ENV OPTIONS -- PROFILER CMD" for a
+# program; for a server, "-- DRIVER -- env VARS PROFILER CMD", so that
+# the profiler and its variables reach the server only.
+wl_runargs() {
+	mode_cmd "$1" "$2"
+	if [ ${#DRIVER[@]} -eq 0 ]; then
+		RUNARGS=("${ENVS[@]}" "${MENV[@]}" -- "${PRE[@]}" "${CMD[@]}")
+		return
+	fi
+	# runone's -e NAME=VALUE and -u NAME as env(1)'s arguments (its
+	# options before the assignments).
+	local unset=() assign=() i opts=("${ENVS[@]}" "${MENV[@]}")
+	for ((i = 0; i + 1 < ${#opts[@]}; i += 2)); do
+		case ${opts[i]} in
+		-e) assign+=("${opts[i + 1]}") ;;
+		-u) unset+=(-u "${opts[i + 1]}") ;;
+		esac
+	done
+	RUNARGS=(-- "${DRIVER[@]}" -- env "${unset[@]}" "${assign[@]}" "${PRE[@]}" "${CMD[@]}")
 }
 
 # The bench programs: `make bench` builds them; built here otherwise (or
