@@ -120,6 +120,23 @@ $(BUILD)/$(LIB_SONAME): $(CLIENT_OBJS) src/client/libheapprof.map
 $(BUILD)/libheapprof.so: $(BUILD)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $@
 
+# The unwind oracle (src/client/oracle.c, test_unwind_diff.sh): the client
+# built with -DHP_UNWIND_ORACLE, which checks every capture against libgcc's
+# _Unwind_Backtrace and reports at exit.  For tests only (HEAPPROF_LIB).
+# libgcc_s is needed even though nothing links against it by name: the
+# oracle looks its unwinder up with dlsym (oracle.c says why).
+ORACLE_OBJS := $(patsubst %.c,$(BUILD)/pic-oracle/%.o,$(CLIENT_SRCS))
+
+$(BUILD)/pic-oracle/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -DHP_UNWIND_ORACLE -MMD -MP -c $< -o $@
+
+$(BUILD)/libheapprof-oracle.so: $(ORACLE_OBJS) src/client/libheapprof.map
+	$(CC) -shared -o $@ $(ORACLE_OBJS) $(CLIENT_SAN) \
+	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
+	  -Wl,-soname,$(LIB_SONAME) -Wl,--push-state,--no-as-needed -lgcc_s \
+	  -Wl,--pop-state $(LIB_LIBS)
+
 $(BUILD)/heapprof: $(CLI_OBJS)
 	$(CC) -o $@ $(CLI_OBJS) $(SAN_FLAGS) $(CLI_LIBS)
 
@@ -195,11 +212,11 @@ $(BUILD)/bench/api_idle: bench/api_idle.c include/heapprof/heap_profile.h \
 unit: deps all $(UNIT_BINS)
 	@tests/run-unit.sh $(BUILD)
 
-integration: test-deps all $(PROG_BINS)
+integration: test-deps all $(PROG_BINS) $(BUILD)/libheapprof-oracle.so
 	@tests/run-integration.sh $(BUILD)
 
 # The quick start's second command.
-test: test-deps all $(UNIT_BINS) $(PROG_BINS)
+test: test-deps all $(UNIT_BINS) $(PROG_BINS) $(BUILD)/libheapprof-oracle.so
 	@tests/run-all.sh $(BUILD)
 
 # The quick start's first command: profile the bundled example.
