@@ -486,6 +486,10 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	bool truncated = false;
 	uint32_t n = RECORDER_CAPTURE(pcs, s->max_frames, s->unwind_mode,
 	                              &truncated);
+#ifdef HP_UNWIND_ORACLE
+	/* libheapprof-oracle.so: the capture against libgcc's unwinder. */
+	unwind_oracle_check(pcs, n, truncated, false);
+#endif
 	if (n == 0) {
 		/* Keep at least the caller of the hook. */
 		region_count(r, HP_CTR_UNWIND_ERRORS, 1);
