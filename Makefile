@@ -176,6 +176,13 @@ $(BUILD)/progs/safe_static_libgcc: tests/integration/progs/safe_static_libgcc.cc
 	g++ -std=c++17 -O0 -g -fno-inline -pthread -static-libgcc \
 	  -static-libstdc++ -o $@ $<
 
+# test_unwind_diff.sh's tail calls need the optimiser: at -O2 a call in
+# tail position is a jump (and there is no frame pointer).
+$(BUILD)/progs/ud_tail: tests/integration/progs/ud_tail.c \
+  tests/integration/progs/ud_common.h tests/integration/progs/safe_common.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -pthread -o $@ $<
+
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -fno-inline -pthread -o $@ $<
