@@ -120,6 +120,23 @@ $(BUILD)/$(LIB_SONAME): $(CLIENT_OBJS) src/client/libheapprof.map
 $(BUILD)/libheapprof.so: $(BUILD)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $@
 
+# The unwind oracle (src/client/oracle.c, test_unwind_diff.sh): the client
+# built with -DHP_UNWIND_ORACLE, which checks every capture against libgcc's
+# _Unwind_Backtrace and reports at exit.  For tests only (HEAPPROF_LIB).
+# libgcc_s is needed even though nothing links against it by name: the
+# oracle looks its unwinder up with dlsym (oracle.c says why).
+ORACLE_OBJS := $(patsubst %.c,$(BUILD)/pic-oracle/%.o,$(CLIENT_SRCS))
+
+$(BUILD)/pic-oracle/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -DHP_UNWIND_ORACLE -MMD -MP -c $< -o $@
+
+$(BUILD)/libheapprof-oracle.so: $(ORACLE_OBJS) src/client/libheapprof.map
+	$(CC) -shared -o $@ $(ORACLE_OBJS) $(CLIENT_SAN) \
+	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
+	  -Wl,-soname,$(LIB_SONAME) -Wl,--push-state,--no-as-needed -lgcc_s \
+	  -Wl,--pop-state $(LIB_LIBS)
+
 $(BUILD)/heapprof: $(CLI_OBJS)
 	$(CC) -o $@ $(CLI_OBJS) $(SAN_FLAGS) $(CLI_LIBS)
 
@@ -159,6 +176,13 @@ $(BUILD)/progs/safe_static_libgcc: tests/integration/progs/safe_static_libgcc.cc
 	g++ -std=c++17 -O0 -g -fno-inline -pthread -static-libgcc \
 	  -static-libstdc++ -o $@ $<
 
+# test_unwind_diff.sh's tail calls need the optimiser: at -O2 a call in
+# tail position is a jump (and there is no frame pointer).
+$(BUILD)/progs/ud_tail: tests/integration/progs/ud_tail.c \
+  tests/integration/progs/ud_common.h tests/integration/progs/safe_common.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -pthread -o $@ $<
+
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -fno-inline -pthread -o $@ $<
@@ -195,11 +219,11 @@ $(BUILD)/bench/api_idle: bench/api_idle.c include/heapprof/heap_profile.h \
 unit: deps all $(UNIT_BINS)
 	@tests/run-unit.sh $(BUILD)
 
-integration: test-deps all $(PROG_BINS)
+integration: test-deps all $(PROG_BINS) $(BUILD)/libheapprof-oracle.so
 	@tests/run-integration.sh $(BUILD)
 
 # The quick start's second command.
-test: test-deps all $(UNIT_BINS) $(PROG_BINS)
+test: test-deps all $(UNIT_BINS) $(PROG_BINS) $(BUILD)/libheapprof-oracle.so
 	@tests/run-all.sh $(BUILD)
 
 # The quick start's first command: profile the bundled example.

@@ -281,6 +281,17 @@ HP_HIDDEN void cfi_forget(void);
  * frame a signal interrupted), not a return address. */
 HP_HIDDEN struct cfi_rule cfi_rule_for(uintptr_t pc, bool exact);
 
+#ifdef HP_UNWIND_ORACLE
+/* oracle.c (libheapprof-oracle.so only): checks a capture against libgcc's
+ * _Unwind_Backtrace from the caller's frame.  pcs[0..n) are the program's
+ * frames, leaf first, as captured; truncated: the capture stopped at max
+ * frames (then only the first n must match); skip: the capture
+ * deliberately did not unwind (counted, not compared).  Call it from the
+ * frame that captured, right after the capture. */
+HP_HIDDEN void unwind_oracle_check(const uint64_t *pcs, uint32_t n,
+                                   bool truncated, bool skip);
+#endif
+
 /* modules.c */
 HP_HIDDEN void modules_init(void);
 /* After fork, in the child: a scan the parent's other threads held is

@@ -467,6 +467,7 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	uint32_t n = RECORDER_CAPTURE(pcs, s->max_frames, s->unwind_mode,
 	                              caller, &cap);
 #ifdef HP_UNWIND_ORACLE
+	/* libheapprof-oracle.so: the capture against libgcc's unwinder. */
 	unwind_oracle_check(pcs, n, cap & HP_CAP_TRUNCATED,
 	                    (cap & (HP_CAP_UNBOUNDED | HP_CAP_LOW)) != 0);
 #endif
