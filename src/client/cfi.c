@@ -835,18 +835,35 @@ static struct cfi_rule fill(uintptr_t pc, bool exact)
 	return out;
 }
 
+/*
+ * Three levels: this thread's last rules (hp_tls.rules, direct-mapped, no
+ * atomics: only this thread and its signal handlers, which never capture
+ * inside a capture, touch it), the shared cache, the CFI itself.
+ */
 struct cfi_rule cfi_rule_for(uintptr_t pc, bool exact)
 {
 	struct cfi_rule r;
 	if (pc >> 48)
 		return make_rule(CFI_NOMODULE);
 	uint64_t key = cache_key(pc, exact);
-	if (HP_LIKELY(cache_get(key, &r)))
+	struct client_tls *t = &hp_tls;
+	uint32_t i = (uint32_t)(pc ^ (pc >> 7)) & (HP_RULES_L1 - 1);
+	if (HP_LIKELY(t->rules[i].key == key)) {
+		memcpy(&r, &t->rules[i].rule, sizeof(r));
 		return r;
-	r = fill(pc, exact);
-	/* A pc outside every object may be code loaded later (or JIT code
-	 * that moves): not cached. */
-	if (r.kind != CFI_NOMODULE)
+	}
+	if (!cache_get(key, &r)) {
+		r = fill(pc, exact);
+		/* A pc outside every object may be code loaded later (or
+		 * JIT code that moves): not cached. */
+		if (r.kind == CFI_NOMODULE)
+			return r;
 		cache_put(key, r);
+	}
+	t->rules[i].key = 0; /* a handler's capture sees no half entry */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	memcpy(&t->rules[i].rule, &r, sizeof(r));
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->rules[i].key = key;
 	return r;
 }

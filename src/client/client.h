@@ -128,6 +128,8 @@ static inline struct client_slot *client_cur(void)
 	return s;
 }
 
+#define HP_RULES_L1 64
+
 /* Per-thread state: the sampler and the re-entrancy guard. */
 struct client_tls {
 	int64_t bytes_left; /* bytes until the next sample point */
@@ -153,6 +155,12 @@ struct client_tls {
 	/* The frames of the capture in progress: here, not on the program's
 	 * stack (256 frames would be 2 KiB of it). */
 	uint64_t frames[HP_MAX_FRAMES];
+	/* This thread's most recent unwind rules (cfi.c): a hit costs no
+	 * miss in the shared rule cache. */
+	struct {
+		uint64_t key;
+		uint64_t rule;
+	} rules[HP_RULES_L1];
 };
 extern HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));

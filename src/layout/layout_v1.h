@@ -220,7 +220,8 @@ struct hp_stack_v1 {
 	_Atomic uint64_t free_count;
 	_Atomic uint64_t free_bytes;
 	_Atomic uint64_t free_objects_fp;
-	uint64_t reserved[2];
+	uint64_t leaf_pc; /* frames[frames_off], for the client's lookups */
+	uint64_t reserved;
 };
 _Static_assert(sizeof(struct hp_stack_v1) == 96, "hp_stack_v1 size");
 
