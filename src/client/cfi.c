@@ -102,6 +102,11 @@ void cfi_forget(void)
 	atomic_fetch_add_explicit(&cache_gen, 1, memory_order_release);
 }
 
+uint32_t cfi_generation(void)
+{
+	return atomic_load_explicit(&cache_gen, memory_order_acquire);
+}
+
 static inline uint64_t cache_key(uintptr_t pc, bool exact)
 {
 	uint32_t gen = atomic_load_explicit(&cache_gen, memory_order_acquire);

@@ -129,6 +129,22 @@ static inline struct client_slot *client_cur(void)
 }
 
 #define HP_RULES_L1 64
+#define HP_MEMO_FRAMES 64
+
+/* One frame of a capture, as the next capture may take it again (unwind.c,
+ * "Reuse"): the frame's registers and the two stack words the step to its
+ * caller read (0: none). */
+struct unwind_memo_frame {
+	uintptr_t pc, sp, bp;
+	uintptr_t ra_at, bp_at;
+	uint32_t flags; /* MF_* (unwind.c) */
+};
+struct unwind_memo {
+	uint32_t n;    /* frames in f, leaf first; 0: none */
+	uint32_t gen;  /* cfi_generation() it was made under */
+	uint32_t mode; /* enum hp_unwind_mode */
+	struct unwind_memo_frame f[HP_MEMO_FRAMES];
+};
 
 /* Per-thread state: the sampler and the re-entrancy guard. */
 struct client_tls {
@@ -161,6 +177,10 @@ struct client_tls {
 		uint64_t key;
 		uint64_t rule;
 	} rules[HP_RULES_L1];
+	/* The last capture's frames and the one being made (memo_cur is
+	 * the last). */
+	uint8_t memo_cur;
+	struct unwind_memo memo[2];
 };
 extern HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
@@ -285,6 +305,8 @@ _Static_assert(sizeof(struct cfi_rule) == 8, "one word per rule");
 HP_HIDDEN void cfi_init(void);
 /* An object was unloaded: cached rules are stale. */
 HP_HIDDEN void cfi_forget(void);
+/* Bumped by every cfi_forget. */
+HP_HIDDEN uint32_t cfi_generation(void);
 /* The rule for pc: `exact` when pc is the next instruction to run (a
  * frame a signal interrupted), not a return address. */
 HP_HIDDEN struct cfi_rule cfi_rule_for(uintptr_t pc, bool exact);

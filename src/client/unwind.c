@@ -311,17 +311,29 @@ static inline bool load(const struct bounds *b, uintptr_t lo, uintptr_t a,
 /* Offsets of rip, rsp, rbp in the kernel's ucontext on x86-64. */
 #define UC_GREGS ((uintptr_t)__builtin_offsetof(ucontext_t, uc_mcontext))
 
+/* The stack words a step read: where the return address and the
+ * caller's rbp came from (0: not read), or that the step read more than
+ * that and cannot be checked by them (a signal frame, a realigned CFA). */
+struct reads {
+	uintptr_t ra_at, bp_at;
+	bool opaque;
+};
+
 /* One step from the frame at r (its rule c) to its caller.  0: done (the
  * outermost frame), 1: stepped, -1: stopped early. */
 static int step(struct client_tls *t, struct regs *r, struct bounds *b,
-                struct cfi_rule c, bool *exact, bool dwarf)
+                struct cfi_rule c, bool *exact, bool dwarf,
+                struct reads *rd)
 {
 	uintptr_t cfa, v;
+	rd->ra_at = rd->bp_at = 0;
+	rd->opaque = false;
 	switch (c.kind) {
 	case CFI_END:
 		return 0;
 	case CFI_SIGNAL: {
 		/* The handler returned here with sp at the kernel's ucontext. */
+		rd->opaque = true;
 		uintptr_t g = r->sp + UC_GREGS;
 		uintptr_t pc, sp, bp;
 		if (!load(b, r->sp, g + 8 * REG_RIP, &pc) ||
@@ -349,6 +361,8 @@ static int step(struct client_tls *t, struct regs *r, struct bounds *b,
 			return -1;
 		cfa = r->bp + 16;
 		r->pc = v;
+		rd->ra_at = r->bp + 8;
+		rd->bp_at = r->bp;
 		if (!load(b, r->sp, r->bp, &r->bp))
 			return -1;
 		r->sp = cfa;
@@ -371,14 +385,18 @@ static int step(struct client_tls *t, struct regs *r, struct bounds *b,
 		if (!r->bp_ok)
 			return -1;
 		cfa = r->bp + (intptr_t)c.cfa_off;
-		if (c.cfa == CFI_CFA_DEREF_BP && !load(b, r->sp, cfa, &cfa))
-			return -1;
+		if (c.cfa == CFI_CFA_DEREF_BP) {
+			rd->opaque = true;
+			if (!load(b, r->sp, cfa, &cfa))
+				return -1;
+		}
 	}
 	/* The caller's frame is above this one. */
 	if (cfa <= r->sp || cfa > b->hi)
 		return -1;
 	uintptr_t ra;
-	if (!load(b, r->sp, cfa + 8 * (intptr_t)c.ra_off8, &ra))
+	rd->ra_at = cfa + 8 * (intptr_t)c.ra_off8;
+	if (!load(b, r->sp, rd->ra_at, &ra))
 		return -1;
 	switch (c.bp) {
 	case BP_SAME:
@@ -389,13 +407,15 @@ static int step(struct client_tls *t, struct regs *r, struct bounds *b,
 		 * holds the caller's value again. */
 		if (cfa + (intptr_t)c.bp_off < r->sp)
 			break;
-		if (!load(b, r->sp, cfa + (intptr_t)c.bp_off, &v))
+		rd->bp_at = cfa + (intptr_t)c.bp_off;
+		if (!load(b, r->sp, rd->bp_at, &v))
 			return -1;
 		r->bp = v;
 		r->bp_ok = true;
 		break;
 	case BP_AT_BP:
-		if (!r->bp_ok || !load(b, r->sp, r->bp + (intptr_t)c.bp_off, &v))
+		rd->bp_at = r->bp + (intptr_t)c.bp_off;
+		if (!r->bp_ok || !load(b, r->sp, rd->bp_at, &v))
 			return -1;
 		r->bp = v;
 		break;
@@ -407,6 +427,62 @@ static int step(struct client_tls *t, struct regs *r, struct bounds *b,
 	r->pc = ra;
 	*exact = false;
 	return ra ? 1 : 0;
+}
+
+/* ---- reuse ----------------------------------------------------------
+ *
+ * Most allocations share their outer frames with the thread's previous
+ * one (the same loop, parser, request handler).  Each capture keeps, per
+ * frame, its registers and the stack words its step to the caller read
+ * (hp_tls.memo).  When the next capture reaches a frame with the same pc,
+ * sp and rbp as one of the last capture's, and those words still hold
+ * what they held, the step is the same (the rule is a function of the pc,
+ * within one cfi generation), so the caller is the last capture's next
+ * frame: two loads and compares instead of a rule lookup and a step.  The
+ * program's stack is only read, never marked.  Signal frames and
+ * realigned CFAs, whose steps read more, are always stepped again.
+ */
+#define MF_BP_OK   1u
+#define MF_EXACT   2u
+#define MF_OPAQUE  4u /* the step read more than ra_at and bp_at */
+
+static inline bool memo_is(const struct unwind_memo_frame *f,
+                           const struct regs *r, bool exact)
+{
+	return f->sp == r->sp && f->pc == r->pc && f->bp == r->bp &&
+	       (f->flags & (MF_BP_OK | MF_EXACT)) ==
+	               ((r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u));
+}
+
+static inline void memo_set(struct unwind_memo_frame *f, const struct regs *r,
+                            bool exact, const struct reads *rd)
+{
+	f->pc = r->pc;
+	f->sp = r->sp;
+	f->bp = r->bp;
+	f->flags = (r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
+	if (rd && !rd->opaque) {
+		f->ra_at = rd->ra_at;
+		f->bp_at = rd->bp_at;
+	} else {
+		f->ra_at = f->bp_at = 0;
+		f->flags |= MF_OPAQUE;
+	}
+}
+
+/* Would the step from f read what it read when it led to next? */
+static inline bool memo_still(const struct unwind_memo_frame *f,
+                              const struct unwind_memo_frame *next,
+                              const struct bounds *b)
+{
+	uintptr_t v;
+	if (f->flags & MF_OPAQUE)
+		return false;
+	if (!load(b, f->sp, f->ra_at, &v) || v != next->pc)
+		return false;
+	if (f->bp_at && (!load(b, f->sp, f->bp_at, &v) || v != next->bp))
+		return false;
+	return true;
 }
 
 /* The program's registers at its call into the hook: our frames are
@@ -455,25 +531,69 @@ __attribute__((noinline)) uint32_t unwind_capture(uint64_t *pcs, uint32_t max,
 	}
 	uint32_t n = 0;
 	bool exact = false;
+	uint32_t gen = cfi_generation();
+	struct unwind_memo *pm = &t->memo[t->memo_cur];
+	struct unwind_memo *nm = &t->memo[t->memo_cur ^ 1];
+	bool reuse = pm->n && pm->gen == gen && pm->mode == mode;
+	uint32_t m = 0;  /* the last capture's frames below r.sp are behind */
+	int32_t k = -1;  /* the last capture's frame equal to r, if any */
 	for (;;) {
-		pcs[n++] = r.pc;
-		struct cfi_rule c;
-		if (mode == HP_UNWIND_FP) {
-			c.kind = CFI_NOCFI;
-		} else {
-			c = cfi_rule_for(r.pc, exact);
+		if (k < 0 && reuse) {
+			while (m < pm->n && pm->f[m].sp < r.sp)
+				m++;
+			if (m < pm->n && memo_is(&pm->f[m], &r, exact))
+				k = (int32_t)m;
 		}
+		struct unwind_memo_frame *mf =
+		        n < HP_MEMO_FRAMES ? &nm->f[n] : NULL;
+		pcs[n++] = r.pc;
 		if (n == max) {
+			struct cfi_rule c = mode == HP_UNWIND_FP
+			                            ? (struct cfi_rule){.kind = CFI_NOCFI}
+			                            : cfi_rule_for(r.pc, exact);
 			if (c.kind != CFI_END)
 				*flags |= HP_CAP_TRUNCATED;
+			if (mf)
+				memo_set(mf, &r, exact, NULL);
 			break;
 		}
-		int rc = step(t, &r, &b, c, &exact, mode != HP_UNWIND_FP);
+		/* Reuse: the last capture went on from this very frame, and
+		 * the words its step read are still there: the step is the
+		 * same. */
+		if (k >= 0 && (uint32_t)k + 1 < pm->n &&
+		    memo_still(&pm->f[k], &pm->f[k + 1], &b)) {
+			if (mf)
+				*mf = pm->f[k];
+			const struct unwind_memo_frame *nf = &pm->f[k + 1];
+			r.pc = nf->pc;
+			r.sp = nf->sp;
+			r.bp = nf->bp;
+			r.bp_ok = nf->flags & MF_BP_OK;
+			exact = nf->flags & MF_EXACT;
+			k++;
+			continue;
+		}
+		k = -1;
+		struct cfi_rule c;
+		if (mode == HP_UNWIND_FP)
+			c.kind = CFI_NOCFI;
+		else
+			c = cfi_rule_for(r.pc, exact);
+		struct regs before = r;
+		bool before_exact = exact;
+		struct reads rd;
+		int rc = step(t, &r, &b, c, &exact, mode != HP_UNWIND_FP, &rd);
+		if (mf)
+			memo_set(mf, &before, before_exact, rc > 0 ? &rd : NULL);
 		if (rc < 0)
 			*flags |= HP_CAP_STOPPED;
 		if (rc <= 0)
 			break;
 	}
+	nm->n = n < HP_MEMO_FRAMES ? n : HP_MEMO_FRAMES;
+	nm->gen = gen;
+	nm->mode = mode;
+	t->memo_cur ^= 1;
 	return n;
 
 caller_only:
@@ -495,7 +615,8 @@ bool unwind_in_signal_handler(void)
 		struct cfi_rule c = cfi_rule_for(r.pc, exact);
 		if (c.kind == CFI_SIGNAL)
 			return true;
-		int rc = step(t, &r, &b, c, &exact, true);
+		struct reads rd;
+		int rc = step(t, &r, &b, c, &exact, true, &rd);
 		if (rc == 0)
 			return false;
 		if (rc < 0)
