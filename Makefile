@@ -111,9 +111,15 @@ $(PROTO_OBJ): $(PROTO_C) $(PROTO_H)
 $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: $(PROTO_H)
 $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: ALL_CFLAGS += -I$(PROTO_GEN)
 
+# -z now: every symbol the library uses is bound at load.  A lazy binding
+# inside a hook (the first memcpy of a capture) would run ld.so's resolver
+# on the program's stack, which saves every vector register there (2.5 KiB
+# and more with AVX-512): too much for a signal handler on a small
+# alternate stack.
 $(BUILD)/$(LIB_SONAME): $(CLIENT_OBJS) src/client/libheapprof.map
 	$(CC) -shared -o $@ $(CLIENT_OBJS) $(CLIENT_SAN) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
+	  -Wl,-z,now \
 	  -Wl,-soname,$(LIB_SONAME) $(LIB_LIBS)
 
 # ln -sf also replaces the plain file an older build left under this name.
@@ -134,6 +140,7 @@ $(BUILD)/pic-oracle/%.o: %.c
 $(BUILD)/libheapprof-oracle.so: $(ORACLE_OBJS) src/client/libheapprof.map
 	$(CC) -shared -o $@ $(ORACLE_OBJS) $(CLIENT_SAN) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
+	  -Wl,-z,now \
 	  -Wl,-soname,$(LIB_SONAME) -Wl,--push-state,--no-as-needed -lgcc_s \
 	  -Wl,--pop-state $(LIB_LIBS)
 

@@ -475,23 +475,24 @@ static uint64_t stack_new(struct hp_region *r, uint64_t hash, uint32_t heap_id,
  * of one slot of a sparse table of many megabytes (at -i 1, 16 MiB: every
  * lookup was a TLB and a cache miss).  A stack whose window is full goes
  * to the rest of the index.  Slots are never emptied, so a lookup that
- * takes the same path as the insert finds it.  The far probes run over
- * the whole index: one that lands in the near part finds other stacks
- * there (or takes an empty slot, which a later lookup takes the same path
- * to). */
+ * takes the same path as the insert finds it. */
 #define STACK_NEAR_SLOTS 32768u
 #define STACK_NEAR_PROBE 16u
 
+/* Probes `probes` slots of the index part [first, first + size) from
+ * first + start, wrapping within the part. */
 static uint32_t index_probe(struct hp_region *r, uint32_t heap_id,
                             const uint64_t *pcs, uint32_t n, uint32_t flags,
-                            uint64_t hash, uint64_t first, uint64_t mask,
-                            uint32_t probes, uint64_t *mine, bool *is_new,
-                            bool *full)
+                            uint64_t hash, uint64_t first, uint64_t size,
+                            uint64_t start, uint32_t probes, uint64_t *mine,
+                            bool *is_new, bool *full)
 {
 	uint64_t tag = hash >> 32;
-	for (uint32_t probe = 0; probe < probes; probe++) {
-		_Atomic uint64_t *slot =
-		        &r->stack_index[first + ((hash + probe) & mask)];
+	uint64_t i = start;
+	for (uint32_t probe = 0; probe < probes; probe++, i++) {
+		if (i >= size)
+			i -= size;
+		_Atomic uint64_t *slot = &r->stack_index[first + i];
 		uint64_t v = atomic_load_explicit(slot, memory_order_acquire);
 		while (v == 0) {
 			if (!*mine) {
@@ -528,20 +529,29 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
 	uint64_t mine = 0; /* record we made, if any */
 	bool full = false;
 	*is_new = false;
-	uint64_t near = cap >= 4 * STACK_NEAR_SLOTS ? STACK_NEAR_SLOTS : 0;
-	uint32_t id;
-	if (near) {
-		/* Other bits of the hash than the far part's. */
-		id = index_probe(r, heap_id, pcs, n, flags,
-		                 hash >> 17 | hash << 47, 0, near - 1,
-		                 STACK_NEAR_PROBE, &mine, is_new, &full);
-		if (id || full)
-			return id;
-	}
-	/* Probe limit reached: the index is too full; charge overflow.
-	 * A record we made stays unreferenced and has zero counters. */
-	return index_probe(r, heap_id, pcs, n, flags, hash, 0, cap - 1,
-	                   STACK_MAX_PROBE, &mine, is_new, &full);
+	if (cap < 4 * STACK_NEAR_SLOTS)
+		return index_probe(r, heap_id, pcs, n, flags, hash, 0, cap,
+		                   hash & (cap - 1), STACK_MAX_PROBE, &mine,
+		                   is_new, &full);
+	/* The near part is probed by other bits of the hash than the far
+	 * part's; a record made in one part stays in it (its hash is the
+	 * one that part compares). */
+	uint64_t nh = hash >> 17 | hash << 47;
+	uint32_t id = index_probe(r, heap_id, pcs, n, flags, nh, 0,
+	                          STACK_NEAR_SLOTS, nh & (STACK_NEAR_SLOTS - 1),
+	                          STACK_NEAR_PROBE, &mine, is_new, &full);
+	if (id || full)
+		return id;
+	if (mine)
+		return 0; /* made for the near part, lost every race there */
+	/* The far part: the rest of the index, entered at a point spread
+	 * over it by one multiply (no power of two to mask by).  Probe
+	 * limit reached: the index is too full; charge overflow.  A record
+	 * we made stays unreferenced and has zero counters. */
+	uint64_t far = cap - STACK_NEAR_SLOTS;
+	return index_probe(r, heap_id, pcs, n, flags, hash, STACK_NEAR_SLOTS,
+	                   far, ((hash >> 32) * far) >> 32, STACK_MAX_PROBE,
+	                   &mine, is_new, &full);
 }
 
 /* ---- live table ----------------------------------------------------- */

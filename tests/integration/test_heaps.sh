@@ -506,9 +506,9 @@ if db_valid "$T_DIR/misp.db"; then
 fi
 
 t_begin "errno kept across the first stack unwind: in a report, in malloc"
-# The first sample of a process initializes the unwinder (libunwind probes
-# memory through a pipe: EAGAIN); neither the API nor the malloc hooks may
-# let that reach the program.  --heaps errno.heap: the first unwind is in
+# The first sample of a process fills the unwinder's caches and scans the
+# modules; neither the API nor the malloc hooks may let anything of that
+# reach the program's errno.  --heaps errno.heap: the first unwind is in
 # reportAllocation; --heaps libc.malloc: in malloc.
 for sel in errno.heap libc.malloc; do
 	hp_record er --heaps "$sel" -i 1 -o "$T_DIR/er.db" -- "$PROGS/api_errno"

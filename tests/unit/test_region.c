@@ -403,6 +403,48 @@ static void test_stack_intern(void)
 	free(base);
 }
 
+/* 100000 distinct stacks shaped like a binary tree of call sites (two
+ * stacks differ from their first different level down, as manystacks'
+ * do): every one gets its own record, and a second intern finds it, also
+ * past the near part of the index. */
+static void test_stack_intern_many(void)
+{
+	struct hp_region r;
+	void *base = new_region(64 << 20, 1, &r);
+	enum { N = 100000, D = 17 };
+	uint32_t *ids = calloc(N, sizeof(*ids));
+	uint8_t *seen = calloc(r.stacks_cap, 1);
+	bool is_new;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < N; i++) {
+			uint64_t pcs[D + 3];
+			uint32_t n = 0;
+			for (int l = D - 1; l >= 0; l--)
+				pcs[n++] = 0x555555555000ull +
+				           ((i >> l) & 1 ? 0x100 : 0x200) +
+				           (uint64_t)l * 0x10;
+			pcs[n++] = 0x5555555551a3ull;
+			pcs[n++] = 0x7ffff7c2724aull;
+			pcs[n++] = 0x7ffff7c27305ull;
+			uint32_t id = stacktab_intern(&r, 0, pcs, n, 0, &is_new);
+			CHECK(id != 0);
+			if (pass == 0) {
+				CHECK(is_new);
+				CHECK(id < r.stacks_cap && !seen[id]);
+				if (id < r.stacks_cap)
+					seen[id] = 1;
+				ids[i] = id;
+			} else {
+				CHECK(!is_new);
+				CHECK_EQ_U64(id, ids[i]);
+			}
+		}
+	}
+	free(seen);
+	free(ids);
+	free(base);
+}
+
 static void test_stack_overflow(void)
 {
 	struct hp_region r;
@@ -851,6 +893,7 @@ int main(void)
 	        {"stackmax_protocol", test_stackmax_protocol},
 	        {"stackmax_sequence", test_stackmax_sequence},
 	        {"stack_intern", test_stack_intern},
+	        {"stack_intern_many", test_stack_intern_many},
 	        {"stack_overflow", test_stack_overflow},
 	        {"live_table", test_live_table},
 	        {"threads", test_threads},

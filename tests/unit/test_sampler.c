@@ -11,7 +11,7 @@
 
 /* The sampler is internal to the client library; test it in place. */
 #include "../../src/client/sampler.c"
-/* The stub unwinder below stands in for libunwind. */
+/* The stub unwinder below stands in for unwind.c. */
 #define RECORDER_CAPTURE unwind_capture
 #include "../../src/client/recorder.c"
 

@@ -4,8 +4,9 @@
  * The client's rule (src/client/client.h) is that nothing it does on the
  * allocation path changes the program's errno, and the API's header says
  * the same of its functions.  The first sample of a process is special:
- * the unwinder initializes then (libunwind probes memory with a pipe and
- * mincore, whose failures set errno).  This program makes its first
+ * the first unwind fills the rule cache, the first new stack scans the
+ * modules, a thread's first sample seeds its sampler.  This program makes
+ * its first
  * report and its first malloc with errno set to a marker and prints what
  * errno was afterwards:
  *
