@@ -176,6 +176,13 @@ $(BUILD)/progs/safe_fponly: tests/integration/progs/safe_fponly.c \
 	$(CC) -std=gnu11 -O0 -fno-inline -fno-omit-frame-pointer \
 	  -fno-asynchronous-unwind-tables -fno-unwind-tables -pthread -o $@ $<
 
+# test_capture.sh: cap_fdreuse's own code has no CFI either.
+$(BUILD)/progs/cap_fdreuse: tests/integration/progs/cap_fdreuse.c \
+  tests/integration/progs/safe_common.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -fno-inline -fno-omit-frame-pointer \
+	  -fno-asynchronous-unwind-tables -fno-unwind-tables -pthread -o $@ $<
+
 # Its own static unwinder and C++ runtime.
 $(BUILD)/progs/safe_static_libgcc: tests/integration/progs/safe_static_libgcc.cc \
   tests/integration/progs/safe_exc.cc tests/integration/progs/safe_common.h
