@@ -296,7 +296,8 @@ static uintptr_t rd_enc(struct rd *r, uint8_t enc, uintptr_t data)
 }
 
 /* The FDE covering pc, by the binary-search table of .eh_frame_hdr. */
-static const uint8_t *find_fde(const uint8_t *hdr, uintptr_t pc)
+static __attribute__((noinline)) const uint8_t *find_fde(const uint8_t *hdr,
+                                                        uintptr_t pc)
 {
 	if (!hdr || hdr[0] != 1)
 		return NULL;
@@ -327,9 +328,9 @@ static const uint8_t *find_fde(const uint8_t *hdr, uintptr_t pc)
 /* What the CIE says about every FDE that points at it. */
 struct cie {
 	const uint8_t *insns, *insns_end;
-	uint64_t code_align;
-	int64_t data_align;
-	uint64_t ra_reg;
+	uint32_t code_align;
+	int32_t data_align;
+	uint32_t ra_reg;
 	uint8_t fde_enc;
 	bool has_aug_data;
 	bool signal;
@@ -356,7 +357,8 @@ static bool record_span(const uint8_t *rec, const uint8_t **body,
 	return true;
 }
 
-static bool parse_cie(const uint8_t *rec, struct cie *c)
+static __attribute__((noinline)) bool parse_cie(const uint8_t *rec,
+                                                struct cie *c)
 {
 	const uint8_t *body, *end;
 	uint32_t id;
@@ -373,9 +375,14 @@ static bool parse_cie(const uint8_t *rec, struct cie *c)
 	r.p += alen + 1;
 	if (aug[0] == 'e' && aug[1] == 'h')
 		return false; /* GCC 2.x's "eh": not seen in 30 years */
-	c->code_align = rd_uleb(&r);
-	c->data_align = rd_sleb(&r);
-	c->ra_reg = version == 1 ? rd_u8(&r) : rd_uleb(&r);
+	uint64_t ca = rd_uleb(&r);
+	int64_t da = rd_sleb(&r);
+	uint64_t ra = version == 1 ? rd_u8(&r) : rd_uleb(&r);
+	if (ca == 0 || ca > 64 || da < -64 || da > 64 || ra > 64)
+		return false;
+	c->code_align = (uint32_t)ca;
+	c->data_align = (int32_t)da;
+	c->ra_reg = (uint32_t)ra;
 	c->fde_enc = PE_ABSPTR;
 	c->has_aug_data = aug[0] == 'z';
 	c->signal = false;
@@ -423,24 +430,34 @@ static bool parse_cie(const uint8_t *rec, struct cie *c)
 enum { CFA_SP = 0, CFA_BP = 1, CFA_DEREF_BP = 2, CFA_BAD = 3 };
 enum { RA_AT = 0, RA_UNDEF = 1, RA_BAD = 2 };
 
+/* Offsets beyond int32 are not followed (marked bad). */
 struct row {
-	int64_t cfa_off;
-	int64_t bp_off;
-	int64_t ra_off;
+	int32_t cfa_off;
+	int32_t bp_off;
+	int32_t ra_off;
 	uint8_t cfa, bp, ra;
 };
+
+static inline int32_t clamp32(int64_t v, bool *ok)
+{
+	if (v < INT32_MIN || v > INT32_MAX) {
+		*ok = false;
+		return 0;
+	}
+	return (int32_t)v;
+}
 
 /* A DWARF expression for the CFA that only reads rsp and constants, given
  * pc (the PLT's "rsp + 8 + ((rip & 15) >= 11) * 8" is the one in every
  * executable): evaluated twice with two values of rsp; linear in rsp means
  * rsp + off.  Returns false for anything else. */
-static bool eval_sp_linear(const uint8_t *p, const uint8_t *end, uintptr_t pc,
-                           int64_t *off)
+static __attribute__((noinline)) bool
+eval_sp_linear(const uint8_t *p, const uint8_t *end, uintptr_t pc, int64_t *off,
+               int64_t *st)
 {
 	int64_t res[2];
 	for (int pass = 0; pass < 2; pass++) {
 		int64_t sp = pass ? 4096 : 0;
-		int64_t st[8];
 		int n = 0;
 		struct rd r = {p, end, true};
 		while (r.ok && r.p < r.end) {
@@ -540,11 +557,10 @@ static bool expr_breg(const uint8_t *p, const uint8_t *end, unsigned *reg,
 }
 
 /* Runs instructions [p, end) while their location is <= target. */
-static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
+static __attribute__((noinline)) bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
                     uintptr_t loc, uintptr_t target, struct row *row,
-                    const struct row *init)
+                    const struct row *init, struct row *stack, int64_t *st)
 {
-	struct row stack[CFI_STATE_STACK];
 	int depth = 0;
 	struct rd r = {p, end, true};
 	unsigned ninsn = 0;
@@ -640,11 +656,11 @@ static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			continue;
 		case 0x0c: /* def_cfa */
 			reg = rd_uleb(&r);
-			row->cfa_off = (int64_t)rd_uleb(&r);
+			row->cfa_off = clamp32((int64_t)rd_uleb(&r), &r.ok);
 			goto set_cfa_reg;
 		case 0x12: /* def_cfa_sf */
 			reg = rd_uleb(&r);
-			row->cfa_off = rd_sleb(&r) * c->data_align;
+			row->cfa_off = clamp32(rd_sleb(&r) * c->data_align, &r.ok);
 			goto set_cfa_reg;
 		case 0x0d: /* def_cfa_register */
 			reg = rd_uleb(&r);
@@ -654,12 +670,12 @@ static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			}
 			goto set_cfa_reg;
 		case 0x0e: /* def_cfa_offset */
-			row->cfa_off = (int64_t)rd_uleb(&r);
+			row->cfa_off = clamp32((int64_t)rd_uleb(&r), &r.ok);
 			if (row->cfa == CFA_DEREF_BP)
 				row->cfa = CFA_BAD;
 			continue;
 		case 0x13: /* def_cfa_offset_sf */
-			row->cfa_off = rd_sleb(&r) * c->data_align;
+			row->cfa_off = clamp32(rd_sleb(&r) * c->data_align, &r.ok);
 			if (row->cfa == CFA_DEREF_BP)
 				row->cfa = CFA_BAD;
 			continue;
@@ -676,10 +692,10 @@ static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			    expr_breg(e, e + n - 1, &breg, &boff) &&
 			    breg == R_RBP) {
 				row->cfa = CFA_DEREF_BP;
-				row->cfa_off = boff;
-			} else if (eval_sp_linear(e, e + n, target, &boff)) {
+				row->cfa_off = clamp32(boff, &r.ok);
+			} else if (eval_sp_linear(e, e + n, target, &boff, st)) {
 				row->cfa = CFA_SP;
-				row->cfa_off = boff;
+				row->cfa_off = clamp32(boff, &r.ok);
 			} else {
 				row->cfa = CFA_BAD;
 			}
@@ -699,7 +715,7 @@ static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 				if (op == 0x10 && expr_breg(e, e + n, &breg, &boff) &&
 				    breg == R_RBP) {
 					row->bp = BP_AT_BP;
-					row->bp_off = boff;
+					row->bp_off = clamp32(boff, &r.ok);
 				} else {
 					row->bp = BP_LOST;
 				}
@@ -729,10 +745,10 @@ static bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 	set_offset:
 		if (reg == R_RBP) {
 			row->bp = BP_AT_CFA;
-			row->bp_off = off;
+			row->bp_off = clamp32(off, &r.ok);
 		} else if (reg == R_RA) {
 			row->ra = RA_AT;
-			row->ra_off = off;
+			row->ra_off = clamp32(off, &r.ok);
 		}
 		continue;
 	restore:
@@ -774,101 +790,124 @@ static struct cfi_rule make_rule(unsigned kind)
 /* Works out the rule for pc; `exact` when pc is the address of the
  * instruction to run next (the leaf, a frame a signal interrupted), not a
  * return address. */
-static struct cfi_rule fill(uintptr_t pc, bool exact)
+/* fill's working memory: in the capture context (client.h), so that a
+ * rule worked out inside a hook costs the program's stack only fill's few
+ * saved registers. */
+struct cfi_work {
+	struct dl_find_object fo;
+	struct cie c;
+	struct row row, init;
+	struct row stack[CFI_STATE_STACK];
+	int64_t st[8];
+};
+_Static_assert(sizeof(struct cfi_work) <=
+                       sizeof(((struct capture_ctx *)0)->cfi_work),
+               "cfi_work fits the capture context");
+
+static __attribute__((noinline)) struct cfi_rule
+fill(uintptr_t pc, bool exact, struct cfi_work *w)
 {
 	uintptr_t target = exact ? pc : pc - 1;
-	struct dl_find_object fo;
-	if (_dl_find_object((void *)target, &fo) != 0)
+	if (_dl_find_object((void *)target, &w->fo) != 0)
 		return make_rule(CFI_NOMODULE);
-	const uint8_t *fde = find_fde(fo.dlfo_eh_frame, target);
+	const uint8_t *fde = find_fde(w->fo.dlfo_eh_frame, target);
 	if (!fde)
 		return make_rule(CFI_NOCFI);
 	const uint8_t *body, *end;
 	uint32_t cie_off;
 	if (!record_span(fde, &body, &end, &cie_off) || cie_off == 0)
 		return make_rule(CFI_NOCFI);
-	struct cie c;
-	if (!parse_cie(body - 4 - cie_off, &c))
+	struct cie *cp = &w->c;
+	if (!parse_cie(body - 4 - cie_off, cp))
 		return make_rule(CFI_BAD);
 	struct rd r = {body, end, true};
-	uintptr_t start = rd_enc(&r, c.fde_enc, 0);
-	uintptr_t range = rd_enc(&r, (uint8_t)(c.fde_enc & 0x0f), 0);
+	uintptr_t start = rd_enc(&r, cp->fde_enc, 0);
+	uintptr_t range = rd_enc(&r, (uint8_t)(cp->fde_enc & 0x0f), 0);
 	if (!r.ok || target < start || target - start >= range)
 		return make_rule(CFI_NOCFI);
-	if (c.has_aug_data) {
+	if (cp->has_aug_data) {
 		uint64_t n = rd_uleb(&r);
 		if (!r.ok || n > (uint64_t)(end - r.p))
 			return make_rule(CFI_BAD);
 		r.p += n;
 	}
-	if (c.ra_reg != R_RA)
+	if (cp->ra_reg != R_RA)
 		return make_rule(CFI_BAD);
 	/* A signal frame's FDE (glibc's __restore_rt, "zRS") starts one
 	 * byte early, so a return address there finds it; its code is read
 	 * only then, inside the range the FDE says is code. */
-	if (c.signal)
+	if (cp->signal)
 		return make_rule(!exact && target - start + 1 + 9 <= range &&
 		                                 is_sigreturn(pc)
 		                         ? CFI_SIGNAL
 		                         : CFI_BAD);
 
-	struct row row = {.cfa = CFA_BAD, .bp = BP_SAME, .ra = RA_BAD};
-	if (!run_cfi(c.insns, c.insns_end, &c, start, target, &row, &row))
+	struct row *rw = &w->row;
+	*rw = (struct row){.cfa = CFA_BAD, .bp = BP_SAME, .ra = RA_BAD};
+	if (!run_cfi(cp->insns, cp->insns_end, cp, start, target, rw, rw,
+	             w->stack, w->st))
 		return make_rule(CFI_BAD);
-	struct row init = row;
-	if (!run_cfi(r.p, end, &c, start, target, &row, &init))
+	w->init = *rw;
+	if (!run_cfi(r.p, end, cp, start, target, rw, &w->init, w->stack,
+	             w->st))
 		return make_rule(CFI_BAD);
 
-	if (row.ra == RA_UNDEF)
+	if (rw->ra == RA_UNDEF)
 		return make_rule(CFI_END);
-	if (row.ra != RA_AT || row.cfa == CFA_BAD)
+	if (rw->ra != RA_AT || rw->cfa == CFA_BAD)
 		return make_rule(CFI_BAD);
 	struct cfi_rule out = make_rule(CFI_FRAME);
-	if (row.cfa_off < INT32_MIN || row.cfa_off > INT32_MAX ||
-	    row.ra_off % 8 || row.ra_off < -1024 || row.ra_off > 1016)
+	if (rw->ra_off % 8 || rw->ra_off < -1024 || rw->ra_off > 1016)
 		return make_rule(CFI_BAD);
-	out.cfa = row.cfa;
-	out.cfa_off = (int32_t)row.cfa_off;
-	out.ra_off8 = (int8_t)(row.ra_off / 8);
-	out.bp = row.bp;
-	if (row.bp == BP_AT_CFA || row.bp == BP_AT_BP) {
-		if (row.bp_off < INT16_MIN || row.bp_off > INT16_MAX)
+	out.cfa = rw->cfa;
+	out.cfa_off = rw->cfa_off;
+	out.ra_off8 = (int8_t)(rw->ra_off / 8);
+	out.bp = rw->bp;
+	if (rw->bp == BP_AT_CFA || rw->bp == BP_AT_BP) {
+		if (rw->bp_off < INT16_MIN || rw->bp_off > INT16_MAX)
 			out.bp = BP_LOST;
 		else
-			out.bp_off = (int16_t)row.bp_off;
+			out.bp_off = (int16_t)rw->bp_off;
 	}
 	return out;
 }
 
+/* Outside a hook (the exit's signal-frame check): on our own stack. */
+static __attribute__((noinline)) struct cfi_rule fill_here(uintptr_t pc,
+                                                           bool exact)
+{
+	struct cfi_work w;
+	return fill(pc, exact, &w);
+}
+
 /*
- * Three levels: this thread's last rules (hp_tls.rules, direct-mapped, no
- * atomics: only this thread and its signal handlers, which never capture
- * inside a capture, touch it), the shared cache, the CFI itself.
+ * Three levels: the capture context's last rules (direct-mapped, no
+ * atomics: a context has one user at a time), the shared cache, the CFI
+ * itself.
  */
-struct cfi_rule cfi_rule_for(uintptr_t pc, bool exact)
+struct cfi_rule cfi_rule_for(struct capture_ctx *t, uintptr_t pc, bool exact)
 {
 	struct cfi_rule r;
 	if (pc >> 48)
 		return make_rule(CFI_NOMODULE);
 	uint64_t key = cache_key(pc, exact);
-	struct client_tls *t = &hp_tls;
 	uint32_t i = (uint32_t)(pc ^ (pc >> 7)) & (HP_RULES_L1 - 1);
-	if (HP_LIKELY(t->rules[i].key == key)) {
+	if (HP_LIKELY(t && t->rules[i].key == key)) {
 		memcpy(&r, &t->rules[i].rule, sizeof(r));
 		return r;
 	}
 	if (!cache_get(key, &r)) {
-		r = fill(pc, exact);
+		r = t ? fill(pc, exact, (struct cfi_work *)(void *)t->cfi_work)
+		      : fill_here(pc, exact);
 		/* A pc outside every object may be code loaded later (or
 		 * JIT code that moves): not cached. */
 		if (r.kind == CFI_NOMODULE)
 			return r;
 		cache_put(key, r);
 	}
-	t->rules[i].key = 0; /* a handler's capture sees no half entry */
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	memcpy(&t->rules[i].rule, &r, sizeof(r));
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	t->rules[i].key = key;
+	if (t) {
+		memcpy(&t->rules[i].rule, &r, sizeof(r));
+		t->rules[i].key = key;
+	}
 	return r;
 }

@@ -146,6 +146,35 @@ struct unwind_memo {
 	struct unwind_memo_frame f[HP_MEMO_FRAMES];
 };
 
+/*
+ * What a capture needs besides the program's stack: ~9 KiB, too much for
+ * the program's stack and for static TLS (glibc carves a thread's static
+ * TLS out of its stack: 9 KiB more made pthread_create fail with EINVAL
+ * for a program's 16 KiB threads).  A pool of these is mapped at attach;
+ * a thread claims one for each capture (unwind_ctx_claim), the one it had
+ * last when it is free.  Everything in it but the scratch frames is a
+ * cache that is right for any thread (rules are per pc, a memo is checked
+ * against the stack before use), so a context may pass from thread to
+ * thread.
+ */
+struct capture_ctx {
+	_Atomic uint32_t busy;
+	_Atomic uintptr_t owner; /* thread pointer of the last claimer */
+	uint8_t memo_cur;        /* memo[memo_cur] is the last capture's */
+	struct unwind_memo memo[2];
+	struct {
+		uint64_t key;
+		uint64_t rule;
+	} rules[HP_RULES_L1]; /* the last rules used (cfi.c) */
+	uint64_t frames[HP_MAX_FRAMES]; /* the capture's frames */
+	/* cfi.c's working memory when it works out a rule (the FDE lookup's
+	 * result, the interpreter's rows): here, not on the program's
+	 * stack. */
+	_Alignas(16) unsigned char cfi_work[512];
+	/* unwind.c's walk state (registers, bounds), for the same reason. */
+	_Alignas(16) unsigned char walk[128];
+};
+
 /* Per-thread state: the sampler and the re-entrancy guard. */
 struct client_tls {
 	int64_t bytes_left; /* bytes until the next sample point */
@@ -168,19 +197,8 @@ struct client_tls {
 	uint8_t stack_tried;
 	uintptr_t stack_lo, stack_hi;
 	uintptr_t alt_lo, alt_hi;
-	/* The frames of the capture in progress: here, not on the program's
-	 * stack (256 frames would be 2 KiB of it). */
-	uint64_t frames[HP_MAX_FRAMES];
-	/* This thread's most recent unwind rules (cfi.c): a hit costs no
-	 * miss in the shared rule cache. */
-	struct {
-		uint64_t key;
-		uint64_t rule;
-	} rules[HP_RULES_L1];
-	/* The last capture's frames and the one being made (memo_cur is
-	 * the last). */
-	uint8_t memo_cur;
-	struct unwind_memo memo[2];
+	/* The capture context this thread had last (unwind.c): a hint. */
+	uint16_t ctx_hint;
 };
 extern HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
@@ -266,13 +284,26 @@ HP_HIDDEN void unwind_init(void);
 #define HP_CAP_UNBOUNDED 4u /* on a stack it cannot bound: caller only */
 #define HP_CAP_LOW       8u /* less than HP_HOOK_STACK left: caller only */
 /* The most stack a hook may use, its capture included (the suite
- * measures it: tests/integration/test_capture.sh). */
-#define HP_HOOK_STACK 1024u
-/* Fills pcs (leaf first, the program's frames only: pcs[0] is the return
- * address into the function that called the hook); returns the count
- * (at least 1 when caller != 0) and sets *flags. */
-HP_HIDDEN uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
-                                  uintptr_t caller, uint32_t *flags);
+ * measures it: tests/integration/test_capture.sh).  A hook that finds
+ * less than that left below the program's frame records the allocation
+ * with its caller only, and with less than HP_HOOK_STACK_MIN not at all
+ * (both counted). */
+#define HP_HOOK_STACK     1024u
+#define HP_HOOK_STACK_MIN 640u
+/* The program's stack below its call into the hook: false when the stack
+ * cannot be bounded (*room is then UINTPTR_MAX, as when only its top is
+ * known). */
+HP_HIDDEN bool unwind_stack_room(uintptr_t *room);
+/* A capture context for this thread, or NULL when every one is busy
+ * (the capture then keeps the caller only).  Async-signal-safe. */
+HP_HIDDEN struct capture_ctx *unwind_ctx_claim(void);
+HP_HIDDEN void unwind_ctx_release(struct capture_ctx *c);
+/* Fills c->frames (leaf first, the program's frames only: frames[0] is the
+ * return address into the function that called the hook); returns the
+ * count (at least 1 when caller != 0) and sets *flags. */
+HP_HIDDEN uint32_t unwind_capture(struct capture_ctx *c, uint32_t max,
+                                  uint32_t mode, uintptr_t caller,
+                                  uint32_t *flags);
 /* Whether a signal handler is running on this thread's stack (true when
  * the unwind cannot tell). */
 HP_HIDDEN bool unwind_in_signal_handler(void);
@@ -308,8 +339,10 @@ HP_HIDDEN void cfi_forget(void);
 /* Bumped by every cfi_forget. */
 HP_HIDDEN uint32_t cfi_generation(void);
 /* The rule for pc: `exact` when pc is the next instruction to run (a
- * frame a signal interrupted), not a return address. */
-HP_HIDDEN struct cfi_rule cfi_rule_for(uintptr_t pc, bool exact);
+ * frame a signal interrupted), not a return address.  c: the capture
+ * context whose rules to look in first, or NULL. */
+HP_HIDDEN struct cfi_rule cfi_rule_for(struct capture_ctx *c, uintptr_t pc,
+                                       bool exact);
 
 #ifdef HP_UNWIND_ORACLE
 /* oracle.c (libheapprof-oracle.so only): checks a capture against libgcc's

@@ -431,6 +431,80 @@ bool recorder_record(uint32_t heap_id, uint64_t key, size_t size,
 	return record_keep_errno(heap_id, key, size, charged, objs, caller);
 }
 
+/* What the unwind gave (capture_part) to the rest (finish_part). */
+struct captured {
+	struct capture_ctx *cx; /* released by finish_part; NULL: none */
+	uint64_t *pcs;
+	uint32_t n, cap;
+	uint64_t one; /* the frame when there is no context */
+};
+
+/*
+ * The unwind, in a frame of its own called from a small one, so that the
+ * deepest the hook goes on the program's stack (a rule worked out from
+ * the CFI, under the unwind) has no recorder frame under it.  false: not
+ * recorded (too little stack left).
+ */
+static __attribute__((noinline)) bool
+capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
+{
+	struct hp_region *r = &s->region;
+	/* Room on the program's stack (a small alternate signal stack, a
+	 * small thread or coroutine stack): the unwind only with enough of
+	 * it, nothing at all with too little. */
+	uintptr_t room;
+	bool low = unwind_stack_room(&room) && room < HP_HOOK_STACK;
+	if (HP_UNLIKELY(low) && room < HP_HOOK_STACK_MIN) {
+		region_count(r, HP_CTR_STACK_LOW_SKIPPED, 1);
+		return false;
+	}
+	/* The frames go to a capture context, not our stack; without one
+	 * (all busy), the caller alone. */
+	struct capture_ctx *cx = low ? NULL : unwind_ctx_claim();
+	uint64_t *pcs = cx ? cx->frames : &k->one;
+	uint32_t cap = 0;
+	uint32_t n = 0;
+	if (HP_LIKELY(cx != NULL))
+		n = RECORDER_CAPTURE(cx, s->max_frames, s->unwind_mode, caller,
+		                     &cap);
+	else
+		cap = low ? HP_CAP_LOW : HP_CAP_UNBOUNDED;
+#ifdef HP_UNWIND_ORACLE
+	/* libheapprof-oracle.so: the capture against libgcc's unwinder. */
+	unwind_oracle_check(pcs, n, cap & HP_CAP_TRUNCATED,
+	                    (cap & (HP_CAP_UNBOUNDED | HP_CAP_LOW)) != 0);
+#endif
+	if (n == 0) {
+		/* Keep at least the caller of the hook. */
+		region_count(r, HP_CTR_UNWIND_ERRORS, 1);
+		pcs[0] = caller;
+		n = 1;
+	}
+	bool truncated = cap & HP_CAP_TRUNCATED;
+	if (HP_UNLIKELY(cap & ~HP_CAP_TRUNCATED)) {
+		if (cap & HP_CAP_STOPPED)
+			region_count(r, HP_CTR_UNWIND_STOPPED, 1);
+		if (cap & HP_CAP_UNBOUNDED)
+			region_count(r, HP_CTR_STACK_UNBOUNDED, 1);
+		if (cap & HP_CAP_LOW)
+			region_count(r, HP_CTR_STACK_LOW, 1);
+	}
+	if (truncated)
+		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);
+	k->cx = cx;
+	k->pcs = pcs;
+	k->n = n;
+	k->cap = cap;
+	return true;
+}
+
+
+struct captured;
+static __attribute__((noinline)) bool
+finish_part(struct client_slot *s, uint32_t heap_id, uint64_t key, size_t size,
+            uint64_t charged, uint64_t objs, uint64_t ts,
+            const struct captured *k);
+
 static inline __attribute__((always_inline)) bool
 record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
        uint64_t objs, uintptr_t caller)
@@ -460,35 +534,26 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	/* When it was allocated, as near the allocator's return as we get. */
 	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
 
-	/* The frames go to this thread's buffer, not our stack: in_hook
-	 * keeps a nested hook (a signal handler's) out of it. */
-	uint64_t *pcs = t->frames;
-	uint32_t cap = 0;
-	uint32_t n = RECORDER_CAPTURE(pcs, s->max_frames, s->unwind_mode,
-	                              caller, &cap);
-#ifdef HP_UNWIND_ORACLE
-	/* libheapprof-oracle.so: the capture against libgcc's unwinder. */
-	unwind_oracle_check(pcs, n, cap & HP_CAP_TRUNCATED,
-	                    (cap & (HP_CAP_UNBOUNDED | HP_CAP_LOW)) != 0);
-#endif
-	if (n == 0) {
-		/* Keep at least the caller of the hook. */
-		region_count(r, HP_CTR_UNWIND_ERRORS, 1);
-		pcs[0] = caller;
-		n = 1;
+	struct captured k;
+	if (!capture_part(s, caller, &k)) {
+		t->in_hook = 0;
+		return false;
 	}
-	bool truncated = cap & HP_CAP_TRUNCATED;
-	if (HP_UNLIKELY(cap & ~HP_CAP_TRUNCATED)) {
-		if (cap & HP_CAP_STOPPED)
-			region_count(r, HP_CTR_UNWIND_STOPPED, 1);
-		if (cap & HP_CAP_UNBOUNDED)
-			region_count(r, HP_CTR_STACK_UNBOUNDED, 1);
-		if (cap & HP_CAP_LOW)
-			region_count(r, HP_CTR_STACK_LOW, 1);
-	}
-	if (truncated)
-		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);
+	return finish_part(s, heap_id, key, size, charged, objs, ts, &k);
+}
 
+/* The rest of a recorded allocation, in a frame of its own that exists
+ * only after the unwind returned. */
+static __attribute__((noinline)) bool
+finish_part(struct client_slot *s, uint32_t heap_id, uint64_t key, size_t size,
+            uint64_t charged, uint64_t objs, uint64_t ts,
+            const struct captured *k)
+{
+	struct client_tls *t = &hp_tls;
+	struct hp_region *r = &s->region;
+	uint64_t *pcs = k->pcs;
+	uint32_t n = k->n;
+	bool truncated = k->cap & HP_CAP_TRUNCATED;
 	bool grown = false;
 	uint32_t id;
 	uint32_t pressure;
@@ -562,6 +627,7 @@ again:;
 		adapt_live(s, key, seen);
 	if (HP_UNLIKELY(s->traced))
 		trace_alloc(s, key, &v, rc != 0);
+	unwind_ctx_release(k->cx);
 	t->in_hook = 0;
 	return true;
 }

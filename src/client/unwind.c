@@ -37,6 +37,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -99,9 +100,89 @@ void unwind_setup(void)
 		pd_tid_off = (int32_t)tid[2];
 }
 
+/* ---- capture contexts -----------------------------------------------
+ *
+ * A pool mapped at the first attach (async-signal-safe mmap; never
+ * unmapped).  A thread looks first at the context it had last, then at a
+ * few slots from a hash of its thread pointer; it takes one that is owned
+ * by it or, failing that, any free one.  A context taken from another
+ * live thread is fine: that thread takes another next time. */
+#define CTX_COUNT 512
+#define CTX_PROBE 8
+static struct capture_ctx *ctx_pool;
+
 void unwind_init(void)
 {
 	cfi_init();
+	if (__atomic_load_n(&ctx_pool, __ATOMIC_ACQUIRE))
+		return;
+	size_t size = CTX_COUNT * sizeof(struct capture_ctx);
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return; /* every capture keeps its caller only */
+	void *expect = NULL;
+	if (!__atomic_compare_exchange_n(&ctx_pool, &expect, m, false,
+	                                 __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		munmap(m, size);
+}
+
+static inline bool ctx_take(struct capture_ctx *c)
+{
+	uint32_t free_ = 0;
+	return atomic_load_explicit(&c->busy, memory_order_relaxed) == 0 &&
+	       atomic_compare_exchange_strong_explicit(&c->busy, &free_, 1,
+	                                               memory_order_acquire,
+	                                               memory_order_relaxed);
+}
+
+struct capture_ctx *unwind_ctx_claim(void)
+{
+	struct capture_ctx *pool = __atomic_load_n(&ctx_pool, __ATOMIC_ACQUIRE);
+	if (!pool)
+		return NULL;
+	struct client_tls *t = &hp_tls;
+	uintptr_t tp = thread_pointer();
+	struct capture_ctx *c = &pool[t->ctx_hint % CTX_COUNT];
+	if (HP_LIKELY(ctx_take(c))) {
+		if (HP_LIKELY(atomic_load_explicit(&c->owner,
+		                                   memory_order_relaxed) == tp))
+			return c;
+		atomic_store_explicit(&c->busy, 0, memory_order_release);
+	}
+	uint32_t h = (uint32_t)((tp * 0x9E3779B97F4A7C15ull) >> 40);
+	struct capture_ctx *spare = NULL;
+	uint32_t spare_i = 0;
+	for (uint32_t k = 0; k < CTX_PROBE; k++) {
+		uint32_t i = (h + k) % CTX_COUNT;
+		c = &pool[i];
+		if (atomic_load_explicit(&c->owner, memory_order_relaxed) == tp) {
+			if (ctx_take(c)) {
+				if (atomic_load_explicit(&c->owner,
+				                         memory_order_relaxed) ==
+				    tp) {
+					t->ctx_hint = (uint16_t)i;
+					return c;
+				}
+				atomic_store_explicit(&c->busy, 0,
+				                      memory_order_release);
+			}
+		} else if (!spare && ctx_take(c)) {
+			spare = c;
+			spare_i = i;
+		}
+	}
+	if (!spare)
+		return NULL;
+	atomic_store_explicit(&spare->owner, tp, memory_order_relaxed);
+	t->ctx_hint = (uint16_t)spare_i;
+	return spare;
+}
+
+void unwind_ctx_release(struct capture_ctx *c)
+{
+	if (c)
+		atomic_store_explicit(&c->busy, 0, memory_order_release);
 }
 
 uint32_t unwind_thread_id(void)
@@ -321,7 +402,8 @@ struct reads {
 
 /* One step from the frame at r (its rule c) to its caller.  0: done (the
  * outermost frame), 1: stepped, -1: stopped early. */
-static int step(struct client_tls *t, struct regs *r, struct bounds *b,
+static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
+                struct bounds *b,
                 struct cfi_rule c, bool *exact, bool dwarf,
                 struct reads *rd)
 {
@@ -371,7 +453,8 @@ static int step(struct client_tls *t, struct regs *r, struct bounds *b,
 			return 0;
 		/* Without --unwind fp, a frame found this way must return into
 		 * code we know. */
-		return !dwarf || cfi_rule_for(r->pc, false).kind != CFI_NOMODULE
+		return !dwarf || cfi_rule_for(cx, r->pc, false).kind !=
+		                         CFI_NOMODULE
 		               ? 1
 		               : -1;
 	case CFI_FRAME:
@@ -428,6 +511,16 @@ static int step(struct client_tls *t, struct regs *r, struct bounds *b,
 	*exact = false;
 	return ra ? 1 : 0;
 }
+
+/* unwind_capture's state, in capture_ctx.walk. */
+struct capture_walk {
+	struct regs r, before;
+	struct bounds b;
+	struct reads rd;
+};
+_Static_assert(sizeof(struct capture_walk) <=
+                       sizeof(((struct capture_ctx *)0)->walk),
+               "capture_walk fits the capture context");
 
 /* ---- reuse ----------------------------------------------------------
  *
@@ -510,14 +603,18 @@ program_regs(struct regs *r)
 	return false;
 }
 
-__attribute__((noinline)) uint32_t unwind_capture(uint64_t *pcs, uint32_t max,
-                                                  uint32_t mode,
+__attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
+                                                  uint32_t max, uint32_t mode,
                                                   uintptr_t caller,
                                                   uint32_t *flags)
 {
 	struct client_tls *t = &hp_tls;
-	struct regs r;
-	struct bounds b;
+	uint64_t *pcs = cx->frames;
+	/* The walk's state lives in the context, not on the program's
+	 * stack: under it, a rule may still be worked out (cfi.c). */
+	struct capture_walk *w = (struct capture_walk *)(void *)cx->walk;
+#define r (w->r)
+#define b (w->b)
 	*flags = 0;
 	if (!program_regs(&r))
 		goto caller_only;
@@ -525,15 +622,11 @@ __attribute__((noinline)) uint32_t unwind_capture(uint64_t *pcs, uint32_t max,
 		*flags = HP_CAP_UNBOUNDED;
 		goto caller_only;
 	}
-	if (b.lo && r.sp - b.lo < HP_HOOK_STACK) {
-		*flags = HP_CAP_LOW;
-		goto caller_only;
-	}
 	uint32_t n = 0;
 	bool exact = false;
 	uint32_t gen = cfi_generation();
-	struct unwind_memo *pm = &t->memo[t->memo_cur];
-	struct unwind_memo *nm = &t->memo[t->memo_cur ^ 1];
+	struct unwind_memo *pm = &cx->memo[cx->memo_cur];
+	struct unwind_memo *nm = &cx->memo[cx->memo_cur ^ 1];
 	bool reuse = pm->n && pm->gen == gen && pm->mode == mode;
 	uint32_t m = 0;  /* the last capture's frames below r.sp are behind */
 	int32_t k = -1;  /* the last capture's frame equal to r, if any */
@@ -550,7 +643,7 @@ __attribute__((noinline)) uint32_t unwind_capture(uint64_t *pcs, uint32_t max,
 		if (n == max) {
 			struct cfi_rule c = mode == HP_UNWIND_FP
 			                            ? (struct cfi_rule){.kind = CFI_NOCFI}
-			                            : cfi_rule_for(r.pc, exact);
+			                            : cfi_rule_for(cx, r.pc, exact);
 			if (c.kind != CFI_END)
 				*flags |= HP_CAP_TRUNCATED;
 			if (mf)
@@ -578,13 +671,14 @@ __attribute__((noinline)) uint32_t unwind_capture(uint64_t *pcs, uint32_t max,
 		if (mode == HP_UNWIND_FP)
 			c.kind = CFI_NOCFI;
 		else
-			c = cfi_rule_for(r.pc, exact);
-		struct regs before = r;
+			c = cfi_rule_for(cx, r.pc, exact);
+		w->before = r;
 		bool before_exact = exact;
-		struct reads rd;
-		int rc = step(t, &r, &b, c, &exact, mode != HP_UNWIND_FP, &rd);
+		int rc = step(t, cx, &r, &b, c, &exact, mode != HP_UNWIND_FP,
+		              &w->rd);
 		if (mf)
-			memo_set(mf, &before, before_exact, rc > 0 ? &rd : NULL);
+			memo_set(mf, &w->before, before_exact,
+			         rc > 0 ? &w->rd : NULL);
 		if (rc < 0)
 			*flags |= HP_CAP_STOPPED;
 		if (rc <= 0)
@@ -593,7 +687,7 @@ __attribute__((noinline)) uint32_t unwind_capture(uint64_t *pcs, uint32_t max,
 	nm->n = n < HP_MEMO_FRAMES ? n : HP_MEMO_FRAMES;
 	nm->gen = gen;
 	nm->mode = mode;
-	t->memo_cur ^= 1;
+	cx->memo_cur ^= 1;
 	return n;
 
 caller_only:
@@ -601,6 +695,21 @@ caller_only:
 		return 0;
 	pcs[0] = caller;
 	return 1;
+#undef r
+#undef b
+}
+
+__attribute__((noinline)) bool unwind_stack_room(uintptr_t *room)
+{
+	struct client_tls *t = &hp_tls;
+	struct regs r;
+	struct bounds b;
+	*room = UINTPTR_MAX;
+	if (!program_regs(&r) || !stack_bounds(t, r.sp, &b))
+		return false;
+	if (b.lo)
+		*room = r.sp > b.lo ? r.sp - b.lo : 0;
+	return true;
 }
 
 bool unwind_in_signal_handler(void)
@@ -612,11 +721,11 @@ bool unwind_in_signal_handler(void)
 		return true;
 	bool exact = false;
 	for (int depth = 0; depth < 1024; depth++) {
-		struct cfi_rule c = cfi_rule_for(r.pc, exact);
+		struct cfi_rule c = cfi_rule_for(NULL, r.pc, exact);
 		if (c.kind == CFI_SIGNAL)
 			return true;
 		struct reads rd;
-		int rc = step(t, &r, &b, c, &exact, true, &rd);
+		int rc = step(t, NULL, &r, &b, c, &exact, true, &rd);
 		if (rc == 0)
 			return false;
 		if (rc < 0)

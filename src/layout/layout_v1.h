@@ -79,6 +79,8 @@ enum hp_counter {
 	                          * recorded with their caller only */
 	HP_CTR_STACK_LOW,        /* samples with less than 1 KiB of stack left:
 	                          * recorded with their caller only */
+	HP_CTR_STACK_LOW_SKIPPED, /* ... with less than 640 bytes: not
+	                           * recorded at all */
 	HP_CTR_COUNT = 16
 };
 

@@ -34,9 +34,23 @@ struct client_slot *client_forked_unseen(void)
  * (per thread: test_threads_at_once's threads each set their own). */
 static __thread uint64_t cur_pc = 0x401000;
 
-uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
+static __thread struct capture_ctx stub_ctx;
+struct capture_ctx *unwind_ctx_claim(void)
+{
+	return &stub_ctx;
+}
+void unwind_ctx_release(struct capture_ctx *c)
+{
+}
+bool unwind_stack_room(uintptr_t *room)
+{
+	*room = UINTPTR_MAX;
+	return false;
+}
+uint32_t unwind_capture(struct capture_ctx *c, uint32_t max, uint32_t mode,
                         uintptr_t caller, uint32_t *flags)
 {
+	uint64_t *pcs = c->frames;
 	pcs[0] = cur_pc;
 	pcs[1] = 0x400100;
 	*flags = 0;

@@ -26,7 +26,20 @@ struct client_slot *client_forked_unseen(void)
 	return NULL;
 }
 /* recorder.c needs these; the sampler tests never reach them. */
-uint32_t unwind_capture(uint64_t *pcs, uint32_t max, uint32_t mode,
+static __thread struct capture_ctx stub_ctx;
+struct capture_ctx *unwind_ctx_claim(void)
+{
+	return &stub_ctx;
+}
+void unwind_ctx_release(struct capture_ctx *c)
+{
+}
+bool unwind_stack_room(uintptr_t *room)
+{
+	*room = UINTPTR_MAX;
+	return false;
+}
+uint32_t unwind_capture(struct capture_ctx *c, uint32_t max, uint32_t mode,
                         uintptr_t caller, uint32_t *flags)
 {
 	*flags = 0;
