@@ -42,19 +42,19 @@
 #include "client/client.h"
 
 /* DWARF pointer encodings (DW_EH_PE_*). */
-#define PE_ABSPTR  0x00
-#define PE_ULEB128 0x01
-#define PE_UDATA2  0x02
-#define PE_UDATA4  0x03
-#define PE_UDATA8  0x04
-#define PE_SLEB128 0x09
-#define PE_SDATA2  0x0a
-#define PE_SDATA4  0x0b
-#define PE_SDATA8  0x0c
-#define PE_PCREL   0x10
-#define PE_DATAREL 0x30
+#define PE_ABSPTR   0x00
+#define PE_ULEB128  0x01
+#define PE_UDATA2   0x02
+#define PE_UDATA4   0x03
+#define PE_UDATA8   0x04
+#define PE_SLEB128  0x09
+#define PE_SDATA2   0x0a
+#define PE_SDATA4   0x0b
+#define PE_SDATA8   0x0c
+#define PE_PCREL    0x10
+#define PE_DATAREL  0x30
 #define PE_INDIRECT 0x80
-#define PE_OMIT    0xff
+#define PE_OMIT     0xff
 
 /* x86-64 DWARF register numbers. */
 #define R_RBP 6
@@ -62,7 +62,7 @@
 #define R_RA  16
 
 /* How far the interpreter goes: bounds on a malformed or hostile FDE. */
-#define CFI_MAX_INSNS 4096
+#define CFI_MAX_INSNS   4096
 #define CFI_STATE_STACK 4
 
 /* ---- the rule cache ------------------------------------------------- */
@@ -71,10 +71,10 @@ struct cache_ent {
 	_Atomic uint64_t key; /* 0 empty, CACHE_BUSY while written */
 	_Atomic uint64_t val; /* struct cfi_rule */
 };
-#define CACHE_BITS 16
-#define CACHE_SIZE (1u << CACHE_BITS)
+#define CACHE_BITS  16
+#define CACHE_SIZE  (1u << CACHE_BITS)
 #define CACHE_PROBE 4
-#define CACHE_BUSY UINT64_MAX
+#define CACHE_BUSY  UINT64_MAX
 
 static struct cache_ent *cache;
 static _Atomic uint32_t cache_gen; /* bumped by cfi_forget (dlclose) */
@@ -127,12 +127,14 @@ static bool cache_get(uint64_t key, struct cfi_rule *out)
 	uint32_t h = cache_hash(key);
 	for (uint32_t i = 0; i < CACHE_PROBE; i++) {
 		struct cache_ent *e = &c[(h + i) & (CACHE_SIZE - 1)];
-		uint64_t k = atomic_load_explicit(&e->key, memory_order_acquire);
+		uint64_t k =
+		        atomic_load_explicit(&e->key, memory_order_acquire);
 		if (k == 0)
 			return false;
 		if (k != key)
 			continue;
-		uint64_t v = atomic_load_explicit(&e->val, memory_order_relaxed);
+		uint64_t v =
+		        atomic_load_explicit(&e->val, memory_order_relaxed);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&e->key, memory_order_relaxed) != key)
 			return false;
@@ -157,7 +159,8 @@ static void cache_put(uint64_t key, struct cfi_rule r)
 	uint64_t seen = 0;
 	for (uint32_t i = 0; i < CACHE_PROBE; i++) {
 		struct cache_ent *x = &c[(h + i) & (CACHE_SIZE - 1)];
-		uint64_t k = atomic_load_explicit(&x->key, memory_order_relaxed);
+		uint64_t k =
+		        atomic_load_explicit(&x->key, memory_order_relaxed);
 		if (k == key)
 			return; /* another thread filled it */
 		if (k == 0) {
@@ -173,8 +176,7 @@ static void cache_put(uint64_t key, struct cfi_rule r)
 		if (seen == CACHE_BUSY)
 			return;
 	}
-	if (!atomic_compare_exchange_strong_explicit(&e->key, &seen,
-	                                             CACHE_BUSY,
+	if (!atomic_compare_exchange_strong_explicit(&e->key, &seen, CACHE_BUSY,
 	                                             memory_order_acquire,
 	                                             memory_order_relaxed))
 		return;
@@ -297,7 +299,7 @@ static uintptr_t rd_enc(struct rd *r, uint8_t enc, uintptr_t data)
 
 /* The FDE covering pc, by the binary-search table of .eh_frame_hdr. */
 static __attribute__((noinline)) const uint8_t *find_fde(const uint8_t *hdr,
-                                                        uintptr_t pc)
+                                                         uintptr_t pc)
 {
 	if (!hdr || hdr[0] != 1)
 		return NULL;
@@ -307,8 +309,9 @@ static __attribute__((noinline)) const uint8_t *find_fde(const uint8_t *hdr,
 	uint64_t count = rd_enc(&r, cnt_enc, (uintptr_t)hdr);
 	/* Every linker writes datarel sdata4 pairs; anything else is
 	 * treated as no CFI. */
-	if (!r.ok || cnt_enc == PE_OMIT || tab_enc != (PE_DATAREL | PE_SDATA4) ||
-	    count == 0 || count > (1u << 28))
+	if (!r.ok || cnt_enc == PE_OMIT ||
+	    tab_enc != (PE_DATAREL | PE_SDATA4) || count == 0 ||
+	    count > (1u << 28))
 		return NULL;
 	const int32_t *tab = (const int32_t *)(const void *)r.p;
 	intptr_t rel = (intptr_t)(pc - (uintptr_t)hdr);
@@ -451,9 +454,10 @@ static inline int32_t clamp32(int64_t v, bool *ok)
  * pc (the PLT's "rsp + 8 + ((rip & 15) >= 11) * 8" is the one in every
  * executable): evaluated twice with two values of rsp; linear in rsp means
  * rsp + off.  Returns false for anything else. */
-static __attribute__((noinline)) bool
-eval_sp_linear(const uint8_t *p, const uint8_t *end, uintptr_t pc, int64_t *off,
-               int64_t *st)
+static __attribute__((noinline)) bool eval_sp_linear(const uint8_t *p,
+                                                     const uint8_t *end,
+                                                     uintptr_t pc, int64_t *off,
+                                                     int64_t *st)
 {
 	int64_t res[2];
 	for (int pass = 0; pass < 2; pass++) {
@@ -491,14 +495,30 @@ eval_sp_linear(const uint8_t *p, const uint8_t *end, uintptr_t pc, int64_t *off,
 				if (n == 8)
 					return false;
 				switch (op) {
-				case 0x08: a = (int64_t)rd_fixed(&r, 1); break;
-				case 0x09: a = (int8_t)rd_fixed(&r, 1); break;
-				case 0x0a: a = (int64_t)rd_fixed(&r, 2); break;
-				case 0x0b: a = (int16_t)rd_fixed(&r, 2); break;
-				case 0x0c: a = (int64_t)rd_fixed(&r, 4); break;
-				case 0x0d: a = (int32_t)rd_fixed(&r, 4); break;
-				case 0x10: a = (int64_t)rd_uleb(&r); break;
-				default: a = rd_sleb(&r); break;
+				case 0x08:
+					a = (int64_t)rd_fixed(&r, 1);
+					break;
+				case 0x09:
+					a = (int8_t)rd_fixed(&r, 1);
+					break;
+				case 0x0a:
+					a = (int64_t)rd_fixed(&r, 2);
+					break;
+				case 0x0b:
+					a = (int16_t)rd_fixed(&r, 2);
+					break;
+				case 0x0c:
+					a = (int64_t)rd_fixed(&r, 4);
+					break;
+				case 0x0d:
+					a = (int32_t)rd_fixed(&r, 4);
+					break;
+				case 0x10:
+					a = (int64_t)rd_uleb(&r);
+					break;
+				default:
+					a = rd_sleb(&r);
+					break;
 				}
 				st[n++] = a;
 				continue;
@@ -515,19 +535,45 @@ eval_sp_linear(const uint8_t *p, const uint8_t *end, uintptr_t pc, int64_t *off,
 			b = st[--n];
 			a = st[n - 1];
 			switch (op) {
-			case 0x1a: a &= b; break;                      /* and */
-			case 0x21: a |= b; break;                      /* or */
-			case 0x22: a += b; break;                      /* plus */
-			case 0x1c: a -= b; break;                      /* minus */
-			case 0x1e: a *= b; break;                      /* mul */
-			case 0x24: a = (int64_t)((uint64_t)a << (b & 63)); break;
-			case 0x25: a = (int64_t)((uint64_t)a >> (b & 63)); break;
-			case 0x29: a = a == b; break;                  /* eq */
-			case 0x2a: a = a >= b; break;                  /* ge */
-			case 0x2b: a = a > b; break;                   /* gt */
-			case 0x2c: a = a <= b; break;                  /* le */
-			case 0x2d: a = a < b; break;                   /* lt */
-			case 0x2e: a = a != b; break;                  /* ne */
+			case 0x1a:
+				a &= b;
+				break; /* and */
+			case 0x21:
+				a |= b;
+				break; /* or */
+			case 0x22:
+				a += b;
+				break; /* plus */
+			case 0x1c:
+				a -= b;
+				break; /* minus */
+			case 0x1e:
+				a *= b;
+				break; /* mul */
+			case 0x24:
+				a = (int64_t)((uint64_t)a << (b & 63));
+				break;
+			case 0x25:
+				a = (int64_t)((uint64_t)a >> (b & 63));
+				break;
+			case 0x29:
+				a = a == b;
+				break; /* eq */
+			case 0x2a:
+				a = a >= b;
+				break; /* ge */
+			case 0x2b:
+				a = a > b;
+				break; /* gt */
+			case 0x2c:
+				a = a <= b;
+				break; /* le */
+			case 0x2d:
+				a = a < b;
+				break; /* lt */
+			case 0x2e:
+				a = a != b;
+				break; /* ne */
 			default:
 				return false;
 			}
@@ -557,9 +603,10 @@ static bool expr_breg(const uint8_t *p, const uint8_t *end, unsigned *reg,
 }
 
 /* Runs instructions [p, end) while their location is <= target. */
-static __attribute__((noinline)) bool run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
-                    uintptr_t loc, uintptr_t target, struct row *row,
-                    const struct row *init, struct row *stack, int64_t *st)
+static __attribute__((noinline)) bool
+run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
+        uintptr_t loc, uintptr_t target, struct row *row,
+        const struct row *init, struct row *stack, int64_t *st)
 {
 	int depth = 0;
 	struct rd r = {p, end, true};
@@ -597,7 +644,9 @@ static __attribute__((noinline)) bool run_cfi(const uint8_t *p, const uint8_t *e
 		case 0x02: /* advance_loc1 */
 		case 0x03: /* advance_loc2 */
 		case 0x04: /* advance_loc4 */
-			loc += rd_fixed(&r, op == 0x02 ? 1 : op == 0x03 ? 2 : 4) *
+			loc += rd_fixed(&r, op == 0x02   ? 1
+			                    : op == 0x03 ? 2
+			                                 : 4) *
 			       c->code_align;
 			if (loc > target)
 				return true;
@@ -660,7 +709,8 @@ static __attribute__((noinline)) bool run_cfi(const uint8_t *p, const uint8_t *e
 			goto set_cfa_reg;
 		case 0x12: /* def_cfa_sf */
 			reg = rd_uleb(&r);
-			row->cfa_off = clamp32(rd_sleb(&r) * c->data_align, &r.ok);
+			row->cfa_off =
+			        clamp32(rd_sleb(&r) * c->data_align, &r.ok);
 			goto set_cfa_reg;
 		case 0x0d: /* def_cfa_register */
 			reg = rd_uleb(&r);
@@ -675,7 +725,8 @@ static __attribute__((noinline)) bool run_cfi(const uint8_t *p, const uint8_t *e
 				row->cfa = CFA_BAD;
 			continue;
 		case 0x13: /* def_cfa_offset_sf */
-			row->cfa_off = clamp32(rd_sleb(&r) * c->data_align, &r.ok);
+			row->cfa_off =
+			        clamp32(rd_sleb(&r) * c->data_align, &r.ok);
 			if (row->cfa == CFA_DEREF_BP)
 				row->cfa = CFA_BAD;
 			continue;
@@ -693,7 +744,8 @@ static __attribute__((noinline)) bool run_cfi(const uint8_t *p, const uint8_t *e
 			    breg == R_RBP) {
 				row->cfa = CFA_DEREF_BP;
 				row->cfa_off = clamp32(boff, &r.ok);
-			} else if (eval_sp_linear(e, e + n, target, &boff, st)) {
+			} else if (eval_sp_linear(e, e + n, target, &boff,
+			                          st)) {
 				row->cfa = CFA_SP;
 				row->cfa_off = clamp32(boff, &r.ok);
 			} else {
@@ -712,7 +764,8 @@ static __attribute__((noinline)) bool run_cfi(const uint8_t *p, const uint8_t *e
 			unsigned breg;
 			int64_t boff;
 			if (reg == R_RBP) {
-				if (op == 0x10 && expr_breg(e, e + n, &breg, &boff) &&
+				if (op == 0x10 &&
+				    expr_breg(e, e + n, &breg, &boff) &&
 				    breg == R_RBP) {
 					row->bp = BP_AT_BP;
 					row->bp_off = clamp32(boff, &r.ok);
@@ -804,8 +857,8 @@ _Static_assert(sizeof(struct cfi_work) <=
                        sizeof(((struct capture_ctx *)0)->cfi_work),
                "cfi_work fits the capture context");
 
-static __attribute__((noinline)) struct cfi_rule
-fill(uintptr_t pc, bool exact, struct cfi_work *w)
+static __attribute__((noinline)) struct cfi_rule fill(uintptr_t pc, bool exact,
+                                                      struct cfi_work *w)
 {
 	uintptr_t target = exact ? pc : pc - 1;
 	if (_dl_find_object((void *)target, &w->fo) != 0)

@@ -128,7 +128,7 @@ static inline struct client_slot *client_cur(void)
 	return s;
 }
 
-#define HP_RULES_L1 64
+#define HP_RULES_L1    64
 #define HP_MEMO_FRAMES 64
 
 /* One frame of a capture, as the next capture may take it again (unwind.c,
@@ -165,7 +165,7 @@ struct capture_ctx {
 	struct {
 		uint64_t key;
 		uint64_t rule;
-	} rules[HP_RULES_L1]; /* the last rules used (cfi.c) */
+	} rules[HP_RULES_L1];           /* the last rules used (cfi.c) */
 	uint64_t frames[HP_MAX_FRAMES]; /* the capture's frames */
 	/* cfi.c's working memory when it works out a rule (the FDE lookup's
 	 * result, the interpreter's rows): here, not on the program's
@@ -279,8 +279,9 @@ HP_HIDDEN void unwind_setup(void);
 HP_HIDDEN void unwind_init(void);
 /* What a capture says besides its frames (HP_CAP_*). */
 #define HP_CAP_TRUNCATED 1u /* deeper than max: cut there */
-#define HP_CAP_STOPPED   2u /* ended early: a read it could not prove
-                              * safe, or no rule for a frame */
+#define HP_CAP_STOPPED                                                         \
+	2u                  /* ended early: a read it could not prove          \
+	                     * safe, or no rule for a frame */
 #define HP_CAP_UNBOUNDED 4u /* on a stack it cannot bound: caller only */
 #define HP_CAP_LOW       8u /* less than HP_HOOK_STACK left: caller only */
 /* The most stack a hook may use, its capture included (the suite

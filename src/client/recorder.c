@@ -498,7 +498,6 @@ capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
 	return true;
 }
 
-
 struct captured;
 static __attribute__((noinline)) bool
 finish_part(struct client_slot *s, uint32_t heap_id, uint64_t key, size_t size,

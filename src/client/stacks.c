@@ -32,7 +32,8 @@ static _Atomic(dlclose_fn) real_dlclose;
 
 HP_EXPORT int dlclose(void *handle)
 {
-	dlclose_fn f = atomic_load_explicit(&real_dlclose, memory_order_acquire);
+	dlclose_fn f =
+	        atomic_load_explicit(&real_dlclose, memory_order_acquire);
 	if (!f) {
 		f = (dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
 		if (!f)

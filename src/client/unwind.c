@@ -86,7 +86,8 @@ void unwind_setup(void)
 		if (getrlimit(RLIMIT_STACK, &rl) == 0)
 			span = rl.rlim_cur;
 		if (span > (1ull << 30) || span < (128u << 10))
-			span = span < (128u << 10) ? (128u << 10) : (1ull << 30);
+			span = span < (128u << 10) ? (128u << 10)
+			                           : (1ull << 30);
 		main_lo = main_hi - span;
 	}
 	/* libthread_db's descriptions of glibc's struct pthread: exported
@@ -156,10 +157,11 @@ struct capture_ctx *unwind_ctx_claim(void)
 	for (uint32_t k = 0; k < CTX_PROBE; k++) {
 		uint32_t i = (h + k) % CTX_COUNT;
 		c = &pool[i];
-		if (atomic_load_explicit(&c->owner, memory_order_relaxed) == tp) {
+		if (atomic_load_explicit(&c->owner, memory_order_relaxed) ==
+		    tp) {
 			if (ctx_take(c)) {
-				if (atomic_load_explicit(&c->owner,
-				                         memory_order_relaxed) ==
+				if (atomic_load_explicit(
+				            &c->owner, memory_order_relaxed) ==
 				    tp) {
 					t->ctx_hint = (uint16_t)i;
 					return c;
@@ -189,8 +191,9 @@ uint32_t unwind_thread_id(void)
 {
 	if (pd_tid_off >= 0) {
 		int32_t tid;
-		__builtin_memcpy(&tid, (const void *)(thread_pointer() +
-		                                      (uintptr_t)pd_tid_off),
+		__builtin_memcpy(&tid,
+		                 (const void *)(thread_pointer() +
+		                                (uintptr_t)pd_tid_off),
 		                 4);
 		if (tid > 0)
 			return (uint32_t)tid;
@@ -225,12 +228,11 @@ void unwind_note_stack(const void *sp, size_t size)
 	uint32_t i = atomic_fetch_add_explicit(&known_next, 1,
 	                                       memory_order_relaxed) %
 	             KNOWN_STACKS;
-	uintptr_t old = atomic_load_explicit(&known[i].hi,
-	                                     memory_order_relaxed);
-	if (old == 1 ||
-	    !atomic_compare_exchange_strong_explicit(&known[i].hi, &old, 1,
-	                                             memory_order_acquire,
-	                                             memory_order_relaxed))
+	uintptr_t old =
+	        atomic_load_explicit(&known[i].hi, memory_order_relaxed);
+	if (old == 1 || !atomic_compare_exchange_strong_explicit(
+	                        &known[i].hi, &old, 1, memory_order_acquire,
+	                        memory_order_relaxed))
 		return;
 	atomic_store_explicit(&known[i].lo, lo, memory_order_relaxed);
 	atomic_store_explicit(&known[i].hi, hi, memory_order_release);
@@ -390,7 +392,7 @@ static inline bool load(const struct bounds *b, uintptr_t lo, uintptr_t a,
 }
 
 /* Offsets of rip, rsp, rbp in the kernel's ucontext on x86-64. */
-#define UC_GREGS ((uintptr_t)__builtin_offsetof(ucontext_t, uc_mcontext))
+#define UC_GREGS ((uintptr_t) __builtin_offsetof(ucontext_t, uc_mcontext))
 
 /* The stack words a step read: where the return address and the
  * caller's rbp came from (0: not read), or that the step read more than
@@ -403,8 +405,7 @@ struct reads {
 /* One step from the frame at r (its rule c) to its caller.  0: done (the
  * outermost frame), 1: stepped, -1: stopped early. */
 static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
-                struct bounds *b,
-                struct cfi_rule c, bool *exact, bool dwarf,
+                struct bounds *b, struct cfi_rule c, bool *exact, bool dwarf,
                 struct reads *rd)
 {
 	uintptr_t cfa, v;
@@ -414,7 +415,8 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 	case CFI_END:
 		return 0;
 	case CFI_SIGNAL: {
-		/* The handler returned here with sp at the kernel's ucontext. */
+		/* The handler returned here with sp at the kernel's ucontext.
+		 */
 		rd->opaque = true;
 		uintptr_t g = r->sp + UC_GREGS;
 		uintptr_t pc, sp, bp;
@@ -438,8 +440,10 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 	case CFI_NOMODULE:
 		/* No rule: the frame-pointer chain, where it is there. */
 		if (r->bp_ok && r->bp == 0)
-			return 0; /* the chain's end, as thread starts mark it */
-		if (!r->bp_ok || r->bp < r->sp || !load(b, r->sp, r->bp + 8, &v))
+			return 0; /* the chain's end, as thread starts mark it
+			           */
+		if (!r->bp_ok || r->bp < r->sp ||
+		    !load(b, r->sp, r->bp + 8, &v))
 			return -1;
 		cfa = r->bp + 16;
 		r->pc = v;
@@ -454,7 +458,7 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 		/* Without --unwind fp, a frame found this way must return into
 		 * code we know. */
 		return !dwarf || cfi_rule_for(cx, r->pc, false).kind !=
-		                         CFI_NOMODULE
+		                               CFI_NOMODULE
 		               ? 1
 		               : -1;
 	case CFI_FRAME:
@@ -535,9 +539,9 @@ _Static_assert(sizeof(struct capture_walk) <=
  * program's stack is only read, never marked.  Signal frames and
  * realigned CFAs, whose steps read more, are always stepped again.
  */
-#define MF_BP_OK   1u
-#define MF_EXACT   2u
-#define MF_OPAQUE  4u /* the step read more than ra_at and bp_at */
+#define MF_BP_OK  1u
+#define MF_EXACT  2u
+#define MF_OPAQUE 4u /* the step read more than ra_at and bp_at */
 
 static inline bool memo_is(const struct unwind_memo_frame *f,
                            const struct regs *r, bool exact)
@@ -580,8 +584,7 @@ static inline bool memo_still(const struct unwind_memo_frame *f,
 
 /* The program's registers at its call into the hook: our frames are
  * skipped by their frame pointers.  false if the chain looks wrong. */
-static __attribute__((always_inline)) inline bool
-program_regs(struct regs *r)
+static __attribute__((always_inline)) inline bool program_regs(struct regs *r)
 {
 	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t here = fp, floor = fp;
@@ -628,8 +631,8 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	struct unwind_memo *pm = &cx->memo[cx->memo_cur];
 	struct unwind_memo *nm = &cx->memo[cx->memo_cur ^ 1];
 	bool reuse = pm->n && pm->gen == gen && pm->mode == mode;
-	uint32_t m = 0;  /* the last capture's frames below r.sp are behind */
-	int32_t k = -1;  /* the last capture's frame equal to r, if any */
+	uint32_t m = 0; /* the last capture's frames below r.sp are behind */
+	int32_t k = -1; /* the last capture's frame equal to r, if any */
 	for (;;) {
 		if (k < 0 && reuse) {
 			while (m < pm->n && pm->f[m].sp < r.sp)
@@ -641,9 +644,10 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		        n < HP_MEMO_FRAMES ? &nm->f[n] : NULL;
 		pcs[n++] = r.pc;
 		if (n == max) {
-			struct cfi_rule c = mode == HP_UNWIND_FP
-			                            ? (struct cfi_rule){.kind = CFI_NOCFI}
-			                            : cfi_rule_for(cx, r.pc, exact);
+			struct cfi_rule c =
+			        mode == HP_UNWIND_FP
+			                ? (struct cfi_rule){.kind = CFI_NOCFI}
+			                : cfi_rule_for(cx, r.pc, exact);
 			if (c.kind != CFI_END)
 				*flags |= HP_CAP_TRUNCATED;
 			if (mf)

@@ -426,7 +426,8 @@ static void test_stack_intern_many(void)
 			pcs[n++] = 0x5555555551a3ull;
 			pcs[n++] = 0x7ffff7c2724aull;
 			pcs[n++] = 0x7ffff7c27305ull;
-			uint32_t id = stacktab_intern(&r, 0, pcs, n, 0, &is_new);
+			uint32_t id =
+			        stacktab_intern(&r, 0, pcs, n, 0, &is_new);
 			CHECK(id != 0);
 			if (pass == 0) {
 				CHECK(is_new);
