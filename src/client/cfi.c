@@ -219,7 +219,7 @@ static int64_t rd_sleb(struct rd *r)
 		shift += 7;
 		if (!(b & 0x80)) {
 			if (shift < 64 && (b & 0x40))
-				v |= -((int64_t)1 << shift);
+				v |= (int64_t)(~(uint64_t)0 << shift);
 			return v;
 		}
 	}
@@ -441,6 +441,19 @@ struct row {
 	uint8_t cfa, bp, ra;
 };
 
+/* v * align, or 0 and not ok when that does not fit (a malformed FDE):
+ * never a signed overflow. */
+static inline int64_t scaled(int64_t v, int64_t align, bool *ok)
+{
+	int64_t out;
+	if (v > INT32_MAX || v < INT32_MIN ||
+	    __builtin_mul_overflow(v, align, &out)) {
+		*ok = false;
+		return 0;
+	}
+	return out;
+}
+
 static inline int32_t clamp32(int64_t v, bool *ok)
 {
 	if (v < INT32_MIN || v > INT32_MAX) {
@@ -457,32 +470,31 @@ static inline int32_t clamp32(int64_t v, bool *ok)
 static __attribute__((noinline)) bool eval_sp_linear(const uint8_t *p,
                                                      const uint8_t *end,
                                                      uintptr_t pc, int64_t *off,
-                                                     int64_t *st)
+                                                     uint64_t *st)
 {
-	int64_t res[2];
+	/* Unsigned arithmetic throughout: a hostile expression may overflow,
+	 * which must not be undefined behaviour here. */
+	uint64_t res[2];
 	for (int pass = 0; pass < 2; pass++) {
-		int64_t sp = pass ? 4096 : 0;
+		uint64_t sp = pass ? 4096 : 0;
 		int n = 0;
 		struct rd r = {p, end, true};
 		while (r.ok && r.p < r.end) {
 			uint8_t op = rd_u8(&r);
-			int64_t a, b;
+			uint64_t a, b;
 			if (op >= 0x30 && op <= 0x4f) { /* lit0..31 */
 				if (n == 8)
 					return false;
-				st[n++] = op - 0x30;
+				st[n++] = op - 0x30u;
 				continue;
 			}
 			switch (op) {
 			case 0x77: /* breg7 (rsp) */
-				if (n == 8)
-					return false;
-				st[n++] = sp + rd_sleb(&r);
-				continue;
 			case 0x80: /* breg16 (rip) */
 				if (n == 8)
 					return false;
-				st[n++] = (int64_t)pc + rd_sleb(&r);
+				st[n++] = (op == 0x77 ? sp : pc) +
+				          (uint64_t)rd_sleb(&r);
 				continue;
 			case 0x08: /* const1u */
 			case 0x09: /* const1s */
@@ -494,38 +506,27 @@ static __attribute__((noinline)) bool eval_sp_linear(const uint8_t *p,
 			case 0x11: /* consts */
 				if (n == 8)
 					return false;
-				switch (op) {
-				case 0x08:
-					a = (int64_t)rd_fixed(&r, 1);
-					break;
-				case 0x09:
-					a = (int8_t)rd_fixed(&r, 1);
-					break;
-				case 0x0a:
-					a = (int64_t)rd_fixed(&r, 2);
-					break;
-				case 0x0b:
-					a = (int16_t)rd_fixed(&r, 2);
-					break;
-				case 0x0c:
-					a = (int64_t)rd_fixed(&r, 4);
-					break;
-				case 0x0d:
-					a = (int32_t)rd_fixed(&r, 4);
-					break;
-				case 0x10:
-					a = (int64_t)rd_uleb(&r);
-					break;
-				default:
-					a = rd_sleb(&r);
-					break;
+				if (op == 0x10)
+					a = rd_uleb(&r);
+				else if (op == 0x11)
+					a = (uint64_t)rd_sleb(&r);
+				else {
+					unsigned bytes = 1u
+					                 << ((op - 0x08) / 2);
+					a = rd_fixed(&r, bytes);
+					if (op & 1) { /* signed: extend */
+						unsigned sh = 64 - 8 * bytes;
+						a = (uint64_t)((int64_t)(a
+						                         << sh) >>
+						               sh);
+					}
 				}
 				st[n++] = a;
 				continue;
 			case 0x23: /* plus_uconst */
 				if (n < 1)
 					return false;
-				st[n - 1] += (int64_t)rd_uleb(&r);
+				st[n - 1] += rd_uleb(&r);
 				continue;
 			default:
 				break;
@@ -534,6 +535,7 @@ static __attribute__((noinline)) bool eval_sp_linear(const uint8_t *p,
 				return false;
 			b = st[--n];
 			a = st[n - 1];
+			int64_t sa = (int64_t)a, sb = (int64_t)b;
 			switch (op) {
 			case 0x1a:
 				a &= b;
@@ -551,28 +553,28 @@ static __attribute__((noinline)) bool eval_sp_linear(const uint8_t *p,
 				a *= b;
 				break; /* mul */
 			case 0x24:
-				a = (int64_t)((uint64_t)a << (b & 63));
-				break;
+				a <<= (b & 63);
+				break; /* shl */
 			case 0x25:
-				a = (int64_t)((uint64_t)a >> (b & 63));
-				break;
+				a >>= (b & 63);
+				break; /* shr */
 			case 0x29:
-				a = a == b;
+				a = sa == sb;
 				break; /* eq */
 			case 0x2a:
-				a = a >= b;
+				a = sa >= sb;
 				break; /* ge */
 			case 0x2b:
-				a = a > b;
+				a = sa > sb;
 				break; /* gt */
 			case 0x2c:
-				a = a <= b;
+				a = sa <= sb;
 				break; /* le */
 			case 0x2d:
-				a = a < b;
+				a = sa < sb;
 				break; /* lt */
 			case 0x2e:
-				a = a != b;
+				a = sa != sb;
 				break; /* ne */
 			default:
 				return false;
@@ -585,7 +587,7 @@ static __attribute__((noinline)) bool eval_sp_linear(const uint8_t *p,
 	}
 	if (res[1] - res[0] != 4096)
 		return false;
-	*off = res[0];
+	*off = (int64_t)res[0];
 	return true;
 }
 
@@ -606,7 +608,7 @@ static bool expr_breg(const uint8_t *p, const uint8_t *end, unsigned *reg,
 static __attribute__((noinline)) bool
 run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
         uintptr_t loc, uintptr_t target, struct row *row,
-        const struct row *init, struct row *stack, int64_t *st)
+        const struct row *init, struct row *stack, uint64_t *st)
 {
 	int depth = 0;
 	struct rd r = {p, end, true};
@@ -626,7 +628,8 @@ run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 		}
 		if (hi2 == 0x80) { /* offset */
 			reg = lo6;
-			off = (int64_t)rd_uleb(&r) * c->data_align;
+			off = scaled((int64_t)rd_uleb(&r), c->data_align,
+			             &r.ok);
 			goto set_offset;
 		}
 		if (hi2 == 0xc0) { /* restore */
@@ -653,15 +656,17 @@ run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			continue;
 		case 0x05: /* offset_extended */
 			reg = rd_uleb(&r);
-			off = (int64_t)rd_uleb(&r) * c->data_align;
+			off = scaled((int64_t)rd_uleb(&r), c->data_align,
+			             &r.ok);
 			goto set_offset;
 		case 0x11: /* offset_extended_sf */
 			reg = rd_uleb(&r);
-			off = rd_sleb(&r) * c->data_align;
+			off = scaled(rd_sleb(&r), c->data_align, &r.ok);
 			goto set_offset;
 		case 0x2f: /* GNU_negative_offset_extended */
 			reg = rd_uleb(&r);
-			off = -(int64_t)rd_uleb(&r) * c->data_align;
+			off = -scaled((int64_t)rd_uleb(&r), c->data_align,
+			              &r.ok);
 			goto set_offset;
 		case 0x06: /* restore_extended */
 			reg = rd_uleb(&r);
@@ -709,8 +714,9 @@ run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 			goto set_cfa_reg;
 		case 0x12: /* def_cfa_sf */
 			reg = rd_uleb(&r);
-			row->cfa_off =
-			        clamp32(rd_sleb(&r) * c->data_align, &r.ok);
+			row->cfa_off = clamp32(
+			        scaled(rd_sleb(&r), c->data_align, &r.ok),
+			        &r.ok);
 			goto set_cfa_reg;
 		case 0x0d: /* def_cfa_register */
 			reg = rd_uleb(&r);
@@ -725,8 +731,9 @@ run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 				row->cfa = CFA_BAD;
 			continue;
 		case 0x13: /* def_cfa_offset_sf */
-			row->cfa_off =
-			        clamp32(rd_sleb(&r) * c->data_align, &r.ok);
+			row->cfa_off = clamp32(
+			        scaled(rd_sleb(&r), c->data_align, &r.ok),
+			        &r.ok);
 			if (row->cfa == CFA_DEREF_BP)
 				row->cfa = CFA_BAD;
 			continue;
@@ -851,7 +858,7 @@ struct cfi_work {
 	struct cie c;
 	struct row row, init;
 	struct row stack[CFI_STATE_STACK];
-	int64_t st[8];
+	uint64_t st[8];
 };
 _Static_assert(sizeof(struct cfi_work) <=
                        sizeof(((struct capture_ctx *)0)->cfi_work),
