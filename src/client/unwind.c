@@ -394,30 +394,27 @@ static inline bool load(const struct bounds *b, uintptr_t lo, uintptr_t a,
 /* Offsets of rip, rsp, rbp in the kernel's ucontext on x86-64. */
 #define UC_GREGS ((uintptr_t) __builtin_offsetof(ucontext_t, uc_mcontext))
 
-/* The stack words a step read: where the return address and the
- * caller's rbp came from (0: not read), or that the step read more than
- * that and cannot be checked by them (a signal frame, a realigned CFA). */
-struct reads {
-	uintptr_t ra_at, bp_at;
-	bool opaque;
-};
+/* unwind_memo_frame.flags (see "Reuse" below). */
+#define MF_BP_OK  1u
+#define MF_EXACT  2u
+#define MF_OPAQUE 4u /* the step read more than ra_at and bp_at */
 
 /* One step from the frame at r (its rule c) to its caller.  0: done (the
  * outermost frame), 1: stepped, -1: stopped early. */
 static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
                 struct bounds *b, struct cfi_rule c, bool *exact, bool dwarf,
-                struct reads *rd)
+                struct unwind_memo_frame *rd)
 {
 	uintptr_t cfa, v;
-	rd->ra_at = rd->bp_at = 0;
-	rd->opaque = false;
+	rd->ra_at = 0;
+	rd->bp_at = 0;
 	switch (c.kind) {
 	case CFI_END:
 		return 0;
 	case CFI_SIGNAL: {
 		/* The handler returned here with sp at the kernel's ucontext.
 		 */
-		rd->opaque = true;
+		rd->flags |= MF_OPAQUE;
 		uintptr_t g = r->sp + UC_GREGS;
 		uintptr_t pc, sp, bp;
 		if (!load(b, r->sp, g + 8 * REG_RIP, &pc) ||
@@ -473,7 +470,7 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 			return -1;
 		cfa = r->bp + (intptr_t)c.cfa_off;
 		if (c.cfa == CFI_CFA_DEREF_BP) {
-			rd->opaque = true;
+			rd->flags |= MF_OPAQUE;
 			if (!load(b, r->sp, cfa, &cfa))
 				return -1;
 		}
@@ -518,9 +515,9 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 
 /* unwind_capture's state, in capture_ctx.walk. */
 struct capture_walk {
-	struct regs r, before;
+	struct regs r;
 	struct bounds b;
-	struct reads rd;
+	struct unwind_memo_frame spare; /* past HP_MEMO_FRAMES */
 };
 _Static_assert(sizeof(struct capture_walk) <=
                        sizeof(((struct capture_ctx *)0)->walk),
@@ -539,9 +536,6 @@ _Static_assert(sizeof(struct capture_walk) <=
  * program's stack is only read, never marked.  Signal frames and
  * realigned CFAs, whose steps read more, are always stepped again.
  */
-#define MF_BP_OK  1u
-#define MF_EXACT  2u
-#define MF_OPAQUE 4u /* the step read more than ra_at and bp_at */
 
 static inline bool memo_is(const struct unwind_memo_frame *f,
                            const struct regs *r, bool exact)
@@ -551,35 +545,17 @@ static inline bool memo_is(const struct unwind_memo_frame *f,
 	               ((r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u));
 }
 
+/* A frame the next capture cannot step from by its words (the last one,
+ * cut at max_frames). */
 static inline void memo_set(struct unwind_memo_frame *f, const struct regs *r,
-                            bool exact, const struct reads *rd)
+                            bool exact)
 {
 	f->pc = r->pc;
 	f->sp = r->sp;
 	f->bp = r->bp;
-	f->flags = (r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
-	if (rd && !rd->opaque) {
-		f->ra_at = rd->ra_at;
-		f->bp_at = rd->bp_at;
-	} else {
-		f->ra_at = f->bp_at = 0;
-		f->flags |= MF_OPAQUE;
-	}
-}
-
-/* Would the step from f read what it read when it led to next? */
-static inline bool memo_still(const struct unwind_memo_frame *f,
-                              const struct unwind_memo_frame *next,
-                              const struct bounds *b)
-{
-	uintptr_t v;
-	if (f->flags & MF_OPAQUE)
-		return false;
-	if (!load(b, f->sp, f->ra_at, &v) || v != next->pc)
-		return false;
-	if (f->bp_at && (!load(b, f->sp, f->bp_at, &v) || v != next->bp))
-		return false;
-	return true;
+	f->flags = (r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u) |
+	           MF_OPAQUE;
+	f->ra_at = f->bp_at = 0;
 }
 
 /* The program's registers at its call into the hook: our frames are
@@ -651,38 +627,71 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			if (c.kind != CFI_END)
 				*flags |= HP_CAP_TRUNCATED;
 			if (mf)
-				memo_set(mf, &r, exact, NULL);
+				memo_set(mf, &r, exact);
 			break;
 		}
 		/* Reuse: the last capture went on from this very frame, and
 		 * the words its step read are still there: the step is the
 		 * same. */
-		if (k >= 0 && (uint32_t)k + 1 < pm->n &&
-		    memo_still(&pm->f[k], &pm->f[k + 1], &b)) {
-			if (mf)
-				*mf = pm->f[k];
-			const struct unwind_memo_frame *nf = &pm->f[k + 1];
-			r.pc = nf->pc;
-			r.sp = nf->sp;
-			r.bp = nf->bp;
-			r.bp_ok = nf->flags & MF_BP_OK;
-			exact = nf->flags & MF_EXACT;
-			k++;
-			continue;
+		if (k >= 0) {
+			/* A tight loop in registers: check a step, record the
+			 * caller, until a word changed or the memo ends. */
+			uint32_t j = (uint32_t)k, pn = pm->n;
+			uintptr_t hi = b.hi;
+			while (j + 1 < pn && n < max) {
+				const struct unwind_memo_frame *f = &pm->f[j];
+				const struct unwind_memo_frame *g = f + 1;
+				if ((f->flags & MF_OPAQUE) ||
+				    f->ra_at < f->sp || f->ra_at > hi - 8 ||
+				    word_at(f->ra_at) != g->pc ||
+				    (f->bp_at &&
+				     (f->bp_at < f->sp || f->bp_at > hi - 8 ||
+				      word_at(f->bp_at) != g->bp)))
+					break;
+				if (mf)
+					*mf = *f;
+				mf = n < HP_MEMO_FRAMES ? &nm->f[n] : NULL;
+				pcs[n++] = g->pc;
+				j++;
+			}
+			k = -1;
+			/* The frame recorded last is the memo's j-th. */
+			const struct unwind_memo_frame *cur = &pm->f[j];
+			r.pc = cur->pc;
+			r.sp = cur->sp;
+			r.bp = cur->bp;
+			r.bp_ok = cur->flags & MF_BP_OK;
+			exact = cur->flags & MF_EXACT;
+			if (n == max) {
+				struct cfi_rule c =
+				        mode == HP_UNWIND_FP
+				                ? (struct
+				                   cfi_rule){.kind = CFI_NOCFI}
+				                : cfi_rule_for(cx, r.pc, exact);
+				if (c.kind != CFI_END)
+					*flags |= HP_CAP_TRUNCATED;
+				if (mf)
+					memo_set(mf, &r, exact);
+				break;
+			}
 		}
-		k = -1;
 		struct cfi_rule c;
 		if (mode == HP_UNWIND_FP)
 			c.kind = CFI_NOCFI;
 		else
 			c = cfi_rule_for(cx, r.pc, exact);
-		w->before = r;
-		bool before_exact = exact;
-		int rc = step(t, cx, &r, &b, c, &exact, mode != HP_UNWIND_FP,
-		              &w->rd);
-		if (mf)
-			memo_set(mf, &w->before, before_exact,
-			         rc > 0 ? &w->rd : NULL);
+		/* The frame as it was before the step, and (written by the
+		 * step itself, so nothing is copied wide right after narrow
+		 * stores) the words the step read. */
+		struct unwind_memo_frame *f = mf ? mf : &w->spare;
+		f->pc = r.pc;
+		f->sp = r.sp;
+		f->bp = r.bp;
+		f->flags = (r.bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
+		int rc =
+		        step(t, cx, &r, &b, c, &exact, mode != HP_UNWIND_FP, f);
+		if (rc <= 0)
+			f->flags |= MF_OPAQUE;
 		if (rc < 0)
 			*flags |= HP_CAP_STOPPED;
 		if (rc <= 0)
@@ -728,7 +737,7 @@ bool unwind_in_signal_handler(void)
 		struct cfi_rule c = cfi_rule_for(NULL, r.pc, exact);
 		if (c.kind == CFI_SIGNAL)
 			return true;
-		struct reads rd;
+		struct unwind_memo_frame rd;
 		int rc = step(t, NULL, &r, &b, c, &exact, true, &rd);
 		if (rc == 0)
 			return false;
