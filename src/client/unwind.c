@@ -582,6 +582,14 @@ static __attribute__((always_inline)) inline bool program_regs(struct regs *r)
 	return false;
 }
 
+/* Would the stack go on past the frame at pc (cut at max_frames)? */
+static bool goes_on(struct capture_ctx *cx, uintptr_t pc, bool exact,
+                    uint32_t mode)
+{
+	return mode == HP_UNWIND_FP ||
+	       cfi_rule_for(cx, pc, exact).kind != CFI_END;
+}
+
 __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
                                                   uint32_t max, uint32_t mode,
                                                   uintptr_t caller,
@@ -620,11 +628,7 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		        n < HP_MEMO_FRAMES ? &nm->f[n] : NULL;
 		pcs[n++] = r.pc;
 		if (n == max) {
-			struct cfi_rule c =
-			        mode == HP_UNWIND_FP
-			                ? (struct cfi_rule){.kind = CFI_NOCFI}
-			                : cfi_rule_for(cx, r.pc, exact);
-			if (c.kind != CFI_END)
+			if (goes_on(cx, r.pc, exact, mode))
 				*flags |= HP_CAP_TRUNCATED;
 			if (mf)
 				memo_set(mf, &r, exact);
@@ -663,19 +667,14 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			r.bp_ok = cur->flags & MF_BP_OK;
 			exact = cur->flags & MF_EXACT;
 			if (n == max) {
-				struct cfi_rule c =
-				        mode == HP_UNWIND_FP
-				                ? (struct
-				                   cfi_rule){.kind = CFI_NOCFI}
-				                : cfi_rule_for(cx, r.pc, exact);
-				if (c.kind != CFI_END)
+				if (goes_on(cx, r.pc, exact, mode))
 					*flags |= HP_CAP_TRUNCATED;
 				if (mf)
 					memo_set(mf, &r, exact);
 				break;
 			}
 		}
-		struct cfi_rule c;
+		struct cfi_rule c = {0};
 		if (mode == HP_UNWIND_FP)
 			c.kind = CFI_NOCFI;
 		else
@@ -737,7 +736,7 @@ bool unwind_in_signal_handler(void)
 		struct cfi_rule c = cfi_rule_for(NULL, r.pc, exact);
 		if (c.kind == CFI_SIGNAL)
 			return true;
-		struct unwind_memo_frame rd;
+		struct unwind_memo_frame rd = {0};
 		int rc = step(t, NULL, &r, &b, c, &exact, true, &rd);
 		if (rc == 0)
 			return false;
