@@ -151,7 +151,7 @@ $(BUILD)/heapprof: $(CLI_OBJS)
 $(BUILD)/heapprofd: $(BUILD)/heapprof
 	ln -sf heapprof $@
 
-$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h tests/unit/unwind_stub.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJS) $(CLI_LIBS)
 

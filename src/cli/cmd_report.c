@@ -762,14 +762,12 @@ static void print_counters(sqlite3 *db, const struct rd_process *p)
 	int64_t stopped = stat_get(db, p->upid, "unwind_stopped");
 	int64_t unbounded = stat_get(db, p->upid, "stack_unbounded");
 	int64_t low = stat_get(db, p->upid, "stack_low");
-	int64_t skipped = stat_get(db, p->upid, "stack_low_skipped");
-	if (stopped > 0 || unbounded > 0 || low > 0 || skipped > 0)
+	if (stopped > 0 || unbounded > 0 || low > 0)
 		printf("  short stacks   %" PRId64 " ended early (no proven"
 		       " read or rule), %" PRId64 " on a stack heapprof"
-		       " cannot bound and %" PRId64 " with under 1 KiB of"
-		       " stack left (caller only), %" PRId64 " not recorded"
-		       " (under 640 bytes left)\n",
-		       stopped, unbounded, low, skipped);
+		       " cannot bound (caller only), %" PRId64 " not recorded"
+		       " (under 1 KiB of stack left)\n",
+		       stopped, unbounded, low);
 }
 
 static void print_process_header(sqlite3 *db, const struct rd_process *p,

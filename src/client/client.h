@@ -283,17 +283,18 @@ HP_HIDDEN void unwind_init(void);
 	2u                  /* ended early: a read it could not prove          \
 	                     * safe, or no rule for a frame */
 #define HP_CAP_UNBOUNDED 4u /* on a stack it cannot bound: caller only */
-#define HP_CAP_LOW       8u /* less than HP_HOOK_STACK left: caller only */
+#define HP_CAP_LOW       8u /* less than HP_HOOK_STACK left: not recorded */
 /* The most stack a hook may use, its capture included (the suite
  * measures it: tests/integration/test_capture.sh).  A hook that finds
- * less than that left below the program's frame records the allocation
- * with its caller only, and with less than HP_HOOK_STACK_MIN not at all
- * (both counted). */
-#define HP_HOOK_STACK     1024u
-#define HP_HOOK_STACK_MIN 640u
+ * less than that left below the program's frame does not record the
+ * allocation (counted: stack_low).  One threshold, not two: recording
+ * even the caller alone takes the recorder's deepest path (interning, a
+ * module scan), most of the budget. */
+#define HP_HOOK_STACK 1024u
 /* The program's stack below its call into the hook: false when the stack
  * cannot be bounded (*room is then UINTPTR_MAX, as when only its top is
- * known). */
+ * known).  For a hook without a capture context; the capture measures
+ * it itself. */
 HP_HIDDEN bool unwind_stack_room(uintptr_t *room);
 /* A capture context for this thread, or NULL when every one is busy
  * (the capture then keeps the caller only).  Async-signal-safe. */

@@ -449,30 +449,33 @@ static __attribute__((noinline)) bool
 capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
 {
 	struct hp_region *r = &s->region;
-	/* Room on the program's stack (a small alternate signal stack, a
-	 * small thread or coroutine stack): the unwind only with enough of
-	 * it, nothing at all with too little. */
-	uintptr_t room;
-	bool low = unwind_stack_room(&room) && room < HP_HOOK_STACK;
-	if (HP_UNLIKELY(low) && room < HP_HOOK_STACK_MIN) {
-		region_count(r, HP_CTR_STACK_LOW_SKIPPED, 1);
-		return false;
-	}
-	/* The frames go to a capture context, not our stack; without one
-	 * (all busy), the caller alone. */
-	struct capture_ctx *cx = low ? NULL : unwind_ctx_claim();
+	/* The frames go to a capture context, not our stack.  The capture
+	 * also measures the room left on the program's stack (a small
+	 * alternate signal stack, a small thread or coroutine stack): with
+	 * too little, nothing is recorded.  Without a context (all busy),
+	 * the caller alone, if the room allows. */
+	struct capture_ctx *cx = unwind_ctx_claim();
 	uint64_t *pcs = cx ? cx->frames : &k->one;
 	uint32_t cap = 0;
 	uint32_t n = 0;
-	if (HP_LIKELY(cx != NULL))
+	if (HP_LIKELY(cx != NULL)) {
 		n = RECORDER_CAPTURE(cx, s->max_frames, s->unwind_mode, caller,
 		                     &cap);
-	else
-		cap = low ? HP_CAP_LOW : HP_CAP_UNBOUNDED;
+	} else {
+		uintptr_t room;
+		cap = unwind_stack_room(&room) && room < HP_HOOK_STACK
+		              ? HP_CAP_LOW
+		              : HP_CAP_UNBOUNDED;
+	}
+	if (HP_UNLIKELY(cap & HP_CAP_LOW)) {
+		unwind_ctx_release(cx);
+		region_count(r, HP_CTR_STACK_LOW, 1);
+		return false;
+	}
 #ifdef HP_UNWIND_ORACLE
 	/* libheapprof-oracle.so: the capture against libgcc's unwinder. */
 	unwind_oracle_check(pcs, n, cap & HP_CAP_TRUNCATED,
-	                    (cap & (HP_CAP_UNBOUNDED | HP_CAP_LOW)) != 0);
+	                    (cap & HP_CAP_UNBOUNDED) != 0);
 #endif
 	if (n == 0) {
 		/* Keep at least the caller of the hook. */
@@ -486,8 +489,6 @@ capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
 			region_count(r, HP_CTR_UNWIND_STOPPED, 1);
 		if (cap & HP_CAP_UNBOUNDED)
 			region_count(r, HP_CTR_STACK_UNBOUNDED, 1);
-		if (cap & HP_CAP_LOW)
-			region_count(r, HP_CTR_STACK_LOW, 1);
 	}
 	if (truncated)
 		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);

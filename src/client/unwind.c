@@ -609,6 +609,11 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		*flags = HP_CAP_UNBOUNDED;
 		goto caller_only;
 	}
+	/* sp lies in [b.lo, b.hi); b.lo is 0 where only the top is known. */
+	if (b.lo && r.sp - b.lo < HP_HOOK_STACK) {
+		*flags = HP_CAP_LOW;
+		return 0;
+	}
 	uint32_t n = 0;
 	bool exact = false;
 	uint32_t gen = cfi_generation();

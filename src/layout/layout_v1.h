@@ -64,23 +64,21 @@ enum hp_counter {
 	 * stacks' alloc_count and free_count. */
 	HP_CTR_SAMPLES = 0,
 	HP_CTR_FREES_MATCHED,
-	HP_CTR_STACK_FULL,        /* samples charged to the overflow stack */
-	HP_CTR_STACK_FULL_BYTES,  /* ... and their charged bytes */
-	HP_CTR_LIVE_FULL,         /* samples whose free could not be tracked */
-	HP_CTR_LIVE_FULL_BYTES,   /* ... and their charged bytes */
-	HP_CTR_MODULE_FULL,       /* modules that did not fit */
-	HP_CTR_UNWIND_ERRORS,     /* unwinds that returned no frame */
-	HP_CTR_TRUNCATED_STACKS,  /* stacks cut at max_frames */
-	HP_CTR_REENTRANT,         /* calls skipped because already in a hook */
-	HP_CTR_UNWIND_STOPPED,    /* unwinds that ended early: a read outside
-	                           * the proven stack, or a frame no rule
-	                           * describes (the stack keeps what it had) */
-	HP_CTR_STACK_UNBOUNDED,   /* samples on a stack heapprof cannot bound:
-	                           * recorded with their caller only */
-	HP_CTR_STACK_LOW,         /* samples with less than 1 KiB of stack left:
-	                           * recorded with their caller only */
-	HP_CTR_STACK_LOW_SKIPPED, /* ... with less than 640 bytes: not
-	                           * recorded at all */
+	HP_CTR_STACK_FULL,       /* samples charged to the overflow stack */
+	HP_CTR_STACK_FULL_BYTES, /* ... and their charged bytes */
+	HP_CTR_LIVE_FULL,        /* samples whose free could not be tracked */
+	HP_CTR_LIVE_FULL_BYTES,  /* ... and their charged bytes */
+	HP_CTR_MODULE_FULL,      /* modules that did not fit */
+	HP_CTR_UNWIND_ERRORS,    /* unwinds that returned no frame */
+	HP_CTR_TRUNCATED_STACKS, /* stacks cut at max_frames */
+	HP_CTR_REENTRANT,        /* calls skipped because already in a hook */
+	HP_CTR_UNWIND_STOPPED,   /* unwinds that ended early: a read outside
+	                          * the proven stack, or a frame no rule
+	                          * describes (the stack keeps what it had) */
+	HP_CTR_STACK_UNBOUNDED,  /* samples on a stack heapprof cannot bound:
+	                          * recorded with their caller only */
+	HP_CTR_STACK_LOW,        /* samples with less than 1 KiB of stack left:
+	                          * not recorded */
 	HP_CTR_COUNT = 16
 };
 

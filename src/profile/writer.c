@@ -272,7 +272,6 @@ static const char *const counter_names[] = {
         [HP_CTR_UNWIND_STOPPED] = "unwind_stopped",
         [HP_CTR_STACK_UNBOUNDED] = "stack_unbounded",
         [HP_CTR_STACK_LOW] = "stack_low",
-        [HP_CTR_STACK_LOW_SKIPPED] = "stack_low_skipped",
 };
 
 /* Row ids we assign; saved at BEGIN so a rollback can restore them. */

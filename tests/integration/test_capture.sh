@@ -52,30 +52,7 @@ HANGS=0
 DIFFS=0
 SAN_RE='(AddressSanitizer|LeakSanitizer|ThreadSanitizer|UndefinedBehaviorSanitizer|runtime error:)'
 
-# leaf_table DB: "FUNC ao as o s" for every leaf function with rows (as
-# in test_safety.sh).
-leaf_table() {
-	sqlq "$1" "SELECT f.name || ' ' || $VIEWS_SQL
-	  FROM heap_profile_allocation a
-	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
-	  JOIN stack_profile_frame f ON c.frame_id = f.id
-	  GROUP BY f.name;"
-}
-
-# check_counts TAG DB OUT: every "count FUNC ao as o s" line of the
-# program's stdout OUT equals the profile's views of FUNC (no rows = 0s).
-check_counts() {
-	local tag=$1 db=$2 out=$3 tbl line fn want got
-	tbl=$(leaf_table "$db") || return 1
-	while read -r line; do
-		fn=$(printf '%s\n' "$line" | cut -d' ' -f2)
-		want=$(printf '%s\n' "$line" | cut -d' ' -f3-)
-		got=$(printf '%s\n' "$tbl" | awk -v f="$fn" '$1 == f { $1 = ""; sub(/^ /, ""); print; exit }')
-		[ -n "$got" ] || got="0 0 0 0"
-		assert_eq "$want" "$got" "$tag: $fn (alloc_objects alloc_space objects space)" || return 1
-	done < <(grep '^count ' "$out")
-	return 0
-}
+# leaf_table and check_counts: helpers.sh.
 
 # The program's stdout as compared: without the lines matching
 # $CC_VARIES (an ERE; lines whose numbers differ with a profiler by

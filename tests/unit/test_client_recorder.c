@@ -34,19 +34,7 @@ struct client_slot *client_forked_unseen(void)
  * (per thread: test_threads_at_once's threads each set their own). */
 static __thread uint64_t cur_pc = 0x401000;
 
-static __thread struct capture_ctx stub_ctx;
-struct capture_ctx *unwind_ctx_claim(void)
-{
-	return &stub_ctx;
-}
-void unwind_ctx_release(struct capture_ctx *c)
-{
-}
-bool unwind_stack_room(uintptr_t *room)
-{
-	*room = UINTPTR_MAX;
-	return false;
-}
+#include "unwind_stub.h"
 uint32_t unwind_capture(struct capture_ctx *c, uint32_t max, uint32_t mode,
                         uintptr_t caller, uint32_t *flags)
 {

@@ -26,19 +26,7 @@ struct client_slot *client_forked_unseen(void)
 	return NULL;
 }
 /* recorder.c needs these; the sampler tests never reach them. */
-static __thread struct capture_ctx stub_ctx;
-struct capture_ctx *unwind_ctx_claim(void)
-{
-	return &stub_ctx;
-}
-void unwind_ctx_release(struct capture_ctx *c)
-{
-}
-bool unwind_stack_room(uintptr_t *room)
-{
-	*room = UINTPTR_MAX;
-	return false;
-}
+#include "unwind_stub.h"
 uint32_t unwind_capture(struct capture_ctx *c, uint32_t max, uint32_t mode,
                         uintptr_t caller, uint32_t *flags)
 {

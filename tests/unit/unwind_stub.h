@@ -1,0 +1,24 @@
+/*
+ * The capture-context part of unwind.c, stubbed for unit tests that
+ * compile recorder.c in (test_client_recorder, test_sampler): one context
+ * per thread, and no stack to measure.  Each test defines its own
+ * unwind_capture and unwind_thread_id.
+ */
+#ifndef HEAPPROF_UNWIND_STUB_H
+#define HEAPPROF_UNWIND_STUB_H
+
+static __thread struct capture_ctx stub_ctx;
+struct capture_ctx *unwind_ctx_claim(void)
+{
+	return &stub_ctx;
+}
+void unwind_ctx_release(struct capture_ctx *c)
+{
+}
+bool unwind_stack_room(uintptr_t *room)
+{
+	*room = UINTPTR_MAX;
+	return false;
+}
+
+#endif
