@@ -330,6 +330,7 @@ static int slot_map(struct client_slot *s, int region_fd, uint64_t size,
 		memset(&s->region, 0, sizeof(s->region));
 		return rc;
 	}
+	region_populate_hot(&s->region);
 	recorder_slot_setup(s, gen);
 	keep_region_fd(s, region_fd);
 	atomic_store_explicit(&s->state, SLOT_MAPPED, memory_order_release);

@@ -270,6 +270,24 @@ static inline void client_on_alloc(void *p, size_t size, uintptr_t caller)
 		recorder_sample(p, size, charged, false, caller);
 }
 
+/*
+ * Called by every freeing hook for p != 0, only while hp_active.  Nearly
+ * every free is of an unsampled block, which the live filter tells here,
+ * with one byte load and no call; the rest (a block that may be sampled,
+ * a region grown since (prev), a forked child's first free, no filter at
+ * -i 1) take the recorder's path.
+ */
+static inline void client_on_free(void *p)
+{
+	struct client_slot *s =
+	        atomic_load_explicit(&hp_client.cur, memory_order_acquire);
+	if (HP_LIKELY(s != NULL && s->region.live_filter != NULL &&
+	              s->prev == NULL && *hp_fork_guard != 0) &&
+	    !livetab_maybe_live(&s->region, (uintptr_t)p))
+		return;
+	recorder_free(p);
+}
+
 /* unwind.c: the stack capture inside the program (no system call, no
  * lock, no allocation; see the file). */
 /* At load, in the constructor: what the capture needs that costs a

@@ -266,7 +266,7 @@ HP_EXPORT void *malloc(size_t n)
 HP_EXPORT void free(void *p)
 {
 	if (HP_UNLIKELY(ACTIVE()) && p)
-		recorder_free(p);
+		client_on_free(p);
 	real_free(p);
 }
 
@@ -436,7 +436,7 @@ static inline void *new_aligned(size_t n, size_t a, uintptr_t caller)
 static inline void delete_any(void *p)
 {
 	if (HP_UNLIKELY(ACTIVE()) && p)
-		recorder_free(p);
+		client_on_free(p);
 	real_free(p);
 }
 

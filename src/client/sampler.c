@@ -16,10 +16,9 @@
  * depended on.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "client/client.h"
 
@@ -55,12 +54,26 @@ static int64_t draw_gap(struct client_tls *t)
 	return exp_gap(t, interval);
 }
 
+/*
+ * Seeds a thread's generator at its first allocation, inside the hook: no
+ * system call (the thread id comes from glibc's descriptor), just values
+ * that differ between threads and runs: the time stamp counter, a count
+ * of seeded threads, the thread id and where the thread's TLS lies.
+ */
 static void seed(struct client_tls *t)
 {
+	static _Atomic uint64_t seeded_threads;
+	uint64_t n = atomic_fetch_add_explicit(&seeded_threads, 1,
+	                                       memory_order_relaxed);
+#if defined(__x86_64__) || defined(__i386__)
+	uint64_t now = __builtin_ia32_rdtsc();
+#else
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
-	             ((uint64_t)syscall(SYS_gettid) << 17) ^ (uintptr_t)t;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO */
+	uint64_t now = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32);
+#endif
+	uint64_t s = now ^ ((uint64_t)unwind_thread_id() << 17) ^
+	             (uintptr_t)t ^ (n * 0x9e3779b97f4a7c15ull);
 	s ^= s >> 33;
 	s *= 0xff51afd7ed558ccdull;
 	s ^= s >> 33;

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <time.h>
 
 #define ALIGN64(x) (((x) + 63u) & ~(uint64_t)63u)
@@ -554,20 +556,74 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
 	                   &mine, is_new, &full);
 }
 
+/* ---- the hot parts, faulted in at once ------------------------------ */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Populates [p, p + len) of the mapping, whole pages around it. */
+static void populate(const struct hp_region *r, const void *p, uint64_t len,
+                     uint64_t page)
+{
+	uintptr_t start = (uintptr_t)p & ~(uintptr_t)(page - 1);
+	uintptr_t end = ((uintptr_t)p + len + page - 1) & ~(uintptr_t)(page - 1);
+	uintptr_t lim = (uintptr_t)r->base + r->size;
+	if (end > lim)
+		end = lim;
+	if (end > start)
+		(void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+}
+
+void region_populate_hot(const struct hp_region *r)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
+	populate(r, r->hdr, sizeof(*r->hdr), page);
+	if (r->ext)
+		populate(r, r->ext, sizeof(*r->ext), page);
+	uint64_t near_index = r->stack_index_cap < 4 * STACK_NEAR_SLOTS
+	                              ? r->stack_index_cap
+	                              : STACK_NEAR_SLOTS;
+	populate(r, r->stack_index, near_index * sizeof(uint64_t), page);
+	uint64_t ns = r->stacks_cap < 1024 ? r->stacks_cap : 1024;
+	populate(r, r->stacks, ns * sizeof(*r->stacks), page);
+	uint64_t nf = r->frames_cap < 8192 ? r->frames_cap : 8192;
+	populate(r, r->frames, nf * sizeof(uint64_t), page);
+	if (!r->use_fill || !r->live_values)
+		return; /* interval 1: the live table is the heap's size */
+	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
+	uint64_t near = (nb < HP_LIVE_NEAR_BUCKETS ? nb : HP_LIVE_NEAR_BUCKETS) *
+	                HP_LIVE_BUCKET;
+	populate(r, r->live_keys, near * sizeof(uint64_t), page);
+	populate(r, r->live_values, near * sizeof(*r->live_values), page);
+	populate(r, r->live_fill, nb, page);
+	if (r->live_filter)
+		populate(r, r->live_filter, r->live_filter_mask + 1, page);
+}
+
 /* ---- live table ----------------------------------------------------- */
 
 /*
  * The two candidate buckets of a key.  When sampling (use_fill), both come
  * from one multiply (Fibonacci hashing), from different bits of the
  * product: this runs on every free, and a sparse set of sampled blocks
- * wants a uniform spread.  At interval 1 every block is in the table, so
- * the first bucket keeps the heap's locality instead: 128 bytes of address
- * space per bucket (glibc's smallest chunk is 32 bytes, so at most four
- * blocks of one arena share it), offset per 64 MiB window so that arenas
- * at aligned addresses do not pile onto the same buckets.  Blocks
- * allocated one after another then share cache lines and pages of the
- * table, instead of touching a new page of a 512 MiB region each; dense
- * keys of a custom heap overflow into the second, hashed bucket.
+ * wants a uniform spread.  The first bucket is one of the table's first
+ * HP_LIVE_NEAR_BUCKETS only: a program's few thousand sampled blocks then
+ * live in 900 KiB of the table (keys and values), which stays in the
+ * cache and the TLB, instead of one entry per page of 7 MiB (every insert
+ * and free a TLB miss, and a page fault the first time).  The second
+ * bucket spans the whole table and takes the overflow (the insert takes
+ * it when the first is half full and it is emptier).
+ *
+ * At interval 1 every block is in the table, so the first bucket keeps
+ * the heap's locality instead: 128 bytes of address space per bucket
+ * (glibc's smallest chunk is 32 bytes, so at most four blocks of one arena
+ * share it), offset per 64 MiB window so that arenas at aligned addresses
+ * do not pile onto the same buckets.  Blocks allocated one after another
+ * then share cache lines and pages of the table, instead of touching a
+ * new page of a 512 MiB region each; dense keys of a custom heap overflow
+ * into the second, hashed bucket.
  */
 static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
                                    int which)
@@ -578,31 +634,16 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 	if (which)
 		b = h >> 20;
 	else if (r->use_fill)
-		b = h >> 40;
+		b = (h >> 40) & (HP_LIVE_NEAR_BUCKETS - 1);
 	else
 		b = (addr >> 7) +
 		    (((addr >> 26) * 0x9e3779b97f4a7c15ull) >> 40);
 	return (b & (nb - 1)) * HP_LIVE_BUCKET;
 }
 
-/*
- * The filter cell of a key: counts of the live keys in it tell a free of an
- * unsampled block (nearly every free, when sampling) that there is nothing
- * to look for, with one load of a byte that only changes when a sampled
- * block comes or goes.  A key is counted before it is published and
- * uncounted after it left, so a free never sees 0 while its block is in
- * the table.  A cell at 255 stays there (never wraps to a false 0).
- */
-static inline _Atomic uint8_t *filter_cell(const struct hp_region *r,
-                                           uint64_t addr)
-{
-	uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ull;
-	return &r->live_filter[(h >> 32) & r->live_filter_mask];
-}
-
 static void filter_add(const struct hp_region *r, uint64_t addr, int d)
 {
-	_Atomic uint8_t *c = filter_cell(r, addr);
+	_Atomic uint8_t *c = livetab_filter_cell(r, addr);
 	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
 	do {
 		if (v == 255 || (d < 0 && v == 0))
@@ -654,16 +695,22 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 {
 	/* With bucket fill (when sampling) the emptier bucket is tried
 	 * first: two choices balance the load far better than first-fit.
+	 * The second bucket's fill is only read when the first is half full
+	 * or more (rare when sampling): below that the emptier of the two is
+	 * below half full too, so taking the first changes no pressure the
+	 * adaptive sampler sees, and the insert touches one bucket's lines.
 	 * At interval 1 there is no fill to compare; first-fit. */
 	int order = 0;
-	if (r->use_fill &&
-	    atomic_load_explicit(
-	            &r->live_fill[live_bucket(r, addr, 1) / HP_LIVE_BUCKET],
-	            memory_order_relaxed) <
-	            atomic_load_explicit(&r->live_fill[live_bucket(r, addr, 0) /
-	                                               HP_LIVE_BUCKET],
-	                                 memory_order_relaxed))
-		order = 1;
+	if (r->use_fill) {
+		uint8_t f0 = atomic_load_explicit(
+		        &r->live_fill[live_bucket(r, addr, 0) / HP_LIVE_BUCKET],
+		        memory_order_relaxed);
+		if (f0 >= HP_LIVE_BUCKET / 2 &&
+		    atomic_load_explicit(&r->live_fill[live_bucket(r, addr, 1) /
+		                                       HP_LIVE_BUCKET],
+		                         memory_order_relaxed) < f0)
+			order = 1;
+	}
 	for (int which = 0; which < 2; which++) {
 		uint64_t b = live_bucket(r, addr, which ^ order);
 		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
@@ -703,16 +750,15 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 
 void livetab_prefetch(const struct hp_region *r, uint64_t addr)
 {
+	/* The first bucket only: an insert reads the second only when the
+	 * first is half full (livetab_insert_p). */
 	uint64_t b = live_bucket(r, addr, 0);
 	__builtin_prefetch(&r->live_keys[b], 1, 3);
 	__builtin_prefetch(&r->live_values[b], 1, 3);
-	if (r->use_fill) {
-		uint64_t b1 = live_bucket(r, addr, 1);
+	if (r->use_fill)
 		__builtin_prefetch(&r->live_fill[b / HP_LIVE_BUCKET], 1, 3);
-		__builtin_prefetch(&r->live_fill[b1 / HP_LIVE_BUCKET], 1, 3);
-		__builtin_prefetch(&r->live_keys[b1], 1, 3);
-		__builtin_prefetch(&r->live_values[b1], 1, 3);
-	}
+	if (r->live_filter)
+		__builtin_prefetch(livetab_filter_cell(r, addr), 1, 3);
 }
 
 int livetab_insert(struct hp_region *r, uint64_t addr,
@@ -729,7 +775,10 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 	uint64_t n = nb < 64 ? nb : 64;
 	if (!n)
 		return 0; /* a table smaller than one bucket: nothing to load */
-	uint64_t first = (live_bucket(r, addr, 0) / HP_LIVE_BUCKET) & ~63ull;
+	/* Around the second bucket: the first ones are the near part,
+	 * fuller than the table as a whole. */
+	uint64_t first = (live_bucket(r, addr, 1) / HP_LIVE_BUCKET) &
+	                 ~63ull;
 	if (first + n > nb)
 		first = nb - n;
 	uint64_t sum = 0;
@@ -741,8 +790,7 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 
 bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 {
-	if (r->live_filter && atomic_load_explicit(filter_cell(r, addr),
-	                                           memory_order_acquire) == 0)
+	if (!livetab_maybe_live(r, addr))
 		return false;
 	for (int which = 0; which < 2; which++) {
 		uint64_t b = live_bucket(r, addr, which);

@@ -514,6 +514,35 @@ static void test_live_table(void)
 	for (uint64_t b = 0; b < r.live_cap / HP_LIVE_BUCKET; b++)
 		CHECK(atomic_load(&r.live_fill[b]) == 0);
 	free(base);
+
+	/* A large table: a few thousand sampled blocks (at random
+	 * addresses of a 1 GiB heap) go to the near part (the first
+	 * HP_LIVE_NEAR_BUCKETS buckets); only the few whose first bucket is
+	 * half full may go beyond. */
+	base = new_region(64 << 20, 4096, &r);
+	uint64_t near = (uint64_t)HP_LIVE_NEAR_BUCKETS * HP_LIVE_BUCKET;
+	CHECK(r.live_cap >= 4 * near);
+	uint64_t keys[3000], x = 12345;
+	for (uint64_t i = 0; i < 3000; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		keys[i] = 0x7f1200000000ull + ((x >> 34) << 4);
+		CHECK(livetab_insert(&r, keys[i], &v) == 0);
+	}
+	uint64_t in_near = 0, beyond = 0;
+	for (uint64_t i = 0; i < r.live_cap; i++) {
+		uint64_t key;
+		if (livetab_read(&r, i, &key, &out) == HP_LIVE_READ_OK) {
+			if (i < near)
+				in_near++;
+			else
+				beyond++;
+		}
+	}
+	CHECK_EQ_U64(in_near + beyond, 3000);
+	CHECK(in_near >= 2900);
+	for (uint64_t i = 0; i < 3000; i++)
+		CHECK(livetab_remove(&r, keys[i], &out));
+	free(base);
 }
 
 struct worker {
@@ -869,16 +898,32 @@ static void test_live_filter(void)
 	/* A second free of the same key finds nothing. */
 	CHECK(!livetab_remove(&r, 0x10000, &out));
 
+	/* Locality: the blocks of one 4 KiB page count in one 64-byte line
+	 * of the filter, one cell per 64 bytes of address space. */
+	for (uint64_t page = 0x7f0000000000ull; page < 0x7f0000040000ull;
+	     page += 0x9000) {
+		/* (offsets in the filter: this test's region is malloc'd) */
+		uint64_t line =
+		        (uint64_t)(livetab_filter_cell(&r, page) - r.live_filter) &
+		        ~63ull;
+		for (uint64_t off = 0; off < 4096; off += 64) {
+			_Atomic uint8_t *c = livetab_filter_cell(&r, page + off);
+			CHECK_EQ_U64((uint64_t)(c - r.live_filter) & ~63ull,
+			             line);
+			CHECK_EQ_U64(c - livetab_filter_cell(&r, page),
+			             off / 64);
+			CHECK(livetab_filter_cell(&r, page + off + 63) == c);
+		}
+	}
 	/* Saturated: the cell stays at 255 through an insert and a remove,
 	 * and the key is still found. */
 	uint64_t key = 0x123450;
-	uint64_t cell =
-	        ((key >> 4) * 0x9e3779b97f4a7c15ull >> 32) & r.live_filter_mask;
-	atomic_store(&r.live_filter[cell], 255);
+	_Atomic uint8_t *cell = livetab_filter_cell(&r, key);
+	atomic_store(cell, 255);
 	CHECK(livetab_insert(&r, key, &v) == 0);
-	CHECK_EQ_U64(atomic_load(&r.live_filter[cell]), 255);
+	CHECK_EQ_U64(atomic_load(cell), 255);
 	CHECK(livetab_remove(&r, key, &out));
-	CHECK_EQ_U64(atomic_load(&r.live_filter[cell]), 255);
+	CHECK_EQ_U64(atomic_load(cell), 255);
 	CHECK(!livetab_remove(&r, key, &out));
 	free(base);
 }
