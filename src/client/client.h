@@ -128,7 +128,7 @@ static inline struct client_slot *client_cur(void)
 	return s;
 }
 
-#define HP_RULES_L1    64
+#define HP_RULES_L1    512
 #define HP_MEMO_FRAMES 64
 
 /* One frame of a capture, as the next capture may take it again (unwind.c,
