@@ -132,13 +132,17 @@ static inline struct client_slot *client_cur(void)
 #define HP_MEMO_FRAMES 64
 
 /* One frame of a capture, as the next capture may take it again (unwind.c,
- * "Reuse"): the frame's registers and the two stack words the step to its
- * caller read (0: none). */
+ * "Reuse"): the frame's registers and where the step to its caller read
+ * the return address and rbp (sp + off - 1; 0: not read).  32 bytes: a
+ * capture reads and writes one per frame. */
 struct unwind_memo_frame {
 	uintptr_t pc, sp, bp;
-	uintptr_t ra_at, bp_at;
-	uint32_t flags; /* MF_* (unwind.c) */
+	uint32_t ra_off;
+	uint16_t bp_off; /* a frame larger than 64 KiB is stepped again */
+	uint16_t flags;  /* MF_* (unwind.c) */
 };
+_Static_assert(sizeof(struct unwind_memo_frame) == 32,
+               "two memo frames per cache line");
 struct unwind_memo {
 	uint32_t n;    /* frames in f, leaf first; 0: none */
 	uint32_t gen;  /* cfi_generation() it was made under */

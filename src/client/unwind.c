@@ -399,22 +399,30 @@ static inline bool load(const struct bounds *b, uintptr_t lo, uintptr_t a,
 #define MF_EXACT  2u
 #define MF_OPAQUE 4u /* the step read more than ra_at and bp_at */
 
+/* What a step read (for the memo): where the return address and rbp
+ * were (0: not read), and whether it read more than those two words. */
+struct step_read {
+	uintptr_t ra_at, bp_at;
+	bool opaque;
+};
+
 /* One step from the frame at r (its rule c) to its caller.  0: done (the
  * outermost frame), 1: stepped, -1: stopped early. */
 static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
                 struct bounds *b, struct cfi_rule c, bool *exact, bool dwarf,
-                struct unwind_memo_frame *rd)
+                struct step_read *rd)
 {
 	uintptr_t cfa, v;
 	rd->ra_at = 0;
 	rd->bp_at = 0;
+	rd->opaque = false;
 	switch (c.kind) {
 	case CFI_END:
 		return 0;
 	case CFI_SIGNAL: {
 		/* The handler returned here with sp at the kernel's ucontext.
 		 */
-		rd->flags |= MF_OPAQUE;
+		rd->opaque = true;
 		uintptr_t g = r->sp + UC_GREGS;
 		uintptr_t pc, sp, bp;
 		if (!load(b, r->sp, g + 8 * REG_RIP, &pc) ||
@@ -470,7 +478,7 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 			return -1;
 		cfa = r->bp + (intptr_t)c.cfa_off;
 		if (c.cfa == CFI_CFA_DEREF_BP) {
-			rd->flags |= MF_OPAQUE;
+			rd->opaque = true;
 			if (!load(b, r->sp, cfa, &cfa))
 				return -1;
 		}
@@ -518,6 +526,7 @@ struct capture_walk {
 	struct regs r;
 	struct bounds b;
 	struct unwind_memo_frame spare; /* past HP_MEMO_FRAMES */
+	struct step_read rd;
 };
 _Static_assert(sizeof(struct capture_walk) <=
                        sizeof(((struct capture_ctx *)0)->walk),
@@ -555,7 +564,37 @@ static inline void memo_set(struct unwind_memo_frame *f, const struct regs *r,
 	f->bp = r->bp;
 	f->flags = (r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u) |
 	           MF_OPAQUE;
-	f->ra_at = f->bp_at = 0;
+	f->ra_off = f->bp_off = 0;
+}
+
+/* The largest offsets from sp a memo frame keeps. */
+#define MEMO_RA_MAX 0xfffffffeu
+#define MEMO_BP_MAX 0xfffeu
+
+/* Where the step from f read (rd), as offsets from f's sp; a read below
+ * sp or too far above it makes the frame opaque (stepped again). */
+static inline void memo_reads(struct unwind_memo_frame *f,
+                              const struct step_read *rd)
+{
+	uint32_t ra = 0, bp = 0;
+	bool opaque = rd->opaque;
+	/* (ra + 1 and bp + 1 fit: the limits are one below the types') */
+	if (rd->ra_at) {
+		if (rd->ra_at < f->sp || rd->ra_at - f->sp > MEMO_RA_MAX)
+			opaque = true;
+		else
+			ra = (uint32_t)(rd->ra_at - f->sp) + 1;
+	}
+	if (rd->bp_at) {
+		if (rd->bp_at < f->sp || rd->bp_at - f->sp > MEMO_BP_MAX)
+			opaque = true;
+		else
+			bp = (uint32_t)(rd->bp_at - f->sp) + 1;
+	}
+	f->ra_off = ra;
+	f->bp_off = (uint16_t)bp;
+	if (opaque)
+		f->flags |= MF_OPAQUE;
 }
 
 /* The program's registers at its call into the hook: our frames are
@@ -643,26 +682,39 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		 * the words its step read are still there: the step is the
 		 * same. */
 		if (k >= 0) {
-			/* A tight loop in registers: check a step, record the
-			 * caller, until a word changed or the memo ends. */
-			uint32_t j = (uint32_t)k, pn = pm->n;
-			uintptr_t hi = b.hi;
-			while (j + 1 < pn && n < max) {
-				const struct unwind_memo_frame *f = &pm->f[j];
-				const struct unwind_memo_frame *g = f + 1;
-				if ((f->flags & MF_OPAQUE) ||
-				    f->ra_at < f->sp || f->ra_at > hi - 8 ||
-				    word_at(f->ra_at) != g->pc ||
-				    (f->bp_at &&
-				     (f->bp_at < f->sp || f->bp_at > hi - 8 ||
-				      word_at(f->bp_at) != g->bp)))
+			/* A tight loop: check a step, record the caller, until
+			 * a word changed or the memo ends; then the memo
+			 * frames it went through (the join frame, recorded
+			 * last at n0 - 1, and the ones stepped from after
+			 * it) are copied at once. */
+			uint32_t j = (uint32_t)k, n0 = n;
+			uint32_t lim = pm->n - 1 - j; /* steps the memo holds */
+			if (lim > max - n)
+				lim = max - n;
+			uintptr_t hi8 = b.hi - 8;
+			const struct unwind_memo_frame *f = &pm->f[j];
+			uint32_t i = 0;
+			for (; i < lim; i++, f++) {
+				uint32_t ra_off = f->ra_off, bp_off = f->bp_off;
+				uintptr_t sp = f->sp, up = f[1].pc;
+				if ((f->flags & MF_OPAQUE) || !ra_off)
 					break;
-				if (mf)
-					*mf = *f;
-				mf = n < HP_MEMO_FRAMES ? &nm->f[n] : NULL;
-				pcs[n++] = g->pc;
-				j++;
+				uintptr_t at = sp + ra_off - 1;
+				if (at > hi8 || word_at(at) != up)
+					break;
+				if (bp_off) {
+					at = sp + bp_off - 1;
+					if (at > hi8 || word_at(at) != f[1].bp)
+						break;
+				}
+				pcs[n0 + i] = up;
 			}
+			n = n0 + i;
+			for (uint32_t q = 0;
+			     q < i && n0 - 1 + q < HP_MEMO_FRAMES; q++)
+				nm->f[n0 - 1 + q] = pm->f[j + q];
+			mf = n - 1 < HP_MEMO_FRAMES ? &nm->f[n - 1] : NULL;
+			j += i;
 			k = -1;
 			/* The frame recorded last is the memo's j-th. */
 			const struct unwind_memo_frame *cur = &pm->f[j];
@@ -692,8 +744,9 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		f->sp = r.sp;
 		f->bp = r.bp;
 		f->flags = (r.bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
-		int rc =
-		        step(t, cx, &r, &b, c, &exact, mode != HP_UNWIND_FP, f);
+		int rc = step(t, cx, &r, &b, c, &exact, mode != HP_UNWIND_FP,
+		              &w->rd);
+		memo_reads(f, &w->rd);
 		if (rc <= 0)
 			f->flags |= MF_OPAQUE;
 		if (rc < 0)
@@ -741,7 +794,7 @@ bool unwind_in_signal_handler(void)
 		struct cfi_rule c = cfi_rule_for(NULL, r.pc, exact);
 		if (c.kind == CFI_SIGNAL)
 			return true;
-		struct unwind_memo_frame rd = {0};
+		struct step_read rd;
 		int rc = step(t, NULL, &r, &b, c, &exact, true, &rd);
 		if (rc == 0)
 			return false;
