@@ -1,0 +1,81 @@
+#!/bin/bash
+# bench/cost.sh BUILD: what heapprof costs the program per sampled
+# allocation, counted instead of timed.  Each workload runs bare and under
+# `heapprof record` (default interval and -i 1) inside Valgrind's
+# cachegrind, which counts the instructions executed and simulates the
+# L1 data cache; the differences, divided by the allocations recorded, are
+# the same from one run to the next (within the 1% the sampler's random
+# gaps move the sample count), where wall times on a shared VM move by
+# 15%.  It says how much work a change saves, not how fast it runs: read
+# it next to `make bench`.
+#
+# Columns: samples recorded; instructions added per sample (all of them,
+# and those in heapprof's own code); L1 data misses added per sample (all,
+# heapprof's own, and the program's: lines of the program's that heapprof's
+# lines pushed out of the cache and it had to load again).
+#
+# Environment: COST_WORKLOADS (default: sqlite3 mallocbench python3),
+# COST_MODES (default: default i1).
+set -u
+B=$(cd "${1:?usage: bench/cost.sh BUILD}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+W=$B/bench-work
+mkdir -p "$W"
+for tool in valgrind cg_annotate; do
+	command -v "$tool" >/dev/null 2>&1 || {
+		echo "cost: $tool is missing (apt-get install valgrind)" >&2
+		exit 2
+	}
+done
+[ -x "$B/heapprof" ] || { echo "cost: $B/heapprof is missing (make)" >&2; exit 2; }
+SQL=$W/sql-20000.sql
+[ -s "$SQL" ] || perl "$HERE/gen-sql.pl" 20000 >"$SQL" || exit 2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# cg_out FILE: "Ir D1misses ours_Ir ours_D1misses" of a cachegrind output.
+cg_out() {
+	cg_annotate --show-percs=no "$1" 2>/dev/null | awk '
+		/PROGRAM TOTALS/ { gsub(",", ""); ir = $1; d1 = $5 + $8 }
+		/src\/(client|layout)\// && $1 ~ /^[0-9,]+$/ {
+			gsub(",", ""); oir += $1; od1 += $5 + $8 }
+		END { printf "%d %d %d %d\n", ir, d1, oir, od1 }'
+}
+
+printf '%-12s %-8s %8s %12s %10s %10s %10s %10s\n' workload mode samples \
+	"Ir/sample" "ours" "D1/sample" "ours" "program"
+for w in ${COST_WORKLOADS:-sqlite3 mallocbench python3}; do
+	case $w in
+	sqlite3) cmd=(/usr/bin/sqlite3 :memory: ".read $SQL") ;;
+	mallocbench) cmd=("$B/bench/mallocbench" 1 300000) ;;
+	python3) cmd=(env PYTHONMALLOC=malloc PYTHONHASHSEED=0 /usr/bin/python3 -s "$HERE/alloc.py" 1) ;;
+	*) echo "cost: unknown workload $w" >&2; exit 2 ;;
+	esac
+	prog=${cmd[0]}
+	[ "$prog" = env ] && prog=/usr/bin/python3
+	[ -x "$prog" ] || { echo "cost: $prog is missing, $w skipped" >&2; continue; }
+	vg=(valgrind --tool=cachegrind --cache-sim=yes)
+	"${vg[@]}" --cachegrind-out-file="$tmp/bare" "${cmd[@]}" >/dev/null 2>&1 || {
+		echo "cost: $w failed bare" >&2; continue; }
+	read -r bir bd1 _ _ < <(cg_out "$tmp/bare")
+	for m in ${COST_MODES:-default i1}; do
+		case $m in
+		default) opt=() ;;
+		i1) opt=(-i 1) ;;
+		*) echo "cost: unknown mode $m" >&2; exit 2 ;;
+		esac
+		rm -f "$tmp/p.db" "$tmp/prof"
+		# --follow-exec: valgrind execs its tool, which runs the program.
+		"$B/heapprof" record "${opt[@]}" --follow-exec -o "$tmp/p.db" -- \
+			"${vg[@]}" --cachegrind-out-file="$tmp/prof" "${cmd[@]}" \
+			>/dev/null 2>&1 || { echo "cost: $w $m failed" >&2; continue; }
+		n=$(sqlite3 "$tmp/p.db" "select max(value) from heapprof_process_stats where name = 'samples'")
+		read -r pir pd1 oir od1 < <(cg_out "$tmp/prof")
+		awk -v w="$w" -v m="$m" -v n="${n:-0}" -v bir="$bir" -v bd1="$bd1" \
+			-v pir="$pir" -v pd1="$pd1" -v oir="$oir" -v od1="$od1" 'BEGIN {
+			if (n == 0) { printf "%-12s %-8s no samples\n", w, m; exit }
+			printf "%-12s %-8s %8d %12.0f %10.0f %10.1f %10.1f %10.1f\n",
+				w, m, n, (pir - bir) / n, oir / n, (pd1 - bd1) / n,
+				od1 / n, (pd1 - bd1 - od1) / n }'
+	done
+done
