@@ -144,7 +144,7 @@ struct unwind_memo_frame {
 _Static_assert(sizeof(struct unwind_memo_frame) == 32,
                "two memo frames per cache line");
 struct unwind_memo {
-	uint32_t n;    /* frames in f, leaf first; 0: none */
+	uint32_t n;    /* frames in f, outermost first; 0: none */
 	uint32_t gen;  /* cfi_generation() it was made under */
 	uint32_t mode; /* enum hp_unwind_mode */
 	struct unwind_memo_frame f[HP_MEMO_FRAMES];
@@ -164,8 +164,10 @@ struct unwind_memo {
 struct capture_ctx {
 	_Atomic uint32_t busy;
 	_Atomic uintptr_t owner; /* thread pointer of the last claimer */
-	uint8_t memo_cur;        /* memo[memo_cur] is the last capture's */
-	struct unwind_memo memo[2];
+	/* The last capture's frames, outermost first (unwind.c, "Reuse"),
+	 * and the new frames of the capture under way, leaf first. */
+	struct unwind_memo memo;
+	struct unwind_memo_frame fresh[HP_MEMO_FRAMES];
 	struct {
 		uint64_t key;
 		uint64_t rule;

@@ -525,7 +525,7 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 struct capture_walk {
 	struct regs r;
 	struct bounds b;
-	struct unwind_memo_frame spare; /* past HP_MEMO_FRAMES */
+	struct unwind_memo_frame spare; /* a record not (yet) in the memo */
 	struct step_read rd;
 };
 _Static_assert(sizeof(struct capture_walk) <=
@@ -656,47 +656,40 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	uint32_t n = 0;
 	bool exact = false;
 	uint32_t gen = cfi_generation();
-	struct unwind_memo *pm = &cx->memo[cx->memo_cur];
-	struct unwind_memo *nm = &cx->memo[cx->memo_cur ^ 1];
-	bool reuse = pm->n && pm->gen == gen && pm->mode == mode;
-	uint32_t m = 0; /* the last capture's frames below r.sp are behind */
-	int32_t k = -1; /* the last capture's frame equal to r, if any */
+	struct unwind_memo *M = &cx->memo;
+	struct unwind_memo_frame *S = cx->fresh;
+	bool reuse = M->n && M->gen == gen && M->mode == mode;
+	uint32_t m = reuse ? M->n : 0; /* candidates: M->f[m - 1] and out */
+	uint32_t ns = 0;               /* frames in S, leaf first */
+	int32_t keep = -1; /* M->f[0 .. keep] stay: the walk ended on them */
 	for (;;) {
-		if (k < 0 && reuse) {
-			while (m < pm->n && pm->f[m].sp < r.sp)
-				m++;
-			if (m < pm->n && memo_is(&pm->f[m], &r, exact))
-				k = (int32_t)m;
+		int32_t k = -1; /* the memo's frame equal to r, if any */
+		if (reuse) {
+			while (m > 0 && M->f[m - 1].sp < r.sp)
+				m--;
+			if (m > 0 && memo_is(&M->f[m - 1], &r, exact))
+				k = (int32_t)m - 1;
 		}
-		struct unwind_memo_frame *mf =
-		        n < HP_MEMO_FRAMES ? &nm->f[n] : NULL;
 		pcs[n++] = r.pc;
 		if (n == max) {
 			if (goes_on(cx, r.pc, exact, mode))
 				*flags |= HP_CAP_TRUNCATED;
-			if (mf)
-				memo_set(mf, &r, exact);
+			if (ns < HP_MEMO_FRAMES)
+				memo_set(&S[ns++], &r, exact);
 			break;
 		}
-		/* Reuse: the last capture went on from this very frame, and
-		 * the words its step read are still there: the step is the
-		 * same. */
+		int32_t vj = -1; /* after a run of reuse: the frame it ended on */
 		if (k >= 0) {
-			/* A tight loop: check a step, record the caller, until
-			 * a word changed or the memo ends; then the memo
-			 * frames it went through (the join frame, recorded
-			 * last at n0 - 1, and the ones stepped from after
-			 * it) are copied at once. */
+			/* A tight loop: check a step of the memo, record the
+			 * caller, until a word changed or the memo ends. */
 			uint32_t j = (uint32_t)k, n0 = n;
-			uint32_t lim = pm->n - 1 - j; /* steps the memo holds */
-			if (lim > max - n)
-				lim = max - n;
+			uint32_t lim = j < max - n ? j : max - n;
 			uintptr_t hi8 = b.hi - 8;
-			const struct unwind_memo_frame *f = &pm->f[j];
+			const struct unwind_memo_frame *f = &M->f[j];
 			uint32_t i = 0;
-			for (; i < lim; i++, f++) {
+			for (; i < lim; i++, f--) {
 				uint32_t ra_off = f->ra_off, bp_off = f->bp_off;
-				uintptr_t sp = f->sp, up = f[1].pc;
+				uintptr_t sp = f->sp, up = f[-1].pc;
 				if ((f->flags & MF_OPAQUE) || !ra_off)
 					break;
 				uintptr_t at = sp + ra_off - 1;
@@ -704,30 +697,27 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 					break;
 				if (bp_off) {
 					at = sp + bp_off - 1;
-					if (at > hi8 || word_at(at) != f[1].bp)
+					if (at > hi8 || word_at(at) != f[-1].bp)
 						break;
 				}
 				pcs[n0 + i] = up;
 			}
 			n = n0 + i;
-			for (uint32_t q = 0;
-			     q < i && n0 - 1 + q < HP_MEMO_FRAMES; q++)
-				nm->f[n0 - 1 + q] = pm->f[j + q];
-			mf = n - 1 < HP_MEMO_FRAMES ? &nm->f[n - 1] : NULL;
-			j += i;
-			k = -1;
-			/* The frame recorded last is the memo's j-th. */
-			const struct unwind_memo_frame *cur = &pm->f[j];
+			vj = k - (int32_t)i;
+			/* The frame recorded last is the memo's vj-th. */
+			const struct unwind_memo_frame *cur = &M->f[vj];
 			r.pc = cur->pc;
 			r.sp = cur->sp;
 			r.bp = cur->bp;
 			r.bp_ok = cur->flags & MF_BP_OK;
 			exact = cur->flags & MF_EXACT;
 			if (n == max) {
+				/* Cut on a memo frame: the memo stays as it is
+				 * from it out (every later reuse checks its
+				 * words again). */
 				if (goes_on(cx, r.pc, exact, mode))
 					*flags |= HP_CAP_TRUNCATED;
-				if (mf)
-					memo_set(mf, &r, exact);
+				keep = k;
 				break;
 			}
 		}
@@ -736,10 +726,12 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			c.kind = CFI_NOCFI;
 		else
 			c = cfi_rule_for(cx, r.pc, exact);
-		/* The frame as it was before the step, and (written by the
-		 * step itself, so nothing is copied wide right after narrow
-		 * stores) the words the step read. */
-		struct unwind_memo_frame *f = mf ? mf : &w->spare;
+		/* The frame as it was before the step, and the words the step
+		 * read: a new frame's record goes to S; the step from the
+		 * frame a run of reuse ended on, aside until it is known
+		 * where it goes. */
+		struct unwind_memo_frame *f =
+		        vj < 0 && ns < HP_MEMO_FRAMES ? &S[ns] : &w->spare;
 		f->pc = r.pc;
 		f->sp = r.sp;
 		f->bp = r.bp;
@@ -751,13 +743,43 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			f->flags |= MF_OPAQUE;
 		if (rc < 0)
 			*flags |= HP_CAP_STOPPED;
+		if (vj >= 0) {
+			if (rc <= 0) {
+				/* The walk ends on the memo: M->f[0 .. k]
+				 * stay where they are. */
+				M->f[vj] = *f;
+				keep = k;
+				break;
+			}
+			/* It goes on past the memo's frames: they become
+			 * new frames of this capture (rare: a changed caller,
+			 * or a memo cut at HP_MEMO_FRAMES). */
+			for (int32_t q = k; q > vj && ns < HP_MEMO_FRAMES; q--)
+				S[ns++] = M->f[q];
+			if (ns < HP_MEMO_FRAMES)
+				S[ns++] = *f;
+			m = (uint32_t)vj;
+		} else if (f != &w->spare) {
+			ns++;
+		}
 		if (rc <= 0)
 			break;
 	}
-	nm->n = n < HP_MEMO_FRAMES ? n : HP_MEMO_FRAMES;
-	nm->gen = gen;
-	nm->mode = mode;
-	cx->memo_cur ^= 1;
+	/* The memo for the next capture, outermost first: the frames kept
+	 * in place, then this capture's new ones (the leaf-most
+	 * HP_MEMO_FRAMES in all). */
+	uint32_t base = keep >= 0 ? (uint32_t)keep + 1 : 0;
+	if (base + ns > HP_MEMO_FRAMES) {
+		uint32_t drop = base + ns - HP_MEMO_FRAMES;
+		for (uint32_t q = drop; q < base; q++)
+			M->f[q - drop] = M->f[q];
+		base -= drop;
+	}
+	for (uint32_t q = 0; q < ns; q++)
+		M->f[base + q] = S[ns - 1 - q];
+	M->n = base + ns;
+	M->gen = gen;
+	M->mode = mode;
 	return n;
 
 caller_only:
