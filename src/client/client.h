@@ -277,6 +277,28 @@ static inline void client_on_alloc(void *p, size_t size, uintptr_t caller)
 }
 
 /*
+ * The allocating hooks ask before the real call, while hp_active: 0 when
+ * this allocation is not recorded (nearly always: one thread-local
+ * subtraction, and the hook ends in a tail call of the allocator, with no
+ * frame of its own around it), 1 when it is sampled, 2 when it is
+ * recorded exactly (size >= exact_from).  A hook that got 1 or 2 calls the
+ * allocator, then client_alloc_recorded.
+ */
+static inline int client_alloc_sampled(size_t size)
+{
+	if (HP_UNLIKELY(size >= atomic_load_explicit(&hp_client.exact_from,
+	                                             memory_order_relaxed)))
+		return 2;
+	struct client_tls *t = &hp_tls;
+	t->bytes_left -= (int64_t)size;
+	return t->bytes_left <= 0;
+}
+/* After the real call, for an allocation client_alloc_sampled gave `how`
+ * (1 or 2) for; p may be NULL (then the bytes go back to the countdown). */
+HP_HIDDEN void client_alloc_recorded(void *p, size_t size, uintptr_t caller,
+                                     int how);
+
+/*
  * Called by every freeing hook for p != 0, only while hp_active.  Nearly
  * every free is of an unsampled block, which the live filter tells here,
  * with one byte load and no call; the rest (a block that may be sampled,

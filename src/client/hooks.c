@@ -255,12 +255,27 @@ static void *boot_pvalloc(size_t n)
 
 #define ACTIVE() atomic_load_explicit(&hp_malloc_on, memory_order_relaxed)
 
-HP_EXPORT void *malloc(size_t n)
+/*
+ * malloc, calloc and operator new decide before the real call whether the
+ * allocation is recorded (client_alloc_sampled): when it is not, the hook
+ * is a few instructions and a tail call of the allocator; when it is, the
+ * out-of-line path below calls the allocator and records the block.
+ */
+static __attribute__((noinline)) void *malloc_recorded(size_t n, size_t size,
+                                                       uintptr_t caller,
+                                                       int how)
 {
 	void *p = real_malloc(n);
-	if (HP_UNLIKELY(ACTIVE()) && p)
-		client_on_alloc(p, n, CALLER());
+	client_alloc_recorded(p, size, caller, how);
 	return p;
+}
+
+HP_EXPORT void *malloc(size_t n)
+{
+	int how;
+	if (HP_LIKELY(!ACTIVE()) || HP_LIKELY(!(how = client_alloc_sampled(n))))
+		return real_malloc(n);
+	return malloc_recorded(n, n, CALLER(), how);
 }
 
 HP_EXPORT void free(void *p)
@@ -270,12 +285,24 @@ HP_EXPORT void free(void *p)
 	real_free(p);
 }
 
-HP_EXPORT void *calloc(size_t n, size_t m)
+static __attribute__((noinline)) void *calloc_recorded(size_t n, size_t m,
+                                                       uintptr_t caller,
+                                                       int how)
 {
 	void *p = real_calloc(n, m);
-	if (HP_UNLIKELY(ACTIVE()) && p)
-		client_on_alloc(p, n * m, CALLER());
+	client_alloc_recorded(p, n * m, caller, how);
 	return p;
+}
+
+HP_EXPORT void *calloc(size_t n, size_t m)
+{
+	size_t size;
+	int how;
+	/* An overflowing size fails in the allocator: nothing to record. */
+	if (HP_LIKELY(!ACTIVE()) || __builtin_mul_overflow(n, m, &size) ||
+	    HP_LIKELY(!(how = client_alloc_sampled(size))))
+		return real_calloc(n, m);
+	return calloc_recorded(n, m, CALLER(), how);
 }
 
 /*
@@ -415,10 +442,10 @@ static void *new_al_nt_fallback(const char *sym, size_t n, size_t a,
 
 static inline void *new_plain(size_t n, uintptr_t caller)
 {
-	void *p = real_malloc(n ? n : 1);
-	if (HP_UNLIKELY(ACTIVE()) && p)
-		client_on_alloc(p, n, caller);
-	return p;
+	int how;
+	if (HP_LIKELY(!ACTIVE()) || HP_LIKELY(!(how = client_alloc_sampled(n))))
+		return real_malloc(n ? n : 1);
+	return malloc_recorded(n ? n : 1, n, caller, how);
 }
 
 static inline void *new_aligned(size_t n, size_t a, uintptr_t caller)

@@ -108,3 +108,21 @@ uint64_t sampler_slow(struct client_tls *t, size_t size)
 	}
 	return charged;
 }
+
+void client_alloc_recorded(void *p, size_t size, uintptr_t caller, int how)
+{
+	if (how == 2) {
+		if (p)
+			recorder_sample(p, size, size, true, caller);
+		return;
+	}
+	struct client_tls *t = &hp_tls;
+	if (!p) {
+		/* A failed allocation moves no sample point. */
+		t->bytes_left += (int64_t)size;
+		return;
+	}
+	uint64_t charged = sampler_slow(t, size);
+	if (charged)
+		recorder_sample(p, size, charged, false, caller);
+}
