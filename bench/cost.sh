@@ -30,6 +30,9 @@ done
 [ -x "$B/heapprof" ] || { echo "cost: $B/heapprof is missing (make)" >&2; exit 2; }
 SQL=$W/sql-20000.sql
 [ -s "$SQL" ] || perl "$HERE/gen-sql.pl" 20000 >"$SQL" || exit 2
+# python3 on the C allocator (as in make bench), the same hash seed in
+# every run; valgrind traces the command itself, not an env(1) before it.
+export PYTHONMALLOC=malloc PYTHONHASHSEED=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -39,7 +42,7 @@ cg_out() {
 		/PROGRAM TOTALS/ { gsub(",", ""); ir = $1; d1 = $5 + $8 }
 		/src\/(client|layout)\// && $1 ~ /^[0-9,]+$/ {
 			gsub(",", ""); oir += $1; od1 += $5 + $8 }
-		END { printf "%d %d %d %d\n", ir, d1, oir, od1 }'
+		END { printf "%.0f %.0f %.0f %.0f\n", ir, d1, oir, od1 }'
 }
 
 printf '%-12s %-8s %8s %12s %10s %10s %10s %10s\n' workload mode samples \
@@ -48,12 +51,10 @@ for w in ${COST_WORKLOADS:-sqlite3 mallocbench python3}; do
 	case $w in
 	sqlite3) cmd=(/usr/bin/sqlite3 :memory: ".read $SQL") ;;
 	mallocbench) cmd=("$B/bench/mallocbench" 1 300000) ;;
-	python3) cmd=(env PYTHONMALLOC=malloc PYTHONHASHSEED=0 /usr/bin/python3 -s "$HERE/alloc.py" 1) ;;
+	python3) cmd=(/usr/bin/python3 -s "$HERE/alloc.py" 1) ;;
 	*) echo "cost: unknown workload $w" >&2; exit 2 ;;
 	esac
-	prog=${cmd[0]}
-	[ "$prog" = env ] && prog=/usr/bin/python3
-	[ -x "$prog" ] || { echo "cost: $prog is missing, $w skipped" >&2; continue; }
+	[ -x "${cmd[0]}" ] || { echo "cost: ${cmd[0]} is missing, $w skipped" >&2; continue; }
 	vg=(valgrind --tool=cachegrind --cache-sim=yes)
 	"${vg[@]}" --cachegrind-out-file="$tmp/bare" "${cmd[@]}" >/dev/null 2>&1 || {
 		echo "cost: $w failed bare" >&2; continue; }
