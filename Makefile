@@ -79,7 +79,7 @@ PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SR
 EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-.PHONY: all deps test-deps test unit integration demo bench bench-api \
+.PHONY: all deps test-deps test unit integration demo bench bench-cost bench-api \
         bench-scale install uninstall clean format check-format lint
 all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
 
@@ -246,6 +246,12 @@ demo: deps all
 
 bench: deps all $(BENCH_BINS)
 	@bench/run.sh $(BUILD)
+
+# A few minutes: heapprof's cost per sample counted under cachegrind
+# (instructions and L1 data misses, the program's and ours), before/after
+# numbers that a noisy machine does not move (bench/cost.sh).
+bench-cost: deps all $(BUILD)/bench/mallocbench
+	@bench/cost.sh $(BUILD)
 
 # A few seconds: the custom allocator API's cost with no session.
 bench-api: deps all $(BUILD)/bench/api_idle

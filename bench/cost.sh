@@ -21,9 +21,17 @@ B=$(cd "${1:?usage: bench/cost.sh BUILD}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=$B/bench-work
 mkdir -p "$W"
-for tool in valgrind cg_annotate; do
+if ! command -v cg_annotate >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
+	command -v apt-get >/dev/null 2>&1; then
+	echo "cost: installing valgrind" >&2
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null; then
+		apt-get update -q >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null
+	fi
+fi
+for tool in valgrind cg_annotate sqlite3; do
 	command -v "$tool" >/dev/null 2>&1 || {
-		echo "cost: $tool is missing (apt-get install valgrind)" >&2
+		echo "cost: $tool is missing (apt-get install valgrind sqlite3)" >&2
 		exit 2
 	}
 done

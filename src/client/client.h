@@ -151,7 +151,7 @@ struct unwind_memo {
 };
 
 /*
- * What a capture needs besides the program's stack: ~9 KiB, too much for
+ * What a capture needs besides the program's stack: ~15 KiB, too much for
  * the program's stack and for static TLS (glibc carves a thread's static
  * TLS out of its stack: 9 KiB more made pthread_create fail with EINVAL
  * for a program's 16 KiB threads).  A pool of these is mapped at attach;

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,6 +54,19 @@ static valloc_fn real_pvalloc = boot_pvalloc;
 /* The allocator underneath, once resolved (never the pool wrappers). */
 static free_fn next_free;
 static realloc_fn next_realloc;
+
+/*
+ * A program whose executable defines malloc and free itself: every call of
+ * the program and of its libraries reaches its own allocator (the
+ * executable comes first in the lookup, before this library), and bare,
+ * libstdc++'s operator new does too.  Ours must not send new to glibc and
+ * delete to glibc's free then: operator new and delete call the
+ * program's functions, found by a global lookup, and record nothing (no
+ * hook of ours sees that allocator's calls either).  NULL: malloc is ours.
+ */
+static malloc_fn own_malloc;
+static free_fn own_free;
+static memalign_fn own_aligned_alloc;
 
 /* ---- bootstrap pool ------------------------------------------------- */
 
@@ -122,6 +136,28 @@ static int fallback_posix_memalign(void **out, size_t a, size_t n)
 	return 0;
 }
 
+HP_HIDDEN void hooks_init(void);
+
+/* Whether fn lies in another object than this library. */
+static bool foreign(void *fn)
+{
+	Dl_info mine, theirs;
+	return fn && dladdr((void *)hooks_init, &mine) &&
+	       dladdr(fn, &theirs) && theirs.dli_fbase != mine.dli_fbase;
+}
+
+static void find_own_allocator(memalign_fn next_aligned)
+{
+	void *m = dlsym(RTLD_DEFAULT, "malloc");
+	void *f = dlsym(RTLD_DEFAULT, "free");
+	if (!foreign(m) || !foreign(f))
+		return;
+	void *a = dlsym(RTLD_DEFAULT, "aligned_alloc");
+	own_aligned_alloc = foreign(a) ? (memalign_fn)a : next_aligned;
+	own_free = (free_fn)f;
+	own_malloc = (malloc_fn)m;
+}
+
 static void hooks_resolve(void)
 {
 	if (resolving)
@@ -157,6 +193,7 @@ static void hooks_resolve(void)
 	real_pvalloc = pv;
 	real_free = pool_used ? pool_free : f;
 	real_realloc = pool_used ? pool_realloc : r;
+	find_own_allocator(aa);
 	resolving = 0;
 }
 
@@ -442,6 +479,8 @@ static void *new_al_nt_fallback(const char *sym, size_t n, size_t a,
 
 static inline void *new_plain(size_t n, uintptr_t caller)
 {
+	if (HP_UNLIKELY(own_malloc != NULL))
+		return own_malloc(n ? n : 1);
 	int how;
 	if (HP_LIKELY(!ACTIVE()) || HP_LIKELY(!(how = client_alloc_sampled(n))))
 		return real_malloc(n ? n : 1);
@@ -451,6 +490,11 @@ static inline void *new_plain(size_t n, uintptr_t caller)
 static inline void *new_aligned(size_t n, size_t a, uintptr_t caller)
 {
 	void *p = NULL;
+	if (HP_UNLIKELY(own_malloc != NULL)) {
+		/* As libstdc++ does: aligned_alloc wants a multiple. */
+		size_t sz = n ? n : 1;
+		return own_aligned_alloc(a, (sz + a - 1) & ~(a - 1));
+	}
 	if (a < sizeof(void *))
 		a = sizeof(void *);
 	if (real_posix_memalign(&p, a, n ? n : 1) != 0)
@@ -462,6 +506,10 @@ static inline void *new_aligned(size_t n, size_t a, uintptr_t caller)
 
 static inline void delete_any(void *p)
 {
+	if (HP_UNLIKELY(own_free != NULL)) {
+		own_free(p);
+		return;
+	}
 	if (HP_UNLIKELY(ACTIVE()) && p)
 		client_on_free(p);
 	real_free(p);

@@ -12,13 +12,17 @@
  * program work unprofiled).  At exit the same holds when exit() is called
  * from a signal handler (a common way to end on SIGTERM) that interrupted
  * malloc: so mallinfo2 is skipped when the exiting thread's stack holds a
- * signal frame.  RSS is read either way.
+ * signal frame.  And when other threads are still alive at exit: one of
+ * them may hold an arena's lock for good (parked in a signal handler that
+ * interrupted its malloc, as a garbage collector's or a sanitizer's
+ * stop-the-world does), and mallinfo2 would wait for it forever.  RSS is
+ * read either way.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
-#define UNW_LOCAL_ONLY
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +73,33 @@ static int read_statm(uint64_t *rss, uint64_t *anon)
 	return 0;
 }
 
+/* The "Threads:" count of /proc/self/status; 0 if it cannot be read.
+ * (At exit, from the destructor: one thread runs it.) */
+static unsigned live_threads(void)
+{
+	static char buf[8192];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t len = 0;
+	ssize_t n;
+	while (len < sizeof(buf) - 1 &&
+	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = '\0';
+	const char *p = strstr(buf, "\nThreads:");
+	if (!p)
+		return 0;
+	p += sizeof("\nThreads:") - 1;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	unsigned v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (unsigned)(*p++ - '0');
+	return v;
+}
+
 void memstat_take(void)
 {
 	struct client_slot *s = client_cur();
@@ -83,7 +114,8 @@ void memstat_take(void)
 
 	if (read_statm(&rss, &anon) == 0)
 		flags |= HP_MEMSTAT_RSS;
-	if (next_mallinfo2 && !unwind_in_signal_handler()) {
+	if (next_mallinfo2 && !unwind_in_signal_handler() &&
+	    live_threads() == 1) {
 		mi = next_mallinfo2();
 		flags |= HP_MEMSTAT_MALLOC;
 	}

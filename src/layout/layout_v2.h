@@ -31,9 +31,10 @@
 #define HP_TAB_TRACE 11
 
 /* HP_TAB_LIVE_FILTER: uint8 per cell, capacity = the live table's (a power
- * of two) in regions that sample (sampling_interval > 1), else 0.  Cell
- * ((addr >> 4) * 0x9e3779b97f4a7c15 >> 32) & (capacity - 1) counts the live
- * entries whose key falls in it, saturating at 255 (then it stays 255).
+ * of two) in regions that sample (sampling_interval > 1), else 0.  A cell
+ * (livetab_filter_cell: one per 64 bytes of address space, 4 KiB of filter
+ * per 256 KiB) counts the live entries whose key falls in it, saturating
+ * at 255 (then it stays 255).
  * Only the client uses it: a free whose cell is 0 was not sampled, one
  * byte load instead of a look into two buckets.  The collector ignores it
  * (a layout-2 region without it is read the same). */
