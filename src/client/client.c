@@ -150,6 +150,75 @@ static int connect_path(const char *path)
 	return fd;
 }
 
+/* Where kept descriptors go (the connection, the regions' memfds): above
+ * what programs usually use. */
+#define KEEP_FD_MIN 512
+
+/*
+ * The program owns the descriptor table: it may close the connection's
+ * number (daemons close every descriptor at startup) and reuse it for a
+ * file or socket of its own.  So the connection is kept at a high number
+ * where the limit allows (out of the way of the numbers a program gets
+ * first), and its identity (a socket, its device and inode) is checked
+ * before every use.  A connection found taken over is given up without a
+ * read, a write or a close of that number, and counted (control_lost);
+ * profiling goes on through the shared region, which needs no descriptor.
+ */
+static int sock_keep(int fd, uint64_t *dev, uint64_t *ino)
+{
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, KEEP_FD_MIN);
+	if (high >= 0) {
+		close(fd);
+		fd = high;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return -1;
+	}
+	*dev = (uint64_t)st.st_dev;
+	*ino = (uint64_t)st.st_ino;
+	return fd;
+}
+
+/* sock_fd if it still is our connection, else -1 (and it is given up). */
+static int sock_ours(void)
+{
+	int fd = hp_client.sock_fd;
+	if (fd < 0)
+		return -1;
+	atomic_thread_fence(memory_order_acquire); /* sock_publish's order */
+	int saved = errno;
+	struct stat st;
+	bool same = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	            (uint64_t)st.st_dev == hp_client.sock_dev &&
+	            (uint64_t)st.st_ino == hp_client.sock_ino;
+	errno = saved;
+	if (same)
+		return fd;
+	hp_client.sock_fd = -1;
+	struct client_slot *s = client_cur();
+	if (s)
+		region_count(&s->region, HP_CTR_CONTROL_LOST, 1);
+	return -1;
+}
+
+/* Makes fd (from sock_keep) the connection; the one it replaces is closed
+ * if it still is ours.  -1, identity, fd: a concurrent sock_ours sees -1
+ * or the new pair. */
+static void sock_publish(int fd, uint64_t dev, uint64_t ino)
+{
+	int old = sock_ours();
+	hp_client.sock_fd = -1;
+	atomic_thread_fence(memory_order_release);
+	hp_client.sock_dev = dev;
+	hp_client.sock_ino = ino;
+	atomic_thread_fence(memory_order_release);
+	hp_client.sock_fd = fd;
+	if (old >= 0 && old != fd)
+		close(old);
+}
+
 static int send_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -247,10 +316,6 @@ static int recv_welcome(int fd, struct hp_welcome *w, int *region_fd,
 }
 
 /* ---- slots ---------------------------------------------------------- */
-
-/* Where kept region descriptors go: above what programs usually use
- * (the callback thread's eventfd goes there too, heaps.c). */
-#define KEEP_FD_MIN 512
 
 static struct client_slot *slot_claim(void)
 {
@@ -440,10 +505,9 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 		modules_scan(&s->region);
 
 	/* Publish: the interval, then the region, then recording on. */
-	int old_fd = hp_client.sock_fd;
-	hp_client.sock_fd = fd;
-	if (old_fd >= 0)
-		close(old_fd);
+	uint64_t dev = 0, ino = 0;
+	fd = sock_keep(fd, &dev, &ino);
+	sock_publish(fd, dev, ino);
 	if (path != collector_path) {
 		size_t len = str_len(path);
 		if (len < sizeof(collector_path))
@@ -469,13 +533,15 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 static bool profiled_and_alive(void)
 {
 	struct client_slot *s = client_cur();
-	int fd = hp_client.sock_fd;
-	if (!atomic_load_explicit(&hp_active, memory_order_acquire) || !s ||
-	    fd < 0)
+	if (!atomic_load_explicit(&hp_active, memory_order_acquire) || !s)
 		return false;
 	if (atomic_load_explicit(&s->region.hdr->control,
 	                         memory_order_relaxed) == HP_CONTROL_STOP)
 		return false;
+	int fd = sock_ours();
+	if (fd < 0)
+		return true; /* given up (the program took its number): the
+		              * session goes on through the region */
 	char c;
 	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n > 0)
@@ -489,7 +555,6 @@ void client_check_session(void)
 {
 	int gen = atomic_load_explicit(&hp_active, memory_order_acquire);
 	struct client_slot *s = client_cur();
-	int fd = hp_client.sock_fd;
 	if (!gen || !s || s->gen != (uint32_t)gen)
 		return;
 	if (atomic_load_explicit(&s->region.hdr->control,
@@ -497,6 +562,8 @@ void client_check_session(void)
 		client_stop(s, HP_STOP_REQUESTED);
 		return;
 	}
+	/* A connection the program closed is no sign of the collector. */
+	int fd = sock_ours();
 	if (fd < 0)
 		return;
 	int saved = errno;
@@ -589,7 +656,7 @@ struct client_slot *client_grow(struct client_slot *s, uint32_t table)
 		return NULL; /* another thread is asking: drop as usual */
 	struct client_slot *ns = NULL;
 	struct client_slot *cur = client_cur();
-	int fd = hp_client.sock_fd;
+	int fd = sock_ours();
 	if (!cur || cur != s) {
 		/* Someone grew, re-attached or detached since s was loaded. */
 		ns = cur && cur->gen == s->gen ? cur : NULL;
@@ -749,7 +816,7 @@ static int take_named_snapshot(const char *name)
 		sleep_ms(1);
 	}
 	int rc;
-	int fd = hp_client.sock_fd;
+	int fd = sock_ours();
 	if (fd < 0 ||
 	    atomic_load_explicit(&hp_active, memory_order_acquire) != gen)
 		rc = -ENOTCONN; /* ended while we waited */
@@ -853,10 +920,10 @@ static void fork_child_reset(bool may_follow)
 		if (atomic_load_explicit(&hp_client.slots[i].state,
 		                         memory_order_relaxed) != SLOT_FREE)
 			slot_release(&hp_client.slots[i]);
-	if (hp_client.sock_fd >= 0) {
-		close(hp_client.sock_fd);
-		hp_client.sock_fd = -1;
-	}
+	int fd = sock_ours();
+	if (fd >= 0)
+		close(fd);
+	hp_client.sock_fd = -1;
 	/* Flags held by threads that do not exist in the child. */
 	atomic_store_explicit(&attaching, 0, memory_order_relaxed);
 	atomic_store_explicit(&growing, 0, memory_order_relaxed);

@@ -101,6 +101,10 @@ struct client_state {
 	_Atomic uint64_t interval;
 	_Atomic uint64_t exact_from;
 	int sock_fd; /* connection to the collector, -1 if none */
+	/* The socket's identity (device, inode), checked before every use
+	 * of sock_fd: the program may have closed the number and reused it
+	 * (client.c, sock_ours). */
+	uint64_t sock_dev, sock_ino;
 	struct client_slot slots[HP_CLIENT_SLOTS];
 };
 extern HP_HIDDEN struct client_state hp_client;

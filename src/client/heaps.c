@@ -24,19 +24,21 @@
  * view of it changes, under one lock, from the registering thread (when a
  * session profiles the process already) or from the "heapprof-cb" thread.
  * That thread exists only in processes that registered a heap with a
- * callback; an eventfd wakes it (written from any context, including the
- * attach signal handler), and while a session runs it also looks every
+ * callback; a futex wakes it (from any context, including the attach
+ * signal handler: no descriptor of ours in the program's table, which a
+ * program that closes every descriptor would take away or reuse), and
+ * while a session runs it also looks every
  * CHECK_MS whether the session ended, so a disable callback comes even
  * when the program stops allocating.  A fork child does not inherit it:
  * it is started again, in the child, by the next registration or report.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -47,7 +49,7 @@ _Static_assert(HEAPPROF_MAX_CUSTOM_HEAPS == HP_MAX_HEAPS - 1, "heap count");
 
 #define CALLER() ((uintptr_t)__builtin_return_address(0))
 /* How often the callback thread looks for the end of a session, and,
- * with none, for a session its eventfd did not announce. */
+ * with none, for a session its wake-up did not announce. */
 #define CHECK_MS      200
 #define IDLE_CHECK_MS 1000
 
@@ -162,7 +164,7 @@ static uint64_t heap_interval(const struct client_slot *s, uint32_t id)
 /* ---- callbacks -------------------------------------------------------- */
 
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int cb_fd = -1;  /* eventfd that wakes the thread */
+static _Atomic uint32_t cb_wake; /* futex word: bumped to wake the thread */
 static _Atomic bool cb_wanted;  /* a registered heap has callbacks */
 static _Atomic bool cb_running; /* the thread runs in this process */
 static _Atomic int cb_starting; /* one thread starts it */
@@ -171,13 +173,11 @@ static __thread int cb_depth;   /* callbacks running on this thread */
 
 void heaps_session_changed(void)
 {
-	int fd = atomic_load_explicit(&cb_fd, memory_order_acquire);
-	if (fd < 0)
+	if (!atomic_load_explicit(&cb_running, memory_order_acquire))
 		return;
 	int saved = errno;
-	uint64_t one = 1;
-	ssize_t n = write(fd, &one, sizeof(one));
-	(void)n; /* EAGAIN: a wake-up is pending anyway */
+	atomic_fetch_add_explicit(&cb_wake, 1, memory_order_release);
+	syscall(SYS_futex, &cb_wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
@@ -227,29 +227,18 @@ static void dispatch_locked(void)
 static void *cb_main(void *arg)
 {
 	(void)arg;
-	int fd = atomic_load_explicit(&cb_fd, memory_order_acquire);
 	for (;;) {
-		/* The eventfd wakes us at once; the timeouts are for what it
-		 * cannot say: a session that ended without telling us, and a
-		 * program that closed our eventfd (a close-every-fd loop:
-		 * poll reports POLLNVAL from then on and ignores fd -1). */
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int timeout =
-		        atomic_load_explicit(&hp_active, memory_order_relaxed)
-		                ? CHECK_MS
-		                : IDLE_CHECK_MS;
-		int rc = poll(&p, 1, timeout);
-		if (rc > 0 && (p.revents & POLLNVAL)) {
-			int want = fd;
-			atomic_compare_exchange_strong_explicit(
-			        &cb_fd, &want, -1, memory_order_acq_rel,
-			        memory_order_relaxed);
-			fd = -1;
-		} else if (rc > 0 && (p.revents & POLLIN)) {
-			uint64_t v;
-			ssize_t n = read(fd, &v, sizeof(v));
-			(void)n;
-		}
+		/* A wake-up comes at once; the timeouts are for what it cannot
+		 * say: a session that ended without telling us. */
+		uint32_t seen =
+		        atomic_load_explicit(&cb_wake, memory_order_acquire);
+		int ms = atomic_load_explicit(&hp_active, memory_order_relaxed)
+		                 ? CHECK_MS
+		                 : IDLE_CHECK_MS;
+		struct timespec ts = {.tv_sec = ms / 1000,
+		                      .tv_nsec = (long)(ms % 1000) * 1000000L};
+		syscall(SYS_futex, &cb_wake, FUTEX_WAIT_PRIVATE, seen, &ts,
+		        NULL, 0);
 		client_check_session();
 		dispatch_locked();
 	}
@@ -271,25 +260,6 @@ static void cb_start(void)
 		return;
 	if (atomic_load_explicit(&cb_running, memory_order_acquire))
 		goto out;
-	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (fd < 0) {
-		atomic_store_explicit(&cb_failed, true, memory_order_relaxed);
-		complain(4,
-		         "cannot start the heap callback thread; enable and "
-		         "disable callbacks only run from registerHeap",
-		         strerror(errno));
-		goto out;
-	}
-	/* Out of the way of the program's own descriptors: a program that
-	 * closes every descriptor takes it with it, and we must not write
-	 * into whatever file the program opens next under its number (the
-	 * thread notices within IDLE_CHECK_MS and stops writing). */
-	int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
-	if (high >= 0) {
-		close(fd);
-		fd = high;
-	}
-	atomic_store_explicit(&cb_fd, fd, memory_order_release);
 	/* The thread takes none of the program's signals. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -302,8 +272,6 @@ static void cb_start(void)
 	pthread_attr_destroy(&a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
-		atomic_store_explicit(&cb_fd, -1, memory_order_release);
-		close(fd);
 		atomic_store_explicit(&cb_failed, true, memory_order_relaxed);
 		complain(4,
 		         "cannot start the heap callback thread; enable and "
@@ -319,15 +287,11 @@ out:
 
 void heaps_after_fork_child(void)
 {
-	/* The thread and its eventfd belong to the parent (writing the
-	 * shared eventfd would wake the parent's thread).  The child starts
+	/* The thread belongs to the parent.  The child starts
 	 * afresh, as a process nothing was told yet: a child the session
 	 * follows gets its enable callbacks from its own thread, started at
 	 * its next registration or report; one it does not follow gets no
 	 * callback at all. */
-	int fd = atomic_exchange_explicit(&cb_fd, -1, memory_order_relaxed);
-	if (fd >= 0)
-		close(fd);
 	atomic_store_explicit(&cb_running, false, memory_order_relaxed);
 	atomic_store_explicit(&cb_starting, 0, memory_order_relaxed);
 	atomic_store_explicit(&cb_failed, false, memory_order_relaxed);

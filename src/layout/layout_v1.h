@@ -79,6 +79,9 @@ enum hp_counter {
 	                          * recorded with their caller only */
 	HP_CTR_STACK_LOW,        /* samples with less than 1 KiB of stack left:
 	                          * not recorded */
+	HP_CTR_CONTROL_LOST,     /* the program closed (or reused the number of)
+	                          * the client's connection to the collector:
+	                          * given up unread, profiling goes on */
 	HP_CTR_COUNT = 16
 };
 

@@ -9,6 +9,10 @@
 #   exitlock   a thread parked for good in a signal handler, maybe inside
 #              malloc, when main exits: nothing at exit may wait on the
 #              arena lock it may hold (case 11)
+#   sockreuse  closes every descriptor and dup2's its own socket onto
+#              every number: the client must not read, write or close it
+#              (case 1), also with --block-client on a full table, when
+#              the client would ask its collector for room
 #
 # Env: HEAPPROF_HOSTILE_RUNS (runs per mode, default 3),
 # HEAPPROF_HOSTILE_TIMEOUT (seconds per run, default 30).
@@ -17,7 +21,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/hostile_ownmalloc" \
-	"$PROGS/hostile_exitlock"
+	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse"
 
 RUNS=${HEAPPROF_HOSTILE_RUNS:-3}
 TMO=${HEAPPROF_HOSTILE_TIMEOUT:-30}
@@ -40,6 +44,19 @@ fi
 # A thread parked in a signal handler while main exits (bare: 2 of 6
 # profiled runs hung in mallinfo2 at exit before the fix).
 HC_NOCOUNT=1 hostile_case exitlock 0 -- "$PROGS/hostile_exitlock"
+
+# Every descriptor number the program's own socket (bare: its 24-byte
+# message comes back whole, nothing else arrives).  Before the fix, under
+# --block-client the client read the message as its collector's answer
+# and wrote its request into the program's socket.
+hostile_case sockreuse 0 -- "$PROGS/hostile_sockreuse"
+if HC_OPTS="--block-client --shmem-size 1048576" \
+	hostile_case sockreuse-block 0 -- "$PROGS/hostile_sockreuse"; then
+	assert_eq 1 "$(sqlq "$T_DIR/sockreuse-block.i1.db" "SELECT value FROM heapprof_process_stats WHERE name = 'control_lost';")" \
+		"control_lost (the connection given up once, at the first GROW)"
+	assert_match "closed or reused heapprof's connection" \
+		"$(cat "$T_DIR/sockreuse-block.i1.report")" "the report says so"
+fi
 
 hostile_summary hostile
 t_summary
