@@ -769,7 +769,8 @@ static void print_counters(sqlite3 *db, const struct rd_process *p)
 		       " (under 1 KiB of stack left)\n",
 		       stopped, unbounded, low);
 	if (stat_get(db, p->upid, "control_lost") > 0)
-		printf("  connection     the program closed or reused heapprof's"
+		printf("  connection     the program closed or reused "
+		       "heapprof's"
 		       " connection to the collector (as daemons do): recorded"
 		       " on, but tables could not grow and named snapshots"
 		       " failed from then on\n");

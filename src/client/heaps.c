@@ -165,11 +165,11 @@ static uint64_t heap_interval(const struct client_slot *s, uint32_t id)
 
 static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t cb_wake; /* futex word: bumped to wake the thread */
-static _Atomic bool cb_wanted;  /* a registered heap has callbacks */
-static _Atomic bool cb_running; /* the thread runs in this process */
-static _Atomic int cb_starting; /* one thread starts it */
-static _Atomic bool cb_failed;  /* it could not start: no retries */
-static __thread int cb_depth;   /* callbacks running on this thread */
+static _Atomic bool cb_wanted;   /* a registered heap has callbacks */
+static _Atomic bool cb_running;  /* the thread runs in this process */
+static _Atomic int cb_starting;  /* one thread starts it */
+static _Atomic bool cb_failed;   /* it could not start: no retries */
+static __thread int cb_depth;    /* callbacks running on this thread */
 
 void heaps_session_changed(void)
 {

@@ -142,8 +142,8 @@ HP_HIDDEN void hooks_init(void);
 static bool foreign(void *fn)
 {
 	Dl_info mine, theirs;
-	return fn && dladdr((void *)hooks_init, &mine) &&
-	       dladdr(fn, &theirs) && theirs.dli_fbase != mine.dli_fbase;
+	return fn && dladdr((void *)hooks_init, &mine) && dladdr(fn, &theirs) &&
+	       theirs.dli_fbase != mine.dli_fbase;
 }
 
 static void find_own_allocator(memalign_fn next_aligned)
@@ -298,9 +298,8 @@ static void *boot_pvalloc(size_t n)
  * is a few instructions and a tail call of the allocator; when it is, the
  * out-of-line path below calls the allocator and records the block.
  */
-static __attribute__((noinline)) void *malloc_recorded(size_t n, size_t size,
-                                                       uintptr_t caller,
-                                                       int how)
+static __attribute__((noinline)) void *
+malloc_recorded(size_t n, size_t size, uintptr_t caller, int how)
 {
 	void *p = real_malloc(n);
 	client_alloc_recorded(p, size, caller, how);
@@ -322,9 +321,8 @@ HP_EXPORT void free(void *p)
 	real_free(p);
 }
 
-static __attribute__((noinline)) void *calloc_recorded(size_t n, size_t m,
-                                                       uintptr_t caller,
-                                                       int how)
+static __attribute__((noinline)) void *
+calloc_recorded(size_t n, size_t m, uintptr_t caller, int how)
 {
 	void *p = real_calloc(n, m);
 	client_alloc_recorded(p, n * m, caller, how);

@@ -72,8 +72,8 @@ static void seed(struct client_tls *t)
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO */
 	uint64_t now = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32);
 #endif
-	uint64_t s = now ^ ((uint64_t)unwind_thread_id() << 17) ^
-	             (uintptr_t)t ^ (n * 0x9e3779b97f4a7c15ull);
+	uint64_t s = now ^ ((uint64_t)unwind_thread_id() << 17) ^ (uintptr_t)t ^
+	             (n * 0x9e3779b97f4a7c15ull);
 	s ^= s >> 33;
 	s *= 0xff51afd7ed558ccdull;
 	s ^= s >> 33;

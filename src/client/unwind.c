@@ -678,7 +678,8 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 				memo_set(&S[ns++], &r, exact);
 			break;
 		}
-		int32_t vj = -1; /* after a run of reuse: the frame it ended on */
+		int32_t vj =
+		        -1; /* after a run of reuse: the frame it ended on */
 		if (k >= 0) {
 			/* A tight loop: check a step of the memo, record the
 			 * caller, until a word changed or the memo ends. */

@@ -567,7 +567,8 @@ static void populate(const struct hp_region *r, const void *p, uint64_t len,
                      uint64_t page)
 {
 	uintptr_t start = (uintptr_t)p & ~(uintptr_t)(page - 1);
-	uintptr_t end = ((uintptr_t)p + len + page - 1) & ~(uintptr_t)(page - 1);
+	uintptr_t end =
+	        ((uintptr_t)p + len + page - 1) & ~(uintptr_t)(page - 1);
 	uintptr_t lim = (uintptr_t)r->base + r->size;
 	if (end > lim)
 		end = lim;
@@ -593,8 +594,9 @@ void region_populate_hot(const struct hp_region *r)
 	if (!r->use_fill || !r->live_values)
 		return; /* interval 1: the live table is the heap's size */
 	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
-	uint64_t near = (nb < HP_LIVE_NEAR_BUCKETS ? nb : HP_LIVE_NEAR_BUCKETS) *
-	                HP_LIVE_BUCKET;
+	uint64_t near =
+	        (nb < HP_LIVE_NEAR_BUCKETS ? nb : HP_LIVE_NEAR_BUCKETS) *
+	        HP_LIVE_BUCKET;
 	populate(r, r->live_keys, near * sizeof(uint64_t), page);
 	populate(r, r->live_values, near * sizeof(*r->live_values), page);
 	populate(r, r->live_fill, nb, page);
@@ -777,8 +779,7 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 		return 0; /* a table smaller than one bucket: nothing to load */
 	/* Around the second bucket: the first ones are the near part,
 	 * fuller than the table as a whole. */
-	uint64_t first = (live_bucket(r, addr, 1) / HP_LIVE_BUCKET) &
-	                 ~63ull;
+	uint64_t first = (live_bucket(r, addr, 1) / HP_LIVE_BUCKET) & ~63ull;
 	if (first + n > nb)
 		first = nb - n;
 	uint64_t sum = 0;

@@ -205,8 +205,7 @@ static inline _Atomic uint8_t *livetab_filter_cell(const struct hp_region *r,
 
 /* false when addr is certainly not in the live table (its filter cell is
  * 0); true when it may be, or when the region has no filter. */
-static inline bool livetab_maybe_live(const struct hp_region *r,
-                                      uint64_t addr)
+static inline bool livetab_maybe_live(const struct hp_region *r, uint64_t addr)
 {
 	return !r->live_filter ||
 	       atomic_load_explicit(livetab_filter_cell(r, addr),

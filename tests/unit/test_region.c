@@ -903,11 +903,12 @@ static void test_live_filter(void)
 	for (uint64_t page = 0x7f0000000000ull; page < 0x7f0000040000ull;
 	     page += 0x9000) {
 		/* (offsets in the filter: this test's region is malloc'd) */
-		uint64_t line =
-		        (uint64_t)(livetab_filter_cell(&r, page) - r.live_filter) &
-		        ~63ull;
+		uint64_t line = (uint64_t)(livetab_filter_cell(&r, page) -
+		                           r.live_filter) &
+		                ~63ull;
 		for (uint64_t off = 0; off < 4096; off += 64) {
-			_Atomic uint8_t *c = livetab_filter_cell(&r, page + off);
+			_Atomic uint8_t *c =
+			        livetab_filter_cell(&r, page + off);
 			CHECK_EQ_U64((uint64_t)(c - r.live_filter) & ~63ull,
 			             line);
 			CHECK_EQ_U64(c - livetab_filter_cell(&r, page),

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace
+{
 alignas(64) unsigned char arena[64 << 20];
 size_t used;
 unsigned long served, freed;
@@ -106,7 +107,8 @@ int main()
 	size_t bytes = used - u0;
 	unsigned long aligned = 0;
 	for (Wide *p : w)
-		aligned += ours(p) && (reinterpret_cast<uintptr_t>(p) & 255) == 0;
+		aligned +=
+		        ours(p) && (reinterpret_cast<uintptr_t>(p) & 255) == 0;
 	unsigned long f0 = freed;
 	for (std::string *s : v)
 		delete s;

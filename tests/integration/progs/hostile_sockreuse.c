@@ -117,7 +117,8 @@ int main(void)
 		       got, sizeof(msg));
 		bad = 1;
 	}
-	long stray = drain(sv[0], buf, sizeof(buf)) + drain(sv[1], buf, sizeof(buf));
+	long stray =
+	        drain(sv[0], buf, sizeof(buf)) + drain(sv[1], buf, sizeof(buf));
 	if (!bad)
 		printf("sockreuse: message intact, %ld stray bytes\n", stray);
 	sc_print(&c_after);
