@@ -73,10 +73,23 @@ HP_HIDDEN __thread struct client_tls hp_tls
 
 HP_HIDDEN void hooks_init(void);
 
-/* The embedded collector made us (it waits for our hello); a daemon
- * session may be slower to answer but a program must not hang on it. */
-#define EMBEDDED_TIMEOUT_MS 10000
-#define DAEMON_TIMEOUT_MS   1000
+/*
+ * How long an attach waits for the collector's answer.  The command
+ * `heapprof record` launched (its parent is the collector: the peer's pid
+ * in SO_PEERCRED) waits as long as it takes a collector to answer, and
+ * says on its stderr when it could not attach: the user asked for that
+ * very command.  Any other new process (a child the program forks or
+ * runs, followed or not, a process a daemon may want) waits at most
+ * NEW_PROCESS_TIMEOUT_MS, silently: a stopped or busy collector must not
+ * stall every process the program starts, nor write on their stderr.
+ * A late attach (HP_ATTACH_SIGNAL) was asked for by the daemon.
+ */
+#define EMBEDDED_TIMEOUT_MS    10000
+#define NEW_PROCESS_TIMEOUT_MS 100
+#define DAEMON_TIMEOUT_MS      1000
+/* attach_via's timeout_ms: EMBEDDED_TIMEOUT_MS when the collector is our
+ * parent, else NEW_PROCESS_TIMEOUT_MS. */
+#define TIMEOUT_BY_PARENT (-1)
 
 enum { SLOT_FREE = 0, SLOT_CLAIMED = 1, SLOT_MAPPED = 2 };
 
@@ -120,15 +133,19 @@ static size_t str_len(const char *s)
 	return n;
 }
 
-/* Connects to path; the peer must run as our uid.  fd or -errno. */
-static int connect_path(const char *path)
+/* Connects to path; the peer must run as our uid.  fd or -errno; the
+ * peer's pid in *peer (if not NULL). */
+static int connect_path_peer(const char *path, pid_t *peer)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t len = str_len(path);
 	if (len == 0 || len >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(sa.sun_path, path, len + 1);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: a collector that is stopped with its backlog full
+	 * makes a blocking connect wait for ever; this one fails at once
+	 * (EAGAIN, taken as a timeout).  Blocking again once connected. */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	int rc;
@@ -136,6 +153,12 @@ static int connect_path(const char *path)
 		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	while (rc != 0 && errno == EINTR);
 	if (rc != 0) {
+		int e = errno == EAGAIN ? -ETIMEDOUT : -errno;
+		close(fd);
+		return e;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
 		int e = -errno;
 		close(fd);
 		return e;
@@ -147,7 +170,24 @@ static int connect_path(const char *path)
 		close(fd);
 		return -EPERM;
 	}
+	if (peer)
+		*peer = cred.pid;
 	return fd;
+}
+
+static int connect_path(const char *path)
+{
+	return connect_path_peer(path, NULL);
+}
+
+/* The pid of the collector the last attach reached (0: none reached). */
+static pid_t attach_peer;
+
+/* The collector the last attach reached is our parent: it launched this
+ * very command. */
+static bool launched_by_collector(void)
+{
+	return attach_peer > 0 && attach_peer == getppid();
 }
 
 /* Where kept descriptors go (the connection, the regions' memfds): above
@@ -457,9 +497,13 @@ static void retire_old(uint32_t gen)
 static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
                       bool scan)
 {
-	int fd = connect_path(path);
+	attach_peer = 0;
+	int fd = connect_path_peer(path, &attach_peer);
 	if (fd < 0)
 		return fd;
+	if (timeout_ms == TIMEOUT_BY_PARENT)
+		timeout_ms = launched_by_collector() ? EMBEDDED_TIMEOUT_MS
+		                                     : NEW_PROCESS_TIMEOUT_MS;
 	struct hp_welcome w;
 	int region_fd = -1;
 	int rc = send_hello(fd, hello_flags);
@@ -947,7 +991,7 @@ static void follow_fork(void)
 {
 	int saved = errno;
 	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
-	attach_via(collector_path, HP_HELLO_FORK_CHILD, DAEMON_TIMEOUT_MS,
+	attach_via(collector_path, HP_HELLO_FORK_CHILD, NEW_PROCESS_TIMEOUT_MS,
 	           false);
 	atomic_store_explicit(&attaching, 0, memory_order_release);
 	errno = saved;
@@ -972,12 +1016,14 @@ __attribute__((constructor)) static void client_init(void)
 	const char *path = getenv(HP_ENV_SOCKET);
 	int rc = -ENOENT;
 	if (path && *path) {
-		rc = attach_via(path, HP_HELLO_AT_STARTUP, EMBEDDED_TIMEOUT_MS,
+		rc = attach_via(path, HP_HELLO_AT_STARTUP, TIMEOUT_BY_PARENT,
 		                true);
 		/* A collector that is gone means its session ended (e.g. a
 		 * grandchild started after `heapprof record` finished): stay
-		 * quiet, the program's stderr is not ours to write to. */
-		if (rc < 0 && rc != -ENOENT && rc != -ECONNREFUSED)
+		 * quiet, the program's stderr is not ours to write to; and
+		 * only the command record launched says anything at all. */
+		if (rc < 0 && rc != -ENOENT && rc != -ECONNREFUSED &&
+		    launched_by_collector())
 			client_log(rc == -ETIMEDOUT || rc == -EPROTO ||
 			                           rc == -ECONNRESET
 			                   ? "attach failed, running unprofiled"
@@ -990,8 +1036,8 @@ __attribute__((constructor)) static void client_init(void)
 		/* No daemon is the common case: quiet, and one access() when
 		 * none ever ran here (its socket file is missing).  A daemon
 		 * that does not want us answers NOT_TARGET: quiet too. */
-		attach_via(daemon_path, HP_HELLO_AT_STARTUP, DAEMON_TIMEOUT_MS,
-		           true);
+		attach_via(daemon_path, HP_HELLO_AT_STARTUP,
+		           NEW_PROCESS_TIMEOUT_MS, true);
 	}
 	atomic_store_explicit(&attaching, 0, memory_order_release);
 	install_attach_signal();

@@ -9,6 +9,9 @@
 #   exitlock   a thread parked for good in a signal handler, maybe inside
 #              malloc, when main exits: nothing at exit may wait on the
 #              arena lock it may hold (case 11)
+#   spawner    starts ten processes while its collector is stopped
+#              (SIGSTOP): each may wait a few milliseconds for it, not
+#              seconds, and none writes on the program's stderr (case 12)
 #   sockreuse  closes every descriptor and dup2's its own socket onto
 #              every number: the client must not read, write or close it
 #              (case 1), also with --block-client on a full table, when
@@ -21,7 +24,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/hostile_ownmalloc" \
-	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse"
+	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse" "$PROGS/hostile_spawner"
 
 RUNS=${HEAPPROF_HOSTILE_RUNS:-3}
 TMO=${HEAPPROF_HOSTILE_TIMEOUT:-30}
@@ -57,6 +60,42 @@ if HC_OPTS="--block-client --shmem-size 1048576" \
 	assert_match "closed or reused heapprof's connection" \
 		"$(cat "$T_DIR/sockreuse-block.i1.report")" "the report says so"
 fi
+
+# wait_file PATH SECONDS: until PATH exists (0) or SECONDS pass (1).
+wait_file() {
+	local end=$((SECONDS + $2))
+	while [ ! -e "$1" ]; do
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.02
+	done
+}
+
+# A stopped collector (record under SIGSTOP) while the program runs ten
+# commands with system(): before the fix each of them waited 10 s for the
+# collector's answer and said so on the program's stderr.
+t_begin "spawner: a stopped collector stalls none of the processes the program starts"
+d="$T_DIR/spawner"
+mkdir -p "$d"
+"$HP" record -o "$d/p.db" -- "$PROGS/hostile_spawner" "$d/ready" "$d/go" "$d/done" \
+	>"$d/out" 2>"$d/err" </dev/null &
+rec=$!
+if ! wait_file "$d/ready" 30; then
+	t_fail "the program did not start within 30 s"
+else
+	kill -STOP "$rec"
+	touch "$d/go"
+	wait_file "$d/done" 60 || t_fail "ten system() calls took over 60 s with the collector stopped"
+	kill -CONT "$rec"
+fi
+wait_pid_bounded 60 "$rec"
+assert_eq 0 "$WAIT_RC" "record's exit status (the program's)"
+assert_eq 10 "$(grep -c '^spawned ' "$d/out")" "the ten commands' output"
+worst=$(cat "$d/done" 2>/dev/null)
+if t_is_num "${worst:-x}"; then
+	assert_le "$worst" 1000 "the longest system() in ms (bare: a few)"
+fi
+assert_no_match "attach failed|cannot reach|unprofiled" "$(cat "$d/err")" \
+	"nothing on the program's stderr from its children"
 
 hostile_summary hostile
 t_summary
