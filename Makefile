@@ -79,9 +79,38 @@ PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SR
 EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
+# The per-ABI tree `record` preloads through (src/cli/preload.c):
+# heapprof-abi/$LIB/libheapprof.so.1, this build's library for its own ABI
+# and an empty 32-bit one for the i386 programs a profiled program may
+# start (their loader would refuse the 64-bit client on their stderr).
+# Debian's layouts of $LIB only: lib/<multiarch>, and lib32 for the
+# loader of libc6-i386; without -m32 support in the toolchain there is no
+# 32-bit stub.
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+ABI_TREE  := $(BUILD)/heapprof-abi
+ifeq ($(MULTIARCH),x86_64-linux-gnu)
+ABI_FILES := $(ABI_TREE)/lib/x86_64-linux-gnu/$(LIB_SONAME) \
+             $(ABI_TREE)/lib/i386-linux-gnu/$(LIB_SONAME) \
+             $(ABI_TREE)/lib32/$(LIB_SONAME)
+endif
+
 .PHONY: all deps test-deps test unit integration demo bench bench-cost bench-api \
         bench-scale install uninstall clean format check-format lint
-all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS)
+all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS) \
+     $(ABI_FILES)
+
+$(ABI_TREE)/lib/x86_64-linux-gnu/$(LIB_SONAME): $(BUILD)/$(LIB_SONAME)
+	@mkdir -p $(dir $@)
+	ln -sf ../../../$(LIB_SONAME) $@
+
+$(ABI_TREE)/lib32/$(LIB_SONAME): $(ABI_TREE)/lib/i386-linux-gnu/$(LIB_SONAME)
+	@mkdir -p $(dir $@)
+	ln -sf ../lib/i386-linux-gnu/$(LIB_SONAME) $@
+
+$(ABI_TREE)/lib/i386-linux-gnu/$(LIB_SONAME): src/stub32/stub32.c
+	@mkdir -p $(dir $@)
+	$(CC) -m32 -shared -nostdlib -fPIC -O2 -Wl,-soname,$(LIB_SONAME) \
+	  -o $@ $< || { rm -f $@; echo "no 32-bit stub: $(CC) -m32 failed"; }
 
 deps:
 	@scripts/deps.sh
@@ -278,6 +307,17 @@ install: all
 	ln -sf heapprof $(INST_BIN)/heapprofd
 	install -m 755 $(BUILD)/$(LIB_SONAME) $(INST_LIB)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(INST_LIB)/libheapprof.so
+	if [ -n "$(ABI_FILES)" ]; then \
+	  install -d $(INST_LIB)/heapprof-abi/lib/$(MULTIARCH) && \
+	  ln -sf ../../../$(LIB_SONAME) $(INST_LIB)/heapprof-abi/lib/$(MULTIARCH)/$(LIB_SONAME); \
+	  if [ -f $(ABI_TREE)/lib/i386-linux-gnu/$(LIB_SONAME) ]; then \
+	    install -d $(INST_LIB)/heapprof-abi/lib/i386-linux-gnu && \
+	    install -m 644 $(ABI_TREE)/lib/i386-linux-gnu/$(LIB_SONAME) \
+	      $(INST_LIB)/heapprof-abi/lib/i386-linux-gnu/$(LIB_SONAME) && \
+	    install -d $(INST_LIB)/heapprof-abi/lib32 && \
+	    ln -sf ../lib/i386-linux-gnu/$(LIB_SONAME) $(INST_LIB)/heapprof-abi/lib32/$(LIB_SONAME); \
+	  fi; \
+	fi
 	install -m 644 include/heapprof/heap_profile.h $(INST_INC)/heap_profile.h
 	install -m 644 include/heapprof/heapprof.h $(INST_INC)/heapprof.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
@@ -292,6 +332,7 @@ uninstall:
 	  $(INST_LIB)/$(LIB_SONAME) $(INST_LIB)/libheapprof.so \
 	  $(INST_INC)/heap_profile.h $(INST_INC)/heapprof.h \
 	  $(INST_PC)/heapprof.pc
+	rm -rf $(INST_LIB)/heapprof-abi
 	[ ! -d $(INST_INC) ] || rmdir --ignore-fail-on-non-empty $(INST_INC)
 
 # Fuzzers (docs/safety/fuzz.md): libFuzzer harnesses fuzz/fuzz_*.c over

@@ -6,7 +6,8 @@
 #                           (the flame graph page is checked in it
 #                           headless), Node.js (drives Chromium) and
 #                           pkg-config (a program is built against an
-#                           installed heapprof.pc)
+#                           installed heapprof.pc), libc6-i386 (a 32-bit
+#                           program's loader)
 #   scripts/deps.sh --lint  also clang-tidy 14 and cppcheck (make lint)
 #   scripts/deps.sh --fuzz  also clang and libFuzzer (make fuzz)
 set -e
@@ -29,6 +30,9 @@ if [ "${1:-}" = --test ]; then
 	command -v chromium >/dev/null 2>&1 || need="$need chromium"
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
 	command -v pkg-config >/dev/null 2>&1 || need="$need pkgconf"
+	# a 32-bit program started by a profiled one (test_hostile.sh)
+	[ "$(uname -m)" != x86_64 ] || [ -e /lib/ld-linux.so.2 ] ||
+		need="$need libc6-i386"
 fi
 if [ "${1:-}" = --lint ]; then
 	command -v clang-tidy-14 >/dev/null 2>&1 || need="$need clang-tidy-14"

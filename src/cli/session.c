@@ -570,8 +570,10 @@ static char *join_args(char *const *argv)
 	return s;
 }
 
-static int setup_child_env(const char *lib, const char *sock)
+static int setup_child_env(const char *path, const char *sock)
 {
+	char lib[PATH_MAX + 32];
+	preload_entry(path, lib, sizeof(lib));
 	const char *old = getenv("LD_PRELOAD");
 	char *v;
 	if (old && *old) {

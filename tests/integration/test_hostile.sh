@@ -12,6 +12,9 @@
 #   spawner    starts ten processes while its collector is stopped
 #              (SIGSTOP): each may wait a few milliseconds for it, not
 #              seconds, and none writes on the program's stderr (case 12)
+#   exec32     runs a 32-bit program (its loader must find a 32-bit
+#              library through $LIB, not complain about the 64-bit one
+#              on the child's stderr) (case 10)
 #   sockreuse  closes every descriptor and dup2's its own socket onto
 #              every number: the client must not read, write or close it
 #              (case 1), also with --block-client on a full table, when
@@ -24,7 +27,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/hostile_ownmalloc" \
-	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse" "$PROGS/hostile_spawner"
+	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse" "$PROGS/hostile_spawner" \
+	"$PROGS/hostile_exec32"
 
 RUNS=${HEAPPROF_HOSTILE_RUNS:-3}
 TMO=${HEAPPROF_HOSTILE_TIMEOUT:-30}
@@ -59,6 +63,21 @@ if HC_OPTS="--block-client --shmem-size 1048576" \
 		"control_lost (the connection given up once, at the first GROW)"
 	assert_match "closed or reused heapprof's connection" \
 		"$(cat "$T_DIR/sockreuse-block.i1.report")" "the report says so"
+fi
+
+# A 64-bit program that runs a 32-bit one.  Needs the 32-bit loader
+# (libc6-i386, in scripts/deps.sh --test) and gcc -m32 (-nostdlib: no
+# multilib).
+P32="$T_DIR/prog32"
+if [ ! -e /lib/ld-linux.so.2 ]; then
+	t_begin "exec32"
+	t_skip "no 32-bit loader (apt-get install libc6-i386)"
+elif ! gcc -m32 -nostdlib -fPIE -pie -Wl,-dynamic-linker,/lib/ld-linux.so.2 \
+	-Wl,-z,noexecstack -O1 -o "$P32" "$HERE/libsrc/prog32.c" 2>"$T_DIR/p32.err"; then
+	t_begin "exec32"
+	t_skip "cannot build a 32-bit program: $(head -c 200 "$T_DIR/p32.err")"
+else
+	HC_NOCOUNT=1 hostile_case exec32 0 -- "$PROGS/hostile_exec32" "$P32"
 fi
 
 # wait_file PATH SECONDS: until PATH exists (0) or SECONDS pass (1).
