@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -44,10 +45,24 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	memset(c, 0, sizeof(*c));
 	c->listen_fd = -1;
 	c->opts = *o;
-	if (!c->opts.shmem_size)
+	if (!c->opts.shmem_size) {
 		c->opts.shmem_size =
 		        collector_default_shmem(hp_heap_select_min_interval(
 		                o->heap_select, o->nheap_select, o->interval));
+		/* The region's whole size counts against the program's
+		 * address-space limit (ulimit -v), touched or not: under one,
+		 * take a sixteenth of it at most, so the program can still
+		 * have what it could bare (its commands inherit our limit). */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_AS, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY) {
+			uint64_t cap = (uint64_t)rl.rlim_cur / 16;
+			if (cap < HP_REGION_MIN_SIZE)
+				cap = HP_REGION_MIN_SIZE;
+			if (c->opts.shmem_size > cap)
+				c->opts.shmem_size = cap & ~(uint64_t)4095;
+		}
+	}
 	if (!listen_sock)
 		return 0;
 	const char *tmp = getenv("TMPDIR");

@@ -17,6 +17,7 @@
  * heapprof_dump row says how long the dump took (write_ms).
  */
 #include <errno.h>
+#include <sys/resource.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sqlite3.h>
@@ -367,13 +368,24 @@ static int errors_said;
  */
 static int sql_err(struct profile *p, int rc, const char *what)
 {
-	if (errors_said++ == 0)
+	if (errors_said++ == 0) {
+		/* A limit of the process is what the user must change: name
+		 * it (SQLite says "unable to open database file"). */
+		char hint[96] = "";
+		struct rlimit rl;
+		if (p->db && sqlite3_system_errno(p->db) == EMFILE &&
+		    getrlimit(RLIMIT_NOFILE, &rl) == 0)
+			snprintf(hint, sizeof(hint),
+			         ": too many open files, the limit (ulimit -n)"
+			         " is %llu",
+			         (unsigned long long)rl.rlim_cur);
 		fprintf(stderr,
-		        SUBSYS "%s: %s (%s); the dumps written before are "
+		        SUBSYS "%s: %s%s (%s); the dumps written before are "
 		               "kept, later write errors are not repeated\n",
 		        p->path ? p->path : "profile",
 		        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc),
-		        what);
+		        hint, what);
+	}
 	return errno_of(rc);
 }
 

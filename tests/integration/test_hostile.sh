@@ -15,6 +15,9 @@
 #   exec32     runs a 32-bit program (its loader must find a 32-bit
 #              library through $LIB, not complain about the 64-bit one
 #              on the child's stderr) (case 10)
+#   vlimit     100 blocks of 4 MiB under ulimit -v 900000: the region
+#              counts against the limit and must leave them all (case 9);
+#              and ulimit -n 9: record says which limit it hit
 #   sockreuse  closes every descriptor and dup2's its own socket onto
 #              every number: the client must not read, write or close it
 #              (case 1), also with --block-client on a full table, when
@@ -28,7 +31,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/hostile_ownmalloc" \
 	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse" "$PROGS/hostile_spawner" \
-	"$PROGS/hostile_exec32"
+	"$PROGS/hostile_exec32" "$PROGS/hostile_vlimit"
 
 RUNS=${HEAPPROF_HOSTILE_RUNS:-3}
 TMO=${HEAPPROF_HOSTILE_TIMEOUT:-30}
@@ -79,6 +82,24 @@ elif ! gcc -m32 -nostdlib -fPIE -pie -Wl,-dynamic-linker,/lib/ld-linux.so.2 \
 else
 	HC_NOCOUNT=1 hostile_case exec32 0 -- "$PROGS/hostile_exec32" "$P32"
 fi
+
+# Limits record and the program share (record's own limits are what the
+# program inherits): ulimit -v, where the program bare gets its 100 blocks
+# (before the fix, at -i 1 the 512 MiB region left it 88 to 90); ulimit -n
+# 9, too few for record's own files: one line that names the limit.
+t_begin "vlimit: under ulimit -v the program gets what it gets bare"
+for mode in bare i1 default; do
+	case $mode in
+	bare) pre=() ;;
+	i1) pre=("$HP" record -i 1 -o "$T_DIR/vlimit.i1.db" --) ;;
+	default) pre=("$HP" record -o "$T_DIR/vlimit.default.db" --) ;;
+	esac
+	out=$( (ulimit -v 900000 && exec timeout -k 5 "$TMO" "${pre[@]}" "$PROGS/hostile_vlimit") 2>"$T_DIR/vlimit.$mode.err" </dev/null)
+	assert_eq "got 100 of 100 blocks of 4 MiB" "$out" "$mode under ulimit -v 900000 ($(head -c 200 "$T_DIR/vlimit.$mode.err"))"
+done
+t_begin "nofile: under ulimit -n 9 record names the limit it hit"
+err=$( (ulimit -n 9 && exec timeout -k 5 "$TMO" "$HP" record -o "$T_DIR/nofile.db" -- /bin/true) 2>&1 </dev/null)
+assert_match "too many open files, the limit \(ulimit -n\) is 9" "$err" "record's message"
 
 # wait_file PATH SECONDS: until PATH exists (0) or SECONDS pass (1).
 wait_file() {
