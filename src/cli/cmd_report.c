@@ -768,6 +768,13 @@ static void print_counters(sqlite3 *db, const struct rd_process *p)
 		       " cannot bound (caller only), %" PRId64 " not recorded"
 		       " (under 1 KiB of stack left)\n",
 		       stopped, unbounded, low);
+	int64_t sandboxed = stat_get(db, p->upid, "sandboxed_children");
+	if (sandboxed > 0)
+		printf("  not followed   %" PRId64 " children: the program runs"
+		       " under a seccomp filter it installed, and heapprof "
+		       "makes"
+		       " no system call such a filter may forbid\n",
+		       sandboxed);
 	if (stat_get(db, p->upid, "control_lost") > 0)
 		printf("  connection     the program closed or reused "
 		       "heapprof's"

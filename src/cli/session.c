@@ -570,6 +570,21 @@ static char *join_args(char *const *argv)
 	return s;
 }
 
+/* "Seccomp_filters:" of /proc/self/status (0 if none or unknown). */
+static long seccomp_filters_of_self(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	if (!f)
+		return 0;
+	char line[256];
+	long n = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Seccomp_filters: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 static int setup_child_env(const char *path, const char *sock)
 {
 	char lib[PATH_MAX + 32];
@@ -585,6 +600,11 @@ static int setup_child_env(const char *path, const char *sock)
 			return -1;
 	}
 	int rc = setenv("LD_PRELOAD", v, 1) | setenv(HP_ENV_SOCKET, sock, 1);
+	/* Our own seccomp filters (a container's), inherited by the
+	 * command: the client tells the program's own from them. */
+	char nf[24];
+	snprintf(nf, sizeof(nf), "%ld", seccomp_filters_of_self());
+	rc |= setenv(HP_ENV_SECCOMP, nf, 1);
 	free(v);
 	return rc;
 }

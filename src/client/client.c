@@ -227,6 +227,12 @@ static int sock_ours(void)
 	int fd = hp_client.sock_fd;
 	if (fd < 0)
 		return -1;
+	if (atomic_load_explicit(&hp_sandboxed, memory_order_acquire)) {
+		/* Under a seccomp filter the program installed: no system
+		 * call on it any more (sandbox.c); not closed either. */
+		hp_client.sock_fd = -1;
+		return -1;
+	}
 	atomic_thread_fence(memory_order_acquire); /* sock_publish's order */
 	int saved = errno;
 	struct stat st;
@@ -648,6 +654,8 @@ static void on_attach_signal(int sig, siginfo_t *si, void *uc)
 	(void)sig;
 	(void)si;
 	(void)uc;
+	if (atomic_load_explicit(&hp_sandboxed, memory_order_acquire))
+		return; /* under the program's seccomp filter: no connect */
 	int saved = errno;
 	int zero = 0;
 	/* A storm of signals (or one per thread) attaches once: whoever
@@ -958,6 +966,30 @@ static void fork_child_reset(bool may_follow)
 	atomic_store_explicit(&hp_active, 0, memory_order_relaxed);
 	atomic_store_explicit(&hp_malloc_on, 0, memory_order_relaxed);
 	atomic_store_explicit(&hp_client.cur, NULL, memory_order_relaxed);
+	bool sandboxed =
+	        atomic_load_explicit(&hp_sandboxed, memory_order_acquire);
+	if (sandboxed) {
+		/* Under the program's seccomp filter: no system call (no
+		 * munmap, no close, no attach); the parent's region says
+		 * why this child is not followed (a counter the parent also
+		 * adds to, atomically). */
+		if (follow && s)
+			atomic_fetch_add_explicit(
+			        &s->root->region.hdr
+			                 ->counters[HP_CTR_SANDBOXED_CHILDREN],
+			        1, memory_order_relaxed);
+		for (int i = 0; i < HP_CLIENT_SLOTS; i++)
+			atomic_store_explicit(&hp_client.slots[i].state,
+			                      SLOT_FREE, memory_order_relaxed);
+		hp_client.sock_fd = -1;
+		atomic_store_explicit(&attaching, 0, memory_order_relaxed);
+		atomic_store_explicit(&growing, 0, memory_order_relaxed);
+		hp_tls.tid = 0;
+		modules_reset_after_fork();
+		heaps_after_fork_child();
+		follow_pending = false;
+		return;
+	}
 	/* (This also closes the parent's kept region descriptors: the
 	 * child's own regions, if any, come with its own attach.) */
 	for (int i = 0; i < HP_CLIENT_SLOTS; i++)
@@ -1015,6 +1047,14 @@ __attribute__((constructor)) static void client_init(void)
 	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
 	const char *path = getenv(HP_ENV_SOCKET);
 	int rc = -ENOENT;
+	if (path && *path && sandbox_at_start()) {
+		/* Started under a seccomp filter the program installed (an
+		 * exec'd child of a sandboxed program): attaching could be
+		 * the system call that kills it.  Unprofiled, silently. */
+		atomic_store_explicit(&attaching, 0, memory_order_release);
+		errno = saved;
+		return;
+	}
 	if (path && *path) {
 		rc = attach_via(path, HP_HELLO_AT_STARTUP, TIMEOUT_BY_PARENT,
 		                true);

@@ -32,6 +32,10 @@ extern HP_HIDDEN _Atomic int hp_active;
  * custom heaps (--heaps NAME), and then malloc costs what it costs idle.
  */
 extern HP_HIDDEN _Atomic int hp_malloc_on;
+/* The process may run under a seccomp filter it installed (sandbox.c):
+ * no system call but the region's from then on. */
+extern HP_HIDDEN _Atomic int hp_sandboxed;
+HP_HIDDEN bool sandbox_at_start(void);
 
 /*
  * One mapped region and what the recorder needs of its header.  Slots live

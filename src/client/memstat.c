@@ -103,7 +103,9 @@ static unsigned live_threads(void)
 void memstat_take(void)
 {
 	struct client_slot *s = client_cur();
-	if (!s)
+	/* Under the program's seccomp filter: no /proc reads (the
+	 * collector reads the memory of a live process itself). */
+	if (!s || atomic_load_explicit(&hp_sandboxed, memory_order_acquire))
 		return;
 	/* Into the attach's first region, where a collector looks for it
 	 * however many regions --block-client added. */

@@ -82,6 +82,9 @@ enum hp_counter {
 	HP_CTR_CONTROL_LOST,     /* the program closed (or reused the number of)
 	                          * the client's connection to the collector:
 	                          * given up unread, profiling goes on */
+	HP_CTR_SANDBOXED_CHILDREN, /* children --follow-fork could not follow:
+	                            * the program runs under a seccomp filter
+	                            * it installed */
 	HP_CTR_COUNT = 16
 };
 

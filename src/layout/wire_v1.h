@@ -17,6 +17,10 @@
 /* Environment variable naming the collector's socket for a launched
  * program. */
 #define HP_ENV_SOCKET "HEAPPROF_SOCKET"
+/* Set by `heapprof record` for its command: how many seccomp filters
+ * record itself runs under ("Seccomp_filters:" of /proc/self/status), so
+ * the client can tell filters the program added (src/client/sandbox.c). */
+#define HP_ENV_SECCOMP "HEAPPROF_SECCOMP_FILTERS"
 
 enum hp_hello_flags {
 	HP_HELLO_AT_STARTUP = 0x1, /* sent from the library constructor */

@@ -274,6 +274,7 @@ static const char *const counter_names[] = {
         [HP_CTR_STACK_UNBOUNDED] = "stack_unbounded",
         [HP_CTR_STACK_LOW] = "stack_low",
         [HP_CTR_CONTROL_LOST] = "control_lost",
+        [HP_CTR_SANDBOXED_CHILDREN] = "sandboxed_children",
 };
 
 /* Row ids we assign; saved at BEGIN so a rollback can restore them. */

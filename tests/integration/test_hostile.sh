@@ -18,6 +18,10 @@
 #   vlimit     100 blocks of 4 MiB under ulimit -v 900000: the region
 #              counts against the limit and must leave them all (case 9);
 #              and ulimit -n 9: record says which limit it hit
+#   seccomp-*  installs a seccomp filter that kills on socket/connect
+#              (prctl or syscall), then forks children (one execs): none
+#              may die of the filter; --follow-fork counts them as not
+#              followed (case 8)
 #   sockreuse  closes every descriptor and dup2's its own socket onto
 #              every number: the client must not read, write or close it
 #              (case 1), also with --block-client on a full table, when
@@ -31,7 +35,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/hostile_ownmalloc" \
 	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse" "$PROGS/hostile_spawner" \
-	"$PROGS/hostile_exec32" "$PROGS/hostile_vlimit"
+	"$PROGS/hostile_exec32" "$PROGS/hostile_vlimit" "$PROGS/hostile_seccomp"
 
 RUNS=${HEAPPROF_HOSTILE_RUNS:-3}
 TMO=${HEAPPROF_HOSTILE_TIMEOUT:-30}
@@ -67,6 +71,22 @@ if HC_OPTS="--block-client --shmem-size 1048576" \
 	assert_match "closed or reused heapprof's connection" \
 		"$(cat "$T_DIR/sockreuse-block.i1.report")" "the report says so"
 fi
+
+# A program that sandboxes itself, then forks: before the fix every
+# child died of SIGSYS under --follow-fork (and the exec'd one without it,
+# at its attach); with SECCOMP_RET_ERRNO they went unprofiled silently.
+for how in prctl syscall; do
+	if HC_MODES="i1 default follow" HC_NOCOUNT=1 \
+		hostile_case "seccomp-$how" 0 -- "$PROGS/hostile_seccomp" "$how" kill; then
+		check_counts "-i 1" "$T_DIR/seccomp-$how.i1.db" "$T_DIR/seccomp-$how.i1.out"
+		db="$T_DIR/seccomp-$how.follow.db"
+		assert_eq 5 "$(sqlq "$db" "SELECT value FROM heapprof_process_stats WHERE name = 'sandboxed_children';")" \
+			"children not followed, counted"
+		assert_eq 1 "$(sqlq "$db" "SELECT count(*) FROM process;")" "processes in the profile"
+		assert_match "not followed   5 children" "$(cat "$T_DIR/seccomp-$how.follow.report")" "the report says so"
+	fi
+done
+HC_MODES="follow" HC_NOCOUNT=1 hostile_case seccomp-errno 0 -- "$PROGS/hostile_seccomp" prctl errno
 
 # A 64-bit program that runs a 32-bit one.  Needs the 32-bit loader
 # (libc6-i386, in scripts/deps.sh --test) and gcc -m32 (-nostdlib: no
