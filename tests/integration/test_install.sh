@@ -66,11 +66,23 @@ assert_eq "$POOL_LINE" "$(cat "$T_DIR/bpool.bare.out")" "examples/pool from the 
 t_begin "make install PREFIX: the files, links and pkg-config file"
 hp_make install install PREFIX="$PREFIX"
 assert_eq 0 "$MAKE_RC" "make install status"
+# The per-ABI tree record preloads through (Makefile, ABI_FILES), where
+# the build has one.
+ABI=""
+if [ -e "$BUILD/heapprof-abi/lib/x86_64-linux-gnu/libheapprof.so.1" ]; then
+	ABI="./lib/heapprof-abi/lib/i386-linux-gnu/libheapprof.so.1
+./lib/heapprof-abi/lib/x86_64-linux-gnu/libheapprof.so.1
+./lib/heapprof-abi/lib32/libheapprof.so.1
+"
+	[ -e "$BUILD/heapprof-abi/lib/i386-linux-gnu/libheapprof.so.1" ] ||
+		ABI="./lib/heapprof-abi/lib/x86_64-linux-gnu/libheapprof.so.1
+"
+fi
 EXPECT_FILES="./bin/heapprof
 ./bin/heapprofd
 ./include/heapprof/heap_profile.h
 ./include/heapprof/heapprof.h
-./lib/libheapprof.so
+${ABI}./lib/libheapprof.so
 ./lib/libheapprof.so.1
 ./lib/pkgconfig/heapprof.pc"
 assert_eq "$EXPECT_FILES" "$(tree_of "$PREFIX")" "installed files"
