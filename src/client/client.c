@@ -796,10 +796,12 @@ HP_EXPORT int heapprof_take_named_snapshot(const char *name)
 {
 	int saved = errno;
 	/* Nothing this thread does meanwhile is recorded (a signal handler
-	 * that allocates while we wait is counted as re-entrant). */
-	hp_tls.in_hook++;
+	 * that allocates while we wait is counted as re-entrant); a longjmp
+	 * out of such a handler leaves a mark the next record clears. */
+	int held = recorder_hold((uintptr_t)__builtin_frame_address(0),
+	                         (uintptr_t)__builtin_return_address(0), true);
 	int rc = take_named_snapshot(name);
-	hp_tls.in_hook--;
+	recorder_unhold(held);
 	errno = saved;
 	return rc;
 }
@@ -975,9 +977,11 @@ __attribute__((destructor)) static void client_fini(void)
 {
 	int saved = errno;
 	if (atomic_load_explicit(&hp_active, memory_order_acquire)) {
-		hp_tls.in_hook++;
+		int held = recorder_hold((uintptr_t)__builtin_frame_address(0),
+		                         (uintptr_t)__builtin_return_address(0),
+		                         true);
 		memstat_take();
-		hp_tls.in_hook--;
+		recorder_unhold(held);
 	}
 	errno = saved;
 }

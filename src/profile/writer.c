@@ -272,6 +272,8 @@ static const char *const counter_names[] = {
         [HP_CTR_UNWIND_STOPPED] = "unwind_stopped",
         [HP_CTR_STACK_UNBOUNDED] = "stack_unbounded",
         [HP_CTR_STACK_LOW] = "stack_low",
+        [HP_CTR_NESTED] = "nested_recorded",
+        [HP_CTR_GUARD_STALE] = "stale_guards_cleared",
 };
 
 /* Row ids we assign; saved at BEGIN so a rollback can restore them. */
