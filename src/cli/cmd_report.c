@@ -781,6 +781,14 @@ static void print_counters(sqlite3 *db, const struct rd_process *p)
 		       " connection to the collector (as daemons do): recorded"
 		       " on, but tables could not grow and named snapshots"
 		       " failed from then on\n");
+	/* Signal handlers against the hook, only when there were any. */
+	int64_t nested = stat_get(db, p->upid, "nested_recorded");
+	int64_t stale = stat_get(db, p->upid, "stale_guards_cleared");
+	if (nested > 0 || stale > 0)
+		printf("  hook signals   %" PRId64 " recorded inside a hook"
+		       " (a signal handler's), %" PRId64 " hooks left by a"
+		       " longjmp found and cleared\n",
+		       nested, stale);
 }
 
 static void print_process_header(sqlite3 *db, const struct rd_process *p,

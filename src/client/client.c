@@ -8,12 +8,15 @@
  * NOT_TARGET at once unless a session wants this process.
  *
  * Later, a running process is reached with HP_ATTACH_SIGNAL: its handler
- * (installed by the constructor only if the program left the signal at
- * SIG_DFL and HEAPPROF_ATTACH_SIGNAL is not "0") connects to the daemon
- * from the handler itself with async-signal-safe system calls only,
- * receives the region, maps it and turns recording on.  Modules are not
- * scanned there (dl_iterate_phdr is not async-signal-safe): the first new
- * stack finds its PCs in no known module and scans (modules.c).
+ * connects to the daemon from the handler itself with async-signal-safe
+ * system calls only, receives the region, maps it and turns recording on.
+ * Modules are not scanned there (dl_iterate_phdr is not async-signal-
+ * safe): the first new stack finds its PCs in no known module and scans
+ * (modules.c).  The constructor takes the signal only when a session can
+ * need it (install_attach_signal): a daemon answered at startup, and the
+ * program left the signal at SIG_DFL.  Anywhere else the program keeps
+ * the signal as it was, and a signal the process sends itself is not
+ * for us either: the handler gives it its default action.
  *
  * A forked child stops profiling at once so it can never write into its
  * parent's region; with HP_CFG_FOLLOW_FORK it attaches anew with its own
@@ -104,6 +107,9 @@ static char collector_path[108];
 static _Atomic int attaching;
 static _Atomic int growing;
 static uint32_t attach_gen; /* last attach generation; under `attaching` */
+/* attach_via got a connection (a collector or daemon was there), for the
+ * constructor. */
+static bool attach_connected;
 
 void client_stop(struct client_slot *s, uint32_t reason)
 {
@@ -510,6 +516,7 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 	if (timeout_ms == TIMEOUT_BY_PARENT)
 		timeout_ms = launched_by_collector() ? EMBEDDED_TIMEOUT_MS
 		                                     : NEW_PROCESS_TIMEOUT_MS;
+	attach_connected = true;
 	struct hp_welcome w;
 	int region_fd = -1;
 	int rc = send_hello(fd, hello_flags);
@@ -651,12 +658,26 @@ static void late_attach(void)
 
 static void on_attach_signal(int sig, siginfo_t *si, void *uc)
 {
-	(void)sig;
-	(void)si;
 	(void)uc;
 	if (atomic_load_explicit(&hp_sandboxed, memory_order_acquire))
 		return; /* under the program's seccomp filter: no connect */
 	int saved = errno;
+	if (si && si->si_pid == getpid() &&
+	    (si->si_code == SI_USER || si->si_code == SI_QUEUE ||
+	     si->si_code == SI_TKILL)) {
+		/* The program sent it itself (raise, kill, sigqueue): not a
+		 * daemon's request.  Its default action, as without us: the
+		 * signal is blocked in this handler, so the one sent again
+		 * is taken, by SIG_DFL, when the handler returns. */
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigemptyset(&dfl.sa_mask);
+		sigaction(sig, &dfl, NULL);
+		raise(sig);
+		errno = saved;
+		return;
+	}
 	int zero = 0;
 	/* A storm of signals (or one per thread) attaches once: whoever
 	 * does not get the flag returns at once. */
@@ -670,12 +691,24 @@ static void on_attach_signal(int sig, siginfo_t *si, void *uc)
 	errno = saved;
 }
 
-/* Whether to take HP_ATTACH_SIGNAL: only if the program has not (it is
- * SIG_DFL now) and HEAPPROF_ATTACH_SIGNAL is not "0". */
-static void install_attach_signal(void)
+/*
+ * Whether to take HP_ATTACH_SIGNAL.  Only the daemon sends it, to a
+ * process that catches it: a session can need it only when a daemon was
+ * there at startup (daemon_seen: it answered our hello, whatever it said).
+ * A process started by `heapprof record -- CMD` attached to that
+ * collector and asked no daemon; one started with no daemon running
+ * keeps the signal as it was (and can be profiled from startup only).
+ * HEAPPROF_ATTACH_SIGNAL=0: never; =1: always (a process started before
+ * the daemon that should be reachable).  And never when the program has
+ * the signal already (it is not SIG_DFL now: an inherited SIG_IGN, or a
+ * handler of the program's).
+ */
+static void install_attach_signal(bool daemon_seen)
 {
 	const char *env = getenv("HEAPPROF_ATTACH_SIGNAL");
 	if (env && env[0] == '0' && env[1] == '\0')
+		return;
+	if (!daemon_seen && !(env && env[0] == '1' && env[1] == '\0'))
 		return;
 	struct sigaction old;
 	if (sigaction(HP_ATTACH_SIGNAL, NULL, &old) != 0)
@@ -882,10 +915,12 @@ HP_EXPORT int heapprof_take_named_snapshot(const char *name)
 {
 	int saved = errno;
 	/* Nothing this thread does meanwhile is recorded (a signal handler
-	 * that allocates while we wait is counted as re-entrant). */
-	hp_tls.in_hook++;
+	 * that allocates while we wait is counted as re-entrant); a longjmp
+	 * out of such a handler leaves a mark the next record clears. */
+	int held = recorder_hold((uintptr_t)__builtin_frame_address(0),
+	                         (uintptr_t)__builtin_return_address(0), true);
 	int rc = take_named_snapshot(name);
-	hp_tls.in_hook--;
+	recorder_unhold(held);
 	errno = saved;
 	return rc;
 }
@@ -974,10 +1009,8 @@ static void fork_child_reset(bool may_follow)
 		 * why this child is not followed (a counter the parent also
 		 * adds to, atomically). */
 		if (follow && s)
-			atomic_fetch_add_explicit(
-			        &s->root->region.hdr
-			                 ->counters[HP_CTR_SANDBOXED_CHILDREN],
-			        1, memory_order_relaxed);
+			region_count(&s->root->region,
+			             HP_CTR_SANDBOXED_CHILDREN, 1);
 		for (int i = 0; i < HP_CLIENT_SLOTS; i++)
 			atomic_store_explicit(&hp_client.slots[i].state,
 			                      SLOT_FREE, memory_order_relaxed);
@@ -1071,16 +1104,19 @@ __attribute__((constructor)) static void client_init(void)
 			                     "running unprofiled",
 			           strerror(-rc));
 	}
+	bool daemon_seen = false;
 	if ((rc == -ENOENT || rc == -ECONNREFUSED) && daemon_path[0] &&
 	    access(daemon_path, F_OK) == 0) {
 		/* No daemon is the common case: quiet, and one access() when
 		 * none ever ran here (its socket file is missing).  A daemon
 		 * that does not want us answers NOT_TARGET: quiet too. */
+		attach_connected = false;
 		attach_via(daemon_path, HP_HELLO_AT_STARTUP,
 		           NEW_PROCESS_TIMEOUT_MS, true);
+		daemon_seen = attach_connected;
 	}
 	atomic_store_explicit(&attaching, 0, memory_order_release);
-	install_attach_signal();
+	install_attach_signal(daemon_seen);
 	errno = saved;
 }
 
@@ -1092,9 +1128,11 @@ __attribute__((destructor)) static void client_fini(void)
 {
 	int saved = errno;
 	if (atomic_load_explicit(&hp_active, memory_order_acquire)) {
-		hp_tls.in_hook++;
+		int held = recorder_hold((uintptr_t)__builtin_frame_address(0),
+		                         (uintptr_t)__builtin_return_address(0),
+		                         true);
 		memstat_take();
-		hp_tls.in_hook--;
+		recorder_unhold(held);
 	}
 	errno = saved;
 }

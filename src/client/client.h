@@ -170,7 +170,10 @@ struct unwind_memo {
  * thread.
  */
 struct capture_ctx {
-	_Atomic uint32_t busy;
+	/* 0: free; else who holds it: the claiming thread's pointer plus
+	 * 1 + its guard level (unwind_ctx_claim), so that the context of a
+	 * hook a longjmp left can be found and given back. */
+	_Atomic uintptr_t busy;
 	_Atomic uintptr_t owner; /* thread pointer of the last claimer */
 	/* The last capture's frames, outermost first (unwind.c, "Reuse"),
 	 * and the new frames of the capture under way, leaf first. */
@@ -189,6 +192,16 @@ struct capture_ctx {
 	_Alignas(16) unsigned char walk[128];
 };
 
+/* One level of the re-entrancy guard (recorder.c, "The re-entrancy
+ * guard"): the frame of a hook of this thread that is running (0: none;
+ * HP_GUARD_CLOSED set: nothing may be recorded under it) and the return
+ * address its frame holds while it runs. */
+#define HP_GUARD_CLOSED 1u
+struct client_guard {
+	uintptr_t frame;
+	uintptr_t ra;
+};
+
 /* Per-thread state: the sampler and the re-entrancy guard. */
 struct client_tls {
 	int64_t bytes_left; /* bytes until the next sample point */
@@ -201,7 +214,6 @@ struct client_tls {
 	uint64_t obj_interval;
 	uint64_t rng;
 	uint8_t seeded;
-	uint8_t in_hook;
 	/* gettid(), read at this thread's first sampled allocation or
 	 * traced free; 0 until then (and in a fork child: reset there). */
 	uint32_t tid;
@@ -213,6 +225,10 @@ struct client_tls {
 	uintptr_t alt_lo, alt_hi;
 	/* The capture context this thread had last (unwind.c): a hint. */
 	uint16_t ctx_hint;
+	/* [0]: the outermost hook running on this thread; [1]: a record
+	 * nested in it (an allocation by a signal handler that interrupted
+	 * it).  Written only by this thread, read by its signal handlers. */
+	struct client_guard guard[2];
 };
 extern HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
@@ -254,6 +270,16 @@ HP_HIDDEN void recorder_put_back(struct client_slot *s, void *ptr,
  * at `interval`. */
 HP_HIDDEN uint64_t recorder_objects_fp(size_t size, bool exact,
                                        uint64_t interval);
+/* The re-entrancy guard for code that is not a record (a traced free's
+ * wait, a named snapshot, the exit's memory figures): takes the guard's
+ * free level for the frame `frame` of the caller; closed: nothing is
+ * recorded on this thread under it (counted as reentrant).  Returns the
+ * level taken (0: no hook of this thread runs under the caller, 1: one
+ * does), or -1 when none is free.  ra: the return address the caller's
+ * frame holds (__builtin_return_address(0)).  recorder_unhold gives the
+ * level back. */
+HP_HIDDEN int recorder_hold(uintptr_t frame, uintptr_t ra, bool closed);
+HP_HIDDEN void recorder_unhold(int level);
 /* Adaptive sampling: doubles the interval of slot s (CAS on
  * header.current_interval from `seen`), up to its max.  true if done. */
 HP_HIDDEN bool recorder_adapt(struct client_slot *s, uint64_t seen);
@@ -338,6 +364,10 @@ HP_HIDDEN void unwind_init(void);
 	                     * safe, or no rule for a frame */
 #define HP_CAP_UNBOUNDED 4u /* on a stack it cannot bound: caller only */
 #define HP_CAP_LOW       8u /* less than HP_HOOK_STACK left: not recorded */
+/* In *flags on the way in: the record is nested in a hook of its thread
+ * (the recorder's guard knows; with --unwind fp the capture cannot see
+ * the signal frame that says so). */
+#define HP_CAP_NESTED 16u
 /* The most stack a hook may use, its capture included (the suite
  * measures it: tests/integration/test_capture.sh).  A hook that finds
  * less than that left below the program's frame does not record the
@@ -350,16 +380,27 @@ HP_HIDDEN void unwind_init(void);
  * known).  For a hook without a capture context; the capture measures
  * it itself. */
 HP_HIDDEN bool unwind_stack_room(uintptr_t *room);
-/* A capture context for this thread, or NULL when every one is busy
- * (the capture then keeps the caller only).  Async-signal-safe. */
-HP_HIDDEN struct capture_ctx *unwind_ctx_claim(void);
+/* A capture context for this thread's hook at guard level `level`, or
+ * NULL when every one is busy (the capture then keeps the caller only).
+ * Async-signal-safe. */
+HP_HIDDEN struct capture_ctx *unwind_ctx_claim(uint32_t level);
 HP_HIDDEN void unwind_ctx_release(struct capture_ctx *c);
+/* Gives back every context this thread's hook at guard level `level`
+ * holds: that hook is gone (a longjmp left it). */
+HP_HIDDEN void unwind_ctx_drop(uint32_t level);
 /* Fills c->frames (leaf first, the program's frames only: frames[0] is the
  * return address into the function that called the hook); returns the
- * count (at least 1 when caller != 0) and sets *flags. */
+ * count (at least 1 when caller != 0) and sets *flags (HP_CAP_NESTED in
+ * it on the way in: see there). */
 HP_HIDDEN uint32_t unwind_capture(struct capture_ctx *c, uint32_t max,
                                   uint32_t mode, uintptr_t caller,
                                   uint32_t *flags);
+/* Whether the hook frame `mark` of this thread, which holds the return
+ * address ra while the hook runs, is provably gone: `here`, a frame of
+ * the code running now, lies above it (or at it) on the same stack, or
+ * the frame's return address slot holds something else now (the
+ * re-entrancy guard, recorder.c). */
+HP_HIDDEN bool unwind_frame_gone(uintptr_t mark, uintptr_t ra, uintptr_t here);
 /* Whether a signal handler is running on this thread's stack (true when
  * the unwind cannot tell). */
 HP_HIDDEN bool unwind_in_signal_handler(void);

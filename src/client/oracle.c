@@ -7,8 +7,9 @@
  * frame that captured, with the program's frames it got (leaf first: the
  * return address into the function that called malloc/new).  The oracle
  * unwinds again from its own frame with libgcc's _Unwind_Backtrace (a
- * different unwinder, with no cache), drops the leading frames that lie in
- * libheapprof's text (the oracle, the recorder, the hook), and compares
+ * different unwinder, with no cache), drops the frames that lie in
+ * libheapprof's text (the oracle, the recorder, the hook, and a hook a
+ * signal handler interrupted, past the signal frame), and compares
  * the rest with the capture: the same values (raw: a return address as
  * is, the exact pc for a frame interrupted by a signal) and the same
  * number of frames, or, when the capture stopped at max frames, the same
@@ -25,8 +26,8 @@
  * ones), no stdio, no lock of ours.  libgcc's unwinder finds FDEs with
  * _dl_find_object (glibc >= 2.35), which neither locks nor allocates.  It
  * runs inside the recorder, with the thread's re-entrancy guard held, so
- * an allocation made under it would not be sampled but counted as
- * reentrant_skipped (the test checks that this stays 0).
+ * an allocation made under it would be counted as nested_recorded (or, a
+ * level deeper, reentrant_skipped): the test checks that both stay 0.
  */
 #include "client/client.h"
 
@@ -73,11 +74,13 @@ struct oracle_walk {
 	uint64_t pc[ORACLE_FRAMES];
 	uint8_t sig[ORACLE_FRAMES]; /* _Unwind_GetIPInfo's ip_before_insn */
 	uint32_t n;
-	bool more;    /* the stack went on past the buffer */
-	bool started; /* past libheapprof's leading frames */
+	bool more;      /* the stack went on past the buffer */
+	int32_t sig_at; /* the last frame a signal interrupted, or -1 */
 	uint8_t busy;
 };
-static __thread struct oracle_walk walk_tls
+/* Two: a capture nested in a hook (a signal handler's allocation) may
+ * interrupt the walk of the capture under it. */
+static __thread struct oracle_walk walk_tls[2]
         __attribute__((tls_model("initial-exec")));
 
 struct oracle_kept {
@@ -128,10 +131,17 @@ static _Unwind_Reason_Code oracle_step(struct _Unwind_Context *ctx, void *arg)
 	struct oracle_walk *w = arg;
 	int before = 0;
 	uintptr_t ip = ref_getipinfo(ctx, &before);
-	if (!w->started) {
-		if (ip >= self_lo && ip < self_hi)
-			return _URC_NO_REASON; /* still inside heapprof */
-		w->started = true;
+	/* Inside heapprof: the leading frames (the oracle, the recorder,
+	 * the hook), and, past a signal frame, a hook that a signal
+	 * handler's allocation interrupted.  The capture leaves those out,
+	 * and the frames the hook called since the signal (from the one the
+	 * signal interrupted on): so does the reference. */
+	if (ip >= self_lo && ip < self_hi) {
+		if (w->sig_at >= 0) {
+			w->n = (uint32_t)w->sig_at;
+			w->sig_at = -1;
+		}
+		return _URC_NO_REASON;
 	}
 	/* The outermost frame (_start, a thread's clone, a context's
 	 * __start_context) marks its return address undefined; libgcc then
@@ -143,6 +153,8 @@ static _Unwind_Reason_Code oracle_step(struct _Unwind_Context *ctx, void *arg)
 		w->more = true;
 		return _URC_END_OF_STACK; /* stops the walk */
 	}
+	if (before)
+		w->sig_at = (int32_t)w->n;
 	w->sig[w->n] = (uint8_t)(before != 0);
 	w->pc[w->n++] = ip;
 	return _URC_NO_REASON;
@@ -172,7 +184,7 @@ void unwind_oracle_check(const uint64_t *pcs, uint32_t n, bool truncated,
                          bool skip)
 {
 	atomic_fetch_add_explicit(&n_captures, 1, memory_order_relaxed);
-	struct oracle_walk *w = &walk_tls;
+	struct oracle_walk *w = &walk_tls[walk_tls[0].busy ? 1 : 0];
 	/* The constructor ran before the library could attach (its
 	 * priority puts it before client_init); nothing here may dlopen. */
 	if (skip || w->busy ||
@@ -185,7 +197,7 @@ void unwind_oracle_check(const uint64_t *pcs, uint32_t n, bool truncated,
 	w->busy = 1;
 	w->n = 0;
 	w->more = false;
-	w->started = false;
+	w->sig_at = -1;
 	ref_backtrace(oracle_step, w);
 
 	bool same;
@@ -352,7 +364,8 @@ static void oracle_fork_child(void)
 	atomic_store(&n_skipped, 0);
 	for (unsigned k = 0; k < ORACLE_KEEP; k++)
 		atomic_store(&kept[k].ready, 0);
-	walk_tls.busy = 0;
+	walk_tls[0].busy = 0;
+	walk_tls[1].busy = 0;
 	oracle_pid = getpid();
 }
 

@@ -2,8 +2,9 @@
  * Accounting of sampled allocations into the shared region: capture the
  * stack, intern it, remember the block in the live table and add to the
  * stack's counters; on free, take back exactly what was charged.  Every
- * step is lock-free; the re-entrancy guard keeps allocations made by the
- * unwinder itself (or by a signal handler that interrupts us) out.
+ * step is lock-free and wait-free with respect to the other hooks of the
+ * thread, so a signal handler's allocation that interrupts a record is
+ * recorded too (the re-entrancy guard, below, says where that is safe).
  *
  * Each call loads the current region (hp_client.cur) once and works in
  * that slot to the end, so a region switch by another thread (late attach,
@@ -26,8 +27,41 @@
  * waits for the collector in short sleeps, at most trace_block_ms, then
  * drops the event; after such a timeout nobody waits for TRACE_STALL_NS,
  * so a stopped collector cannot stall every allocation.  Never waits in a
- * free nested in a hook (a signal handler's), and never holding a lock
- * (the recorder holds none).
+ * free or an allocation nested in a hook (a signal handler's), and never
+ * holding a lock (the recorder holds none).
+ *
+ * The re-entrancy guard.  A signal handler may allocate while a hook of
+ * its thread is stopped between two steps, and may leave that hook for
+ * good with siglongjmp.  hp_tls.guard[] holds, for each hook running on
+ * the thread, its frame and the return address that frame holds while it
+ * runs: [0] the outermost, [1] one record nested in it.  A record that
+ * finds a mark first asks whether the marked frame is provably gone
+ * (unwind_frame_gone): its own frame lies above the mark, or at it, on
+ * the same stack (the thread's, the alternate signal stack, a makecontext
+ * stack: a live hook is only ever interrupted by code below it on its
+ * stack, or on another stack), or the mark's return address slot holds
+ * another word now (a deeper call wrote over the frame).  A gone mark was
+ * left by a longjmp: it is cleared, the capture context its record held
+ * is given back (contexts are claimed under a tag of thread and level,
+ * unwind_ctx_drop), and it is counted (stale_guards_cleared).  A mark
+ * not proven gone is taken as live: this allocation was made by a signal
+ * handler that interrupted the hook.  What a nested record shares with
+ * the hook under it is safe to share: its capture context is another one
+ * (claimed by CAS), the stack and live tables, the counters, the module
+ * scan (a trylock) and the trace are lock-free and never wait for
+ * another writer, and the thread-local fields it writes are a hint
+ * (ctx_hint) or the same value every time (tid, the thread's stack
+ * bounds).  So one level of nesting is allowed and recorded
+ * (nested_recorded), with two differences: it never waits for room in
+ * the trace (the hook under it may be the writer the collector waits
+ * for) and never asks for a GROW (it waits, and the hook under it may
+ * hold the request).  Refused, and counted as reentrant_skipped: a second
+ * level (a handler interrupting the nested record: the stack use would
+ * add up), and anything under a closed mark (a named snapshot's wait,
+ * the exit's memory figures: code of ours that calls the C library).
+ * The sampler's countdown runs outside the guard, as before: a handler's
+ * allocation between its steps can at worst move one sample point
+ * (benign, and nothing at -i 1, where every allocation is exact).
  */
 #include <errno.h>
 #include <math.h>
@@ -288,6 +322,105 @@ static uint32_t full_stack_table(const struct hp_region *r, uint32_t n)
 	return HP_TAB_STACK_INDEX;
 }
 
+/* ---- the re-entrancy guard (see the top of the file) ---------------- */
+
+/* The mark of level l: frame `me`, whose return address is ra.  (Level 0
+ * is the common case: spelt out, its fields are at fixed offsets.) */
+static inline void guard_take(struct client_tls *t, uint32_t l, uintptr_t me,
+                              uintptr_t ra)
+{
+	struct client_guard *g =
+	        HP_LIKELY(l == 0) ? &t->guard[0] : &t->guard[1];
+	g->ra = ra;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	g->frame = me;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+/* Level l's hook ends: its capture context goes (if it has one), then its
+ * mark.  A longjmp in between leaves a mark whose context is free, and
+ * unwind_ctx_drop only gives back what level l's holder still holds. */
+static inline void guard_leave(struct client_tls *t, uint32_t l,
+                               struct capture_ctx *cx)
+{
+	unwind_ctx_release(cx);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (HP_LIKELY(l == 0))
+		t->guard[0].frame = 0;
+	else
+		t->guard[1].frame = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+/* Level l's hook is gone (a longjmp left it): the capture contexts it held
+ * are free again.  1 if there was a mark. */
+static uint32_t guard_drop(struct client_tls *t, uint32_t l)
+{
+	if (!t->guard[l].frame)
+		return 0;
+	unwind_ctx_drop(l);
+	guard_leave(t, l, NULL);
+	return 1;
+}
+
+static inline bool guard_gone(const struct client_guard *g, uintptr_t me)
+{
+	return unwind_frame_gone(g->frame & ~(uintptr_t)HP_GUARD_CLOSED, g->ra,
+	                         me);
+}
+
+/*
+ * The level a hook at frame me takes when a mark is set: 0 when no hook
+ * of this thread runs under it (the marks left are gone: cleared and
+ * counted in r, if any), 1 when one record does and nesting under it is
+ * safe, 2 when it is not (a closed mark, or two levels in use).
+ */
+static __attribute__((noinline)) uint32_t
+guard_level(struct client_tls *t, struct hp_region *r, uintptr_t me)
+{
+	uint32_t level, stale = 0;
+	uintptr_t g0 = t->guard[0].frame;
+	if (g0 == 0 || guard_gone(&t->guard[0], me)) {
+		/* A nested mark lives only as long as the one under it. */
+		stale += guard_drop(t, 0);
+		stale += guard_drop(t, 1);
+		level = 0;
+	} else if (g0 & HP_GUARD_CLOSED) {
+		level = 2;
+	} else {
+		uintptr_t g1 = t->guard[1].frame;
+		if (g1 != 0 && !guard_gone(&t->guard[1], me)) {
+			level = 2;
+		} else {
+			stale += guard_drop(t, 1);
+			level = 1;
+		}
+	}
+	if (stale && r)
+		region_count(r, HP_CTR_GUARD_STALE, stale);
+	return level;
+}
+
+int recorder_hold(uintptr_t frame, uintptr_t ra, bool closed)
+{
+	struct client_tls *t = &hp_tls;
+	uint32_t level = 0;
+	if (t->guard[0].frame | t->guard[1].frame) {
+		struct client_slot *s = client_cur();
+		level = guard_level(t, s ? &s->region : NULL, frame);
+		if (level > 1)
+			return -1;
+	}
+	guard_take(t, level, frame | (closed ? HP_GUARD_CLOSED : 0u), ra);
+	return (int)level;
+}
+
+void recorder_unhold(int level)
+{
+	if (level >= 0)
+		guard_leave(&hp_tls, (uint32_t)level, NULL);
+}
+
 /* ---- event trace ---------------------------------------------------- */
 
 /* After a wait for room that timed out, nobody waits for this long. */
@@ -355,7 +488,7 @@ static void trace_emit(struct client_slot *s, const struct hp_event_v2 *ev,
 static __attribute__((noinline)) void trace_alloc(struct client_slot *s,
                                                   uint64_t key,
                                                   const struct hp_live_v2 *v,
-                                                  bool untracked)
+                                                  bool untracked, bool nested)
 {
 	struct hp_event_v2 ev = {.ts_ns = v->ts_ns,
 	                         .addr = key,
@@ -366,11 +499,11 @@ static __attribute__((noinline)) void trace_alloc(struct client_slot *s,
 	                         .kind = HP_EV_ALLOC,
 	                         .region = s->region_index,
 	                         .heap_id = (uint16_t)v->heap_id};
-	trace_emit(s, &ev, true);
+	trace_emit(s, &ev, !nested);
 	if (untracked) {
 		ev.kind = HP_EV_FREE;
 		ev.alloc_ts_ns = v->ts_ns;
-		trace_emit(s, &ev, true);
+		trace_emit(s, &ev, !nested);
 	}
 }
 
@@ -389,14 +522,18 @@ trace_free(struct client_slot *s, uint64_t key, const struct hp_live_v2 *v)
 	                         .kind = HP_EV_FREE,
 	                         .region = s->region_index,
 	                         .heap_id = (uint16_t)v->heap_id};
-	/* Inside a hook (a free by the unwinder, or by a signal handler
-	 * that interrupted one) a wait could stall the hook it nests in.
-	 * Held while this free may wait: a signal handler that interrupts
-	 * the wait is such a nested hook. */
-	bool nested = t->in_hook != 0;
-	t->in_hook++;
-	trace_emit(s, &ev, !nested);
-	t->in_hook--;
+	/* Inside a hook (a free by a signal handler that interrupted one) a
+	 * wait could stall the hook it nests in.  The guard is held while
+	 * this free may wait: a signal handler that interrupts the wait is
+	 * such a nested hook. */
+	uintptr_t me = (uintptr_t)__builtin_frame_address(0);
+	if (guard_level(t, &s->region, me) == 0) {
+		guard_take(t, 0, me, (uintptr_t)__builtin_return_address(0));
+		trace_emit(s, &ev, true);
+		guard_leave(t, 0, NULL);
+	} else {
+		trace_emit(s, &ev, false);
+	}
 }
 
 /* ---- allocation ----------------------------------------------------- */
@@ -435,8 +572,10 @@ bool recorder_record(uint32_t heap_id, uint64_t key, size_t size,
 struct captured {
 	struct capture_ctx *cx; /* released by finish_part; NULL: none */
 	uint64_t *pcs;
-	uint32_t n, cap;
-	uint64_t one; /* the frame when there is no context */
+	uint32_t n;
+	uint16_t cap;   /* HP_CAP_* */
+	uint16_t level; /* the guard's level this record holds */
+	uint64_t one;   /* the frame when there is no context */
 };
 
 /*
@@ -453,10 +592,13 @@ capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
 	 * also measures the room left on the program's stack (a small
 	 * alternate signal stack, a small thread or coroutine stack): with
 	 * too little, nothing is recorded.  Without a context (all busy),
-	 * the caller alone, if the room allows. */
-	struct capture_ctx *cx = unwind_ctx_claim();
+	 * the caller alone, if the room allows.  The context is claimed for
+	 * this record's guard level: if a longjmp leaves us, the next record
+	 * finds it by that (guard_drop). */
+	struct capture_ctx *cx = unwind_ctx_claim(k->level);
+	k->cx = cx;
 	uint64_t *pcs = cx ? cx->frames : &k->one;
-	uint32_t cap = 0;
+	uint32_t cap = k->level ? HP_CAP_NESTED : 0;
 	uint32_t n = 0;
 	if (HP_LIKELY(cx != NULL)) {
 		n = RECORDER_CAPTURE(cx, s->max_frames, s->unwind_mode, caller,
@@ -468,7 +610,6 @@ capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
 		              : HP_CAP_UNBOUNDED;
 	}
 	if (HP_UNLIKELY(cap & HP_CAP_LOW)) {
-		unwind_ctx_release(cx);
 		region_count(r, HP_CTR_STACK_LOW, 1);
 		return false;
 	}
@@ -492,10 +633,9 @@ capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
 	}
 	if (truncated)
 		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);
-	k->cx = cx;
 	k->pcs = pcs;
 	k->n = n;
-	k->cap = cap;
+	k->cap = (uint16_t)cap;
 	return true;
 }
 
@@ -514,17 +654,27 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	if (HP_UNLIKELY(!s))
 		return false;
 	struct hp_region *r = &s->region;
-	if (t->in_hook) {
-		region_count(r, HP_CTR_REENTRANT, 1);
-		return false;
+	/* The guard: this record's frame; a mark already there is a hook
+	 * this one interrupted (a signal handler's allocation) or one a
+	 * longjmp left. */
+	uintptr_t me = (uintptr_t)__builtin_frame_address(0);
+	struct captured k;
+	k.level = 0;
+	if (HP_UNLIKELY(t->guard[0].frame | t->guard[1].frame)) {
+		uint32_t level = guard_level(t, r, me);
+		if (level > 1) {
+			region_count(r, HP_CTR_REENTRANT, 1);
+			return false;
+		}
+		k.level = (uint16_t)level;
 	}
-	t->in_hook = 1;
+	guard_take(t, k.level, me, (uintptr_t)__builtin_return_address(0));
 
 	if (HP_UNLIKELY(atomic_load_explicit(&r->hdr->control,
 	                                     memory_order_relaxed) ==
 	                HP_CONTROL_STOP)) {
 		client_stop(s, HP_STOP_REQUESTED);
-		t->in_hook = 0;
+		guard_leave(t, k.level, NULL);
 		return false;
 	}
 	/* The live table's lines for this key are most likely cold (a random
@@ -534,9 +684,8 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	/* When it was allocated, as near the allocator's return as we get. */
 	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
 
-	struct captured k;
 	if (!capture_part(s, caller, &k)) {
-		t->in_hook = 0;
+		guard_leave(t, k.level, k.cx);
 		return false;
 	}
 	return finish_part(s, heap_id, key, size, charged, objs, ts, &k);
@@ -554,7 +703,8 @@ finish_part(struct client_slot *s, uint32_t heap_id, uint64_t key, size_t size,
 	uint64_t *pcs = k->pcs;
 	uint32_t n = k->n;
 	bool truncated = k->cap & HP_CAP_TRUNCATED;
-	bool grown = false;
+	/* Nested in a hook a signal interrupted: no GROW (it waits). */
+	bool grown = k->level != 0;
 	uint32_t id;
 	uint32_t pressure;
 	int rc;
@@ -626,9 +776,10 @@ again:;
 	if (HP_UNLIKELY(s->adaptive) && rc == 0 && pressure >= s->live_trigger)
 		adapt_live(s, key, seen);
 	if (HP_UNLIKELY(s->traced))
-		trace_alloc(s, key, &v, rc != 0);
-	unwind_ctx_release(k->cx);
-	t->in_hook = 0;
+		trace_alloc(s, key, &v, rc != 0, k->level != 0);
+	if (HP_UNLIKELY(k->level != 0))
+		region_count(r, HP_CTR_NESTED, 1);
+	guard_leave(t, k->level, k->cx);
 	return true;
 }
 

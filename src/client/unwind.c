@@ -128,30 +128,39 @@ void unwind_init(void)
 		munmap(m, size);
 }
 
-static inline bool ctx_take(struct capture_ctx *c)
+/* Takes c for `holder` (a thread pointer plus 1 + a guard level). */
+static inline bool ctx_take(struct capture_ctx *c, uintptr_t holder)
 {
-	uint32_t free_ = 0;
+	uintptr_t free_ = 0;
 	return atomic_load_explicit(&c->busy, memory_order_relaxed) == 0 &&
-	       atomic_compare_exchange_strong_explicit(&c->busy, &free_, 1,
+	       atomic_compare_exchange_strong_explicit(&c->busy, &free_, holder,
 	                                               memory_order_acquire,
 	                                               memory_order_relaxed);
 }
 
-struct capture_ctx *unwind_ctx_claim(void)
+static inline uint32_t ctx_hash(uintptr_t tp)
+{
+	return (uint32_t)((tp * 0x9E3779B97F4A7C15ull) >> 40);
+}
+
+struct capture_ctx *unwind_ctx_claim(uint32_t level)
 {
 	struct capture_ctx *pool = __atomic_load_n(&ctx_pool, __ATOMIC_ACQUIRE);
 	if (!pool)
 		return NULL;
 	struct client_tls *t = &hp_tls;
 	uintptr_t tp = thread_pointer();
+	/* The thread pointer is aligned: tp + 1 + level is this thread's
+	 * alone, per level. */
+	uintptr_t holder = tp + 1 + level;
 	struct capture_ctx *c = &pool[t->ctx_hint % CTX_COUNT];
-	if (HP_LIKELY(ctx_take(c))) {
+	if (HP_LIKELY(ctx_take(c, holder))) {
 		if (HP_LIKELY(atomic_load_explicit(&c->owner,
 		                                   memory_order_relaxed) == tp))
 			return c;
 		atomic_store_explicit(&c->busy, 0, memory_order_release);
 	}
-	uint32_t h = (uint32_t)((tp * 0x9E3779B97F4A7C15ull) >> 40);
+	uint32_t h = ctx_hash(tp);
 	struct capture_ctx *spare = NULL;
 	uint32_t spare_i = 0;
 	for (uint32_t k = 0; k < CTX_PROBE; k++) {
@@ -159,7 +168,7 @@ struct capture_ctx *unwind_ctx_claim(void)
 		c = &pool[i];
 		if (atomic_load_explicit(&c->owner, memory_order_relaxed) ==
 		    tp) {
-			if (ctx_take(c)) {
+			if (ctx_take(c, holder)) {
 				if (atomic_load_explicit(
 				            &c->owner, memory_order_relaxed) ==
 				    tp) {
@@ -169,7 +178,7 @@ struct capture_ctx *unwind_ctx_claim(void)
 				atomic_store_explicit(&c->busy, 0,
 				                      memory_order_release);
 			}
-		} else if (!spare && ctx_take(c)) {
+		} else if (!spare && ctx_take(c, holder)) {
 			spare = c;
 			spare_i = i;
 		}
@@ -185,6 +194,26 @@ void unwind_ctx_release(struct capture_ctx *c)
 {
 	if (c)
 		atomic_store_explicit(&c->busy, 0, memory_order_release);
+}
+
+/* A thread only ever holds contexts among its CTX_PROBE slots (the hint
+ * is one of them once set; pool[0] before that is kept only if owned). */
+void unwind_ctx_drop(uint32_t level)
+{
+	struct capture_ctx *pool = __atomic_load_n(&ctx_pool, __ATOMIC_ACQUIRE);
+	if (!pool)
+		return;
+	uintptr_t tp = thread_pointer();
+	uintptr_t holder = tp + 1 + level;
+	uint32_t h = ctx_hash(tp);
+	for (uint32_t k = 0; k <= CTX_PROBE; k++) {
+		struct capture_ctx *c =
+		        &pool[k < CTX_PROBE ? (h + k) % CTX_COUNT : 0];
+		uintptr_t want = holder;
+		atomic_compare_exchange_strong_explicit(&c->busy, &want, 0,
+		                                        memory_order_release,
+		                                        memory_order_relaxed);
+	}
 }
 
 uint32_t unwind_thread_id(void)
@@ -305,12 +334,13 @@ static bool pd_stack_at(uintptr_t tp, uint32_t off, uintptr_t sp,
 	return true;
 }
 
-/* This thread's own stack, from glibc's thread descriptor, once. */
+/* This thread's own stack, from glibc's thread descriptor, once.  The
+ * bounds are written before stack_tried: a signal handler's capture that
+ * interrupts this one looks again and finds the same values. */
 static void thread_stack(struct client_tls *t, uintptr_t sp)
 {
-	t->stack_tried = 1;
 	if (!pd_size)
-		return;
+		goto tried;
 	uintptr_t tp = thread_pointer();
 	struct bounds b;
 	int32_t off = atomic_load_explicit(&pd_stack_off, memory_order_relaxed);
@@ -328,7 +358,7 @@ static void thread_stack(struct client_tls *t, uintptr_t sp)
 			found = (int32_t)o;
 		}
 		if (found == -1)
-			return; /* maybe not a glibc thread stack: try later */
+			goto tried; /* maybe not a glibc thread stack: later */
 		int32_t expect = -1;
 		atomic_compare_exchange_strong_explicit(
 		        &pd_stack_off, &expect, found, memory_order_relaxed,
@@ -336,9 +366,13 @@ static void thread_stack(struct client_tls *t, uintptr_t sp)
 		off = atomic_load_explicit(&pd_stack_off, memory_order_relaxed);
 	}
 	if (off < 0 || !pd_stack_at(tp, (uint32_t)off, sp, &b))
-		return;
+		goto tried;
 	t->stack_lo = b.lo;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->stack_hi = b.hi;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+tried:
+	t->stack_tried = 1;
 }
 
 /* The bounds of the stack sp is on; false when heapprof cannot prove
@@ -374,6 +408,28 @@ static bool stack_bounds(struct client_tls *t, uintptr_t sp, struct bounds *b)
 	return known_stack(sp, b);
 }
 
+bool unwind_frame_gone(uintptr_t mark, uintptr_t ra, uintptr_t here)
+{
+	/* Code that runs while the hook at mark is live (a signal handler
+	 * that interrupted it, and what that calls) runs below it on its
+	 * stack, or on another stack: on the same stack at or above it, the
+	 * hook's frame was left (a longjmp out of such a handler).  And a
+	 * live frame keeps its return address: another word there (a deeper
+	 * call since wrote over it) says the same.  That word is read only
+	 * on a stack that is surely mapped: the one we run on, the thread's
+	 * own, the main thread's. */
+	struct client_tls *t = &hp_tls;
+	struct bounds b;
+	if (!stack_bounds(t, here, &b) || !b.lo)
+		return false;
+	if (mark >= b.lo && mark <= b.hi - 16)
+		return here >= mark || word_at(mark + 8) != ra;
+	if ((mark >= t->stack_lo && mark + 16 <= t->stack_hi) ||
+	    (mark >= main_lo && mark + 16 <= main_hi))
+		return word_at(mark + 8) != ra;
+	return false;
+}
+
 /* ---- the walk ------------------------------------------------------- */
 
 struct regs {
@@ -407,7 +463,8 @@ struct step_read {
 };
 
 /* One step from the frame at r (its rule c) to its caller.  0: done (the
- * outermost frame), 1: stepped, -1: stopped early. */
+ * outermost frame), 1: stepped, 2: stepped through a signal frame, -1:
+ * stopped early. */
 static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
                 struct bounds *b, struct cfi_rule c, bool *exact, bool dwarf,
                 struct step_read *rd)
@@ -439,7 +496,7 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 		r->bp = bp;
 		r->bp_ok = true;
 		*exact = true;
-		return pc ? 1 : 0;
+		return pc ? 2 : 0;
 	}
 	case CFI_NOCFI:
 	case CFI_NOMODULE:
@@ -522,11 +579,16 @@ static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
 }
 
 /* unwind_capture's state, in capture_ctx.walk. */
+#define UNWIND_SIGNALS 4
 struct capture_walk {
 	struct regs r;
 	struct bounds b;
 	struct unwind_memo_frame spare; /* a record not (yet) in the memo */
 	struct step_read rd;
+	/* Where in pcs the frames signals interrupted are (the first
+	 * UNWIND_SIGNALS of them). */
+	uint32_t nsig;
+	uint32_t sig_at[UNWIND_SIGNALS];
 };
 _Static_assert(sizeof(struct capture_walk) <=
                        sizeof(((struct capture_ctx *)0)->walk),
@@ -621,6 +683,40 @@ static __attribute__((always_inline)) inline bool program_regs(struct regs *r)
 	return false;
 }
 
+/*
+ * Frames of heapprof's own under the program's: a signal handler's
+ * allocation that interrupted a hook (the walk went through the signal
+ * frame into the hook).  They are not recorded, and neither is what the
+ * hook had called when the signal came (the allocator, the vDSO's clock,
+ * memcpy): from the frame the signal interrupted (sig_at, in pcs) to the
+ * last of ours after it, the stack shows the program's call into the
+ * allocator, as if the signal had interrupted that.  Rare: only a capture
+ * that passed a signal frame looks, and so costs nothing otherwise.  With
+ * --unwind fp the signal frame is not seen (and the frame it interrupted
+ * is not in the stack): only a record nested in another one (the guard
+ * says so) looks, and leaves out our frames alone; a handler's allocation
+ * that interrupted a hook outside its record (its call of the allocator,
+ * a free) may keep them.  Returns the new frame count.
+ */
+static __attribute__((noinline)) uint32_t
+drop_ours(uint64_t *pcs, uint32_t n, const uint32_t *sig_at, uint32_t nsig)
+{
+	uint32_t out = 0, s = 0, mark = UINT32_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		for (; s < nsig && sig_at[s] <= i; s++)
+			if (sig_at[s] == i)
+				mark = out;
+		if (is_ours(pcs[i])) {
+			if (mark != UINT32_MAX)
+				out = mark;
+			mark = UINT32_MAX;
+			continue;
+		}
+		pcs[out++] = pcs[i];
+	}
+	return out;
+}
+
 /* Would the stack go on past the frame at pc (cut at max_frames)? */
 static bool goes_on(struct capture_ctx *cx, uintptr_t pc, bool exact,
                     uint32_t mode)
@@ -641,7 +737,9 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	struct capture_walk *w = (struct capture_walk *)(void *)cx->walk;
 #define r (w->r)
 #define b (w->b)
+	bool nested = *flags & HP_CAP_NESTED;
 	*flags = 0;
+	w->nsig = 0;
 	if (!program_regs(&r))
 		goto caller_only;
 	if (!stack_bounds(t, r.sp, &b)) {
@@ -739,6 +837,13 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		f->flags = (r.bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
 		int rc = step(t, cx, &r, &b, c, &exact, mode != HP_UNWIND_FP,
 		              &w->rd);
+		if (HP_UNLIKELY(rc == 2)) {
+			/* Through a signal frame: pcs[n] is the frame the
+			 * signal interrupted (see drop_ours). */
+			if (w->nsig < UNWIND_SIGNALS)
+				w->sig_at[w->nsig++] = n;
+			rc = 1;
+		}
 		memo_reads(f, &w->rd);
 		if (rc <= 0)
 			f->flags |= MF_OPAQUE;
@@ -766,6 +871,9 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		if (rc <= 0)
 			break;
 	}
+	if (HP_UNLIKELY(w->nsig != 0) ||
+	    (HP_UNLIKELY(nested) && mode == HP_UNWIND_FP))
+		n = drop_ours(pcs, n, w->sig_at, w->nsig);
 	/* The memo for the next capture, outermost first: the frames kept
 	 * in place, then this capture's new ones (the leaf-most
 	 * HP_MEMO_FRAMES in all). */

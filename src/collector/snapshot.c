@@ -239,9 +239,13 @@ int snapshot_take_regions(const struct hp_region *const *rs, int nr,
 	struct hp_header_v1 *h0 = rs[0]->hdr;
 	for (int j = 0; j < nr; j++) {
 		struct hp_header_v1 *h = rs[j]->hdr;
-		for (int i = 0; i < HP_CTR_COUNT; i++)
-			s->dump.counters[i] += atomic_load_explicit(
-			        &h->counters[i], memory_order_relaxed);
+		for (int i = 0; i < HP_CTR_ALL; i++) {
+			_Atomic uint64_t *c =
+			        region_counter(rs[j], (enum hp_counter)i);
+			if (c)
+				s->dump.counters[i] += atomic_load_explicit(
+				        c, memory_order_relaxed);
+		}
 		/* Adaptive sampling only raises the interval: the highest
 		 * any region reports is the one in use. */
 		uint64_t ci = atomic_load_explicit(&h->current_interval,

@@ -761,8 +761,10 @@ static void try_target(struct session *s, int pid, int explicit)
 	if (!(pi.sigcgt & (1ull << (HP_ATTACH_SIGNAL - 1)))) {
 		send_target(s, pid, HP_TGT_NO_CLIENT, nm,
 		            "%s (pid %d) has libheapprof but does not catch "
-		            "signal %d (the program uses it, or the library is "
-		            "too old)",
+		            "signal %d (no heapprofd ran when it started: "
+		            "start it after heapprofd, or with "
+		            "HEAPPROF_ATTACH_SIGNAL=1; or the program uses the "
+		            "signal)",
 		            nm, pid, HP_ATTACH_SIGNAL);
 		return;
 	}

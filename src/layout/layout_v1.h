@@ -71,7 +71,10 @@ enum hp_counter {
 	HP_CTR_MODULE_FULL,      /* modules that did not fit */
 	HP_CTR_UNWIND_ERRORS,    /* unwinds that returned no frame */
 	HP_CTR_TRUNCATED_STACKS, /* stacks cut at max_frames */
-	HP_CTR_REENTRANT,        /* calls skipped because already in a hook */
+	HP_CTR_REENTRANT,        /* samples not recorded: a hook of their
+	                          * thread was running under them where
+	                          * nesting is not safe (recorder.c, "The
+	                          * re-entrancy guard") */
 	HP_CTR_UNWIND_STOPPED,   /* unwinds that ended early: a read outside
 	                          * the proven stack, or a frame no rule
 	                          * describes (the stack keeps what it had) */
@@ -79,13 +82,22 @@ enum hp_counter {
 	                          * recorded with their caller only */
 	HP_CTR_STACK_LOW,        /* samples with less than 1 KiB of stack left:
 	                          * not recorded */
+	HP_CTR_NESTED,           /* samples recorded while a hook of their
+	                          * thread ran under them (a signal handler
+	                          * that interrupted it), or may have: a mark
+	                          * left by a longjmp, not yet proven gone */
+	HP_CTR_GUARD_STALE,      /* re-entrancy marks of hooks a longjmp out
+	                          * of a signal handler left: found and cleared */
 	HP_CTR_CONTROL_LOST,     /* the program closed (or reused the number of)
 	                          * the client's connection to the collector:
 	                          * given up unread, profiling goes on */
-	HP_CTR_SANDBOXED_CHILDREN, /* children --follow-fork could not follow:
-	                            * the program runs under a seccomp filter
-	                            * it installed */
-	HP_CTR_COUNT = 16
+	HP_CTR_COUNT = 16,       /* header.counters; more in the v2 header's
+	                          * counters_ext (layout_v2.h) */
+	HP_CTR_SANDBOXED_CHILDREN =
+	        HP_CTR_COUNT, /* children --follow-fork
+	                       * could not follow: the program runs under a
+	                       * seccomp filter it installed (v2) */
+	HP_CTR_ALL            /* counters in all */
 };
 
 /* Tables in the region; header.tables[i] describes table i. */

@@ -96,9 +96,13 @@ struct hp_header_ext_v2 {
 	_Atomic uint64_t trace_tail;
 	uint64_t reserved2[7];
 
-	uint64_t reserved3[8];
+	/* Client: the counters past header.counters (enum hp_counter from
+	 * HP_CTR_COUNT on; carved from reserved bytes: zeros in a region an
+	 * older client wrote). */
+	_Atomic uint64_t counters_ext[8];
 };
 _Static_assert(sizeof(struct hp_header_ext_v2) == 256, "hp_header_ext_v2 size");
+_Static_assert(HP_CTR_ALL - HP_CTR_COUNT <= 8, "counters_ext size");
 
 #define HP_HEADER_V2_SIZE                                                      \
 	(sizeof(struct hp_header_v1) + sizeof(struct hp_header_ext_v2))

@@ -298,11 +298,24 @@ void stackmax_read(const struct hp_region *r, uint64_t id,
 void stack_counts(const struct hp_region *r, uint64_t id,
                   struct hp_stack_counts *out);
 
+/* Counter c of the region: in the header, or (from HP_CTR_COUNT on) in
+ * the v2 header's counters_ext; NULL in a v1 region for those. */
+static inline _Atomic uint64_t *region_counter(const struct hp_region *r,
+                                               enum hp_counter c)
+{
+	if ((int)c < HP_CTR_COUNT)
+		return &r->hdr->counters[c];
+	if (r->ext && (int)c < HP_CTR_ALL)
+		return &r->ext->counters_ext[c - HP_CTR_COUNT];
+	return NULL;
+}
+
 static inline void region_count(struct hp_region *r, enum hp_counter c,
                                 uint64_t n)
 {
-	atomic_fetch_add_explicit(&r->hdr->counters[c], n,
-	                          memory_order_relaxed);
+	_Atomic uint64_t *p = region_counter(r, c);
+	if (p)
+		atomic_fetch_add_explicit(p, n, memory_order_relaxed);
 }
 
 #endif

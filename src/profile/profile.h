@@ -99,7 +99,7 @@ struct prof_dump {
 	size_t nstacks;
 	const struct prof_heap *heaps; /* index = heap id */
 	size_t nheaps;
-	uint64_t counters[HP_CTR_COUNT]; /* from the region header */
+	uint64_t counters[HP_CTR_ALL]; /* from the region header */
 	uint32_t client_state, stop_reason;
 	struct prof_memory memory;
 	/* The interval the client samples with now (adaptive sampling may

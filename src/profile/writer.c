@@ -273,6 +273,8 @@ static const char *const counter_names[] = {
         [HP_CTR_UNWIND_STOPPED] = "unwind_stopped",
         [HP_CTR_STACK_UNBOUNDED] = "stack_unbounded",
         [HP_CTR_STACK_LOW] = "stack_low",
+        [HP_CTR_NESTED] = "nested_recorded",
+        [HP_CTR_GUARD_STALE] = "stale_guards_cleared",
         [HP_CTR_CONTROL_LOST] = "control_lost",
         [HP_CTR_SANDBOXED_CHILDREN] = "sandboxed_children",
 };
@@ -1440,7 +1442,7 @@ static int write_stats(struct dump_ctx *c, int64_t upid)
 
 	sqlite3_bind_int64(p->st[ST_DEL_STATS], 1, upid);
 	int err = step(p, ST_DEL_STATS, "writing process stats");
-	for (size_t i = 0; !err && i < HP_CTR_COUNT; i++)
+	for (size_t i = 0; !err && i < HP_CTR_ALL; i++)
 		if (i < sizeof(counter_names) / sizeof(counter_names[0]) &&
 		    counter_names[i])
 			err = write_stat(p, upid, counter_names[i],

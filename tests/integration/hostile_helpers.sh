@@ -9,7 +9,9 @@
 # status, stdout and stderr (heapprof's own lines, "heapprof: ...", taken
 # out of the recorded stderr), the files it wrote (an argument @DIR@) and,
 # at -i 1, a profile whose four views of each function named in a "count
-# FUNC ao as o s" line equal that line.  $HC_OPTS: more `record` options.
+# FUNC ao as o s" line equal that line.  $HC_OPTS: more `record` options;
+# $HC_CHECK: a function called after each good -i 1 run as
+# `$HC_CHECK TAG DB STDOUT` (its status counts like check_counts').
 # Failures are counted (CRASHES, HANGS, DIFFS) for hostile_summary.
 
 CASES=0
@@ -135,6 +137,9 @@ hostile_case() {
 			fi
 			if [ "$mode" = i1 ] && [ -z "${HC_NOCOUNT:-}" ]; then
 				check_counts "run $r, $mode" "$T_DIR/$tag.db" "$T_DIR/$tag.out" || fails=$((fails + 1))
+			fi
+			if [ "$mode" = i1 ] && [ -n "${HC_CHECK:-}" ]; then
+				"$HC_CHECK" "run $r, $mode" "$T_DIR/$tag.db" "$T_DIR/$tag.out" || fails=$((fails + 1))
 			fi
 			[ "$fails" -lt 3 ] || return 1
 		done

@@ -19,8 +19,8 @@
 #   * each "caller FUNC PARENT" line: every callsite whose leaf is FUNC has
 #     PARENT as its second frame; each "stack FUNC F1 .." line: its first
 #     frames are those (tail calls)
-#   * nothing was reentrant_skipped (the oracle allocates nothing) and no
-#     unwind failed
+#   * nothing was reentrant_skipped or nested_recorded (the oracle
+#     allocates nothing) and no unwind failed
 # Lines a program prints to stderr (numbers that depend on timing) count
 # too.  HEAPPROF_UD_ONLY=exc,deep runs some of the programs.
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -122,6 +122,8 @@ ud_case() {
 	done < <(grep '^stack ' "$facts")
 	assert_eq 0 "$(stat_of "$T_DIR/$name.db" reentrant_skipped)" \
 		"reentrant_skipped (an allocation under the recorder: the oracle or the unwinder allocated)"
+	assert_eq 0 "$(stat_of "$T_DIR/$name.db" nested_recorded)" \
+		"nested_recorded (an allocation under the recorder: the oracle or the unwinder allocated)"
 	assert_eq 0 "$(stat_of "$T_DIR/$name.db" unwind_errors)" "unwind_errors"
 	return 0
 }

@@ -913,7 +913,8 @@ static void test_late_attach(void)
 }
 
 /* The handler is not installed when the program has the signal (here:
- * ignored, inherited through exec) or HEAPPROF_ATTACH_SIGNAL=0. */
+ * ignored, inherited through exec), HEAPPROF_ATTACH_SIGNAL=0, or no
+ * daemon answered at startup (unless HEAPPROF_ATTACH_SIGNAL=1). */
 static void test_handler_rules(void)
 {
 	unlink(sock_path);
@@ -922,6 +923,13 @@ static void test_handler_rules(void)
 	CHECK(child_do(&c, "a1"));
 	CHECK_EQ_U64(sig_state(c.pid, "SigCgt"), 0);
 	CHECK_EQ_U64(sig_state(c.pid, "SigIgn"), 1);
+	CHECK_EQ_U64(child_end(&c), 0);
+
+	/* No daemon: the signal is left as the program has it. */
+	child_start(&c, NULL, false);
+	CHECK(child_do(&c, "a1"));
+	CHECK_EQ_U64(sig_state(c.pid, "SigCgt"), 0);
+	CHECK_EQ_U64(sig_state(c.pid, "SigIgn"), 0);
 	CHECK_EQ_U64(child_end(&c), 0);
 
 	child_start(&c, "HEAPPROF_ATTACH_SIGNAL=0", false);

@@ -952,9 +952,10 @@ static void test_trace_streaming_block(void)
 	CHECK_EQ_U64(atomic_load(&x->trace_head), 16);
 	/* A free inside a hook never waits (the stall cleared first). */
 	atomic_store(&s->trace_stall_ns, 0);
-	hp_tls.in_hook = 1;
+	int held = recorder_hold(UINTPTR_MAX - 15, 0, false);
+	CHECK_EQ_U64(held, 0);
 	recorder_free((void *)(0x300000 + 64));
-	hp_tls.in_hook = 0;
+	recorder_unhold(held);
 	CHECK_EQ_U64(atomic_load(&x->trace_waits), 1);
 	CHECK_EQ_U64(atomic_load(&x->trace_dropped[HP_TDROP_FREES]), 2);
 

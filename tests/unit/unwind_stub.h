@@ -8,17 +8,25 @@
 #define HEAPPROF_UNWIND_STUB_H
 
 static __thread struct capture_ctx stub_ctx;
-struct capture_ctx *unwind_ctx_claim(void)
+struct capture_ctx *unwind_ctx_claim(uint32_t level)
 {
 	return &stub_ctx;
 }
 void unwind_ctx_release(struct capture_ctx *c)
 {
 }
+void unwind_ctx_drop(uint32_t level)
+{
+}
 bool unwind_stack_room(uintptr_t *room)
 {
 	*room = UINTPTR_MAX;
 	return false;
+}
+/* One stack: a mark at or below the current frame is gone. */
+bool unwind_frame_gone(uintptr_t mark, uintptr_t ra, uintptr_t here)
+{
+	return here >= mark;
 }
 
 #endif
