@@ -2,13 +2,23 @@
  * The session engine behind `heapprof record` (session.h).
  *
  * One poll loop serves everything: a signalfd (SIGUSR1 = dump; SIGCHLD =
- * the command ended; SIGINT/SIGTERM/SIGHUP end a -p/-n session and are
- * passed on to the command of a `-- CMD` session), two timerfds (-d and
- * the continuous dumps), the collector's socket, pending hellos and client
- * connections, and the daemon connection.  Every wait in here is bounded:
- * a client or a daemon that hangs, dies or sends garbage costs at most a
- * bounded read, never the session.
+ * the command ended or stopped; SIGINT/SIGTERM/SIGHUP end a -p/-n session
+ * and are passed on to the command of a `-- CMD` session), two timerfds
+ * (-d and the continuous dumps), the collector's socket, pending hellos
+ * and client connections, and the daemon connection.  Every wait in here
+ * is bounded: a client or a daemon that hangs, dies or sends garbage costs
+ * at most a bounded read, never the session.
+ *
+ * `-- CMD` runs the command in a process group of its own: a program that
+ * signals its group (kill(0, SIG), as servers do to their workers) signals
+ * itself and its children, as bare, and never record.  Record gives that
+ * group the terminal when it had it, passes on the signals sent to record,
+ * and stops and continues with the command (job control).  Record ignores
+ * SIGXFSZ (a profile past `ulimit -f` is a write error, said once), SIGPIPE
+ * and SIGTTOU; the command gets the dispositions and the signal mask record
+ * was started with.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -19,8 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,6 +64,15 @@
 #define TRACE_POLL_MS 10
 /* ... and this often when the last read found the buffer half full. */
 #define TRACE_BUSY_MS 1
+/* --follow-fork with -- CMD: once the command and every followed process
+ * are gone, a descendant still running (reparented to record, its child
+ * subreaper) may be a fork child about to say hello (it says it from fork
+ * itself, at once): the session waits this long after the last process
+ * came or went, looking every FOLLOW_POLL_MS, unless no descendant runs. */
+#define FOLLOW_GRACE_MS 1000
+#define FOLLOW_POLL_MS  10
+/* At most this many pids named in one line. */
+#define PIDS_SAID 8
 
 /* What became of a process the session asked for or heard of. */
 enum want_state {
@@ -85,11 +106,29 @@ struct session {
 	size_t fds_cap;
 
 	/* record -- CMD */
-	pid_t child;
+	pid_t child; /* also its process group */
 	bool child_exited;
 	int child_status;
+	uint64_t child_exit_ts; /* CLOCK_BOOTTIME */
 	const char *cmd_name;
 	char *cmdline;
+	/* Record's dispositions when it started, the command's again before
+	 * its exec (record ignores these). */
+	struct sigaction old_xfsz, old_pipe, old_ttou;
+	bool ttou_saved;
+	/* Job control: the controlling terminal (-1: none); whether the
+	 * command's group is (was made) its foreground; the signal the
+	 * command stopped with when record stopped too, and whether the
+	 * command's group held the terminal then. */
+	int tty;
+	bool tty_given;
+	int stopped_sig;
+	bool stopped_held;
+	int reraise; /* the signal record dies of at the very end, or 0 */
+	/* --follow-fork: when to look at the descendants again (ms, -1);
+	 * the "goes on" line said. */
+	int follow_timeout;
+	bool said_waiting;
 
 	/* record -p/-n */
 	struct want *wants;
@@ -200,6 +239,19 @@ static void finish_exec(struct session *s, struct target *t)
 	collector_stop(t);
 	collector_retire(t);
 	if (collector_end_row(&s->col, t, boottime_ns(), -1, false) != 0)
+		s->write_errors++;
+}
+
+/* The command exited (SIGCHLD) and its connection closed, while the
+ * session goes on (--follow-fork): its end dump and its exit status. */
+static void finish_command(struct session *s, struct target *t)
+{
+	if (collector_dump_final(&s->col, t, "end", 0) != 0)
+		s->write_errors++;
+	collector_stop(t);
+	collector_retire(t);
+	if (collector_end_row(&s->col, t, t->disconnect_ts,
+	                      status_code(s->child_status), false) != 0)
 		s->write_errors++;
 }
 
@@ -360,6 +412,24 @@ static void trace_summary(struct session *s)
 	}
 }
 
+/* A `-- CMD` session that ended (-d, Ctrl-C) while processes it followed
+ * still ran: which ones, since they run on unprofiled. */
+static void say_still_running(struct session *s)
+{
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		if (t->retired || t->disconnected || is_command(s, t))
+			continue;
+		char comm[64];
+		proc_comm(t->pid, comm, sizeof(comm));
+		fprintf(stderr,
+		        PFX "pid %d (%s): still running at the end of the "
+		            "session: profiled until now, it runs on "
+		            "unprofiled\n",
+		        (int)t->pid, comm[0] ? comm : "?");
+	}
+}
+
 /*
  * The end: the last dump of every target still mapped (its trace read to
  * the end first), STOP in every region (the client stops recording and may
@@ -368,6 +438,8 @@ static void trace_summary(struct session *s)
  */
 static void finish(struct session *s)
 {
+	if (!s->daemon_mode)
+		say_still_running(s);
 	uint64_t ts = boottime_ns();
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
@@ -415,12 +487,15 @@ static void finish(struct session *s)
 		if (profile_begin_process(s->col.profile, &info, &upid) != 0 ||
 		    profile_end_process(s->col.profile, upid, &e) != 0)
 			s->write_errors++;
-		fprintf(stderr,
-		        PFX
-		        "%s never attached to the profiler "
-		        "(statically linked, setuid, or LD_PRELOAD ignored?); "
-		        "the profile holds no allocations\n",
-		        s->cmd_name);
+		/* When its region could not be made, the collector said why
+		 * (and that it runs unprofiled): no guess needed. */
+		if (!s->col.region_errors)
+			fprintf(stderr,
+			        PFX "%s never attached to the profiler "
+			            "(statically linked, setuid, or LD_PRELOAD "
+			            "ignored?); the profile holds no "
+			            "allocations\n",
+			        s->cmd_name);
 	}
 	if (s->config_text &&
 	    profile_set_meta(s->col.profile, "config", s->config_text) != 0)
@@ -609,12 +684,15 @@ static int setup_child_env(const char *path, const char *sock)
 	return rc;
 }
 
-/* In the child: wait for the go byte, then exec; if exec fails, send its
- * errno through err_fd (close-on-exec, so success closes it silently).
- * Never returns. */
-static void child_run(int go_fd, int err_fd, const sigset_t *oldmask,
-                      char *const *argv)
+/* In the child: its own process group, then wait for the go byte (the
+ * parent may give the group the terminal meanwhile), record's signal
+ * state undone, exec; if exec fails, send its errno through err_fd
+ * (close-on-exec, so success closes it silently).  Never returns. */
+static void child_run(const struct session *s, int go_fd, int err_fd,
+                      const sigset_t *oldmask, char *const *argv)
 {
+	/* The parent does it too: whichever runs first. */
+	setpgid(0, 0);
 	char b;
 	ssize_t n;
 	do
@@ -623,6 +701,10 @@ static void child_run(int go_fd, int err_fd, const sigset_t *oldmask,
 	if (n != 1)
 		_exit(127); /* parent gave up; it already said why */
 	close(go_fd);
+	sigaction(SIGXFSZ, &s->old_xfsz, NULL);
+	sigaction(SIGPIPE, &s->old_pipe, NULL);
+	if (s->ttou_saved)
+		sigaction(SIGTTOU, &s->old_ttou, NULL);
 	sigprocmask(SIG_SETMASK, oldmask, NULL);
 	execvp(argv[0], argv);
 	int e = errno;
@@ -659,10 +741,18 @@ static uint32_t want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 	if (h->flags & HP_HELLO_FORK_CHILD) {
 		if (!cfg->follow_fork || collector_had_pid(&s->col, pid))
 			return HP_WELCOME_NOT_TARGET;
+		/* Its parent is (or was: it may be exiting) a target, or is
+		 * gone and the child was reparented to record, the child
+		 * subreaper: the grandchild of a double-fork daemon. */
 		pid_t ppid = proc_ppid(pid);
-		if (ppid <= 0 || !collector_find(&s->col, ppid))
+		if (ppid <= 0 ||
+		    (ppid != getpid() && !collector_had_pid(&s->col, ppid)))
 			return HP_WELCOME_NOT_TARGET;
-		ti->ppid = ppid;
+		/* Its parent at the fork, when the hello names a target
+		 * (the /proc one may already be record). */
+		ti->ppid = h->ppid > 0 && collector_had_pid(&s->col, h->ppid)
+		                   ? h->ppid
+		                   : ppid;
 		ti->how = "fork";
 		ti->from_startup = true; /* profiled from its first moment */
 		return HP_WELCOME_ACCEPT;
@@ -690,6 +780,157 @@ static uint32_t want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 	return HP_WELCOME_NOT_TARGET;
 }
 
+/* ---- job control: the command's process group and the terminal ----- */
+
+static bool is_fifo(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+/*
+ * Before the command's exec: record run in the terminal's foreground with
+ * the terminal as stdin (from an interactive shell) makes the command's
+ * group the foreground, so that the terminal's Ctrl-C, Ctrl-Z and reads
+ * reach the command as they would bare.  Not when record's output goes
+ * into a pipe: the other commands of record's job (a pager) keep the
+ * terminal, and its signals reach the command through record.
+ */
+static void tty_give_at_start(struct session *s)
+{
+	if (s->tty < 0 || !isatty(STDIN_FILENO) ||
+	    tcgetpgrp(s->tty) != getpgrp() || is_fifo(STDOUT_FILENO) ||
+	    is_fifo(STDERR_FILENO))
+		return;
+	/* SIGTTOU is ignored: no stop, whichever group is in front. */
+	s->tty_given = tcsetpgrp(s->tty, s->child) == 0;
+}
+
+/* The command's group holds the terminal: record's group gets it back. */
+static bool tty_take_back(struct session *s)
+{
+	if (s->tty < 0 || tcgetpgrp(s->tty) != s->child)
+		return false;
+	return tcsetpgrp(s->tty, getpgrp()) == 0;
+}
+
+/* Stops record with sig's default action (SIGSTOP for a signal that does
+ * not stop); returns once record is continued. */
+static void stop_self(int sig)
+{
+	if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
+		sig = SIGSTOP;
+	struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
+	sigemptyset(&dfl.sa_mask);
+	bool restore = sig != SIGSTOP && sigaction(sig, &dfl, &old) == 0;
+	sigset_t one, prev;
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	sigprocmask(SIG_UNBLOCK, &one, &prev);
+	kill(getpid(), sig);
+	sigprocmask(SIG_SETMASK, &prev, NULL);
+	if (restore)
+		sigaction(sig, &old, NULL);
+}
+
+/*
+ * The command stopped.  When that is job control (a terminal's stop
+ * signal, or any stop while its group has the terminal), record stops
+ * too, with the same signal, after taking the terminal back: the shell
+ * sees its job stopped and takes the terminal, as bare; its `fg` or `bg`
+ * continues record, which continues the command (command_continued).
+ * Without a terminal nobody would continue record: it does not stop.
+ */
+static void command_stopped(struct session *s, int sig)
+{
+	if (s->tty < 0)
+		return;
+	bool held = tcgetpgrp(s->tty) == s->child;
+	if (!held && sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
+		return;
+	if (held)
+		tty_take_back(s);
+	s->stopped_sig = sig;
+	s->stopped_held = held;
+	stop_self(sig);
+}
+
+/* SIGCONT: record was continued; if it stopped with the command, the
+ * command's group is continued too, with the terminal when record has it
+ * (`fg`) and the command had it or stopped for it. */
+static void command_continued(struct session *s)
+{
+	int sig = s->stopped_sig;
+	s->stopped_sig = 0;
+	if (!sig || s->child_exited)
+		return;
+	if (tcgetpgrp(s->tty) == getpgrp() &&
+	    (s->stopped_held || sig == SIGTTIN || sig == SIGTTOU) &&
+	    tcsetpgrp(s->tty, s->child) == 0)
+		s->tty_given = true;
+	if (kill(-s->child, SIGCONT) != 0)
+		kill(s->child, SIGCONT);
+}
+
+/* Reaps record's children: the command (its exit, or its stop), and with
+ * --follow-fork the orphans reparented to record (no zombies left). */
+static void reap_children(struct session *s)
+{
+	int st;
+	pid_t p;
+	int flags = WNOHANG | (s->tty >= 0 ? WUNTRACED : 0);
+	while ((p = waitpid(-1, &st, flags)) > 0) {
+		if (p != s->child || s->child_exited)
+			continue;
+		if (WIFSTOPPED(st)) {
+			command_stopped(s, WSTOPSIG(st));
+			continue;
+		}
+		s->child_exited = true;
+		s->child_status = st;
+		s->child_exit_ts = boottime_ns();
+		tty_take_back(s);
+	}
+}
+
+/* Whether pid is the program (or a process it made, in its group or
+ * followed): a signal it sends to record is not for the program. */
+static bool from_program(struct session *s, pid_t pid)
+{
+	if (pid <= 0)
+		return false;
+	if (pid == s->child || collector_had_pid(&s->col, pid))
+		return true;
+	return getpgid(pid) == s->child;
+}
+
+/*
+ * SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP sent to record go on to the
+ * command: the terminal's (sent to record's group, so not to the
+ * command's) to its group, as the terminal would have bare; a process's
+ * to the command itself, as if sent to it.  Once the command is gone
+ * (--follow-fork waits for its followed processes), they end the session
+ * (SIGTSTP stops record, as any job).
+ */
+static void pass_signal(struct session *s, const struct signalfd_siginfo *si)
+{
+	int sig = (int)si->ssi_signo;
+	if (s->child_exited) {
+		if (sig == SIGTSTP)
+			stop_self(SIGTSTP);
+		else
+			s->stopping = true;
+		return;
+	}
+	if (si->ssi_code == SI_KERNEL) {
+		if (kill(-s->child, sig) == 0)
+			return;
+	} else if (from_program(s, (pid_t)si->ssi_pid)) {
+		return; /* the program signalled its parent */
+	}
+	kill(s->child, sig);
+}
+
 static void on_signal_embedded(struct session *s,
                                const struct signalfd_siginfo *si)
 {
@@ -698,26 +939,174 @@ static void on_signal_embedded(struct session *s,
 		if (!s->finished)
 			dump_now(s, 0, "signal", NULL);
 		break;
-	case SIGCHLD: {
-		int st;
-		pid_t p;
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-			if (p == s->child) {
-				s->child_exited = true;
-				s->child_status = st;
-			}
+	case SIGCHLD:
+		reap_children(s);
 		break;
-	}
-	case SIGINT:
-		/* From the terminal the program got it too; from a process,
-		 * pass it on. */
-		if (si->ssi_code == SI_USER || si->ssi_code == SI_QUEUE)
-			kill(s->child, SIGINT);
+	case SIGCONT:
+		command_continued(s);
 		break;
 	default:
-		kill(s->child, (int)si->ssi_signo);
+		pass_signal(s, si);
 		break;
 	}
+}
+
+/* ---- --follow-fork with -- CMD: the end of the session -------------- */
+
+/* The state letter of /proc/PID/stat (0: gone) and its ppid. */
+static char proc_state(pid_t pid, pid_t *ppid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	char st;
+	int pp;
+	if (!p || sscanf(p + 1, " %c %d", &st, &pp) != 2)
+		return 0;
+	if (ppid)
+		*ppid = pp;
+	return st;
+}
+
+static bool running(pid_t pid)
+{
+	char st = proc_state(pid, NULL);
+	return st && st != 'Z' && st != 'X';
+}
+
+/* Record's children that run (not zombies): with --follow-fork these are
+ * descendants of the command whose parents are gone.  From
+ * /proc/self/task/TID/children, else (a kernel without them) by a scan of
+ * /proc; -1 if neither can tell. */
+static int running_children(void)
+{
+	int n = 0;
+	bool found = false;
+	DIR *d = opendir("/proc/self/task");
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			char path[300];
+			snprintf(path, sizeof(path),
+			         "/proc/self/task/%s/children", e->d_name);
+			FILE *f = fopen(path, "re");
+			if (!f)
+				continue;
+			found = true;
+			int pid;
+			while (fscanf(f, "%d", &pid) == 1)
+				n += running(pid);
+			fclose(f);
+		}
+		closedir(d);
+	}
+	if (found)
+		return n;
+	d = opendir("/proc");
+	if (!d)
+		return -1;
+	pid_t self = getpid();
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		pid_t pp = 0;
+		if (*end || pid <= 0)
+			continue;
+		char st = proc_state((pid_t)pid, &pp);
+		n += pp == self && st && st != 'Z' && st != 'X';
+	}
+	closedir(d);
+	return n;
+}
+
+/* Once: the command is gone and the session goes on for the processes it
+ * left running. */
+static void say_waiting(struct session *s)
+{
+	char pids[PIDS_SAID * 12 + 16] = "";
+	size_t o = 0, n = 0;
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		/* (A connection whose end is not read yet may be of a
+		 * process that is gone already.) */
+		if (t->retired || t->disconnected || is_command(s, t) ||
+		    !running(t->pid))
+			continue;
+		if (n++ < PIDS_SAID && o < sizeof(pids))
+			o += (size_t)snprintf(pids + o, sizeof(pids) - o,
+			                      "%s%d", o ? " " : "",
+			                      (int)t->pid);
+	}
+	if (!n)
+		return; /* said at a later turn, if any runs then */
+	s->said_waiting = true;
+	if (n > PIDS_SAID && o < sizeof(pids))
+		snprintf(pids + o, sizeof(pids) - o, " ...");
+	fprintf(stderr,
+	        PFX "%s exited (status %d); the session goes on while %zu "
+	            "followed process%s run%s (pid %s); -d or Ctrl-C ends "
+	            "it\n",
+	        s->cmd_name, status_code(s->child_status), n,
+	        n == 1 ? "" : "es", n == 1 ? "s" : "", pids);
+}
+
+/*
+ * Whether a `-- CMD` session is over: when the command has exited; with
+ * --follow-fork, when also no followed process runs (connected), no hello
+ * is being read, and no descendant still running may yet say one (within
+ * FOLLOW_GRACE_MS of the last process that came or went).  Sets
+ * s->follow_timeout: when to look again.
+ */
+static bool embedded_over(struct session *s)
+{
+	s->follow_timeout = -1;
+	if (!s->child_exited)
+		return false;
+	if (!s->cfg->follow_fork)
+		return true;
+	uint64_t last = s->child_exit_ts;
+	bool live = false;
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		if (is_command(s, t)) {
+			/* Its last dump and its row's end now, not when the
+			 * processes it left are done. */
+			if (!t->retired && t->disconnected)
+				finish_command(s, t);
+			continue;
+		}
+		if (!t->retired && !t->disconnected)
+			live = true;
+		if (t->start_ts > last)
+			last = t->start_ts;
+		if (t->disconnected && t->disconnect_ts > last)
+			last = t->disconnect_ts;
+	}
+	if (live) {
+		if (!s->said_waiting)
+			say_waiting(s);
+		return false;
+	}
+	if (s->col.npending)
+		return false; /* bounded by the hello's own timeout */
+	uint64_t now = boottime_ns();
+	uint64_t until = last + FOLLOW_GRACE_MS * 1000000ull;
+	if (now >= until || running_children() == 0)
+		return true;
+	uint64_t left = (until - now) / 1000000 + 1;
+	s->follow_timeout = left < FOLLOW_POLL_MS ? (int)left : FOLLOW_POLL_MS;
+	return false;
 }
 
 /* ---- daemon: record -p/-n ------------------------------------------ */
@@ -1092,6 +1481,7 @@ static void event_loop(struct session *s)
 		int timeout = collector_timeout_ms(&s->col);
 		timeout = min_timeout(timeout, reap_disconnected(s));
 		timeout = min_timeout(timeout, s->trace_timeout);
+		timeout = min_timeout(timeout, s->follow_timeout);
 		if (s->daemon_mode && s->cfg->nnames && !s->names_startup)
 			timeout = min_timeout(timeout, 100);
 		if (poll(fds, n, timeout) < 0) {
@@ -1128,7 +1518,7 @@ static void event_loop(struct session *s)
 		collector_expire(&s->col);
 		trace_turn(s);
 		reap_disconnected(s);
-		if (!s->daemon_mode && s->child_exited)
+		if (!s->daemon_mode && embedded_over(s))
 			s->stopping = true;
 		if (s->daemon_mode && daemon_session_over(s))
 			s->stopping = true;
@@ -1181,7 +1571,8 @@ static int setup_signals(struct session *s, sigset_t *oldmask)
 {
 	sigset_t mask;
 	sigemptyset(&mask);
-	int emb[] = {SIGCHLD, SIGUSR1, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+	int emb[] = {SIGCHLD, SIGUSR1, SIGINT,  SIGTERM,
+	             SIGHUP,  SIGQUIT, SIGTSTP, SIGCONT};
 	int dmn[] = {SIGUSR1, SIGINT, SIGTERM, SIGHUP};
 	int *sigs = s->daemon_mode ? dmn : emb;
 	size_t n = s->daemon_mode ? sizeof(dmn) / sizeof(dmn[0])
@@ -1207,6 +1598,8 @@ static void session_free(struct session *s)
 		close(s->dump_tfd);
 	if (s->dfd >= 0)
 		close(s->dfd);
+	if (s->tty >= 0)
+		close(s->tty);
 	free(s->fds);
 	free(s->wants);
 	free(s->out);
@@ -1223,6 +1616,21 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 	collector_opts_of(cfg, &o);
 	if (collector_open(&s->col, &o, true) != 0)
 		return 1;
+	/* Job control: giving the terminal to the command's group, and
+	 * taking it back, from a group that may be in the background; nor
+	 * may a line to the terminal stop record (`stty tostop`). */
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigemptyset(&ign.sa_mask);
+	s->ttou_saved = sigaction(SIGTTOU, &ign, &s->old_ttou) == 0;
+	s->tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	/* --follow-fork: the command's descendants whose parents exit
+	 * (daemons: fork, setsid, fork) are reparented to record, which
+	 * follows them, waits for them and reaps them. */
+	if (cfg->follow_fork && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+		fprintf(stderr,
+		        PFX "cannot become a child subreaper (%s): processes "
+		            "whose parent exits are not followed\n",
+		        strerror(errno));
 	sigset_t oldmask;
 	int go[2], err[2];
 	if (setup_signals(s, &oldmask) != 0 || pipe2(go, O_CLOEXEC) != 0) {
@@ -1246,10 +1654,11 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 		close(err[0]);
 		if (setup_child_env(lib, s->col.path) != 0)
 			_exit(127);
-		child_run(go[0], err[1], &oldmask, cfg->argv);
+		child_run(s, go[0], err[1], &oldmask, cfg->argv);
 	}
 	close(go[0]);
 	close(err[1]);
+	setpgid(pid, pid); /* as the child does: whichever runs first */
 	s->child = pid;
 	s->cmd_name = cfg->argv[0];
 	s->cmdline = join_args(cfg->argv);
@@ -1263,6 +1672,7 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 		waitpid(pid, NULL, 0);
 		return 1;
 	}
+	tty_give_at_start(s);
 	if (write(go[1], "g", 1) != 1)
 		perror("heapprof: record");
 	close(go[1]);
@@ -1273,6 +1683,7 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 		fprintf(stderr, PFX "cannot run '%s': %s\n", cfg->argv[0],
 		        strerror(exec_err));
 		waitpid(pid, NULL, 0);
+		tty_take_back(s);
 		profile_close(s->col.profile);
 		s->col.profile = NULL;
 		unlink(s->out);
@@ -1282,6 +1693,7 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 		perror("heapprof: record: timerfd");
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
+		tty_take_back(s);
 		return 1;
 	}
 
@@ -1294,12 +1706,23 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 	collector_close(&s->col);
 	if (!s->child_exited)
 		wait_command(s);
+	/* Orphans that died meanwhile: no zombie left to init. */
+	reap_children(s);
 	if (prc != 0 && !s->child_exited)
 		return 1;
 	/* A profile that could not be written (disk full, ...) is a failure
 	 * of record even when the program succeeded; a failing program's own
 	 * status is the more useful one to pass on. */
 	int code = status_code(s->child_status);
+	/* The command died of SIGINT while its group had the terminal:
+	 * Ctrl-C went to it alone, where bare it would have reached
+	 * record's whole group too (a shell script running record, which
+	 * stops only when it got SIGINT itself and its child died of it).
+	 * Once all is done, record's group gets it (session_run). */
+	if (s->tty_given && WIFSIGNALED(s->child_status) &&
+	    WTERMSIG(s->child_status) == SIGINT && s->tty >= 0 &&
+	    tcgetpgrp(s->tty) == getpgrp())
+		s->reraise = SIGINT;
 	return prc != 0 && code == 0 ? 1 : code;
 }
 
@@ -1318,8 +1741,7 @@ static int run_daemon(struct session *s, const char *record_cmdline)
 		return 1;
 	}
 	/* The daemon may go away at any time: a write to it must fail, not
-	 * kill us.  (No child here inherits the disposition.) */
-	signal(SIGPIPE, SIG_IGN);
+	 * kill us (SIGPIPE is ignored, session_run). */
 	sigset_t oldmask;
 	if (setup_signals(s, &oldmask) != 0) {
 		perror("heapprof: record");
@@ -1362,14 +1784,35 @@ int session_run(const struct session_config *cfg, const char *record_cmdline,
 {
 	struct session s = {.cfg = cfg,
 	                    .trace_timeout = -1,
+	                    .follow_timeout = -1,
 	                    .sfd = -1,
 	                    .end_tfd = -1,
 	                    .dump_tfd = -1,
 	                    .dfd = -1,
+	                    .tty = -1,
 	                    .config_text = config_text,
 	                    .daemon_mode = !(cfg->argv && cfg->argv[0])};
+	/* A profile past the file size limit (`ulimit -f`) must be a write
+	 * error, said once with what is kept, not the end of record (and of
+	 * the session of a program still running); a closed stderr pipe
+	 * must not end it either.  The command gets both back (child_run). */
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGXFSZ, &ign, &s.old_xfsz);
+	sigaction(SIGPIPE, &ign, &s.old_pipe);
 	int rc = s.daemon_mode ? run_daemon(&s, record_cmdline)
 	                       : run_embedded(&s, record_cmdline);
 	session_free(&s);
+	if (s.reraise) {
+		fflush(NULL);
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+		sigemptyset(&dfl.sa_mask);
+		sigaction(s.reraise, &dfl, NULL);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, s.reraise);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		kill(0, s.reraise);
+	}
 	return rc;
 }

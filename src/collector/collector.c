@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
+#include "util/human.h"
 
 uint64_t boottime_ns(void)
 {
@@ -241,6 +242,27 @@ fail:;
 	return e;
 }
 
+/*
+ * A memfd is a file: growing it past the file size limit (`ulimit -f`)
+ * fails with EFBIG (record ignores SIGXFSZ).  Says so, and what helps.
+ */
+static const char *fsize_hint(int err, char *buf, size_t len)
+{
+	struct rlimit rl;
+	if (err != EFBIG || getrlimit(RLIMIT_FSIZE, &rl) != 0 ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return "";
+	char b[HP_FMT_BYTES_MAX];
+	snprintf(buf, len,
+	         " (the file size limit, ulimit -f, is %s: raise it, or make "
+	         "regions smaller with --shmem-size, at least 1048576)",
+	         hp_fmt_bytes_short(b, sizeof(b),
+	                            rl.rlim_cur > INT64_MAX
+	                                    ? INT64_MAX
+	                                    : (int64_t)rl.rlim_cur));
+	return buf;
+}
+
 /* answer_to: the client message answered (HP_CMSG_*), 0 for a hello. */
 static int send_welcome(int fd, uint32_t answer_to, uint32_t status,
                         uint32_t layout_version, uint64_t size, int region_fd)
@@ -311,11 +333,14 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	int region_fd =
 	        make_region(c, c->opts.shmem_size, version, 0, &t->reg[0]);
 	if (region_fd < 0) {
+		char hint[160];
 		fprintf(stderr,
 		        "heapprof: collector: cannot create a %llu-byte region "
-		        "for pid %d: %s\n",
+		        "for pid %d: %s%s; it runs unprofiled\n",
 		        (unsigned long long)c->opts.shmem_size, (int)ti->pid,
-		        strerror(-region_fd));
+		        strerror(-region_fd),
+		        fsize_hint(-region_fd, hint, sizeof(hint)));
+		c->region_errors++;
 		collector_refuse(fd, HP_WELCOME_ERROR);
 		free(t);
 		return region_fd;
@@ -450,11 +475,14 @@ static void grow_request(struct collector *c, struct target *t)
 		        "counted as dropped\n",
 		        (int)t->pid, t->nreg,
 		        (unsigned long long)t->shmem_total);
-	else
+	else {
+		char hint[160];
 		fprintf(stderr,
 		        "heapprof: collector: pid %d: cannot grow its region: "
-		        "%s\n",
-		        (int)t->pid, strerror(-rc));
+		        "%s%s\n",
+		        (int)t->pid, strerror(-rc),
+		        fsize_hint(-rc, hint, sizeof(hint)));
+	}
 }
 
 /* A named snapshot the program asked for: the dump with every live

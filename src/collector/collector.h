@@ -134,6 +134,7 @@ struct collector {
 	struct pending_conn pending[COLLECTOR_MAX_PENDING];
 	size_t npending;
 	struct prof_event *evbuf; /* TRACE_BATCH events, for the writer */
+	unsigned region_errors;   /* hellos refused: no region could be made */
 };
 
 /* How the session came to profile a process (see prof_process). */

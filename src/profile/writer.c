@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@
 #include "symbolize/symbolize.h"
 #include "util/grow.h"
 #include "util/hmap.h"
+#include "util/human.h"
 
 #ifndef HEAPPROF_VERSION
 #define HEAPPROF_VERSION "0.1.0"
@@ -363,6 +365,60 @@ static int errno_of(int rc)
 static int errors_said;
 
 /*
+ * Whether an SQLite error is the file size limit (`ulimit -f`; record
+ * ignores SIGXFSZ, so a write past it fails with EFBIG instead of killing
+ * record).  SQLite calls that "disk I/O error" and keeps the errno only
+ * until its next system call: an I/O error while the profile or one of
+ * its side files has reached the limit (less a few pages) is the limit.
+ */
+static bool hit_fsize(const struct profile *p, int rc)
+{
+	if (p && p->db && sqlite3_system_errno(p->db) == EFBIG)
+		return true;
+	struct rlimit rl;
+	if ((rc & 0xff) != SQLITE_IOERR || !p || !p->path ||
+	    getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return false;
+	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		char path[4096];
+		struct stat sb;
+		if (snprintf(path, sizeof(path), "%s%s", p->path, suffix[i]) <
+		            (int)sizeof(path) &&
+		    stat(path, &sb) == 0 &&
+		    (uint64_t)sb.st_size + (256u << 10) >= rl.rlim_cur)
+			return true;
+	}
+	return false;
+}
+
+/* Why an SQLite call failed, in words: the file size limit by name (SQLite
+ * would say "disk I/O error"), else SQLite's message. */
+static const char *err_text(const struct profile *p, int rc, char *buf,
+                            size_t len)
+{
+	if (hit_fsize(p, rc)) {
+		struct rlimit rl;
+		char b[HP_FMT_BYTES_MAX];
+		if (getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < INT64_MAX)
+			snprintf(buf, len,
+			         "the file size limit was hit (ulimit -f: %s)",
+			         hp_fmt_bytes_short(b, sizeof(b),
+			                            (int64_t)rl.rlim_cur));
+		else
+			snprintf(buf, len, "the file size limit was hit");
+		return buf;
+	}
+	return p && p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc);
+}
+
+static int errno_of_p(const struct profile *p, int rc)
+{
+	return hit_fsize(p, rc) ? -EFBIG : errno_of(rc);
+}
+
+/*
  * Print the SQLite error for `what` and return it as a negative errno.
  * A full disk fails every dump after the first that does not fit, and the
  * indexes at the end: one line for the first error, which names the file
@@ -371,6 +427,7 @@ static int errors_said;
  */
 static int sql_err(struct profile *p, int rc, const char *what)
 {
+	char why[96];
 	if (errors_said++ == 0) {
 		/* A limit of the process is what the user must change: name
 		 * it (SQLite says "unable to open database file"). */
@@ -386,10 +443,9 @@ static int sql_err(struct profile *p, int rc, const char *what)
 		        SUBSYS "%s: %s%s (%s); the dumps written before are "
 		               "kept, later write errors are not repeated\n",
 		        p->path ? p->path : "profile",
-		        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc),
-		        hint, what);
+		        err_text(p, rc, why, sizeof(why)), hint, what);
 	}
-	return errno_of(rc);
+	return errno_of_p(p, rc);
 }
 
 int profile_errors_said(void)
@@ -522,10 +578,11 @@ static int open_db(struct profile *p, const char *path)
 	            SQLITE_OPEN_NOMUTEX;
 	int rc = sqlite3_open_v2(path, &p->db, flags, NULL);
 	if (rc != SQLITE_OK) {
+		char why[96];
 		errors_said++;
 		fprintf(stderr, SUBSYS "%s: %s\n", path,
-		        p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc));
-		return errno_of(rc);
+		        err_text(p, rc, why, sizeof(why)));
+		return errno_of_p(p, rc);
 	}
 	/*
 	 * WAL: the main file changes only at checkpoints, so a crash
