@@ -255,6 +255,10 @@ static void finish_command(struct session *s, struct target *t)
 		s->write_errors++;
 }
 
+/* How often a target whose connection the program closed is looked at
+ * (does it still map its region?). */
+#define CONN_LOST_CHECK_MS 200
+
 /* Targets that went away: finished once the exec grace is over.  The
  * command of a `-- CMD` session is left to the end (its exit status comes
  * with SIGCHLD).  Returns ms until the next grace ends, or -1. */
@@ -266,10 +270,35 @@ static int reap_disconnected(struct session *s)
 		struct target *t = s->col.targets[i];
 		if (!t->disconnected || t->retired || is_command(s, t))
 			continue;
-		if (now >= t->disconnect_ts + grace)
-			finish_gone(s, t);
-		else if (t->disconnect_ts + grace < next)
-			next = t->disconnect_ts + grace;
+		if (now < t->disconnect_ts + grace) {
+			if (t->disconnect_ts + grace < next)
+				next = t->disconnect_ts + grace;
+			continue;
+		}
+		/* A closed connection is not always an exit: a program that
+		 * closes every descriptor (as daemons do) closes ours, and
+		 * records on into its region.  While it still maps the
+		 * region it is profiled; looked at again every
+		 * CONN_LOST_CHECK_MS, and finished once it is gone. */
+		if (collector_target_maps_region(t)) {
+			if (!t->conn_lost) {
+				t->conn_lost = true;
+				fprintf(stderr,
+				        PFX
+				        "pid %d closed its connection to the "
+				        "collector (the program closed or "
+				        "reused the descriptor); profiled on "
+				        "through its shared region\n",
+				        (int)t->pid);
+			}
+			uint64_t again = now + CONN_LOST_CHECK_MS * 1000000ull;
+			if (again < next)
+				next = again;
+			continue;
+		}
+		if (t->conn_lost)
+			t->disconnect_ts = now; /* it ended about now */
+		finish_gone(s, t);
 	}
 	if (next == UINT64_MAX)
 		return -1;
@@ -1086,7 +1115,7 @@ static bool embedded_over(struct session *s)
 				finish_command(s, t);
 			continue;
 		}
-		if (!t->retired && !t->disconnected)
+		if (!t->retired && (!t->disconnected || t->conn_lost))
 			live = true;
 		if (t->start_ts > last)
 			last = t->start_ts;

@@ -504,6 +504,45 @@ static void snapshot_request(struct collector *c, struct target *t)
 	             t->layout_version, 0, -1);
 }
 
+/* The inode of the mapping that starts at base in /proc/PID/maps ("self"
+ * for us), or 0; with want_ino, whether any mapping of that inode whose
+ * path names a heapprof region is there. */
+static unsigned long maps_inode(const char *pid, const void *base,
+                                unsigned long want_ino)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%s/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	char line[512];
+	unsigned long found = 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long start, ino;
+		char rest[256] = "";
+		if (sscanf(line, "%lx-%*x %*s %*x %*s %lu %255[^\n]", &start,
+		           &ino, rest) < 2)
+			continue;
+		if (want_ino ? ino == want_ino && strstr(rest, "heapprof")
+		             : start == (unsigned long)(uintptr_t)base)
+			found = ino;
+	}
+	fclose(f);
+	return found;
+}
+
+bool collector_target_maps_region(const struct target *t)
+{
+	if (t->nreg < 1 || !t->reg[0].base)
+		return false;
+	unsigned long ino = maps_inode("self", t->reg[0].base, 0);
+	if (!ino)
+		return false;
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)t->pid);
+	return maps_inode(pid, NULL, ino) != 0;
+}
+
 void collector_poll_client(struct collector *c, struct target *t)
 {
 	/* A bounded amount per call: a client that floods us gets read in

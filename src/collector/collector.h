@@ -98,6 +98,8 @@ struct target {
 	char how[8]; /* "command", "pid", "name", "fork", "exec" */
 	bool from_startup;
 	bool disconnected; /* its connection closed during the session */
+	bool conn_lost;    /* ... by the program, which still runs (it closed
+	                    * or reused the client's descriptor) */
 	bool retired;      /* last dump written, regions unmapped */
 	bool proto_error;  /* sent bytes that are not messages: ignored */
 	bool row_ended;    /* profile_end_process done */
@@ -189,6 +191,10 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 void collector_refuse(int fd, uint32_t status);
 
 /* The newest target of pid that is not retired, or NULL. */
+/* Whether the target's process still maps its first region (the same
+ * memfd, by inode, in /proc/PID/maps): when its connection closed, the
+ * program closed our descriptor; it did not exit or exec. */
+bool collector_target_maps_region(const struct target *t);
 struct target *collector_find(struct collector *c, pid_t pid);
 /* Whether any target (retired or not) ever had this pid. */
 bool collector_had_pid(const struct collector *c, pid_t pid);

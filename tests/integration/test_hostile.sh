@@ -22,6 +22,8 @@
 #              (prctl or syscall), then forks children (one execs): none
 #              may die of the filter; --follow-fork counts them as not
 #              followed (case 8)
+#   closefork  a --follow-fork child that closes every descriptor, then
+#              allocates: still profiled (case 2)
 #   sockreuse  closes every descriptor and dup2's its own socket onto
 #              every number: the client must not read, write or close it
 #              (case 1), also with --block-client on a full table, when
@@ -35,7 +37,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/hostile_ownmalloc" \
 	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse" "$PROGS/hostile_spawner" \
-	"$PROGS/hostile_exec32" "$PROGS/hostile_vlimit" "$PROGS/hostile_seccomp"
+	"$PROGS/hostile_exec32" "$PROGS/hostile_vlimit" "$PROGS/hostile_seccomp" \
+	"$PROGS/hostile_closefork"
 
 RUNS=${HEAPPROF_HOSTILE_RUNS:-3}
 TMO=${HEAPPROF_HOSTILE_TIMEOUT:-30}
@@ -87,6 +90,16 @@ for how in prctl syscall; do
 	fi
 done
 HC_MODES="follow" HC_NOCOUNT=1 hostile_case seccomp-errno 0 -- "$PROGS/hostile_seccomp" prctl errno
+
+# A followed child that closes every descriptor (ours with them), then
+# allocates: before the fix the session took the closed connection for
+# an exit ("process disconnected") and the child's 1000 allocations made
+# after it were not in the profile.
+if HC_MODES="follow" HC_NOCOUNT=1 hostile_case closefork 0 -- "$PROGS/hostile_closefork"; then
+	check_views "$T_DIR/closefork.follow.db" hc_after 1000 48000 600 28800
+	assert_match "closed its connection to the collector" \
+		"$(cat "$T_DIR/closefork.follow.err")" "record says so"
+fi
 
 # A 64-bit program that runs a 32-bit one.  Needs the 32-bit loader
 # (libc6-i386, in scripts/deps.sh --test) and gcc -m32 (-nostdlib: no
