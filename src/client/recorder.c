@@ -658,8 +658,7 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	 * this one interrupted (a signal handler's allocation) or one a
 	 * longjmp left. */
 	uintptr_t me = (uintptr_t)__builtin_frame_address(0);
-	struct captured k;
-	k.level = 0;
+	struct captured k = {.cx = NULL, .level = 0};
 	if (HP_UNLIKELY(t->guard[0].frame | t->guard[1].frame)) {
 		uint32_t level = guard_level(t, r, me);
 		if (level > 1) {
