@@ -24,6 +24,7 @@
 struct file_facts {
 	off_t size;
 	off_t wal_size;  /* of path-wal beside it; 0 when there is none */
+	bool wal_exists; /* there is a path-wal (of any size or kind) */
 	bool wal_header; /* its header says WAL mode (file format 2) */
 	unsigned char h[100];
 	bool have_header; /* h holds the first 100 bytes of a SQLite file */
@@ -271,8 +272,10 @@ static int look_at(const char *path, const char *subsys, struct file_facts *ff)
 	ff->wal_header = ff->have_header && ff->h[18] == 2 && ff->h[19] == 2;
 	char wal[4096];
 	struct stat ws;
-	if (snprintf(wal, sizeof(wal), "%s-wal", path) < (int)sizeof(wal) &&
-	    stat(wal, &ws) == 0 && S_ISREG(ws.st_mode))
+	if (snprintf(wal, sizeof(wal), "%s-wal", path) >= (int)sizeof(wal) ||
+	    lstat(wal, &ws) == 0)
+		ff->wal_exists = true; /* (or cannot tell) */
+	if (ff->wal_exists && stat(wal, &ws) == 0 && S_ISREG(ws.st_mode))
 		ff->wal_size = ws.st_size;
 	/* SQLite deletes the -wal file of an empty database when it opens
 	 * it, read-only or not: the dumps a recording left there would go
@@ -288,14 +291,64 @@ static int look_at(const char *path, const char *subsys, struct file_facts *ff)
 	return check_length(path, subsys, ff);
 }
 
+/*
+ * A file in WAL mode (every copy of a recording's file) is read by SQLite
+ * through a -shm file beside it, which it creates; where the reader cannot
+ * create one (a read-only mount, someone else's directory) SQLite refuses
+ * it ("attempt to write a readonly database").  With no -wal beside it,
+ * nothing is writing it (a recording keeps one until it ends): such a
+ * file, read-only, is opened immutable, without -shm or locks.  The URI
+ * of path in uri, or "" to open path as it is.
+ */
+static void immutable_uri(const char *path, int flags,
+                          const struct file_facts *ff, char *uri, size_t len)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+
+	uri[0] = '\0';
+	if (!(flags & SQLITE_OPEN_READONLY) || !ff->wal_header ||
+	    ff->wal_exists || strlen(path) >= sizeof(dir))
+		return;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (access(dir, W_OK) == 0)
+		return;
+	/* "file://" + the absolute path (an empty authority), or "file:" +
+	 * a relative one; every byte but [A-Za-z0-9/._~-] as %XX. */
+	size_t n = (size_t)snprintf(uri, len, "file:%s",
+	                            path[0] == '/' ? "//" : "");
+	const unsigned char *c = (const unsigned char *)path;
+	for (; *c && n + 4 < len; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		    (*c >= '0' && *c <= '9') || strchr("/._~-", *c))
+			uri[n++] = (char)*c;
+		else
+			n += (size_t)snprintf(uri + n, len - n, "%%%02X", *c);
+	}
+	const char *q = "?immutable=1";
+	if (!*c && n + strlen(q) < len)
+		memcpy(uri + n, q, strlen(q) + 1);
+	else
+		uri[0] = '\0'; /* too long: as it is */
+}
+
 static sqlite3 *open_mode(const char *path, const char *subsys, int flags)
 {
 	struct file_facts ff;
 	sqlite3 *db = NULL;
+	char uri[3 * 4096 + 32];
 
 	if (look_at(path, subsys, &ff) < 0)
 		return NULL;
-	int rc = sqlite3_open_v2(path, &db, flags, NULL);
+	immutable_uri(path, flags, &ff, uri, sizeof(uri));
+	int rc = uri[0] ? sqlite3_open_v2(uri, &db, flags | SQLITE_OPEN_URI,
+	                                  NULL)
+	                : sqlite3_open_v2(path, &db, flags, NULL);
 	if (rc != SQLITE_OK) {
 		hp_err(subsys, "%s: %s", path,
 		       db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
