@@ -14,7 +14,9 @@ struct ckpt {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	pthread_cond_t idle; /* busy went false */
 	bool kicked, quit;
+	bool busy; /* a checkpoint runs: the thread's or ckpt_now's */
 };
 
 static void *run(void *arg)
@@ -23,17 +25,20 @@ static void *run(void *arg)
 
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
-		while (!c->kicked && !c->quit)
+		while ((!c->kicked || c->busy) && !c->quit)
 			pthread_cond_wait(&c->cv, &c->mu);
 		if (!c->kicked)
 			break;
 		c->kicked = false;
+		c->busy = true;
 		pthread_mutex_unlock(&c->mu);
 		/* Whatever it could not copy (a reader in the way) is
-		 * copied next time, or by the writer's last checkpoint. */
+		 * copied next time, or by the writer's own (ckpt_now). */
 		sqlite3_wal_checkpoint_v2(
 		        c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 		pthread_mutex_lock(&c->mu);
+		c->busy = false;
+		pthread_cond_broadcast(&c->idle);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -73,10 +78,14 @@ struct ckpt *ckpt_start(sqlite3 *writer, const char *path, int pages)
 		goto fail_db;
 	if (pthread_cond_init(&c->cv, NULL) != 0)
 		goto fail_mu;
-	if (pthread_create(&c->thread, NULL, run, c) != 0)
+	if (pthread_cond_init(&c->idle, NULL) != 0)
 		goto fail_cv;
+	if (pthread_create(&c->thread, NULL, run, c) != 0)
+		goto fail_idle;
 	sqlite3_wal_hook(writer, on_commit, c);
 	return c;
+fail_idle:
+	pthread_cond_destroy(&c->idle);
 fail_cv:
 	pthread_cond_destroy(&c->cv);
 fail_mu:
@@ -85,6 +94,31 @@ fail_db:
 	sqlite3_close(c->db);
 	free(c);
 	return NULL;
+}
+
+int ckpt_now(struct ckpt *c, sqlite3 *writer)
+{
+	if (c) {
+		/* SQLite runs one checkpoint at a time and refuses a second
+		 * (SQLITE_BUSY, without asking a busy handler): wait for the
+		 * thread's, and keep it from starting one until ours is done.
+		 * A kick pending is served by ours. */
+		pthread_mutex_lock(&c->mu);
+		while (c->busy)
+			pthread_cond_wait(&c->idle, &c->mu);
+		c->kicked = false;
+		c->busy = true;
+		pthread_mutex_unlock(&c->mu);
+	}
+	int rc = sqlite3_wal_checkpoint_v2(
+	        writer, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	if (c) {
+		pthread_mutex_lock(&c->mu);
+		c->busy = false;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+	}
+	return rc;
 }
 
 void ckpt_stop(struct ckpt *c)
@@ -99,6 +133,7 @@ void ckpt_stop(struct ckpt *c)
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	pthread_join(c->thread, NULL);
+	pthread_cond_destroy(&c->idle);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	sqlite3_close(c->db);

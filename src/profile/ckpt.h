@@ -9,6 +9,11 @@
  * of its own (a passive checkpoint never blocks the writer; SQLite lets
  * one checkpointer run beside one writer), so the WAL stays about the
  * size of the last dump without the writer waiting for it.
+ *
+ * The writer also checkpoints itself at the end of each dump (ckpt_now),
+ * so that the database file alone holds every dump committed: a copy of
+ * it made without its -wal file, or left by a record that was killed,
+ * is a complete profile.
  */
 #ifndef HEAPPROF_PROFILE_CKPT_H
 #define HEAPPROF_PROFILE_CKPT_H
@@ -25,6 +30,15 @@ struct ckpt;
  * its automatic checkpoint.
  */
 struct ckpt *ckpt_start(sqlite3 *writer, const char *path, int pages);
+/*
+ * A passive checkpoint now, on the writer's connection, in the writer's
+ * thread: it copies every frame of the WAL into the database file that no
+ * reader still needs (one reading an older snapshot keeps the frames after
+ * it in the WAL until a later checkpoint).  Waits for the thread's
+ * checkpoint when one runs (SQLite allows one at a time).  c may be NULL
+ * (no thread).  Returns SQLite's result code.
+ */
+int ckpt_now(struct ckpt *c, sqlite3 *writer);
 /* Wait for a checkpoint in progress, end the thread, restore the writer's
  * automatic checkpoint.  NULL is fine. */
 void ckpt_stop(struct ckpt *c);

@@ -5,11 +5,14 @@
  * per frame.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "profile/pairmap.h"
 #include "profile/reader.h"
@@ -17,8 +20,63 @@
 #include "util/err.h"
 #include "util/grow.h"
 
+/* What look_at learnt of the file before SQLite opened it. */
+struct file_facts {
+	off_t size;
+	off_t wal_size;  /* of path-wal beside it; 0 when there is none */
+	bool wal_exists; /* there is a path-wal (of any size or kind) */
+	bool wal_header; /* its header says WAL mode (file format 2) */
+	unsigned char h[100];
+	bool have_header; /* h holds the first 100 bytes of a SQLite file */
+};
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b && b[1] ? b + 1 : path;
+}
+
+/*
+ * A file in WAL mode with nothing in a -wal file beside it: if it is a
+ * copy of a recording's file, made without that log, what the log held
+ * is not in it (a copy, or a kill, that came while a dump was being
+ * copied from the log into the file catches the file half-written).
+ */
+static const char *wal_hint(const struct file_facts *ff)
+{
+	return ff->wal_header && ff->wal_size == 0
+	               ? "; it is in write-ahead-log mode: if it was copied "
+	                 "from a recording, copy the -wal file beside the "
+	                 "original with it"
+	               : "";
+}
+
+/*
+ * "not a heapprof profile (no T table)", and why when the data may be in
+ * a write-ahead log: SQLite reads the -wal file beside a database as part
+ * of it, so a log it did not apply (damaged, or another file's) is
+ * named; a file in WAL mode with no log beside it may be a copy made
+ * without the log that held its data (heapprof before issue 18 left the
+ * dumps there until record ended).
+ */
+static void say_not_profile(const char *path, const char *subsys,
+                            const char *table, const struct file_facts *ff)
+{
+	if (ff->wal_size > 0)
+		hp_err(subsys,
+		       "%s: not a heapprof profile (no %s table), though "
+		       "%s-wal beside it holds %lld bytes of write-ahead log "
+		       "that SQLite did not apply to it (damaged, or not its "
+		       "log)",
+		       path, table, base_name(path), (long long)ff->wal_size);
+	else
+		hp_err(subsys, "%s: not a heapprof profile (no %s table)%s",
+		       path, table, wal_hint(ff));
+}
+
 /* Check that db holds every heapprof table; 0 or -EINVAL. */
-static int check_tables(sqlite3 *db, const char *path, const char *subsys)
+static int check_tables(sqlite3 *db, const char *path, const char *subsys,
+                        const struct file_facts *ff)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = sqlite3_prepare_v2(db,
@@ -40,9 +98,8 @@ static int check_tables(sqlite3 *db, const char *path, const char *subsys)
 		int found = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
 		sqlite3_reset(st);
 		if (!found) {
-			hp_err(subsys,
-			       "%s: not a heapprof profile (no %s table)", path,
-			       profile_required_tables[i]);
+			say_not_profile(path, subsys,
+			                profile_required_tables[i], ff);
 			sqlite3_finalize(st);
 			return -EINVAL;
 		}
@@ -81,7 +138,8 @@ static int check_version(sqlite3 *db, const char *path, const char *subsys)
  * truncated and overwritten pages before anything is printed; values
  * inside intact pages cannot be checked (SQLite keeps no checksums).
  */
-static int check_pages(sqlite3 *db, const char *path, const char *subsys)
+static int check_pages(sqlite3 *db, const char *path, const char *subsys,
+                       const struct file_facts *ff)
 {
 	sqlite3_stmt *st = NULL;
 	char why[160] = "";
@@ -109,7 +167,8 @@ static int check_pages(sqlite3 *db, const char *path, const char *subsys)
 	for (char *c = why; *c; c++)
 		if (*c == '\n' || *c == '\r' || *c == '\t')
 			*c = ' ';
-	hp_err(subsys, "%s: damaged database, not read (%s)", path, why);
+	hp_err(subsys, "%s: damaged database, not read (%s)%s", path, why,
+	       wal_hint(ff));
 	return -EINVAL;
 }
 
@@ -127,16 +186,12 @@ static uint32_t be32(const unsigned char *b)
  * (when that count is valid and no WAL file holds newer pages), is a
  * truncated file.  0, or -EINVAL with the message printed.
  */
-static int check_length(const char *path, const char *subsys, off_t size)
+static int check_length(const char *path, const char *subsys,
+                        const struct file_facts *ff)
 {
-	unsigned char h[100];
-	FILE *f = fopen(path, "rb");
+	const unsigned char *h = ff->h;
 
-	if (!f)
-		return 0; /* sqlite3_open says why */
-	size_t n = fread(h, 1, sizeof(h), f);
-	fclose(f);
-	if (n < sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+	if (!ff->have_header)
 		return 0; /* not SQLite at all: its own message */
 	uint32_t page = (uint32_t)h[16] << 8 | h[17];
 	if (page == 1)
@@ -146,43 +201,154 @@ static int check_length(const char *path, const char *subsys, off_t size)
 	uint64_t want = 0;
 	if (be32(h + 24) == be32(h + 92))
 		want = (uint64_t)be32(h + 28) * page;
-	char wal[4096];
-	struct stat ws;
-	if (snprintf(wal, sizeof(wal), "%s-wal", path) < (int)sizeof(wal) &&
-	    stat(wal, &ws) == 0 && ws.st_size > 0)
+	if (ff->wal_size > 0)
 		want = 0; /* pages may live in the WAL until a checkpoint */
-	if ((uint64_t)size % page == 0 && (uint64_t)size >= want)
+	if ((uint64_t)ff->size % page == 0 && (uint64_t)ff->size >= want)
 		return 0;
-	if (want > (uint64_t)size)
+	if (want > (uint64_t)ff->size)
 		hp_err(subsys,
 		       "%s: truncated database (%lld bytes; its header "
-		       "says %llu)",
-		       path, (long long)size, (unsigned long long)want);
+		       "says %llu)%s",
+		       path, (long long)ff->size, (unsigned long long)want,
+		       wal_hint(ff));
 	else
 		hp_err(subsys,
 		       "%s: truncated database (%lld bytes, not a whole "
-		       "number of %u-byte pages)",
-		       path, (long long)size, page);
+		       "number of %u-byte pages)%s",
+		       path, (long long)ff->size, page, wal_hint(ff));
 	return -EINVAL;
+}
+
+static int not_regular(const char *path, const char *subsys, mode_t mode)
+{
+	hp_err(subsys, "%s: not a regular file (%s)", path, hp_file_kind(mode));
+	return -EINVAL;
+}
+
+/*
+ * Look at path before SQLite does: only a regular file (or a link to one)
+ * is a profile.  SQLite's open(2) of a FIFO blocks until a writer comes,
+ * for ever; a device or a directory would read as an empty or foreign
+ * database.  stat(2) names the kind without opening anything (a device's
+ * open may act); the file is then opened with O_NONBLOCK, which never
+ * blocks on a FIFO put there in between, and its descriptor checked again.
+ * Fills ff: the size, the header, the -wal file beside it.  0, or
+ * -errno with the message printed.
+ */
+static int look_at(const char *path, const char *subsys, struct file_facts *ff)
+{
+	struct stat sb;
+
+	memset(ff, 0, sizeof(*ff));
+	/* SQLite's own message for a missing file is vague. */
+	if (stat(path, &sb) < 0) {
+		int err = -errno;
+		hp_err(subsys, "%s: %s", path, strerror(errno));
+		return err;
+	}
+	if (!S_ISREG(sb.st_mode))
+		return not_regular(path, subsys, sb.st_mode);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		int err = -errno;
+		hp_err(subsys, "%s: %s", path, strerror(errno));
+		return err;
+	}
+	if (fstat(fd, &sb) < 0) {
+		int err = -errno;
+		hp_err(subsys, "%s: %s", path, strerror(errno));
+		close(fd);
+		return err;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		return not_regular(path, subsys, sb.st_mode);
+	}
+	ff->size = sb.st_size;
+	ssize_t n = pread(fd, ff->h, sizeof(ff->h), 0);
+	close(fd);
+	ff->have_header = n == (ssize_t)sizeof(ff->h) &&
+	                  !memcmp(ff->h, "SQLite format 3", 16);
+	ff->wal_header = ff->have_header && ff->h[18] == 2 && ff->h[19] == 2;
+	char wal[4096];
+	struct stat ws;
+	if (snprintf(wal, sizeof(wal), "%s-wal", path) >= (int)sizeof(wal) ||
+	    lstat(wal, &ws) == 0)
+		ff->wal_exists = true; /* (or cannot tell) */
+	if (ff->wal_exists && stat(wal, &ws) == 0 && S_ISREG(ws.st_mode))
+		ff->wal_size = ws.st_size;
+	/* SQLite deletes the -wal file of an empty database when it opens
+	 * it, read-only or not: the dumps a recording left there would go
+	 * with it. */
+	if (ff->size == 0 && ff->wal_size > 0) {
+		hp_err(subsys,
+		       "%s: not a heapprof profile (an empty file), though "
+		       "%s-wal beside it holds %lld bytes of write-ahead log: "
+		       "not opened, so that SQLite does not delete that log",
+		       path, base_name(path), (long long)ff->wal_size);
+		return -EINVAL;
+	}
+	return check_length(path, subsys, ff);
+}
+
+/*
+ * A file in WAL mode (every copy of a recording's file) is read by SQLite
+ * through a -shm file beside it, which it creates; where the reader cannot
+ * create one (a read-only mount, someone else's directory) SQLite refuses
+ * it ("attempt to write a readonly database").  With no -wal beside it,
+ * nothing is writing it (a recording keeps one until it ends): such a
+ * file, read-only, is opened immutable, without -shm or locks.  The URI
+ * of path in uri, or "" to open path as it is.
+ */
+static void immutable_uri(const char *path, int flags,
+                          const struct file_facts *ff, char *uri, size_t len)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+
+	uri[0] = '\0';
+	if (!(flags & SQLITE_OPEN_READONLY) || !ff->wal_header ||
+	    ff->wal_exists || strlen(path) >= sizeof(dir))
+		return;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (access(dir, W_OK) == 0)
+		return;
+	/* "file://" + the absolute path (an empty authority), or "file:" +
+	 * a relative one; every byte but [A-Za-z0-9/._~-] as %XX. */
+	size_t n = (size_t)snprintf(uri, len, "file:%s",
+	                            path[0] == '/' ? "//" : "");
+	const unsigned char *c = (const unsigned char *)path;
+	for (; *c && n + 4 < len; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		    (*c >= '0' && *c <= '9') || strchr("/._~-", *c))
+			uri[n++] = (char)*c;
+		else
+			n += (size_t)snprintf(uri + n, len - n, "%%%02X", *c);
+	}
+	const char *q = "?immutable=1";
+	if (!*c && n + strlen(q) < len)
+		memcpy(uri + n, q, strlen(q) + 1);
+	else
+		uri[0] = '\0'; /* too long: as it is */
 }
 
 static sqlite3 *open_mode(const char *path, const char *subsys, int flags)
 {
-	struct stat sb;
+	struct file_facts ff;
 	sqlite3 *db = NULL;
+	char uri[3 * 4096 + 32];
 
-	/* SQLite's own message for a missing file is vague. */
-	if (stat(path, &sb) < 0) {
-		hp_err(subsys, "%s: %s", path, strerror(errno));
+	if (look_at(path, subsys, &ff) < 0)
 		return NULL;
-	}
-	if (S_ISDIR(sb.st_mode)) {
-		hp_err(subsys, "%s: is a directory", path);
-		return NULL;
-	}
-	if (S_ISREG(sb.st_mode) && check_length(path, subsys, sb.st_size) < 0)
-		return NULL;
-	int rc = sqlite3_open_v2(path, &db, flags, NULL);
+	immutable_uri(path, flags, &ff, uri, sizeof(uri));
+	int rc = uri[0] ? sqlite3_open_v2(uri, &db, flags | SQLITE_OPEN_URI,
+	                                  NULL)
+	                : sqlite3_open_v2(path, &db, flags, NULL);
 	if (rc != SQLITE_OK) {
 		hp_err(subsys, "%s: %s", path,
 		       db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -191,9 +357,9 @@ static sqlite3 *open_mode(const char *path, const char *subsys, int flags)
 	}
 	/* A recording may be committing a dump right now. */
 	sqlite3_busy_timeout(db, 2000);
-	if (check_tables(db, path, subsys) < 0 ||
+	if (check_tables(db, path, subsys, &ff) < 0 ||
 	    check_version(db, path, subsys) < 0 ||
-	    check_pages(db, path, subsys) < 0) {
+	    check_pages(db, path, subsys, &ff) < 0) {
 		sqlite3_close(db);
 		return NULL;
 	}

@@ -13,8 +13,11 @@
  * (bulk.h: one INSERT ... SELECT for a batch's callsites, one for its
  * allocation rows) and, past PIPE_MIN_STACKS, in batches through a worker
  * thread (workq.h) while this thread interns the next batch.  The WAL is
- * folded into the file by a thread of its own (ckpt.h), and the
- * heapprof_dump row says how long the dump took (write_ms).
+ * folded into the file at the end of each dump, so that the file alone
+ * holds every dump written (a copy without its -wal file, or the file of
+ * a record that was killed, reads whole), and after big commits by a
+ * thread of its own (ckpt.h); the heapprof_dump row says how long the
+ * dump took (write_ms).
  */
 #include <errno.h>
 #include <sys/resource.h>
@@ -38,6 +41,7 @@
 #include "profile/schema.h"
 #include "profile/workq.h"
 #include "symbolize/symbolize.h"
+#include "util/err.h"
 #include "util/grow.h"
 #include "util/hmap.h"
 #include "util/human.h"
@@ -477,6 +481,23 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Copy what the WAL holds into the database file now, so that the file
+ * alone is a complete profile of everything committed: a copy of it made
+ * without its -wal file while record runs, or the file left by a record
+ * that was killed, reads with every dump written so far.  Frames that a
+ * reader of an older snapshot still needs stay in the WAL until a later
+ * checkpoint (the file then holds the dumps before them, never part of
+ * one: a checkpoint stops at a commit).
+ * A checkpoint of another connection in progress (SQLITE_BUSY) copies
+ * them too.  0, or the error said (a full disk).
+ */
+static int fold_wal(struct profile *p, const char *what)
+{
+	int rc = ckpt_now(p->ckpt, p->db);
+	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : sql_err(p, rc, what);
+}
+
 static int64_t i64(uint64_t v)
 {
 	/* SQLite integers are signed; values above 2^63 wrap, as intended. */
@@ -516,16 +537,6 @@ static int write_meta(struct profile *p, const char *record_cmdline)
 	return rc == SQLITE_OK ? 0 : sql_err(p, rc, "writing metadata");
 }
 
-static const char *file_kind(mode_t m)
-{
-	return S_ISDIR(m)    ? "a directory"
-	       : S_ISCHR(m)  ? "a character device"
-	       : S_ISBLK(m)  ? "a block device"
-	       : S_ISFIFO(m) ? "a FIFO"
-	       : S_ISSOCK(m) ? "a socket"
-	                     : "not a regular file";
-}
-
 /*
  * Remove an old profile and its SQLite side files, so nothing is replayed,
  * then create the file.  Only regular files are replaced: run as root, an
@@ -550,7 +561,7 @@ static int remove_old(const char *path)
 			fprintf(stderr,
 			        SUBSYS "%s: is %s, not a profile file: "
 			               "not replaced\n",
-			        buf, file_kind(sb.st_mode));
+			        buf, hp_file_kind(sb.st_mode));
 			return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
 		}
 		if (unlink(buf) < 0 && errno != ENOENT) {
@@ -586,7 +597,9 @@ static int open_db(struct profile *p, const char *path)
 	}
 	/*
 	 * WAL: the main file changes only at checkpoints, so a crash
-	 * mid-dump leaves earlier dumps intact in .db + .db-wal.
+	 * mid-dump leaves earlier dumps intact in .db + .db-wal, and
+	 * readers read while a dump is written.  Each dump is checkpointed
+	 * at its end (fold_wal): the .db alone holds the earlier dumps too.
 	 */
 	int err = exec(p,
 	               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
@@ -635,6 +648,9 @@ struct profile *profile_create(const char *path, const char *record_cmdline)
 		err = write_meta(p, record_cmdline);
 	if (!err)
 		err = exec(p, "COMMIT", "creating schema");
+	/* An empty profile in the file itself, before the first dump. */
+	if (!err)
+		err = fold_wal(p, "creating schema");
 	if (err) {
 		if (err == -ENOMEM)
 			fprintf(stderr, SUBSYS "out of memory\n");
@@ -1911,6 +1927,11 @@ int profile_write_dump(struct profile *p, int64_t upid,
 		if (err)
 			fprintf(stderr, SUBSYS "out of memory\n");
 	}
+	/* The dump in the file itself, then its write_ms, which counts that
+	 * copy: the row reaches the file with the next dump's (or at
+	 * close), not worth a checkpoint of its own (two fsyncs). */
+	if (!err)
+		err = fold_wal(p, "copying the dump into the file");
 	if (!err) {
 		sqlite3_stmt *st = p->st[ST_DUMP_TIME];
 		sqlite3_bind_double(st, 1, (double)(mono_ns() - t0) / 1e6);

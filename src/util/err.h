@@ -10,4 +10,8 @@
 void hp_err(const char *subsys, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* What a file that is not a regular one is, for messages: "a directory",
+ * "a FIFO", "a character device", "a block device", "a socket" (st_mode). */
+const char *hp_file_kind(unsigned int st_mode);
+
 #endif

@@ -1249,6 +1249,119 @@ static void test_big_dump_batches(void)
 	sqlite3_close(db);
 }
 
+/* Copy the file at from to to, byte for byte (what cp does): 0 or -1. */
+static int copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	char buf[65536];
+	size_t n;
+	int ok = in && out;
+
+	while (ok && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ok = fwrite(buf, 1, n, out) == n;
+	ok = ok && !ferror(in);
+	if (in)
+		fclose(in);
+	if (out && fclose(out) != 0)
+		ok = 0;
+	return ok ? 0 : -1;
+}
+
+/* The dumps and the live bytes of a copy of path made now, without its
+ * -wal file, as "dumps/space" ("-" if it does not read as a profile). */
+static void copy_alone(const char *path, const char *copy, char *out,
+                       size_t len)
+{
+	char side[4400];
+	static const char *const sfx[] = {"-wal", "-shm"};
+
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(side, sizeof(side), "%s%s", copy, sfx[i]);
+		unlink(side);
+	}
+	unlink(copy);
+	snprintf(out, len, "-");
+	if (copy_file(path, copy) < 0)
+		return;
+	sqlite3 *db = reader_open(copy, "test");
+	if (!db)
+		return;
+	snprintf(out, len, "%lld/%lld",
+	         (long long)q1(db, "SELECT count(*) FROM heapprof_dump"),
+	         (long long)q1(db, "SELECT coalesce(sum(size), 0) FROM"
+	                           " heap_profile_allocation"));
+	sqlite3_close(db);
+}
+
+/*
+ * Issue 18: the file alone holds every dump written, while the writer is
+ * still open (its -wal file is not copied): an empty profile right after
+ * profile_create, then each dump, small ones and a big one (whose commit
+ * kicks the checkpoint thread, which the writer's own checkpoint waits
+ * for).  A reader in a read transaction on an older snapshot holds the
+ * newer frames in the WAL: the file lags until the reader is done and the
+ * next dump is written.
+ */
+static void test_file_alone(void)
+{
+	char path[4300], copy[4300], got[64];
+	static uint64_t pcs[BIG_N + 1][BIG_DEPTH + 1];
+	static struct prof_stack big[BIG_N + 1];
+	snprintf(path, sizeof(path), "%s/alone.db", dir);
+	snprintf(copy, sizeof(copy), "%s/alone-copy.db", dir);
+	struct profile *p = profile_create(path, "t");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	copy_alone(path, copy, got, sizeof(got));
+	CHECK(!strcmp(got, "0/0"));
+	struct prof_process info = {.pid = 11,
+	                            .name = "alone",
+	                            .cmdline = "alone",
+	                            .sampling_interval = 1,
+	                            .unwind = "dwarf",
+	                            .max_frames = 64};
+	int64_t upid;
+	CHECK(profile_begin_process(p, &info, &upid) == 0);
+	struct prof_stack d1[] = {stack(0, s1, 3, 2, 100, 2 * FP, 0, 0, 0)};
+	struct prof_dump dd1 = dump(1000, d1, 1);
+	CHECK(profile_write_dump(p, upid, &dd1) == 0);
+	copy_alone(path, copy, got, sizeof(got));
+	CHECK(!strcmp(got, "1/100"));
+
+	/* A reader on the file as it is now, in a read transaction. */
+	sqlite3 *rd = NULL;
+	CHECK(sqlite3_open_v2(path, &rd, SQLITE_OPEN_READONLY, NULL) ==
+	      SQLITE_OK);
+	CHECK(sqlite3_exec(rd, "BEGIN", NULL, NULL, NULL) == SQLITE_OK);
+	CHECK(q1(rd, "SELECT count(*) FROM heapprof_dump") == 1);
+	struct prof_stack d2[] = {stack(0, s1, 3, 3, 150, 3 * FP, 0, 0, 0)};
+	struct prof_dump dd2 = dump(2000, d2, 1);
+	CHECK(profile_write_dump(p, upid, &dd2) == 0);
+	copy_alone(path, copy, got, sizeof(got));
+	CHECK(!strcmp(got, "1/100"));
+	CHECK(q1(rd, "SELECT count(*) FROM heapprof_dump") == 1);
+	sqlite3_exec(rd, "COMMIT", NULL, NULL, NULL);
+	sqlite3_close(rd);
+
+	/* The big dump: 40001 stacks, (10 + k % 7) bytes each. */
+	big_stacks(big, pcs, 0);
+	struct prof_dump dd3 = dump(3000, big, BIG_N + 1);
+	CHECK(profile_write_dump(p, upid, &dd3) == 0);
+	uint64_t bytes = 10; /* the copy of stack 0 */
+	for (size_t i = 0; i < BIG_N; i++)
+		bytes += 10 + i % 7;
+	char want[64];
+	/* Dump 3 is a new set of stacks: stack s1's 150 bytes stay. */
+	snprintf(want, sizeof(want), "3/%llu",
+	         (unsigned long long)(bytes + 150));
+	copy_alone(path, copy, got, sizeof(got));
+	CHECK(!strcmp(got, want));
+	if (strcmp(got, want))
+		fprintf(stderr, "  file alone: %s, want %s\n", got, want);
+	CHECK(profile_close(p) == 0);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -1272,6 +1385,7 @@ int main(void)
 	        {"trace_rows", test_trace_rows},
 	        {"event_rate", test_event_rate},
 	        {"big_dump_batches", test_big_dump_batches},
+	        {"file_alone", test_file_alone},
 	        {NULL, NULL},
 	};
 	if (!mkdtemp(dir)) {
