@@ -96,9 +96,10 @@ HC_MODES="follow" HC_NOCOUNT=1 hostile_case seccomp-errno 0 -- "$PROGS/hostile_s
 # an exit ("process disconnected") and the child's 1000 allocations made
 # after it were not in the profile.
 if HC_MODES="follow" HC_NOCOUNT=1 hostile_case closefork 0 -- "$PROGS/hostile_closefork"; then
+	# (record says "closed its connection" when it looks while the child
+	# still runs; a slow collector may look only after it ended: then the
+	# child is finished at once, its region read after its exit.)
 	check_views "$T_DIR/closefork.follow.db" hc_after 1000 48000 600 28800
-	assert_match "closed its connection to the collector" \
-		"$(cat "$T_DIR/closefork.follow.err")" "record says so"
 fi
 
 # A 64-bit program that runs a 32-bit one.  Needs the 32-bit loader
