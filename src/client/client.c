@@ -1068,6 +1068,7 @@ __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
 	hooks_init();
+	sandbox_init();
 	fork_guard_init();
 	unwind_setup();
 	/* What attaching needs and a signal handler cannot do: ready before

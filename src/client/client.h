@@ -36,6 +36,8 @@ extern HP_HIDDEN _Atomic int hp_malloc_on;
  * no system call but the region's from then on. */
 extern HP_HIDDEN _Atomic int hp_sandboxed;
 HP_HIDDEN bool sandbox_at_start(void);
+/* The constructor's part: the real prctl and syscall found (dlsym). */
+HP_HIDDEN void sandbox_init(void);
 
 /*
  * One mapped region and what the recorder needs of its header.  Slots live

@@ -173,6 +173,18 @@ HP_HIDDEN void *hp_prctl_note(int option)
 	return f ? f : (void *)hp_prctl_raw;
 }
 
+void sandbox_init(void)
+{
+	/* In the constructor, a normal context: later calls (one in a
+	 * signal handler among them) take the fast path, with no dlsym. */
+	if (!__atomic_load_n(&hp_next_syscall, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&hp_next_syscall, dlsym(RTLD_NEXT, "syscall"),
+		                 __ATOMIC_RELEASE);
+	if (!__atomic_load_n(&hp_next_prctl, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&hp_next_prctl, dlsym(RTLD_NEXT, "prctl"),
+		                 __ATOMIC_RELEASE);
+}
+
 /* Saves the argument registers (and %al), calls NOTE with the first two,
  * restores them and jumps where NOTE said. */
 #define TRAMPOLINE_SLOW(note)                                                  \
@@ -241,4 +253,8 @@ __asm__(".text\n"
                                          "hp_prctl_note") ".cfi_endproc\n"
                                                           ".size prctl, "
                                                           ".-prctl\n");
+#else
+void sandbox_init(void)
+{
+}
 #endif
