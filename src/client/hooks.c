@@ -475,8 +475,18 @@ static void *new_al_nt_fallback(const char *sym, size_t n, size_t a,
 	return f ? f(n, a, nt) : NULL;
 }
 
+/* Before the first resolve (operator new in a constructor that runs
+ * before ours): find the allocators first, so a block is never made by
+ * one allocator and freed by the other. */
+static inline void resolve_first(void)
+{
+	if (HP_UNLIKELY(real_malloc == boot_malloc))
+		hooks_resolve();
+}
+
 static inline void *new_plain(size_t n, uintptr_t caller)
 {
+	resolve_first();
 	if (HP_UNLIKELY(own_malloc != NULL))
 		return own_malloc(n ? n : 1);
 	int how;
@@ -488,6 +498,7 @@ static inline void *new_plain(size_t n, uintptr_t caller)
 static inline void *new_aligned(size_t n, size_t a, uintptr_t caller)
 {
 	void *p = NULL;
+	resolve_first();
 	if (HP_UNLIKELY(own_malloc != NULL)) {
 		/* As libstdc++ does: aligned_alloc wants a multiple. */
 		size_t sz = n ? n : 1;
@@ -504,6 +515,7 @@ static inline void *new_aligned(size_t n, size_t a, uintptr_t caller)
 
 static inline void delete_any(void *p)
 {
+	resolve_first();
 	if (HP_UNLIKELY(own_free != NULL)) {
 		own_free(p);
 		return;
