@@ -1014,24 +1014,20 @@ static void fork_child_reset(bool may_follow)
 		for (int i = 0; i < HP_CLIENT_SLOTS; i++)
 			atomic_store_explicit(&hp_client.slots[i].state,
 			                      SLOT_FREE, memory_order_relaxed);
-		hp_client.sock_fd = -1;
-		atomic_store_explicit(&attaching, 0, memory_order_relaxed);
-		atomic_store_explicit(&growing, 0, memory_order_relaxed);
-		hp_tls.tid = 0;
-		modules_reset_after_fork();
-		heaps_after_fork_child();
-		follow_pending = false;
-		return;
+		follow = false;
+	} else {
+		/* (This also closes the parent's kept region descriptors:
+		 * the child's own regions, if any, come with its own
+		 * attach.) */
+		for (int i = 0; i < HP_CLIENT_SLOTS; i++)
+			if (atomic_load_explicit(&hp_client.slots[i].state,
+			                         memory_order_relaxed) !=
+			    SLOT_FREE)
+				slot_release(&hp_client.slots[i]);
+		int fd = sock_ours();
+		if (fd >= 0)
+			close(fd);
 	}
-	/* (This also closes the parent's kept region descriptors: the
-	 * child's own regions, if any, come with its own attach.) */
-	for (int i = 0; i < HP_CLIENT_SLOTS; i++)
-		if (atomic_load_explicit(&hp_client.slots[i].state,
-		                         memory_order_relaxed) != SLOT_FREE)
-			slot_release(&hp_client.slots[i]);
-	int fd = sock_ours();
-	if (fd >= 0)
-		close(fd);
 	hp_client.sock_fd = -1;
 	/* Flags held by threads that do not exist in the child. */
 	atomic_store_explicit(&attaching, 0, memory_order_relaxed);

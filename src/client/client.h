@@ -36,6 +36,11 @@ extern HP_HIDDEN _Atomic int hp_malloc_on;
  * no system call but the region's from then on. */
 extern HP_HIDDEN _Atomic int hp_sandboxed;
 HP_HIDDEN bool sandbox_at_start(void);
+/* /proc/self/status, whole, in a static buffer (NULL if unreadable); a
+ * normal context only (the constructor, the destructor). */
+HP_HIDDEN const char *proc_status_read(void);
+/* The number after KEY ("\nThreads:") in it; -1 if none. */
+HP_HIDDEN long proc_status_field(const char *buf, const char *key);
 /* The constructor's part: the real prctl and syscall found (dlsym). */
 HP_HIDDEN void sandbox_init(void);
 

@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,33 +72,6 @@ static int read_statm(uint64_t *rss, uint64_t *anon)
 	return 0;
 }
 
-/* The "Threads:" count of /proc/self/status; 0 if it cannot be read.
- * (At exit, from the destructor: one thread runs it.) */
-static unsigned live_threads(void)
-{
-	static char buf[8192];
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	size_t len = 0;
-	ssize_t n;
-	while (len < sizeof(buf) - 1 &&
-	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = '\0';
-	const char *p = strstr(buf, "\nThreads:");
-	if (!p)
-		return 0;
-	p += sizeof("\nThreads:") - 1;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	unsigned v = 0;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (unsigned)(*p++ - '0');
-	return v;
-}
-
 void memstat_take(void)
 {
 	struct client_slot *s = client_cur();
@@ -116,8 +88,9 @@ void memstat_take(void)
 
 	if (read_statm(&rss, &anon) == 0)
 		flags |= HP_MEMSTAT_RSS;
-	if (next_mallinfo2 && !unwind_in_signal_handler() &&
-	    live_threads() == 1) {
+	const char *status = next_mallinfo2 ? proc_status_read() : NULL;
+	if (status && !unwind_in_signal_handler() &&
+	    proc_status_field(status, "\nThreads:") == 1) {
 		mi = next_mallinfo2();
 		flags |= HP_MEMSTAT_MALLOC;
 	}

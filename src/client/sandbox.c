@@ -51,8 +51,7 @@ static void note_filter(void)
 	atomic_store_explicit(&hp_sandboxed, 1, memory_order_release);
 }
 
-/* A number after KEY in /proc/self/status (-1: none). */
-static long status_field(const char *buf, const char *key)
+long proc_status_field(const char *buf, const char *key)
 {
 	const char *p = strstr(buf, key);
 	if (!p)
@@ -68,12 +67,12 @@ static long status_field(const char *buf, const char *key)
 	return v;
 }
 
-bool sandbox_at_start(void)
+const char *proc_status_read(void)
 {
 	static char buf[8192];
 	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
+		return NULL;
 	size_t len = 0;
 	ssize_t n;
 	while (len < sizeof(buf) - 1 &&
@@ -81,13 +80,21 @@ bool sandbox_at_start(void)
 		len += (size_t)n;
 	close(fd);
 	buf[len] = '\0';
-	long mode = status_field(buf, "\nSeccomp:");
+	return buf;
+}
+
+bool sandbox_at_start(void)
+{
+	const char *buf = proc_status_read();
+	if (!buf)
+		return false;
+	long mode = proc_status_field(buf, "\nSeccomp:");
 	if (mode <= 0)
 		return false;
 	/* Strict mode, or more filters than the collector that launched us
 	 * had (it says how many in HP_ENV_SECCOMP): installed after it, by
 	 * the program.  Its own filters (a container's) are no sign. */
-	long filters = status_field(buf, "\nSeccomp_filters:");
+	long filters = proc_status_field(buf, "\nSeccomp_filters:");
 	const char *base = getenv(HP_ENV_SECCOMP);
 	bool sandboxed = mode == 1 || (base && *base && filters >= 0 &&
 	                               filters > strtol(base, NULL, 10));
