@@ -320,7 +320,10 @@ fi
 t_begin "tty: the program has the terminal and gets Ctrl-C, as bare"
 # tty_run TAG CMD: CMD (a string) in a new terminal; ^C once it says
 # ready.  TTY_RC; the terminal's text in TAG.ttyout, without script's own
-# lines, carriage returns, the echoed ^C and empty lines.
+# lines, carriage returns, the echoed ^C and empty lines.  script runs
+# CMD through $SHELL -c; "exec" makes CMD the terminal's foreground
+# process itself whatever the shell (dash, as /bin/sh, would otherwise
+# stay as its parent and die of the ^C with 130).
 tty_run() {
 	local tag=$1 cmd=$2 out="$T_DIR/$1.tty"
 	: >"$out"
@@ -328,7 +331,7 @@ tty_run() {
 	{
 		wait_until 30 "ready from $tag" grep_q "$out" '^ready'
 		printf '\003'
-	} | timeout -k 5 60 script -qefc "$cmd" "$out" >/dev/null 2>&1 || TTY_RC=$?
+	} | SHELL=/bin/sh timeout -k 5 60 script -qefc "exec $cmd" "$out" >/dev/null 2>&1 || TTY_RC=$?
 	tr -d '\r' <"$out" | grep -v '^Script ' | sed 's/^\^C//' | grep . >"$T_DIR/$tag.ttyout"
 }
 if ! command -v script >/dev/null 2>&1; then
