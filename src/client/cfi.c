@@ -109,9 +109,9 @@ uint32_t cfi_generation(void)
 
 static inline uint64_t cache_key(uintptr_t pc, bool exact)
 {
-	uint32_t gen = atomic_load_explicit(&cache_gen, memory_order_acquire);
-	return ((uint64_t)pc & 0xffffffffffffull) |
-	       ((uint64_t)(gen & 0x7fff) << 48) | ((uint64_t)exact << 63);
+	return cfi_l1_key(pc, exact,
+	                  atomic_load_explicit(&cache_gen,
+	                                       memory_order_acquire));
 }
 
 static inline uint32_t cache_hash(uint64_t key)
@@ -951,7 +951,7 @@ struct cfi_rule cfi_rule_for(struct capture_ctx *t, uintptr_t pc, bool exact)
 	if (pc >> 48)
 		return make_rule(CFI_NOMODULE);
 	uint64_t key = cache_key(pc, exact);
-	uint32_t i = (uint32_t)(pc ^ (pc >> 7)) & (HP_RULES_L1 - 1);
+	uint32_t i = cfi_l1_slot(pc);
 	if (HP_LIKELY(t && t->rules[i].key == key)) {
 		memcpy(&r, &t->rules[i].rule, sizeof(r));
 		return r;

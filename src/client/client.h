@@ -85,6 +85,8 @@ struct client_slot {
 	 * stack_id). */
 	bool traced;
 	uint8_t region_index;
+	/* CLOCK_BOOTTIME - CLOCK_MONOTONIC at setup (recorder_alloc_ts). */
+	uint64_t boot_offset;
 	/* root only: streaming with HP_CFG_BLOCK_CLIENT: a writer that finds
 	 * no room waits at most trace_block_ms; after a wait that timed out
 	 * nobody waits before trace_stall_ns (CLOCK_MONOTONIC). */
@@ -447,6 +449,32 @@ HP_HIDDEN uint32_t cfi_generation(void);
  * context whose rules to look in first, or NULL. */
 HP_HIDDEN struct cfi_rule cfi_rule_for(struct capture_ctx *c, uintptr_t pc,
                                        bool exact);
+
+/* A capture context's rule cache (capture_ctx.rules): the key of pc under
+ * cfi generation gen, and its slot. */
+static inline uint64_t cfi_l1_key(uintptr_t pc, bool exact, uint32_t gen)
+{
+	return ((uint64_t)pc & 0xffffffffffffull) |
+	       ((uint64_t)(gen & 0x7fff) << 48) | ((uint64_t)exact << 63);
+}
+static inline uint32_t cfi_l1_slot(uintptr_t pc)
+{
+	return (uint32_t)(pc ^ (pc >> 7)) & (HP_RULES_L1 - 1);
+}
+/* cfi_rule_for(c, pc, exact) with the context's cache looked in inline
+ * (a walk's common case), for a walk that read gen at its start. */
+static inline __attribute__((always_inline)) struct cfi_rule
+cfi_rule_cached(struct capture_ctx *c, uintptr_t pc, bool exact, uint32_t gen)
+{
+	uint32_t i = cfi_l1_slot(pc);
+	if (HP_LIKELY(!(pc >> 48) &&
+	              c->rules[i].key == cfi_l1_key(pc, exact, gen))) {
+		struct cfi_rule r;
+		__builtin_memcpy(&r, &c->rules[i].rule, sizeof(r));
+		return r;
+	}
+	return cfi_rule_for(c, pc, exact);
+}
 
 #ifdef HP_UNWIND_ORACLE
 /* oracle.c (libheapprof-oracle.so only): checks a capture against libgcc's

@@ -454,6 +454,7 @@ static inline bool load(const struct bounds *b, uintptr_t lo, uintptr_t a,
 #define MF_BP_OK  1u
 #define MF_EXACT  2u
 #define MF_OPAQUE 4u /* the step read more than ra_at and bp_at */
+#define MF_END    8u /* the step ended the walk by its rule alone */
 
 /* What a step read (for the memo): where the return address and rbp
  * were (0: not read), and whether it read more than those two words. */
@@ -599,65 +600,20 @@ _Static_assert(sizeof(struct capture_walk) <=
  * Most allocations share their outer frames with the thread's previous
  * one (the same loop, parser, request handler).  Each capture keeps, per
  * frame, its registers and the stack words its step to the caller read
- * (hp_tls.memo).  When the next capture reaches a frame with the same pc,
- * sp and rbp as one of the last capture's, and those words still hold
- * what they held, the step is the same (the rule is a function of the pc,
- * within one cfi generation), so the caller is the last capture's next
- * frame: two loads and compares instead of a rule lookup and a step.  The
- * program's stack is only read, never marked.  Signal frames and
- * realigned CFAs, whose steps read more, are always stepped again.
+ * (capture_ctx.memo).  When the next capture reaches a frame with the
+ * same pc, sp and rbp as one of the last capture's, and those words still
+ * hold what they held, the step is the same (the rule is a function of the
+ * pc, within one cfi generation), so the caller is the last capture's next
+ * frame: two loads and compares instead of a rule lookup and a step.  A
+ * frame whose step ended the walk by its rule alone (the outermost one) is
+ * marked so, and a walk that reaches it again ends there.  The program's
+ * stack is only read, never marked.  Signal frames and realigned CFAs,
+ * whose steps read more, are always stepped again.
  */
-
-static inline bool memo_is(const struct unwind_memo_frame *f,
-                           const struct regs *r, bool exact)
-{
-	return f->sp == r->sp && f->pc == r->pc && f->bp == r->bp &&
-	       (f->flags & (MF_BP_OK | MF_EXACT)) ==
-	               ((r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u));
-}
-
-/* A frame the next capture cannot step from by its words (the last one,
- * cut at max_frames). */
-static inline void memo_set(struct unwind_memo_frame *f, const struct regs *r,
-                            bool exact)
-{
-	f->pc = r->pc;
-	f->sp = r->sp;
-	f->bp = r->bp;
-	f->flags = (r->bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u) |
-	           MF_OPAQUE;
-	f->ra_off = f->bp_off = 0;
-}
 
 /* The largest offsets from sp a memo frame keeps. */
 #define MEMO_RA_MAX 0xfffffffeu
 #define MEMO_BP_MAX 0xfffeu
-
-/* Where the step from f read (rd), as offsets from f's sp; a read below
- * sp or too far above it makes the frame opaque (stepped again). */
-static inline void memo_reads(struct unwind_memo_frame *f,
-                              const struct step_read *rd)
-{
-	uint32_t ra = 0, bp = 0;
-	bool opaque = rd->opaque;
-	/* (ra + 1 and bp + 1 fit: the limits are one below the types') */
-	if (rd->ra_at) {
-		if (rd->ra_at < f->sp || rd->ra_at - f->sp > MEMO_RA_MAX)
-			opaque = true;
-		else
-			ra = (uint32_t)(rd->ra_at - f->sp) + 1;
-	}
-	if (rd->bp_at) {
-		if (rd->bp_at < f->sp || rd->bp_at - f->sp > MEMO_BP_MAX)
-			opaque = true;
-		else
-			bp = (uint32_t)(rd->bp_at - f->sp) + 1;
-	}
-	f->ra_off = ra;
-	f->bp_off = (uint16_t)bp;
-	if (opaque)
-		f->flags |= MF_OPAQUE;
-}
 
 /* The program's registers at its call into the hook: our frames are
  * skipped by their frame pointers.  false if the chain looks wrong. */
@@ -725,6 +681,88 @@ static bool goes_on(struct capture_ctx *cx, uintptr_t pc, bool exact,
 	       cfi_rule_for(cx, pc, exact).kind != CFI_END;
 }
 
+/* The step from a frame whose rule is CFI_FRAME with its CFA at sp or rbp
+ * plus an offset (almost every frame), inline in the walk: step()'s
+ * CFI_FRAME case on registers.  1: stepped (the caller's return address is
+ * not 0), 0: done, -1: stopped early.  *ra_at and *bp_at: where it read
+ * (0: not read). */
+static inline __attribute__((always_inline)) int
+step_frame(struct cfi_rule c, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp,
+           bool *bp_ok, uintptr_t hi, uintptr_t *ra_at, uintptr_t *bp_at)
+{
+	uintptr_t s = *sp, cfa;
+	if (c.cfa == CFI_CFA_SP) {
+		cfa = s + (intptr_t)c.cfa_off;
+	} else {
+		if (!*bp_ok)
+			return -1;
+		cfa = *bp + (intptr_t)c.cfa_off;
+	}
+	/* The caller's frame is above this one. */
+	if (cfa <= s || cfa > hi)
+		return -1;
+	uintptr_t a = cfa + 8 * (intptr_t)c.ra_off8;
+	*ra_at = a;
+	if (a < s || a > hi - 8 || (a & 7))
+		return -1;
+	uintptr_t ra = word_at(a);
+	switch (c.bp) {
+	case BP_SAME:
+		break;
+	case BP_AT_CFA:
+		/* A slot below sp was popped already (see step()). */
+		if (cfa + (intptr_t)c.bp_off < s)
+			break;
+		a = cfa + (intptr_t)c.bp_off;
+		*bp_at = a;
+		if (a > hi - 8 || (a & 7))
+			return -1;
+		*bp = word_at(a);
+		*bp_ok = true;
+		break;
+	case BP_AT_BP:
+		a = *bp + (intptr_t)c.bp_off;
+		*bp_at = a;
+		if (!*bp_ok || a < s || a > hi - 8 || (a & 7))
+			return -1;
+		*bp = word_at(a);
+		break;
+	default:
+		*bp_ok = false;
+		break;
+	}
+	*sp = cfa;
+	*pc = ra;
+	return ra ? 1 : 0;
+}
+
+/* The memo's offsets of where a step from the frame at sp read (ra_at,
+ * bp_at; 0: not read); a read below sp or too far above it makes the
+ * frame opaque (stepped again).  Returns the flags to add. */
+static inline __attribute__((always_inline)) uint16_t
+memo_offsets(struct unwind_memo_frame *f, uintptr_t sp, uintptr_t ra_at,
+             uintptr_t bp_at)
+{
+	uint16_t fl = 0;
+	uint32_t ra = 0, bp = 0;
+	/* (ra + 1 and bp + 1 fit: the limits are one below the types') */
+	if (ra_at) {
+		if (ra_at < sp || ra_at - sp > MEMO_RA_MAX)
+			fl = MF_OPAQUE;
+		else
+			ra = (uint32_t)(ra_at - sp) + 1;
+	}
+	if (bp_at) {
+		if (bp_at < sp || bp_at - sp > MEMO_BP_MAX)
+			fl = MF_OPAQUE;
+		else
+			bp = (uint32_t)(bp_at - sp) + 1;
+	}
+	f->ra_off = ra;
+	f->bp_off = (uint16_t)bp;
+	return fl;
+}
+
 __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
                                                   uint32_t max, uint32_t mode,
                                                   uintptr_t caller,
@@ -732,70 +770,83 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 {
 	struct client_tls *t = &hp_tls;
 	uint64_t *pcs = cx->frames;
-	/* The walk's state lives in the context, not on the program's
-	 * stack: under it, a rule may still be worked out (cfi.c). */
+	/* What a rare step (signal frames, frames without CFI) works on
+	 * lives in the context, not on the program's stack: under it, a rule
+	 * may still be worked out (cfi.c).  The common walk keeps its
+	 * registers in registers. */
 	struct capture_walk *w = (struct capture_walk *)(void *)cx->walk;
-#define r (w->r)
-#define b (w->b)
 	bool nested = *flags & HP_CAP_NESTED;
 	*flags = 0;
 	w->nsig = 0;
-	if (!program_regs(&r))
+	if (!program_regs(&w->r))
 		goto caller_only;
-	if (!stack_bounds(t, r.sp, &b)) {
+	if (!stack_bounds(t, w->r.sp, &w->b)) {
 		*flags = HP_CAP_UNBOUNDED;
 		goto caller_only;
 	}
 	/* sp lies in [b.lo, b.hi); b.lo is 0 where only the top is known. */
-	if (b.lo && r.sp - b.lo < HP_HOOK_STACK) {
+	if (w->b.lo && w->r.sp - w->b.lo < HP_HOOK_STACK) {
 		*flags = HP_CAP_LOW;
 		return 0;
 	}
+	uintptr_t pc = w->r.pc, sp = w->r.sp, bp = w->r.bp, hi = w->b.hi;
+	bool bp_ok = w->r.bp_ok, exact = false;
+	bool fp = mode == HP_UNWIND_FP;
 	uint32_t n = 0;
-	bool exact = false;
 	uint32_t gen = cfi_generation();
 	struct unwind_memo *M = &cx->memo;
 	struct unwind_memo_frame *S = cx->fresh;
-	bool reuse = M->n && M->gen == gen && M->mode == mode;
-	uint32_t m = reuse ? M->n : 0; /* candidates: M->f[m - 1] and out */
-	uint32_t ns = 0;               /* frames in S, leaf first */
+	/* candidates: M->f[m - 1] and out */
+	uint32_t m = M->n && M->gen == gen && M->mode == mode ? M->n : 0;
+	uint32_t ns = 0;   /* frames in S, leaf first */
 	int32_t keep = -1; /* M->f[0 .. keep] stay: the walk ended on them */
 	for (;;) {
-		int32_t k = -1; /* the memo's frame equal to r, if any */
-		if (reuse) {
-			while (m > 0 && M->f[m - 1].sp < r.sp)
+		int32_t k = -1; /* the memo's frame equal to this one, if any */
+		if (m) {
+			while (m > 0 && M->f[m - 1].sp < sp)
 				m--;
-			if (m > 0 && memo_is(&M->f[m - 1], &r, exact))
+			const struct unwind_memo_frame *e =
+			        m > 0 ? &M->f[m - 1] : NULL;
+			if (e && e->sp == sp && e->pc == pc && e->bp == bp &&
+			    (e->flags & (MF_BP_OK | MF_EXACT)) ==
+			            ((bp_ok ? MF_BP_OK : 0u) |
+			             (exact ? MF_EXACT : 0u)))
 				k = (int32_t)m - 1;
 		}
-		pcs[n++] = r.pc;
+		pcs[n++] = pc;
 		if (n == max) {
-			if (goes_on(cx, r.pc, exact, mode))
+			if (goes_on(cx, pc, exact, mode))
 				*flags |= HP_CAP_TRUNCATED;
-			if (ns < HP_MEMO_FRAMES)
-				memo_set(&S[ns++], &r, exact);
+			if (ns < HP_MEMO_FRAMES) {
+				struct unwind_memo_frame *f = &S[ns++];
+				f->pc = pc;
+				f->sp = sp;
+				f->bp = bp;
+				f->flags = (bp_ok ? MF_BP_OK : 0u) |
+				           (exact ? MF_EXACT : 0u) | MF_OPAQUE;
+				f->ra_off = f->bp_off = 0;
+			}
 			break;
 		}
-		int32_t vj =
-		        -1; /* after a run of reuse: the frame it ended on */
+		int32_t vj = -1; /* after a run of reuse: the frame it ended on */
 		if (k >= 0) {
 			/* A tight loop: check a step of the memo, record the
 			 * caller, until a word changed or the memo ends. */
 			uint32_t j = (uint32_t)k, n0 = n;
 			uint32_t lim = j < max - n ? j : max - n;
-			uintptr_t hi8 = b.hi - 8;
+			uintptr_t hi8 = hi - 8;
 			const struct unwind_memo_frame *f = &M->f[j];
 			uint32_t i = 0;
 			for (; i < lim; i++, f--) {
 				uint32_t ra_off = f->ra_off, bp_off = f->bp_off;
-				uintptr_t sp = f->sp, up = f[-1].pc;
+				uintptr_t fsp = f->sp, up = f[-1].pc;
 				if ((f->flags & MF_OPAQUE) || !ra_off)
 					break;
-				uintptr_t at = sp + ra_off - 1;
+				uintptr_t at = fsp + ra_off - 1;
 				if (at > hi8 || word_at(at) != up)
 					break;
 				if (bp_off) {
-					at = sp + bp_off - 1;
+					at = fsp + bp_off - 1;
 					if (at > hi8 || word_at(at) != f[-1].bp)
 						break;
 				}
@@ -805,50 +856,87 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			vj = k - (int32_t)i;
 			/* The frame recorded last is the memo's vj-th. */
 			const struct unwind_memo_frame *cur = &M->f[vj];
-			r.pc = cur->pc;
-			r.sp = cur->sp;
-			r.bp = cur->bp;
-			r.bp_ok = cur->flags & MF_BP_OK;
+			pc = cur->pc;
+			sp = cur->sp;
+			bp = cur->bp;
+			bp_ok = cur->flags & MF_BP_OK;
 			exact = cur->flags & MF_EXACT;
+			if (cur->flags & MF_END) {
+				/* The outermost frame, as last time: the memo
+				 * stays as it is from it out. */
+				keep = k;
+				break;
+			}
 			if (n == max) {
 				/* Cut on a memo frame: the memo stays as it is
 				 * from it out (every later reuse checks its
 				 * words again). */
-				if (goes_on(cx, r.pc, exact, mode))
+				if (goes_on(cx, pc, exact, mode))
 					*flags |= HP_CAP_TRUNCATED;
 				keep = k;
 				break;
 			}
 		}
 		struct cfi_rule c = {0};
-		if (mode == HP_UNWIND_FP)
+		if (fp)
 			c.kind = CFI_NOCFI;
 		else
-			c = cfi_rule_for(cx, r.pc, exact);
+			c = cfi_rule_cached(cx, pc, exact, gen);
 		/* The frame as it was before the step, and the words the step
 		 * read: a new frame's record goes to S; the step from the
 		 * frame a run of reuse ended on, aside until it is known
 		 * where it goes. */
 		struct unwind_memo_frame *f =
 		        vj < 0 && ns < HP_MEMO_FRAMES ? &S[ns] : &w->spare;
-		f->pc = r.pc;
-		f->sp = r.sp;
-		f->bp = r.bp;
-		f->flags = (r.bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
-		int rc = step(t, cx, &r, &b, c, &exact, mode != HP_UNWIND_FP,
-		              &w->rd);
-		if (HP_UNLIKELY(rc == 2)) {
-			/* Through a signal frame: pcs[n] is the frame the
-			 * signal interrupted (see drop_ours). */
-			if (w->nsig < UNWIND_SIGNALS)
-				w->sig_at[w->nsig++] = n;
-			rc = 1;
+		f->pc = pc;
+		f->sp = sp;
+		f->bp = bp;
+		uint16_t fl = (bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
+		int rc;
+		if (HP_LIKELY(c.kind == CFI_FRAME && c.cfa != CFI_CFA_DEREF_BP)) {
+			uintptr_t ra_at = 0, bp_at = 0;
+			rc = step_frame(c, &pc, &sp, &bp, &bp_ok, hi, &ra_at,
+			                &bp_at);
+			fl |= memo_offsets(f, f->sp, ra_at, bp_at);
+			exact = false;
+		} else {
+			/* The rare steps, on the walk's state in the context.
+			 * A step that ends the walk by the rule alone (the
+			 * outermost frame, the end of a frame-pointer chain)
+			 * ends it the same way next time: marked. */
+			bool end = c.kind == CFI_END ||
+			           ((c.kind == CFI_NOCFI ||
+			             c.kind == CFI_NOMODULE) &&
+			            bp_ok && bp == 0);
+			w->r.pc = pc;
+			w->r.sp = sp;
+			w->r.bp = bp;
+			w->r.bp_ok = bp_ok;
+			w->b.hi = hi;
+			rc = step(t, cx, &w->r, &w->b, c, &exact, !fp, &w->rd);
+			pc = w->r.pc;
+			sp = w->r.sp;
+			bp = w->r.bp;
+			bp_ok = w->r.bp_ok;
+			hi = w->b.hi;
+			if (HP_UNLIKELY(rc == 2)) {
+				/* Through a signal frame: pcs[n] is the frame
+				 * the signal interrupted (see drop_ours). */
+				if (w->nsig < UNWIND_SIGNALS)
+					w->sig_at[w->nsig++] = n;
+				rc = 1;
+			}
+			fl |= memo_offsets(f, f->sp, w->rd.ra_at, w->rd.bp_at);
+			if (w->rd.opaque)
+				fl |= MF_OPAQUE;
+			if (rc == 0 && end)
+				fl |= MF_END;
 		}
-		memo_reads(f, &w->rd);
 		if (rc <= 0)
-			f->flags |= MF_OPAQUE;
+			fl |= MF_OPAQUE;
 		if (rc < 0)
 			*flags |= HP_CAP_STOPPED;
+		f->flags = fl;
 		if (vj >= 0) {
 			if (rc <= 0) {
 				/* The walk ends on the memo: M->f[0 .. k]
@@ -871,8 +959,7 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		if (rc <= 0)
 			break;
 	}
-	if (HP_UNLIKELY(w->nsig != 0) ||
-	    (HP_UNLIKELY(nested) && mode == HP_UNWIND_FP))
+	if (HP_UNLIKELY(w->nsig != 0) || (HP_UNLIKELY(nested) && fp))
 		n = drop_ours(pcs, n, w->sig_at, w->nsig);
 	/* The memo for the next capture, outermost first: the frames kept
 	 * in place, then this capture's new ones (the leaf-most
@@ -896,8 +983,6 @@ caller_only:
 		return 0;
 	pcs[0] = caller;
 	return 1;
-#undef r
-#undef b
 }
 
 __attribute__((noinline)) bool unwind_stack_room(uintptr_t *room)

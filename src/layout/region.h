@@ -119,8 +119,8 @@ int region_bind(struct hp_region *r, void *base, uint64_t size);
  * allocations.  Best effort (MADV_POPULATE_WRITE, Linux 5.14). */
 void region_populate_hot(const struct hp_region *r);
 
-/* Clock clk in nanoseconds (a vDSO read for the MONOTONIC and BOOTTIME
- * clocks: async-signal-safe, no system call). */
+/* Clock clk in nanoseconds (a vDSO read for the MONOTONIC, MONOTONIC_COARSE
+ * and BOOTTIME clocks: async-signal-safe, no system call). */
 static inline uint64_t hp_clock_ns(clockid_t clk)
 {
 	struct timespec ts;
