@@ -109,9 +109,9 @@ uint32_t cfi_generation(void)
 
 static inline uint64_t cache_key(uintptr_t pc, bool exact)
 {
-	return cfi_l1_key(pc, exact,
-	                  atomic_load_explicit(&cache_gen,
-	                                       memory_order_acquire));
+	return cfi_l1_key(
+	        pc, exact,
+	        atomic_load_explicit(&cache_gen, memory_order_acquire));
 }
 
 static inline uint32_t cache_hash(uint64_t key)

@@ -828,7 +828,8 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			}
 			break;
 		}
-		int32_t vj = -1; /* after a run of reuse: the frame it ended on */
+		int32_t vj =
+		        -1; /* after a run of reuse: the frame it ended on */
 		if (k >= 0) {
 			/* A tight loop: check a step of the memo, record the
 			 * caller, until a word changed or the memo ends. */
@@ -893,7 +894,8 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		f->bp = bp;
 		uint16_t fl = (bp_ok ? MF_BP_OK : 0u) | (exact ? MF_EXACT : 0u);
 		int rc;
-		if (HP_LIKELY(c.kind == CFI_FRAME && c.cfa != CFI_CFA_DEREF_BP)) {
+		if (HP_LIKELY(c.kind == CFI_FRAME &&
+		              c.cfa != CFI_CFA_DEREF_BP)) {
 			uintptr_t ra_at = 0, bp_at = 0;
 			rc = step_frame(c, &pc, &sp, &bp, &bp_ok, hi, &ra_at,
 			                &bp_at);
