@@ -249,6 +249,41 @@ static void test_adaptive_stream_unbiased(void)
 	CHECK(fabs(objmean - n) <= 0.03 * n);
 }
 
+/* neg_log against libm's log over the whole range of u, its ends, and
+ * around the points where the reduction changes (powers of two, sqrt 2). */
+static void test_neg_log_is_log(void)
+{
+	double worst = 0;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (int i = 0; i < 2000000; i++) {
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		uint64_t k = (x * 0x2545f4914f6cdd1dull) >> 11;
+		/* every scale: k's top bits shifted away at random */
+		double u = (double)((k >> (i % 53)) + 1) * 0x1.0p-53;
+		double want = -log(u), got = neg_log(u);
+		double err = fabs(got - want);
+		if (err > worst)
+			worst = err;
+	}
+	static const double edges[] = {0x1.0p-53,
+	                               0x1.0p-52,
+	                               0.5,
+	                               0.25,
+	                               0.7071067811865475,
+	                               0.7071067811865476,
+	                               0.9999999999999999,
+	                               1.0};
+	for (unsigned i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+		double err = fabs(neg_log(edges[i]) + log(edges[i]));
+		if (err > worst)
+			worst = err;
+	}
+	CHECK(worst < 1e-12);
+	CHECK(neg_log(1.0) == 0.0);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -263,6 +298,7 @@ int main(void)
 	        {"interval_change_charges_gap_interval",
 	         test_interval_change_charges_gap_interval},
 	        {"adaptive_stream_unbiased", test_adaptive_stream_unbiased},
+	        {"neg_log_is_log", test_neg_log_is_log},
 	        {NULL, NULL},
 	};
 	return unit_main("sampler", tests);
