@@ -600,9 +600,15 @@ static int open_db(struct profile *p, const char *path)
 	 * mid-dump leaves earlier dumps intact in .db + .db-wal, and
 	 * readers read while a dump is written.  Each dump is checkpointed
 	 * at its end (fold_wal): the .db alone holds the earlier dumps too.
+	 * No fsync (synchronous=OFF, set before WAL so that switching is
+	 * not synced either): a committed dump is in the page cache, safe
+	 * from the collector or the program being killed, which is what a
+	 * profile must survive; only the machine going down may lose the
+	 * last dumps.  The syncs at each checkpoint and at the close were
+	 * 4 ms of every recording (record -- /bin/true: 19 -> 15 ms).
 	 */
 	int err = exec(p,
-	               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+	               "PRAGMA synchronous=OFF; PRAGMA journal_mode=WAL;"
 	               " PRAGMA cache_size=-32768;",
 	               "setting journal mode");
 	if (!err)
