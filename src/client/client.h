@@ -164,7 +164,11 @@ struct unwind_memo {
 	uint32_t n;    /* frames in f, outermost first; 0: none */
 	uint32_t gen;  /* cfi_generation() it was made under */
 	uint32_t mode; /* enum hp_unwind_mode */
+	/* fold[q]: the stack hash's fold (region.h) of f[0 .. q]'s pcs;
+	 * valid when folds is nonzero. */
+	uint32_t folds;
 	struct unwind_memo_frame f[HP_MEMO_FRAMES];
+	uint64_t fold[HP_MEMO_FRAMES];
 };
 
 /*
@@ -193,6 +197,10 @@ struct capture_ctx {
 		uint64_t rule;
 	} rules[HP_RULES_L1];           /* the last rules used (cfi.c) */
 	uint64_t frames[HP_MAX_FRAMES]; /* the capture's frames */
+	/* The fold of all of them (hp_stack_fold_all's value), when the
+	 * capture knew it from its memo (fold_ok); the capture sets both. */
+	uint64_t fold;
+	bool fold_ok;
 	/* cfi.c's working memory when it works out a rule (the FDE lookup's
 	 * result, the interpreter's rows): here, not on the program's
 	 * stack. */

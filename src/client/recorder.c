@@ -591,7 +591,9 @@ struct captured {
 	uint32_t n;
 	uint16_t cap;   /* HP_CAP_* */
 	uint16_t level; /* the guard's level this record holds */
-	uint64_t one;   /* the frame when there is no context */
+	bool fold_ok;   /* fold is the frames' fold (capture_ctx.fold) */
+	uint64_t fold;
+	uint64_t one; /* the frame when there is no context */
 };
 
 /*
@@ -650,6 +652,9 @@ capture_part(struct client_slot *s, uintptr_t caller, struct captured *k)
 	if (truncated)
 		region_count(r, HP_CTR_TRUNCATED_STACKS, 1);
 	k->pcs = pcs;
+	/* (a capture that found no frame has no fold: n is its own) */
+	k->fold_ok = cx && cx->fold_ok;
+	k->fold = cx ? cx->fold : 0;
 	k->n = n;
 	k->cap = (uint16_t)cap;
 	return true;
@@ -725,8 +730,10 @@ finish_part(struct client_slot *s, uint32_t heap_id, uint64_t key, size_t size,
 	int rc;
 again:;
 	bool is_new;
-	id = stacktab_intern(r, heap_id, pcs, n,
-	                     truncated ? HP_STACK_TRUNCATED : 0, &is_new);
+	id = stacktab_intern_folded(
+	        r, heap_id, pcs, n,
+	        k->fold_ok ? k->fold : hp_stack_fold_all(pcs, n),
+	        truncated ? HP_STACK_TRUNCATED : 0, &is_new);
 	if (id == 0) {
 		if (HP_UNLIKELY(s->flags & HP_CFG_BLOCK_CLIENT) && !grown) {
 			struct client_slot *ns =

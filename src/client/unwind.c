@@ -778,6 +778,7 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	bool nested = *flags & HP_CAP_NESTED;
 	*flags = 0;
 	w->nsig = 0;
+	cx->fold_ok = false;
 	if (!program_regs(&w->r))
 		goto caller_only;
 	if (!stack_bounds(t, w->r.sp, &w->b)) {
@@ -961,23 +962,45 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		if (rc <= 0)
 			break;
 	}
-	if (HP_UNLIKELY(w->nsig != 0) || (HP_UNLIKELY(nested) && fp))
+	bool dropped = false;
+	if (HP_UNLIKELY(w->nsig != 0) || (HP_UNLIKELY(nested) && fp)) {
 		n = drop_ours(pcs, n, w->sig_at, w->nsig);
+		dropped = true;
+	}
 	/* The memo for the next capture, outermost first: the frames kept
 	 * in place, then this capture's new ones (the leaf-most
-	 * HP_MEMO_FRAMES in all). */
+	 * HP_MEMO_FRAMES in all), and the stack hash's fold up to each
+	 * (region.h): the kept frames have theirs, the new ones continue
+	 * it.  A memo cut at its outer end has no folds until a capture
+	 * makes it anew. */
 	uint32_t base = keep >= 0 ? (uint32_t)keep + 1 : 0;
+	if (base == 0)
+		M->folds = 1;
 	if (base + ns > HP_MEMO_FRAMES) {
 		uint32_t drop = base + ns - HP_MEMO_FRAMES;
 		for (uint32_t q = drop; q < base; q++)
 			M->f[q - drop] = M->f[q];
 		base -= drop;
+		M->folds = 0;
 	}
-	for (uint32_t q = 0; q < ns; q++)
+	uint64_t h = base ? M->fold[base - 1] : HP_STACK_FOLD_SEED;
+	for (uint32_t q = 0; q < ns; q++) {
 		M->f[base + q] = S[ns - 1 - q];
+		h = hp_stack_fold(h, S[ns - 1 - q].pc);
+		M->fold[base + q] = h;
+	}
 	M->n = base + ns;
 	M->gen = gen;
 	M->mode = mode;
+	/* When the memo now holds exactly this capture's frames (it ended
+	 * on the memo's outermost frame, or stepped all of them itself, and
+	 * nothing was cut or left out), the fold of the whole stack is its
+	 * last: the stack table need not fold them again. */
+	if (M->folds && !dropped && M->n == n && n > 0 &&
+	    M->f[0].pc == pcs[n - 1] && M->f[n - 1].pc == pcs[0]) {
+		cx->fold = h;
+		cx->fold_ok = true;
+	}
 	return n;
 
 caller_only:

@@ -404,20 +404,15 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 /* ---- stack table ---------------------------------------------------- */
 
 /*
- * One multiply per frame, then one full mix: this runs on every recorded
- * allocation, and a chain of full mixes per frame cost about 12 cycles a
- * frame.  The index compares the frames of a candidate anyway, so the hash
- * only needs to spread distinct stacks, which the final mix does.
+ * The fold of the frames (region.h), then the heap, the length and one
+ * full mix: this runs on every recorded allocation, and a chain of full
+ * mixes per frame cost about 12 cycles a frame.  The index compares the
+ * frames of a candidate anyway, so the hash only needs to spread distinct
+ * stacks, which the final mix does.
  */
-/* The rotation carries high bits down at every frame, so the result is no
- * polynomial in the pcs (which two stacks could agree on by their small
- * differences alone). */
-static uint64_t stack_hash(uint32_t heap_id, const uint64_t *pcs, uint32_t n)
+static uint64_t stack_hash(uint32_t heap_id, uint64_t fold, uint32_t n)
 {
-	uint64_t h = 0x6a09e667f3bcc909ull ^ ((uint64_t)heap_id << 32) ^ n;
-	for (uint32_t i = 0; i < n; i++)
-		h = (((h << 29) | (h >> 35)) ^ pcs[i]) * 0x9e3779b97f4a7c15ull;
-	return hp_mix64(h) | 1; /* never 0 */
+	return hp_mix64(fold ^ ((uint64_t)heap_id << 32) ^ n) | 1; /* never 0 */
 }
 
 /*
@@ -526,7 +521,15 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
                          const uint64_t *pcs, uint32_t n, uint32_t flags,
                          bool *is_new)
 {
-	uint64_t hash = stack_hash(heap_id, pcs, n);
+	return stacktab_intern_folded(r, heap_id, pcs, n,
+	                              hp_stack_fold_all(pcs, n), flags, is_new);
+}
+
+uint32_t stacktab_intern_folded(struct hp_region *r, uint32_t heap_id,
+                                const uint64_t *pcs, uint32_t n, uint64_t fold,
+                                uint32_t flags, bool *is_new)
+{
+	uint64_t hash = stack_hash(heap_id, fold, n);
 	uint64_t cap = r->stack_index_cap;
 	uint64_t mine = 0; /* record we made, if any */
 	bool full = false;

@@ -149,8 +149,35 @@ uint64_t hp_heap_select_min_interval(const struct hp_heap_select_v1 *sel,
 /* The same for a bound region's own selection. */
 uint64_t region_heap_interval(const struct hp_region *r, const char *name);
 
+/*
+ * A stack's hash starts as a fold of its frames from the outermost in, so
+ * that a capture which took its outer frames from the last one (the
+ * client's memo) folds only its new ones: the fold of pcs[n-1] down to
+ * pcs[0] (leaf first) is hp_stack_fold(HP_STACK_FOLD_SEED, pc) applied
+ * outermost first.  One multiply per frame; the rotation carries high
+ * bits down at every frame, so the result is no polynomial in the pcs
+ * (which two stacks could agree on by their small differences alone).
+ */
+#define HP_STACK_FOLD_SEED 0x6a09e667f3bcc909ull
+static inline uint64_t hp_stack_fold(uint64_t h, uint64_t pc)
+{
+	return (((h << 29) | (h >> 35)) ^ pc) * 0x9e3779b97f4a7c15ull;
+}
+static inline uint64_t hp_stack_fold_all(const uint64_t *pcs, uint32_t n)
+{
+	uint64_t h = HP_STACK_FOLD_SEED;
+	for (uint32_t i = n; i-- > 0;)
+		h = hp_stack_fold(h, pcs[i]);
+	return h;
+}
+
 /* Stack table. Returns the stack id; 0 is the overflow stack ("table
- * full").  `pcs` is leaf first.  *is_new tells whether a record was added. */
+ * full").  `pcs` is leaf first.  *is_new tells whether a record was added.
+ * stacktab_intern_folded takes the fold of all n frames, already made
+ * (hp_stack_fold_all's value). */
+uint32_t stacktab_intern_folded(struct hp_region *r, uint32_t heap_id,
+                                const uint64_t *pcs, uint32_t n, uint64_t fold,
+                                uint32_t flags, bool *is_new);
 uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
                          const uint64_t *pcs, uint32_t n, uint32_t flags,
                          bool *is_new);
