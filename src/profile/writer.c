@@ -80,6 +80,12 @@ struct proc_state {
 	 * callsites; the keys already mapped. */
 	bool traced;
 	struct pairmap tstacks; /* (key, 0) -> 1 */
+	/* (stack key, 0) -> the stack's leaf callsite, for the stacks of
+	 * the committed dumps: a region's stacks never change, so a later
+	 * dump interns only the new ones (a dump of 23,000 stacks spent
+	 * most of its time looking up the callsites of the same stacks
+	 * again). */
+	struct pairmap stack_leaf;
 };
 
 /* One (callsite, heap) of the dump being written, stacks merged. */
@@ -341,7 +347,9 @@ struct dump_ctx {
 	uint32_t batch;
 	struct merged *merged;
 	size_t nmerged, capmerged;
-	int64_t *leaf;      /* per stack: its leaf callsite */
+	int64_t *leaf;    /* per stack: its leaf callsite */
+	size_t *new_leaf; /* stacks this dump interned (stack_leaf) */
+	size_t nnew_leaf;
 	int64_t dump_id;    /* heapprof_dump.id of this dump */
 	uint64_t *new_keys; /* stack keys this dump mapped (traced) */
 	size_t nnew_keys;
@@ -758,6 +766,7 @@ int profile_begin_process(struct profile *p, const struct prof_process *info,
 	ps->interval = info->sampling_interval;
 	pairmap_init(&ps->prev);
 	pairmap_init(&ps->tstacks);
+	pairmap_init(&ps->stack_leaf);
 	*upid_out = upid;
 	return 0;
 }
@@ -1106,6 +1115,7 @@ static void ctx_fini(struct dump_ctx *c)
 	free(c->order);
 	free(c->map_ids);
 	free(c->leaf);
+	free(c->new_leaf);
 	free(c->new_keys);
 	free(c->merged);
 	for (size_t i = 0; i < c->nheap_bufs; i++)
@@ -1234,7 +1244,8 @@ static int special_callsite(struct dump_ctx *c, const struct prof_stack *s,
  * the whole group are prefetched before the first is probed.
  */
 #define INTERN_GROUP 16
-static int intern_stacks(struct dump_ctx *c, size_t from, size_t to)
+static int intern_stacks(struct dump_ctx *c, const struct proc_state *ps,
+                         size_t from, size_t to)
 {
 	const struct prof_dump *d = c->d;
 	struct profile *p = c->p;
@@ -1255,6 +1266,19 @@ static int intern_stacks(struct dump_ctx *c, size_t from, size_t to)
 					return err;
 				continue;
 			}
+			int64_t known =
+			        pairmap_get(&ps->stack_leaf, i64(s->key), 0);
+			if (known) {
+				c->leaf[next++] = known;
+				continue;
+			}
+			if (!c->new_leaf) {
+				c->new_leaf = malloc(d->nstacks *
+				                     sizeof(*c->new_leaf));
+				if (!c->new_leaf)
+					return -ENOMEM;
+			}
+			c->new_leaf[c->nnew_leaf++] = next;
 			idx[n] = next++;
 			parent[n] = 0;
 			if (s->nframes > deepest)
@@ -1822,7 +1846,7 @@ static int write_batch(struct dump_ctx *c, const struct proc_state *ps,
                        size_t from, size_t to)
 {
 	const struct prof_dump *d = c->d;
-	int err = intern_stacks(c, from, to);
+	int err = intern_stacks(c, ps, from, to);
 	if (!err)
 		err = write_callsites(c->p);
 	for (size_t i = from; !err && i < to; i++) {
@@ -1879,6 +1903,21 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 	return err;
 }
 
+/* After COMMIT: the leaf callsites of the stacks this dump interned. */
+static int remember_leaves(struct proc_state *ps, const struct dump_ctx *c)
+{
+	for (size_t i = 0; i < c->nnew_leaf; i++) {
+		size_t k = c->new_leaf[i];
+		bool added;
+		struct pairmap_slot *sl = pairmap_slot(
+		        &ps->stack_leaf, i64(c->d->stacks[k].key), 0, &added);
+		if (!sl)
+			return -ENOMEM;
+		sl->v = c->leaf[k];
+	}
+	return 0;
+}
+
 /* After COMMIT: the keys this dump mapped, the heap names it fixed. */
 static int remember_trace(struct proc_state *ps, const struct dump_ctx *c)
 {
@@ -1930,6 +1969,8 @@ int profile_write_dump(struct profile *p, int64_t upid,
 		err = remember_cum(ps, &c);
 		if (!err)
 			err = remember_trace(ps, &c);
+		if (!err)
+			err = remember_leaves(ps, &c);
 		if (err)
 			fprintf(stderr, SUBSYS "out of memory\n");
 	}
@@ -2078,6 +2119,7 @@ static void free_state(struct profile *p)
 	for (size_t i = 0; i < p->nprocs; i++) {
 		pairmap_free(&p->procs[i].prev);
 		pairmap_free(&p->procs[i].tstacks);
+		pairmap_free(&p->procs[i].stack_leaf);
 		free(p->procs[i].cum);
 		free(p->procs[i].heap_names);
 	}
