@@ -1266,19 +1266,23 @@ static int intern_stacks(struct dump_ctx *c, const struct proc_state *ps,
 					return err;
 				continue;
 			}
-			int64_t known =
-			        pairmap_get(&ps->stack_leaf, i64(s->key), 0);
+			/* Key 0: not a region's stack (tests, old callers):
+			 * interned every time, never remembered. */
+			int64_t known = s->key ? pairmap_get(&ps->stack_leaf,
+			                                     i64(s->key), 0)
+			                       : 0;
 			if (known) {
 				c->leaf[next++] = known;
 				continue;
 			}
-			if (!c->new_leaf) {
+			if (s->key && !c->new_leaf) {
 				c->new_leaf = malloc(d->nstacks *
 				                     sizeof(*c->new_leaf));
 				if (!c->new_leaf)
 					return -ENOMEM;
 			}
-			c->new_leaf[c->nnew_leaf++] = next;
+			if (s->key)
+				c->new_leaf[c->nnew_leaf++] = next;
 			idx[n] = next++;
 			parent[n] = 0;
 			if (s->nframes > deepest)
