@@ -144,6 +144,11 @@ struct prof_process_end {
 struct profile *profile_create(const char *path, const char *record_cmdline);
 int profile_begin_process(struct profile *p, const struct prof_process *info,
                           int64_t *upid_out);
+/* The stacks of d no dump of upid wrote yet, written ahead of a dump
+ * (frames, callsites; no dump row, no allocation rows), in a transaction
+ * of their own.  0 or a negative errno. */
+int profile_intern_stacks(struct profile *p, int64_t upid,
+                          const struct prof_dump *d);
 int profile_write_dump(struct profile *p, int64_t upid,
                        const struct prof_dump *d);
 int profile_end_process(struct profile *p, int64_t upid,

@@ -1993,6 +1993,55 @@ int profile_write_dump(struct profile *p, int64_t upid,
 	return err;
 }
 
+/*
+ * The stacks of d that no dump of upid wrote yet, interned ahead of the
+ * dump that needs them (frames named, callsites written), in a
+ * transaction of their own and with no dump row: a collector does this
+ * while the program runs, so the dump at its exit finds its stacks
+ * known.  Only d's stacks and modules are read.
+ */
+int profile_intern_stacks(struct profile *p, int64_t upid,
+                          const struct prof_dump *d)
+{
+	struct proc_state *ps = proc_find(p, upid);
+	struct dump_ctx c;
+
+	if (!ps)
+		return -EINVAL;
+	int err = ctx_init(&c, p, d);
+	p->nnew_cs = 0;
+	if (!err)
+		err = exec(p, "BEGIN", "interning stacks");
+	if (err) {
+		ctx_fini(&c);
+		return err;
+	}
+	p->saved = p->next;
+	bool big = d->nstacks >= PIPE_MIN_STACKS;
+	size_t batch = big ? PIPE_BATCH : d->nstacks;
+	wq_start(&p->wq, big);
+	for (size_t from = 0; !err && from < d->nstacks; from += batch) {
+		size_t to =
+		        d->nstacks - from > batch ? from + batch : d->nstacks;
+		err = intern_stacks(&c, ps, from, to);
+		if (!err)
+			err = write_callsites(p);
+	}
+	int qerr = wq_finish(&p->wq);
+	if (!err)
+		err = qerr;
+	if (!err)
+		err = exec(p, "COMMIT", "interning stacks");
+	if (err)
+		rollback(p);
+	else
+		err = remember_leaves(ps, &c);
+	if (err == -ENOMEM)
+		fprintf(stderr, SUBSYS "out of memory\n");
+	ctx_fini(&c);
+	return err;
+}
+
 /* ---- the event trace ---------------------------------------------------- */
 
 /* The name of heap id for an event of ps: the one its dumps gave, else a

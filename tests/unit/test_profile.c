@@ -1362,6 +1362,91 @@ static void test_file_alone(void)
 	CHECK(profile_close(p) == 0);
 }
 
+/* Writes two dumps of keyed stacks to path, the stacks of each interned
+ * ahead (profile_intern_stacks) when ahead is set. */
+static void write_keyed(const char *path, int ahead)
+{
+	struct prof_process info = {.pid = 77,
+	                            .name = "k",
+	                            .cmdline = "k",
+	                            .sampling_interval = 1,
+	                            .unwind = "dwarf",
+	                            .max_frames = 64,
+	                            .start_ts_ns = 1};
+	struct profile *p = profile_create(path, "heapprof record -- k");
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	int64_t upid = 0;
+	CHECK(profile_begin_process(p, &info, &upid) == 0);
+	struct prof_stack a[] = {
+	        stack(0, s1, 3, 2, 100, 2 * FP, 0, 0, 0),
+	        stack(0, s3, 3, 1, 1000, FP, 0, 0, 0),
+	};
+	a[0].key = 1;
+	a[1].key = 2;
+	struct prof_dump d1 = dump(1000, a, 2);
+	if (ahead)
+		CHECK(profile_intern_stacks(p, upid, &d1) == 0);
+	CHECK(profile_write_dump(p, upid, &d1) == 0);
+	struct prof_stack b[] = {
+	        stack(0, s1, 3, 3, 150, 3 * FP, 1, 50, FP),
+	        stack(0, s3, 3, 1, 1000, FP, 1, 1000, FP),
+	        stack(0, s4, 2, 4, 256, 4 * FP, 0, 0, 0),
+	};
+	b[0].key = 1;
+	b[1].key = 2;
+	b[2].key = (1ull << 32) | 7; /* a later region's stack */
+	struct prof_dump d2 = dump(2000, b, 3);
+	if (ahead)
+		CHECK(profile_intern_stacks(p, upid, &d2) == 0);
+	CHECK(profile_write_dump(p, upid, &d2) == 0);
+	CHECK(profile_intern_stacks(p, upid + 1, &d2) == -EINVAL);
+	CHECK(profile_close(p) == 0);
+}
+
+/* What a reader sees: the same rows whether the stacks were interned ahead
+ * of their dumps or by them, and every callsite once. */
+static void test_interned_ahead(void)
+{
+	char a[4300], b[4300];
+	snprintf(a, sizeof(a), "%s.ahead", dbpath);
+	snprintf(b, sizeof(b), "%s.plain", dbpath);
+	unlink(a);
+	unlink(b);
+	write_keyed(a, 1);
+	write_keyed(b, 0);
+	static const char *const sql[] = {
+	        "SELECT count(*) FROM stack_profile_callsite",
+	        "SELECT count(*) FROM stack_profile_frame",
+	        "SELECT count(*) FROM (SELECT parent_id, frame_id FROM"
+	        " stack_profile_callsite GROUP BY 1, 2 HAVING count(*) > 1)",
+	        "SELECT sum(a.size * (f.rel_pc + 1) * a.ts) FROM"
+	        " heap_profile_allocation a JOIN stack_profile_callsite c ON"
+	        " a.callsite_id = c.id JOIN stack_profile_frame f ON"
+	        " c.frame_id = f.id",
+	        "SELECT sum(a.count * (f.rel_pc + 1) * a.ts) FROM"
+	        " heap_profile_allocation a JOIN stack_profile_callsite c ON"
+	        " a.callsite_id = c.id JOIN stack_profile_frame f ON"
+	        " c.frame_id = f.id",
+	        "SELECT count(*) FROM heapprof_dump",
+	};
+	sqlite3 *da = NULL, *db = NULL;
+	CHECK(sqlite3_open_v2(a, &da, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+	CHECK(sqlite3_open_v2(b, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++)
+		CHECK_EQ_U64((uint64_t)q1(da, sql[i]),
+		             (uint64_t)q1(db, sql[i]));
+	CHECK(q1(da, sql[2]) == 0);
+	CHECK(q1(da, sql[5]) == 2);
+	CHECK(q1(da, "SELECT sum(size) FROM heap_profile_allocation") ==
+	      150 - 50 + 1000 - 1000 + 256);
+	sqlite3_close(da);
+	sqlite3_close(db);
+	unlink(a);
+	unlink(b);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -1386,6 +1471,7 @@ int main(void)
 	        {"event_rate", test_event_rate},
 	        {"big_dump_batches", test_big_dump_batches},
 	        {"file_alone", test_file_alone},
+	        {"interned_ahead", test_interned_ahead},
 	        {NULL, NULL},
 	};
 	if (!mkdtemp(dir)) {
