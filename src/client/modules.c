@@ -1,11 +1,11 @@
 /*
  * Loaded modules, recorded into the region so the collector can map every
  * PC to a file and build ID without asking the target, even after it has
- * exited.  One record per executable PT_LOAD segment.  Scans run at attach
- * and again when a new stack holds a PC outside every known module (a
- * library was loaded since); dl_iterate_phdr's load counter makes the
- * no-change case cheap.  Scans are serialized by a trylock: a thread that
- * finds another one scanning simply goes on.
+ * exited.  One record per executable PT_LOAD segment.  A full scan runs at
+ * attach; a new stack that holds a PC outside every known module (a
+ * library was loaded since) adds the object holding it, found without the
+ * loader's lock (add_object_of).  Writers are serialized by a trylock: a
+ * thread that finds another one adding simply goes on.
  *
  * A region attached late (from the attach signal's handler, where
  * dl_iterate_phdr may not run) or after fork starts with an empty module
@@ -13,6 +13,7 @@
  * load counter is remembered per region, so a new region is always
  * scanned in full.
  */
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <stdatomic.h>
@@ -159,22 +160,82 @@ void modules_scan(struct hp_region *r)
 	atomic_store_explicit(&scanning, 0, memory_order_release);
 }
 
-void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
+/*
+ * The object holding pc, added without the loader's lock: a new stack is
+ * recorded inside the program's allocation, where dl_iterate_phdr (which
+ * takes it) could deadlock against a thread that holds it and waits for
+ * a lock the allocating thread holds.  _dl_find_object (glibc 2.35) is
+ * lock-free and async-signal-safe; the object's program headers are read
+ * from its first page in memory, where its ELF header is mapped.  0: added
+ * (or already there), 1: pc is in no object, -1: the object's first page
+ * holds no ELF header (the caller scans with the lock).  The caller holds
+ * `scanning`.
+ */
+static int add_object_of(struct hp_region *r, uint64_t pc)
+{
+	struct dl_find_object fo;
+	if (_dl_find_object((void *)(uintptr_t)(pc - 1), &fo) != 0 ||
+	    !fo.dlfo_link_map)
+		return 1;
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)fo.dlfo_map_start;
+	uintptr_t lo = (uintptr_t)fo.dlfo_map_start;
+	uintptr_t hi = (uintptr_t)fo.dlfo_map_end;
+	if (hi - lo < sizeof(*eh) ||
+	    memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum == 0 ||
+	    eh->e_phoff > hi - lo ||
+	    (uintptr_t)eh->e_phnum * sizeof(ElfW(Phdr)) > hi - lo - eh->e_phoff)
+		return -1;
+	const struct link_map *lm = fo.dlfo_link_map;
+	struct dl_phdr_info info = {
+	        .dlpi_addr = lm->l_addr,
+	        .dlpi_name = lm->l_name ? lm->l_name : "",
+	        .dlpi_phdr = (const ElfW(Phdr) *)(lo + eh->e_phoff),
+	        .dlpi_phnum = eh->e_phnum,
+	};
+	scan_generation++;
+	scan_one(&info, sizeof(info), r);
+	return 0;
+}
+
+static bool in_table(const struct hp_region *r, uint64_t pc)
 {
 	uint64_t used = atomic_load_explicit(&r->hdr->modules_used,
 	                                     memory_order_acquire);
 	if (used > r->modules_cap)
 		used = r->modules_cap;
+	for (uint64_t j = 0; j < used; j++)
+		if (pc >= r->modules[j].start && pc < r->modules[j].end)
+			return true;
+	return false;
+}
+
+void modules_check(struct hp_region *r, const uint64_t *pcs, uint32_t n)
+{
+	bool held = false;
 	for (uint32_t i = 0; i < n; i++) {
-		bool found = false;
-		for (uint64_t j = 0; j < used && !found; j++)
-			found = pcs[i] >= r->modules[j].start &&
-			        pcs[i] < r->modules[j].end;
-		if (!found) {
+		if (in_table(r, pcs[i]))
+			continue;
+		if (!held) {
+			int expect = 0;
+			if (!atomic_compare_exchange_strong_explicit(
+			            &scanning, &expect, 1, memory_order_acquire,
+			            memory_order_relaxed))
+				return; /* another thread is adding */
+			held = true;
+		}
+		if (add_object_of(r, pcs[i]) < 0) {
+			/* Rare: an object whose first page is no ELF
+			 * header.  The scan under the loader's lock, as
+			 * at attach. */
+			atomic_store_explicit(&scanning, 0,
+			                      memory_order_release);
 			modules_scan(r);
 			return;
 		}
 	}
+	if (held)
+		atomic_store_explicit(&scanning, 0, memory_order_release);
 }
 
 struct range_query {

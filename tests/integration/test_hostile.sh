@@ -28,6 +28,11 @@
 #              every number: the client must not read, write or close it
 #              (case 1), also with --block-client on a full table, when
 #              the client would ask its collector for room
+#   dllock     a thread holds the program's mutex and allocates from a
+#              library dlopened after the start while another, inside
+#              dl_iterate_phdr's callback (the loader's lock held), waits
+#              for that mutex: recording the new library's stack must not
+#              take the loader's lock (it hung every run before)
 #
 # Env: HEAPPROF_HOSTILE_RUNS (runs per mode, default 3),
 # HEAPPROF_HOSTILE_TIMEOUT (seconds per run, default 30).
@@ -38,7 +43,7 @@ t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/hostile_ownmalloc" \
 	"$PROGS/hostile_exitlock" "$PROGS/hostile_sockreuse" "$PROGS/hostile_spawner" \
 	"$PROGS/hostile_exec32" "$PROGS/hostile_vlimit" "$PROGS/hostile_seccomp" \
-	"$PROGS/hostile_closefork"
+	"$PROGS/hostile_closefork" "$PROGS/hostile_dllock"
 
 RUNS=${HEAPPROF_HOSTILE_RUNS:-3}
 TMO=${HEAPPROF_HOSTILE_TIMEOUT:-30}
@@ -56,6 +61,16 @@ fi
 if HC_NOCOUNT=1 hostile_case ownmalloc 0 -- "$PROGS/hostile_ownmalloc"; then
 	assert_match "served by the program's arena: 2212 allocations" \
 		"$(cat "$T_DIR/ownmalloc.i1.out")" "operator new under -i 1"
+fi
+
+# The program's lock order around the loader's lock (hostile_dllock.c).
+LIBDLIB="$T_DIR/libdlib.so"
+if gcc -shared -fPIC -O2 -g -fno-optimize-sibling-calls -o "$LIBDLIB" \
+	"$HERE/libsrc/dlib.c" 2>"$T_DIR/dlib.cc.err"; then
+	hostile_case dllock 0 -- "$PROGS/hostile_dllock" "$LIBDLIB"
+else
+	t_begin "dllock"
+	t_skip "cannot build libdlib.so: $(head -c 200 "$T_DIR/dlib.cc.err")"
 fi
 
 # A thread parked in a signal handler while main exits (bare: 2 of 6
