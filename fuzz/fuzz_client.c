@@ -119,7 +119,7 @@ static void client_msgs(const uint8_t *p, size_t n)
 		collector_poll_client(&col, t);
 	collector_dump_final(&col, t, "exit", 0);
 	collector_end_row(&col, t, boottime_ns(), 0, true);
-	collector_retire(t);
+	collector_retire(&col, t);
 	/* Our end held the welcomes and the regions' descriptors passed
 	 * with them: closing it releases them. */
 	close(sv[0]);

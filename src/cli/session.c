@@ -7,7 +7,8 @@
  * (-d and the continuous dumps), the collector's socket, pending hellos
  * and client connections, and the daemon connection.  Every wait in here
  * is bounded: a client or a daemon that hangs, dies or sends garbage costs
- * at most a bounded read, never the session.
+ * at most a bounded read, never the session.  Nor does the profile hold the
+ * loop: while it runs, the collector's writer thread writes it (writeq.h).
  *
  * `-- CMD` runs the command in a process group of its own: a program that
  * signals its group (kill(0, SIG), as servers do to their workers) signals
@@ -224,7 +225,7 @@ static void finish_gone(struct session *s, struct target *t)
 	if (collector_dump_final(&s->col, t, "disconnect", 0) != 0)
 		s->write_errors++;
 	collector_stop(t);
-	collector_retire(t);
+	collector_retire(&s->col, t);
 	uint64_t end = t->disconnect_ts ? t->disconnect_ts : boottime_ns();
 	if (collector_end_row(&s->col, t, end, -1, true) != 0)
 		s->write_errors++;
@@ -237,7 +238,7 @@ static void finish_exec(struct session *s, struct target *t)
 	if (collector_dump_final(&s->col, t, "exec", 0) != 0)
 		s->write_errors++;
 	collector_stop(t);
-	collector_retire(t);
+	collector_retire(&s->col, t);
 	if (collector_end_row(&s->col, t, boottime_ns(), -1, false) != 0)
 		s->write_errors++;
 }
@@ -249,7 +250,7 @@ static void finish_command(struct session *s, struct target *t)
 	if (collector_dump_final(&s->col, t, "end", 0) != 0)
 		s->write_errors++;
 	collector_stop(t);
-	collector_retire(t);
+	collector_retire(&s->col, t);
 	if (collector_end_row(&s->col, t, t->disconnect_ts,
 	                      status_code(s->child_status), false) != 0)
 		s->write_errors++;
@@ -1288,19 +1289,48 @@ static void on_client_msg(struct session *s, struct hp_ctl_msg *m)
 	        comm[0] ? comm : "?", what);
 }
 
+/* `heapprof dump`: DUMP_DONE once the dumps are in the profile. */
+struct dump_reply {
+	struct dump_group g; /* first: done gets it */
+	struct session *s;
+	uint64_t request_id;
+};
+
+static void send_dump_done(struct session *s, uint64_t request_id, int dumps,
+                           int errors)
+{
+	struct hp_ctl_dump_done d = {.request_id = request_id,
+	                             .dumps = (uint32_t)dumps,
+	                             .errors = (uint32_t)errors};
+	if (s->dfd >= 0)
+		ctl_send(s->dfd, HP_CTL_DUMP_DONE, &d, sizeof(d), -1);
+}
+
+static void dump_reply_done(struct dump_group *g)
+{
+	struct dump_reply *r = (struct dump_reply *)g;
+	send_dump_done(r->s, r->request_id, g->dumps, g->errors);
+	free(r);
+}
+
 static void on_dump_request(struct session *s, const struct hp_ctl_msg *m)
 {
 	struct hp_ctl_dump_request q;
 	if (m->len != sizeof(q))
 		return;
 	memcpy(&q, m->payload, sizeof(q));
-	int errors = 0;
-	int n = s->finished ? 0 : dump_now(s, q.pid, "request", &errors);
-	struct hp_ctl_dump_done d = {.request_id = q.request_id,
-	                             .dumps = (uint32_t)n,
-	                             .errors = (uint32_t)errors};
-	if (s->dfd >= 0)
-		ctl_send(s->dfd, HP_CTL_DUMP_DONE, &d, sizeof(d), -1);
+	struct dump_reply *r = s->finished ? NULL : malloc(sizeof(*r));
+	if (!r) {
+		int errors = 0;
+		int n = s->finished ? 0
+		                    : dump_now(s, q.pid, "request", &errors);
+		send_dump_done(s, q.request_id, n, errors);
+		return;
+	}
+	*r = (struct dump_reply){.g = {.done = dump_reply_done},
+	                         .s = s,
+	                         .request_id = q.request_id};
+	collector_dump_group(&s->col, q.pid, "request", &r->g);
 }
 
 static void daemon_lost(struct session *s, const char *why)
@@ -1486,12 +1516,19 @@ static struct pollfd *fds_reserve(struct session *s, size_t n)
 	return s->fds;
 }
 
+/*
+ * The loop, with the profile written by the collector's writer thread
+ * (collector_writer_start): a dump or a new process row never holds it, so
+ * hellos, client messages and signals are answered while SQLite writes.
+ * At its end every queued write is made (in order) before the end dumps.
+ */
 static void event_loop(struct session *s)
 {
 	enum { F_SIG, F_END, F_DUMP, F_DAEMON, F_COL };
+	collector_writer_start(&s->col);
 	while (!s->stopping) {
 		size_t want =
-		        F_COL + 1 + COLLECTOR_MAX_PENDING + s->col.ntargets;
+		        F_COL + 2 + COLLECTOR_MAX_PENDING + s->col.ntargets;
 		struct pollfd *fds = fds_reserve(s, want);
 		if (!fds) {
 			fprintf(stderr, PFX "out of memory\n");
@@ -1534,10 +1571,14 @@ static void event_loop(struct session *s)
 		}
 		if ((fds[F_DUMP].revents & POLLIN) && !s->stopping) {
 			drain_timer(s->dump_tfd);
-			/* The end dump is about to be taken. */
-			if (!s->end_ns ||
-			    hp_clock_ns(CLOCK_MONOTONIC) + END_SLACK_NS <
-			            s->end_ns)
+			/* The end dump is about to be taken; or the last
+			 * ones still wait for the writer (this tick is
+			 * merged with theirs, as a tick during a dump the
+			 * loop wrote itself was). */
+			if ((!s->end_ns ||
+			     hp_clock_ns(CLOCK_MONOTONIC) + END_SLACK_NS <
+			             s->end_ns) &&
+			    !collector_periodic_pending(&s->col))
 				dump_now(s, 0, "periodic", NULL);
 		}
 		if (fds[F_DAEMON].revents && s->dfd >= 0)
@@ -1552,6 +1593,11 @@ static void event_loop(struct session *s)
 		if (s->daemon_mode && daemon_session_over(s))
 			s->stopping = true;
 	}
+	/* No new client from now on: one that starts during the writes
+	 * below finds no socket and runs unprofiled at once, instead of
+	 * waiting for an answer that would be "not a target". */
+	collector_stop_listening(&s->col);
+	s->write_errors += (int)collector_writer_stop(&s->col);
 }
 
 /* After -d ended the profiling of a `-- CMD` session: the command runs on
@@ -1615,6 +1661,7 @@ static int setup_signals(struct session *s, sigset_t *oldmask)
 
 static void session_free(struct session *s)
 {
+	collector_writer_stop(&s->col);
 	if (s->col.profile)
 		profile_close(s->col.profile);
 	s->col.profile = NULL;

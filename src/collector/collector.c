@@ -8,9 +8,11 @@
  *
  * Nothing here may block the session's poll loop: connections are accepted
  * non-blocking and their hellos read as they arrive (bounded by
- * COLLECTOR_HELLO_MS), clients' messages are read without waiting, and
+ * COLLECTOR_HELLO_MS), clients' messages are read without waiting,
  * welcomes are sent with MSG_DONTWAIT (a client that does not read its
- * socket loses its answer, not our time).
+ * socket loses its answer, not our time), and while the session runs the
+ * profile is written by a thread of its own (writeq.h): a dump reads the
+ * regions here and queues the writing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +48,7 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	memset(c, 0, sizeof(*c));
 	c->listen_fd = -1;
 	c->opts = *o;
+	writeq_init(&c->wq);
 	if (!c->opts.shmem_size) {
 		c->opts.shmem_size =
 		        collector_default_shmem(hp_heap_select_min_interval(
@@ -168,6 +171,216 @@ pid_t proc_ppid(pid_t pid)
 	if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2)
 		return -1;
 	return ppid;
+}
+
+/* ---- writes to the profile (writeq.h) ------------------------------ */
+
+static int send_welcome(int fd, uint32_t answer_to, uint32_t status,
+                        uint32_t layout_version, uint64_t size, int region_fd);
+
+void collector_writer_start(struct collector *c)
+{
+	writeq_start(&c->wq);
+}
+
+unsigned collector_writer_stop(struct collector *c)
+{
+	return writeq_stop(&c->wq);
+}
+
+bool collector_periodic_pending(struct collector *c)
+{
+	return writeq_periodic_queued(&c->wq);
+}
+
+static void free_job(void *arg, int rc)
+{
+	(void)rc;
+	free(arg);
+}
+
+/* A process row (and, for a row with nothing recorded, its end). */
+struct row_job {
+	struct profile *p;
+	struct prof_process info;
+	bool end;
+	struct prof_process_end e;
+	char strs[]; /* name, cmdline, how, note */
+};
+
+static int row_run(void *arg)
+{
+	struct row_job *j = arg;
+	int64_t upid;
+	int rc = profile_begin_process(j->p, &j->info, &upid);
+	if (!rc && j->end)
+		rc = profile_end_process(j->p, upid, &j->e);
+	return rc;
+}
+
+static char *put_str(char **at, const char *s)
+{
+	char *d = *at;
+	size_t n = strlen(s) + 1;
+	memcpy(d, s, n);
+	*at += n;
+	return d;
+}
+
+/* Numbers the row (info->upid), queues it; e: its end at once, or NULL. */
+static int add_row(struct collector *c, const struct prof_process *info,
+                   const struct prof_process_end *e, int64_t *upid)
+{
+	const char *name = info->name ? info->name : "";
+	const char *cmd = info->cmdline ? info->cmdline : "";
+	const char *how = info->how ? info->how : "command";
+	size_t len = strlen(name) + strlen(cmd) + strlen(how) + 3 +
+	             (info->note ? strlen(info->note) + 1 : 0);
+	struct row_job *j = malloc(sizeof(*j) + len);
+	if (!j) {
+		fprintf(stderr, "heapprof: collector: out of memory\n");
+		return -ENOMEM;
+	}
+	j->p = c->profile;
+	j->info = *info;
+	j->info.upid = *upid = ++c->last_upid;
+	char *at = j->strs;
+	j->info.name = put_str(&at, name);
+	j->info.cmdline = put_str(&at, cmd);
+	j->info.how = put_str(&at, how);
+	j->info.note = info->note ? put_str(&at, info->note) : NULL;
+	j->end = e != NULL;
+	if (e)
+		j->e = *e;
+	return writeq_submit(&c->wq, row_run, free_job, j, 0, 0);
+}
+
+struct end_job {
+	struct profile *p;
+	int64_t upid;
+	struct prof_process_end e;
+};
+
+static int end_run(void *arg)
+{
+	struct end_job *j = arg;
+	return profile_end_process(j->p, j->upid, &j->e);
+}
+
+/*
+ * A dump, read and written by the writer: the regions the process had
+ * when the dump was asked for (their descriptors; a region is unmapped
+ * only after the jobs queued before its retirement, see
+ * collector_retire), read when the writer gets to it.  A traced target's
+ * trace counts go first; of the events handed over, those the writer
+ * could not write (tr->lost) are known to it, which has made every
+ * earlier write when it gets to this one.
+ */
+struct dump_job {
+	struct profile *p;
+	const struct collector *c; /* opts: read only while the loop runs */
+	int64_t upid;
+	pid_t pid;
+	bool alive; /* connected when asked: /proc has its memory */
+	struct hp_region regs[TARGET_MAX_REGIONS];
+	int nreg;
+	bool blocks; /* every live block (snapshot_take_live) */
+	uint64_t ts; /* when it was asked for */
+	const char *reason;
+	bool traced;
+	struct prof_trace pt;
+	const struct target_trace *tr;
+	struct dump_group *group; /* counted in, or NULL */
+	struct target *answer;    /* a named snapshot: answered after */
+	char name[HP_SNAPSHOT_NAME_MAX];
+	bool named;
+};
+
+static int select_heaps(const struct collector *c, struct snapshot *s);
+
+static int dump_run(void *arg)
+{
+	struct dump_job *j = arg;
+	/* The dump's write_ms counts from here: reading the regions is part
+	 * of the cost of a dump. */
+	uint64_t started = hp_clock_ns(CLOCK_MONOTONIC);
+	const struct hp_region *regs[TARGET_MAX_REGIONS];
+	for (int i = 0; i < j->nreg; i++)
+		regs[i] = &j->regs[i];
+	struct snapshot s;
+	int rc = j->blocks ? snapshot_take_live(regs, j->nreg, &s)
+	                   : snapshot_take_regions(regs, j->nreg, &s);
+	if (rc)
+		return rc;
+	rc = select_heaps(j->c, &s);
+	if (rc) {
+		snapshot_free(&s);
+		return rc;
+	}
+	s.dump.ts_ns = j->ts;
+	s.dump.started_ns = started;
+	s.dump.reason = j->reason;
+	s.dump.name = j->named ? j->name : NULL;
+	s.dump.blocks_in_flight = s.blocks_in_flight;
+	/* The process's memory beside the profile: the exit reading lives in
+	 * the first region's header. */
+	snapshot_memory(&j->regs[0], j->pid, j->alive, &s.dump.memory);
+	if (j->traced) {
+		/* Before the dump: it marks the process traced in the
+		 * writer, so the dump maps its stacks for the events. */
+		uint64_t lost = atomic_load_explicit(&j->tr->lost,
+		                                     memory_order_relaxed);
+		j->pt.events = j->pt.events > lost ? j->pt.events - lost : 0;
+		rc = profile_set_trace(j->p, j->upid, &j->pt);
+	}
+	if (!rc)
+		rc = profile_write_dump(j->p, j->upid, &s.dump);
+	snapshot_free(&s);
+	return rc;
+}
+
+static void snapshot_answer(struct target *t, const char *name, int rc)
+{
+	if (!rc)
+		t->snapshots++;
+	else
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: snapshot \"%s\" not "
+		        "written: %s\n",
+		        (int)t->pid, name, strerror(-rc));
+	/* (Closed meanwhile: the program is gone or stopped waiting.) */
+	if (t->fd >= 0)
+		send_welcome(t->fd, HP_CMSG_SNAPSHOT,
+		             rc ? HP_WELCOME_ERROR : HP_WELCOME_ACCEPT,
+		             t->layout_version, 0, -1);
+}
+
+static void dump_fin(void *arg, int rc)
+{
+	struct dump_job *j = arg;
+	if (j->group) {
+		if (rc)
+			j->group->errors++;
+		else
+			j->group->dumps++;
+	}
+	if (j->answer)
+		snapshot_answer(j->answer, j->name, rc);
+	free(j);
+}
+
+/* The end of a dump_group: after its dumps in the queue. */
+static int group_run(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static void group_fin(void *arg, int rc)
+{
+	(void)rc;
+	struct dump_group *g = arg;
+	g->done(g);
 }
 
 /* ---- regions ------------------------------------------------------- */
@@ -402,7 +615,7 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	        .ppid = ti->ppid > 0 ? ti->ppid : 0,
 	        .session_id = c->opts.session_id,
 	};
-	rc = profile_begin_process(c->profile, &info, &t->upid);
+	rc = add_row(c, &info, NULL, &t->upid);
 	free(cmd);
 	return rc;
 }
@@ -485,23 +698,18 @@ static void grow_request(struct collector *c, struct target *t)
 	}
 }
 
+static int dump_target(struct collector *c, struct target *t,
+                       const char *reason, const char *name, uint64_t ts,
+                       bool blocks, struct dump_group *g, bool answer);
+
 /* A named snapshot the program asked for: the dump with every live
- * block, then the answer (without fd) that it is in the profile. */
+ * block, then the answer (without fd) that it is in the profile, once it
+ * is written (snapshot_answer). */
 static void snapshot_request(struct collector *c, struct target *t)
 {
 	t->snap_name[t->snap_len] = '\0';
-	int rc = collector_dump_blocks(c, t, "snapshot", t->snap_name, 0);
-	if (!rc)
-		t->snapshots++;
-	else
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: snapshot \"%s\" not "
-		        "written: %s\n",
-		        (int)t->pid, t->snap_name, strerror(-rc));
 	t->snap_len = t->snap_got = 0;
-	send_welcome(t->fd, HP_CMSG_SNAPSHOT,
-	             rc ? HP_WELCOME_ERROR : HP_WELCOME_ACCEPT,
-	             t->layout_version, 0, -1);
+	dump_target(c, t, "snapshot", t->snap_name, 0, true, NULL, true);
 }
 
 /* The inode of the mapping that starts at base in /proc/PID/maps ("self"
@@ -684,6 +892,19 @@ int collector_timeout_ms(const struct collector *c)
 	return first <= now ? 0 : (int)((first - now) / 1000000 + 1);
 }
 
+void collector_stop_listening(struct collector *c)
+{
+	for (size_t i = 0; i < c->npending; i++)
+		close(c->pending[i].fd);
+	c->npending = 0;
+	if (c->listen_fd >= 0)
+		close(c->listen_fd);
+	c->listen_fd = -1;
+	if (c->path[0])
+		unlink(c->path);
+	c->path[0] = '\0';
+}
+
 void collector_expire(struct collector *c)
 {
 	uint64_t now = boottime_ns();
@@ -697,7 +918,7 @@ void collector_expire(struct collector *c)
 
 /*
  * Poll entries carry a tag in the order they were added, so handle() can
- * tell them apart: [socket][pending...][targets...].  The pending and
+ * tell them apart: [socket][writer][pending...][targets...].  The pending and
  * target lists can change while handling, so each entry is matched by fd.
  */
 size_t collector_pollfds(struct collector *c, struct pollfd *fds, size_t max)
@@ -706,6 +927,9 @@ size_t collector_pollfds(struct collector *c, struct pollfd *fds, size_t max)
 	if (c->listen_fd >= 0 && n < max)
 		fds[n++] =
 		        (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
+	if (writeq_fd(&c->wq) >= 0 && n < max)
+		fds[n++] = (struct pollfd){.fd = writeq_fd(&c->wq),
+		                           .events = POLLIN};
 	for (size_t i = 0; i < c->npending && n < max; i++)
 		fds[n++] = (struct pollfd){.fd = c->pending[i].fd,
 		                           .events = POLLIN};
@@ -731,6 +955,10 @@ void collector_handle(struct collector *c, const struct pollfd *fds, size_t n,
 		int fd = fds[k].fd;
 		if (fd == c->listen_fd) {
 			accept_pending(c);
+			continue;
+		}
+		if (fd == writeq_fd(&c->wq)) {
+			writeq_poll(&c->wq);
 			continue;
 		}
 		bool done = false;
@@ -815,9 +1043,14 @@ static int select_heaps(const struct collector *c, struct snapshot *s)
 	return 0;
 }
 
+/*
+ * Queues a dump of t (dump_job).  g: the dump counts in that group;
+ * answer: a named snapshot, answered once written.  0, or the dump's
+ * result when it is made inline (-ENOMEM: not queued, said).
+ */
 static int dump_target(struct collector *c, struct target *t,
                        const char *reason, const char *name, uint64_t ts,
-                       bool blocks)
+                       bool blocks, struct dump_group *g, bool answer)
 {
 	if (t->retired || !t->nreg)
 		return 0;
@@ -829,54 +1062,57 @@ static int dump_target(struct collector *c, struct target *t,
 		if (rc < 0)
 			werr = rc;
 	}
-	/* The dump's write_ms counts from here: reading the regions is
-	 * part of the cost of a dump. */
-	uint64_t started = hp_clock_ns(CLOCK_MONOTONIC);
-	const struct hp_region *regs[TARGET_MAX_REGIONS];
+	struct dump_job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		fprintf(stderr, "heapprof: collector: out of memory\n");
+		if (g)
+			g->errors++;
+		if (answer)
+			snapshot_answer(t, name, -ENOMEM);
+		return -ENOMEM;
+	}
+	j->p = c->profile;
+	j->c = c;
+	j->upid = t->upid;
+	j->pid = t->pid;
+	j->alive = !t->disconnected;
 	for (int i = 0; i < t->nreg; i++)
-		regs[i] = &t->reg[i].region;
-	struct snapshot s;
-	int rc = blocks ? snapshot_take_live(regs, t->nreg, &s)
-	                : snapshot_take_regions(regs, t->nreg, &s);
-	if (rc)
-		return rc;
-	rc = select_heaps(c, &s);
-	if (rc) {
-		snapshot_free(&s);
-		return rc;
+		j->regs[i] = t->reg[i].region;
+	j->nreg = t->nreg;
+	j->blocks = blocks;
+	/* Stamped when asked for: a process's dumps are in the order of
+	 * their times, before its row's end, and periodic ones on their
+	 * ticks; what they hold is read when the writer gets to them. */
+	j->ts = ts ? ts : boottime_ns();
+	j->reason = reason; /* a literal */
+	if (name) {
+		snprintf(j->name, sizeof(j->name), "%s", name);
+		j->named = true;
 	}
-	s.dump.ts_ns = ts ? ts : boottime_ns();
-	s.dump.started_ns = started;
-	s.dump.reason = reason;
-	s.dump.name = name;
-	s.dump.blocks_in_flight = s.blocks_in_flight;
-	/* The process's memory beside the profile: the exit reading lives in
-	 * the first region's header. */
-	snapshot_memory(&t->reg[0].region, t->pid, !t->disconnected,
-	                &s.dump.memory);
 	if (t->tr.mode) {
-		/* Before the dump: it marks the process traced in the
-		 * writer, so the dump maps its stacks for the events. */
-		struct prof_trace pt;
-		collector_trace_stats(t, &pt);
-		rc = profile_set_trace(c->profile, t->upid, &pt);
+		j->traced = true;
+		collector_trace_stats(t, &j->pt);
+		j->pt.events = t->tr.events; /* handed over; see dump_run */
+		j->tr = &t->tr;
 	}
-	if (!rc)
-		rc = profile_write_dump(c->profile, t->upid, &s.dump);
-	snapshot_free(&s);
+	j->group = g;
+	j->answer = answer ? t : NULL;
+	bool periodic = !strcmp(reason, "periodic");
+	int rc = writeq_submit(&c->wq, dump_run, dump_fin, j, 0,
+	                       periodic ? WQ_PERIODIC : 0);
 	return rc ? rc : werr;
 }
 
 int collector_dump(struct collector *c, struct target *t, const char *reason,
                    uint64_t ts)
 {
-	return dump_target(c, t, reason, NULL, ts, false);
+	return dump_target(c, t, reason, NULL, ts, false, NULL, false);
 }
 
 int collector_dump_blocks(struct collector *c, struct target *t,
                           const char *reason, const char *name, uint64_t ts)
 {
-	return dump_target(c, t, reason, name, ts, true);
+	return dump_target(c, t, reason, name, ts, true, NULL, false);
 }
 
 int collector_dump_final(struct collector *c, struct target *t,
@@ -885,12 +1121,13 @@ int collector_dump_final(struct collector *c, struct target *t,
 	if (t->retired || !t->nreg)
 		return 0;
 	int terr = t->tr.mode ? collector_trace_final(c, t) : 0;
-	int rc = dump_target(c, t, reason, NULL, ts, t->tr.mode != 0);
+	int rc = dump_target(c, t, reason, NULL, ts, t->tr.mode != 0, NULL,
+	                     false);
 	return rc ? rc : terr;
 }
 
-int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
-                       int *errors)
+static int dump_pid(struct collector *c, pid_t pid, const char *reason,
+                    int *errors, struct dump_group *g)
 {
 	int dumped = 0;
 	uint64_t ts = boottime_ns();
@@ -898,7 +1135,7 @@ int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
 		struct target *t = c->targets[i];
 		if (t->retired || (pid && t->pid != pid))
 			continue;
-		if (collector_dump(c, t, reason, ts) != 0) {
+		if (dump_target(c, t, reason, NULL, ts, false, g, false) != 0) {
 			if (errors)
 				(*errors)++;
 		} else {
@@ -906,6 +1143,21 @@ int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
 		}
 	}
 	return dumped;
+}
+
+int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
+                       int *errors)
+{
+	return dump_pid(c, pid, reason, errors, NULL);
+}
+
+void collector_dump_group(struct collector *c, pid_t pid, const char *reason,
+                          struct dump_group *g)
+{
+	g->dumps = g->errors = 0;
+	dump_pid(c, pid, reason, NULL, g);
+	/* Its fin runs after every fin of the dumps before it. */
+	writeq_submit(&c->wq, group_run, group_fin, g, 0, 0);
 }
 
 int collector_dump_all(struct collector *c, const char *reason)
@@ -927,13 +1179,34 @@ void collector_stop(struct target *t)
 	t->fd = -1;
 }
 
-void collector_retire(struct target *t)
+struct unmap_job {
+	int n;
+	void *base[TARGET_MAX_REGIONS];
+	uint64_t size[TARGET_MAX_REGIONS];
+};
+
+static int unmap_run(void *arg)
 {
+	struct unmap_job *j = arg;
+	for (int i = 0; i < j->n; i++)
+		munmap(j->base[i], j->size[i]);
+	return 0;
+}
+
+void collector_retire(struct collector *c, struct target *t)
+{
+	/* Unmapped after the dumps queued before, which read them (out of
+	 * memory for the job: left mapped, never unmapped under them). */
+	struct unmap_job *j = calloc(1, sizeof(*j));
 	for (int i = 0; i < t->nreg; i++) {
-		if (t->reg[i].base)
-			munmap(t->reg[i].base, t->reg[i].size);
+		if (t->reg[i].base && j) {
+			j->base[j->n] = t->reg[i].base;
+			j->size[j->n++] = t->reg[i].size;
+		}
 		memset(&t->reg[i], 0, sizeof(t->reg[i]));
 	}
+	if (j)
+		writeq_submit(&c->wq, unmap_run, free_job, j, 0, 0);
 	t->nreg = 0;
 	t->retired = true;
 }
@@ -944,10 +1217,17 @@ int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
 	if (t->row_ended)
 		return 0;
 	t->row_ended = true;
-	struct prof_process_end e = {.end_ts_ns = end_ts,
-	                             .exit_status = exit_status,
-	                             .disconnected = disconnected};
-	return profile_end_process(c->profile, t->upid, &e);
+	struct end_job *j = malloc(sizeof(*j));
+	if (!j) {
+		fprintf(stderr, "heapprof: collector: out of memory\n");
+		return -ENOMEM;
+	}
+	*j = (struct end_job){.p = c->profile,
+	                      .upid = t->upid,
+	                      .e = {.end_ts_ns = end_ts,
+	                            .exit_status = exit_status,
+	                            .disconnected = disconnected}};
+	return writeq_submit(&c->wq, end_run, free_job, j, 0, 0);
 }
 
 int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
@@ -968,23 +1248,23 @@ int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
 	        .rejected_concurrent = 1,
 	        .note = note,
 	};
-	int64_t upid;
-	int rc = profile_begin_process(c->profile, &info, &upid);
-	free(cmd);
-	if (rc)
-		return rc;
 	struct prof_process_end e = {
 	        .end_ts_ns = now, .exit_status = -1, .rejected_concurrent = 1};
-	return profile_end_process(c->profile, upid, &e);
+	int64_t upid;
+	int rc = add_row(c, &info, &e, &upid);
+	free(cmd);
+	return rc;
 }
 
 void collector_close(struct collector *c)
 {
+	/* Queued writes may name targets (snapshot answers, trace counts). */
+	writeq_stop(&c->wq);
 	for (size_t i = 0; i < c->ntargets; i++) {
 		struct target *t = c->targets[i];
 		if (t->fd >= 0)
 			close(t->fd);
-		collector_retire(t);
+		collector_retire(c, t);
 		free(t);
 	}
 	free(c->targets);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "collector/writeq.h"
 #include "layout/region.h"
 #include "layout/wire_v1.h"
 #include "profile/profile.h"
@@ -70,11 +71,15 @@ struct target_region {
 
 /* What the collector read of a target's event trace (collector_trace_*). */
 struct target_trace {
-	uint32_t mode;        /* enum hp_trace_mode; HP_TRACE_OFF: not traced */
-	uint64_t cap;         /* events the table holds */
-	uint64_t bytes;       /* cap * event size */
-	uint64_t pos;         /* next position to read (streaming: our tail) */
-	uint64_t events;      /* written to the profile */
+	uint32_t mode;   /* enum hp_trace_mode; HP_TRACE_OFF: not traced */
+	uint64_t cap;    /* events the table holds */
+	uint64_t bytes;  /* cap * event size */
+	uint64_t pos;    /* next position to read (streaming: our tail) */
+	uint64_t events; /* read and handed to the writer */
+	/* Of those, the ones whose write failed (set by the writer: see
+	 * writeq.h); `failed` once the failure was said. */
+	_Atomic uint64_t lost;
+	_Atomic int failed;
 	uint64_t overwritten; /* ring: written, then replaced before read */
 	uint64_t incomplete;  /* reserved, never finished (writer died) */
 	uint64_t backlog;     /* unread after the last streaming drain */
@@ -85,7 +90,6 @@ struct target_trace {
 	uint64_t full_ts, waits, wait_ns;
 	bool said_full; /* oneshot: collector_trace_full said so */
 	bool done;      /* the final read is done */
-	bool failed;    /* writing events failed (said once) */
 };
 
 struct target {
@@ -137,6 +141,11 @@ struct collector {
 	size_t npending;
 	struct prof_event *evbuf; /* TRACE_BATCH events, for the writer */
 	unsigned region_errors;   /* hellos refused: no region could be made */
+	/* Every write to the profile goes through wq (writeq.h), in order;
+	 * process rows are numbered here (prof_process.upid), so a row's
+	 * upid is known before the writer gets to it. */
+	struct writeq wq;
+	int64_t last_upid;
 };
 
 /* How the session came to profile a process (see prof_process). */
@@ -164,6 +173,29 @@ typedef uint32_t (*collector_want_fn)(void *ctx, pid_t pid,
  * 0 or a negative errno (message printed). */
 int collector_open(struct collector *c, const struct collector_opts *o,
                    bool listen);
+
+/*
+ * The profile's writes on a thread of their own (writeq.h), between
+ * collector_writer_start and collector_writer_stop: the session's loop
+ * is never held by SQLite.  Meanwhile c->profile is the writer's: every
+ * collector_* call that writes only reads what it needs from the
+ * regions and queues the rest, and returns 0 for it (a failure is said
+ * by the writer and counted: collector_writer_stop returns how many
+ * writes failed).  Outside, writes are made inline and their results
+ * returned, as the functions below say.  collector_writer_stop waits
+ * for every queued write (and runs what follows them: snapshot answers,
+ * dump_group ends).
+ */
+void collector_writer_start(struct collector *c);
+unsigned collector_writer_stop(struct collector *c);
+/* Whether periodic dumps are still waiting for the writer: the next one
+ * is skipped then (a timer that fires during a dump written inline is
+ * merged with the next tick too). */
+bool collector_periodic_pending(struct collector *c);
+/* Refuses new clients from now on: the embedded socket is closed and
+ * removed (a process that starts now finds no collector and runs
+ * unprofiled at once), connections whose hello was not read closed. */
+void collector_stop_listening(struct collector *c);
 
 /*
  * The poll loop's side: collector_pollfds appends the socket, pending
@@ -207,9 +239,11 @@ void collector_poll_client(struct collector *c, struct target *t);
  * sends it; 0 or a negative errno (the client got HP_WELCOME_ERROR). */
 int collector_grow(struct collector *c, struct target *t);
 
-/* One dump of one target; ts 0 = now.  0 or a negative errno.  A traced
- * target's dump also reads what oneshot kept since the last one, and
- * writes the trace's counts so far (heapprof_trace). */
+/* One dump of one target, stamped ts (0: now); its regions are read
+ * when the writer gets to it (at once without the writer thread).  0 or a
+ * negative errno.  A traced target's dump also reads what oneshot kept
+ * since the last one, and writes the trace's counts so far
+ * (heapprof_trace). */
 int collector_dump(struct collector *c, struct target *t, const char *reason,
                    uint64_t ts);
 /* A dump with every live block (snapshot_take_live); name (may be NULL)
@@ -245,16 +279,30 @@ void collector_trace_stats(struct target *t, struct prof_trace *out);
 bool collector_trace_active(const struct target *t);
 const char *collector_trace_mode_name(uint32_t mode);
 /* One dump of every target that is not retired (pid 0), or of pid's.
- * Returns the number of processes dumped; *errors counts failures. */
+ * Returns the number of processes dumped (queued); *errors counts
+ * failures known at once. */
 int collector_dump_all(struct collector *c, const char *reason);
 int collector_dump_pid(struct collector *c, pid_t pid, const char *reason,
                        int *errors);
+/*
+ * Dumps someone waits for (heapprof dump: DUMP_DONE): as
+ * collector_dump_pid, and once every one of them is written (or failed),
+ * g->done(g) on the loop's thread (at once when writes are inline), with
+ * g->dumps and g->errors counted; done may free g.
+ */
+struct dump_group {
+	int dumps, errors;
+	void (*done)(struct dump_group *g);
+};
+void collector_dump_group(struct collector *c, pid_t pid, const char *reason,
+                          struct dump_group *g);
 
 /* Sets header.control = STOP in every region of t (the client stops and
  * may be attached again later) and closes its connection. */
 void collector_stop(struct target *t);
-/* Unmaps t's regions (after its last dump); the target stays listed. */
-void collector_retire(struct target *t);
+/* Unmaps t's regions (after its last dump, and after the dumps queued
+ * before: they read them); the target stays listed. */
+void collector_retire(struct collector *c, struct target *t);
 /* Ends t's process row once.  0 or a negative errno. */
 int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
                       int exit_status, bool disconnected);

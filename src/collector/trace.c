@@ -30,6 +30,9 @@
  * run on. */
 #define FINAL_WAIT_NS (20 * 1000000ull)
 #define GONE_WAIT_NS  (2 * 1000000ull)
+/* Events queued for the writer past which a streaming trace is left in
+ * the client's buffer for a turn. */
+#define TRACE_QUEUE_MAX (64ull << 20)
 
 const char *collector_trace_mode_name(uint32_t mode)
 {
@@ -75,21 +78,67 @@ static void give_back(struct target *t)
 		                      t->tr.pos, memory_order_release);
 }
 
+/* A batch of events for the writer (writeq.h). */
+struct events_job {
+	struct profile *p;
+	int64_t upid;
+	pid_t pid;
+	struct target_trace *tr; /* lost, failed: atomics */
+	size_t n;
+	struct prof_event ev[];
+};
+
+static int events_run(void *arg)
+{
+	struct events_job *j = arg;
+	int rc = profile_write_events(j->p, j->upid, j->ev, j->n);
+	if (rc) {
+		atomic_fetch_add_explicit(&j->tr->lost, j->n,
+		                          memory_order_relaxed);
+		if (!atomic_exchange_explicit(&j->tr->failed, 1,
+		                              memory_order_relaxed))
+			fprintf(stderr,
+			        "heapprof: collector: pid %d: trace events "
+			        "could not be written (above); the trace is "
+			        "incomplete\n",
+			        (int)j->pid);
+	}
+	return rc;
+}
+
+static void events_fin(void *arg, int rc)
+{
+	(void)rc;
+	free(arg);
+}
+
+/* Hands the n events of c->evbuf to the writer (copied: the buffer is
+ * refilled at once); the client gets their room back from the caller. */
 static int flush(struct collector *c, struct target *t, size_t n)
 {
 	if (!n)
 		return 0;
-	int rc = profile_write_events(c->profile, t->upid, c->evbuf, n);
-	if (!rc) {
+	struct events_job *j = malloc(sizeof(*j) + n * sizeof(j->ev[0]));
+	if (!j) {
+		atomic_fetch_add_explicit(&t->tr.lost, n, memory_order_relaxed);
 		t->tr.events += n;
-	} else if (!t->tr.failed) {
-		t->tr.failed = true;
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: trace events could not "
-		        "be written (above); the trace is incomplete\n",
-		        (int)t->pid);
+		if (!atomic_exchange_explicit(&t->tr.failed, 1,
+		                              memory_order_relaxed))
+			fprintf(stderr,
+			        "heapprof: collector: pid %d: out of memory: "
+			        "the trace is incomplete\n",
+			        (int)t->pid);
+		return -ENOMEM;
 	}
-	return rc;
+	j->p = c->profile;
+	j->upid = t->upid;
+	j->pid = t->pid;
+	j->tr = &t->tr;
+	j->n = n;
+	memcpy(j->ev, c->evbuf, n * sizeof(j->ev[0]));
+	t->tr.events += n;
+	return writeq_submit(&c->wq, events_run, events_fin, j,
+	                     n * sizeof(j->ev[0]), 0);
 }
 
 static void pause_briefly(void)
@@ -205,6 +254,13 @@ int collector_trace_poll(struct collector *c, struct target *t)
 	refresh(t);
 	if (ensure_buf(c))
 		return -ENOMEM;
+	/* The writer is far behind: the events wait in the client's buffer
+	 * (it has no room back meanwhile, as when we wrote them ourselves),
+	 * and the loop comes back at its usual pace. */
+	if (writeq_bytes(&c->wq) > TRACE_QUEUE_MAX) {
+		t->tr.last_read = 0;
+		return 0;
+	}
 	/* Streaming each turn; oneshot only at dumps, a larger share (the
 	 * rest waits for the next dump or the end: a dump must not hold
 	 * the loop for minutes with a 16 GiB buffer). */
@@ -288,7 +344,8 @@ void collector_trace_stats(struct target *t, struct prof_trace *out)
 	memset(out, 0, sizeof(*out));
 	out->mode = collector_trace_mode_name(t->tr.mode);
 	out->buffer_bytes = t->tr.bytes;
-	out->events = t->tr.events;
+	uint64_t lost = atomic_load_explicit(&t->tr.lost, memory_order_relaxed);
+	out->events = t->tr.events > lost ? t->tr.events - lost : 0;
 	out->dropped_allocs = t->tr.dropped[HP_TDROP_ALLOCS];
 	out->dropped_frees = t->tr.dropped[HP_TDROP_FREES];
 	out->dropped_alloc_bytes = t->tr.dropped[HP_TDROP_ALLOC_BYTES];

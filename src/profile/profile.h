@@ -112,6 +112,10 @@ struct prof_dump {
 };
 
 struct prof_process {
+	/* The row's upid, when the caller numbers its processes (the
+	 * collector: its writes are queued, and the upid is needed before
+	 * the row is written); 0: the next free one. */
+	int64_t upid;
 	int pid;
 	const char *name;    /* short command name */
 	const char *cmdline; /* arguments joined by spaces */

@@ -691,13 +691,16 @@ static int insert_process(struct profile *p, const struct prof_process *info,
 	int rc = sqlite3_prepare_v2(
 	        p->db,
 	        "INSERT INTO process(pid, name, cmdline,"
-	        " start_ts, end_ts) VALUES(?, ?, ?, ?, NULL)",
+	        " start_ts, end_ts, upid) VALUES(?, ?, ?, ?, NULL, ?)",
 	        -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int(st, 1, info->pid);
 		sqlite3_bind_text(st, 2, info->name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, info->cmdline, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, i64(info->start_ts_ns));
+		/* NULL: the next rowid. */
+		if (info->upid > 0)
+			sqlite3_bind_int64(st, 5, info->upid);
 		rc = sqlite3_step(st);
 		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
 	}

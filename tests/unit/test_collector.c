@@ -783,6 +783,122 @@ static void test_snapshot_msg(void)
 	unit_db_cleanup(&u, db);
 }
 
+/* writer_thread: a job that holds the writer until released. */
+static _Atomic int gate_open;
+
+static int gate_run(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 10000 && !atomic_load(&gate_open); i++)
+		usleep(1000);
+	return 0;
+}
+
+static void gate_fin(void *arg, int rc)
+{
+	(void)arg;
+	(void)rc;
+}
+
+static int group_done_calls;
+
+static void group_done(struct dump_group *g)
+{
+	(void)g;
+	group_done_calls++;
+}
+
+/*
+ * With the writer thread (collector_writer_start), nothing the collector
+ * answers waits for the profile: while the writer is held, a client is
+ * welcomed and its dumps, a named snapshot, a group and its row's end
+ * are queued; the regions stay mapped for the dumps queued before the
+ * target's retirement; once released, everything is written in order
+ * (each dump reads the regions when the writer gets to it) and the
+ * snapshot answered.
+ */
+static void test_writer_thread(void)
+{
+	struct collector c;
+	struct collector_opts o = {
+	        .interval = 1, .max_frames = 64, .shmem_size = MIB};
+	struct unit_db u;
+	unit_db_open(&u, &c, &o);
+	collector_writer_start(&c);
+	CHECK(writeq_fd(&c.wq) >= 0);
+	atomic_store(&gate_open, 0);
+	writeq_submit(&c.wq, gate_run, gate_fin, NULL, 0, 0);
+
+	struct client_end ce;
+	struct target *t = attach(&c, &ce, HP_LAYOUT_VERSION);
+	struct hp_region *r = &ce.r[0];
+	stack_with(r, 0x1100, 10);
+	stack_with(r, 0x1100, 10);
+	CHECK(collector_dump(&c, t, "one", 1000) == 0);
+	stack_with(r, 0x1100, 10);
+	CHECK(collector_dump(&c, t, "periodic", 2000) == 0);
+	CHECK(collector_periodic_pending(&c));
+	const char name[] = "held";
+	struct hp_client_msg m = {.magic = HP_WIRE_MAGIC,
+	                          .type = HP_CMSG_SNAPSHOT,
+	                          .arg = sizeof(name) - 1};
+	CHECK(send(ce.fd, &m, sizeof(m), 0) == sizeof(m));
+	CHECK(send(ce.fd, name, sizeof(name) - 1, 0) ==
+	      (ssize_t)sizeof(name) - 1);
+	collector_poll_client(&c, t);
+	struct dump_group g = {.done = group_done};
+	group_done_calls = 0;
+	collector_dump_group(&c, 0, "request", &g);
+	/* Held: no answer yet, no group end. */
+	struct hp_welcome w;
+	CHECK(recv(ce.fd, &w, sizeof(w), MSG_DONTWAIT) == -1);
+	writeq_poll(&c.wq);
+	CHECK_EQ_U64(group_done_calls, 0);
+	CHECK_EQ_U64(t->snapshots, 0);
+	/* Its regions are unmapped after those dumps, which read them. */
+	collector_retire(&c, t);
+	CHECK(collector_end_row(&c, t, 4000, 0, true) == 0);
+
+	atomic_store(&gate_open, 1);
+	CHECK_EQ_U64(collector_writer_stop(&c), 0);
+	CHECK_EQ_U64(writeq_fd(&c.wq), (uint64_t)-1);
+	CHECK(!collector_periodic_pending(&c));
+	CHECK_EQ_U64(group_done_calls, 1);
+	CHECK_EQ_U64(g.dumps, 1);
+	CHECK_EQ_U64(g.errors, 0);
+	CHECK_EQ_U64(t->snapshots, 1);
+	CHECK(recv(ce.fd, &w, sizeof(w), MSG_DONTWAIT) == (ssize_t)sizeof(w));
+	CHECK_EQ_U64(w.answer_to, HP_CMSG_SNAPSHOT);
+	CHECK_EQ_U64(w.status, HP_WELCOME_ACCEPT);
+	detach(&ce);
+	sqlite3 *db = unit_db_close(&u, &c);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_dump"), 4);
+	/* Each dump read the region when the writer got to it: all three. */
+	CHECK_EQ_U64(q1(db, "SELECT sum(count) FROM heap_profile_allocation"
+	                    " WHERE ts = 1000"),
+	             3);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heap_profile_allocation"
+	                    " WHERE ts = 2000"),
+	             0);
+	/* In the order asked for: the ids follow. */
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_dump d1 JOIN"
+	                    " heapprof_dump d2 ON d2.id = d1.id + 1 WHERE"
+	                    " d1.reason = 'one' AND d2.reason = 'periodic'"),
+	             1);
+	CHECK_EQ_U64(q1(db, "SELECT id FROM heapprof_dump WHERE reason ="
+	                    " 'request'"),
+	             4);
+	CHECK_EQ_U64(q1(db, "SELECT count(*) FROM heapprof_dump WHERE"
+	                    " name = 'held' AND id = 3"),
+	             1);
+	CHECK_EQ_U64(q1(db, "SELECT exit_status * 10 + disconnected FROM"
+	                    " heapprof_process"),
+	             1);
+	CHECK_EQ_U64(q1(db, "SELECT end_ts FROM process"), 4000);
+	collector_close(&c);
+	unit_db_cleanup(&u, db);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -793,6 +909,7 @@ int main(void)
 	        {"trace_streaming", test_trace_streaming},
 	        {"trace_oneshot_ring", test_trace_oneshot_ring},
 	        {"snapshot_msg", test_snapshot_msg},
+	        {"writer_thread", test_writer_thread},
 	        {NULL, NULL},
 	};
 	return unit_main("collector", tests);
