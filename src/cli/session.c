@@ -1545,6 +1545,7 @@ static void event_loop(struct session *s)
 		n += collector_pollfds(&s->col, fds + n, want - n);
 
 		int timeout = collector_timeout_ms(&s->col);
+		timeout = min_timeout(timeout, collector_intern_ahead(&s->col));
 		timeout = min_timeout(timeout, reap_disconnected(s));
 		timeout = min_timeout(timeout, s->trace_timeout);
 		timeout = min_timeout(timeout, s->follow_timeout);

@@ -1193,6 +1193,104 @@ static int unmap_run(void *arg)
 	return 0;
 }
 
+/* ---- interning ahead (collector_intern_ahead) ---------------------- */
+
+/*
+ * The first a moment after the writer starts (a program's libraries are
+ * named while it runs, however short), then every INTERN_EVERY_MS or ten
+ * times as long as the last one took, whichever is longer: reading the
+ * regions and interning costs the writer at most a tenth of a core.  One
+ * job at a time; a target only when its stack table grew.
+ */
+#define INTERN_FIRST_MS 30
+#define INTERN_EVERY_MS 250
+
+struct intern_job {
+	struct profile *p;
+	const struct collector *c; /* opts: read only while the loop runs */
+	struct collector *owner;   /* its counters, on the loop's thread */
+	int64_t upid;
+	struct hp_region regs[TARGET_MAX_REGIONS];
+	int nreg;
+	uint64_t took_ns;
+};
+
+static int intern_run(void *arg)
+{
+	struct intern_job *j = arg;
+	uint64_t t0 = hp_clock_ns(CLOCK_MONOTONIC);
+	const struct hp_region *regs[TARGET_MAX_REGIONS];
+	for (int i = 0; i < j->nreg; i++)
+		regs[i] = &j->regs[i];
+	struct snapshot s;
+	int rc = snapshot_take_regions(regs, j->nreg, &s);
+	if (rc)
+		return rc;
+	rc = select_heaps(j->c, &s);
+	if (!rc)
+		rc = profile_intern_stacks(j->p, j->upid, &s.dump);
+	snapshot_free(&s);
+	j->took_ns = hp_clock_ns(CLOCK_MONOTONIC) - t0;
+	return rc;
+}
+
+/* A failed interning is no failure of the session: the dump that needs
+ * those stacks interns them itself (and says so if it fails too). */
+static void intern_fin(void *arg, int rc)
+{
+	(void)rc;
+	struct intern_job *j = arg;
+	j->owner->interns_queued--;
+	j->owner->intern_took_ns = j->took_ns;
+	free(j);
+}
+
+static uint64_t target_stacks(const struct target *t)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < t->nreg; i++)
+		if (t->reg[i].region.hdr)
+			n += atomic_load_explicit(
+			        &t->reg[i].region.hdr->stacks_used,
+			        memory_order_relaxed);
+	return n;
+}
+
+int collector_intern_ahead(struct collector *c)
+{
+	if (!c->wq.threaded || !c->profile)
+		return -1;
+	uint64_t now = hp_clock_ns(CLOCK_MONOTONIC);
+	if (!c->intern_at_ns)
+		c->intern_at_ns = now + INTERN_FIRST_MS * 1000000ull;
+	if (now < c->intern_at_ns)
+		return (int)((c->intern_at_ns - now + 999999) / 1000000);
+	uint64_t every = INTERN_EVERY_MS * 1000000ull;
+	if (c->intern_took_ns * 10 > every)
+		every = c->intern_took_ns * 10;
+	c->intern_at_ns = now + every;
+	for (size_t i = 0; i < c->ntargets && !c->interns_queued; i++) {
+		struct target *t = c->targets[i];
+		uint64_t n = t->retired || !t->nreg ? 0 : target_stacks(t);
+		if (n <= t->interned)
+			continue;
+		struct intern_job *j = calloc(1, sizeof(*j));
+		if (!j)
+			break; /* the dumps intern them */
+		j->p = c->profile;
+		j->c = c;
+		j->owner = c;
+		j->upid = t->upid;
+		for (int r = 0; r < t->nreg; r++)
+			j->regs[r] = t->reg[r].region;
+		j->nreg = t->nreg;
+		t->interned = n;
+		c->interns_queued++;
+		writeq_submit(&c->wq, intern_run, intern_fin, j, 0, 0);
+	}
+	return (int)((every + 999999) / 1000000);
+}
+
 void collector_retire(struct collector *c, struct target *t)
 {
 	/* Unmapped after the dumps queued before, which read them (out of

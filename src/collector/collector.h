@@ -118,6 +118,7 @@ struct target {
 	char snap_name[HP_SNAPSHOT_NAME_MAX];
 	uint32_t snap_len, snap_got; /* snap_len 0: not reading a name */
 	uint32_t snapshots;          /* named snapshots written */
+	uint64_t interned;           /* its stacks when last interned ahead */
 };
 
 /* A connection on the embedded socket whose hello is not complete. */
@@ -146,6 +147,11 @@ struct collector {
 	 * upid is known before the writer gets to it. */
 	struct writeq wq;
 	int64_t last_upid;
+	/* Interning ahead (collector_intern_ahead): when next (CLOCK_
+	 * MONOTONIC; 0: not yet set), jobs queued, the last one's time. */
+	uint64_t intern_at_ns;
+	unsigned interns_queued;
+	uint64_t intern_took_ns;
 };
 
 /* How the session came to profile a process (see prof_process). */
@@ -192,6 +198,14 @@ unsigned collector_writer_stop(struct collector *c);
  * is skipped then (a timer that fires during a dump written inline is
  * merged with the next tick too). */
 bool collector_periodic_pending(struct collector *c);
+/*
+ * While the program runs, the writer writes ahead the stacks no dump
+ * wrote yet (profile_intern_stacks: their frames named, their callsites),
+ * so that the dump at the exit finds them known.  Queues what is due;
+ * returns the milliseconds until the next is (-1: none, without the
+ * writer thread).  Call it from the loop, before each poll.
+ */
+int collector_intern_ahead(struct collector *c);
 /* Refuses new clients from now on: the embedded socket is closed and
  * removed (a process that starts now finds no collector and runs
  * unprofiled at once), connections whose hello was not read closed. */
