@@ -615,6 +615,12 @@ static int open_db(struct profile *p, const char *path)
 	 * last dumps.  The syncs at each checkpoint and at the close were
 	 * 4 ms of every recording (record -- /bin/true: 19 -> 15 ms).
 	 */
+	/* Another connection may hold a lock on the file for a moment (our
+	 * checkpointer's, a reader opening it while record runs, SQLite's
+	 * recovery of a -shm): the writer waits for it, on the writer
+	 * thread, rather than lose the write.  One such moment failed a
+	 * streaming trace's first events ("database is locked"). */
+	sqlite3_busy_timeout(p->db, 10000);
 	int err = exec(p,
 	               "PRAGMA synchronous=OFF; PRAGMA journal_mode=WAL;"
 	               " PRAGMA cache_size=-32768;",
