@@ -188,8 +188,9 @@ void recorder_slot_setup(struct client_slot *s, uint32_t gen)
  * COARSE: a read of the vDSO's data page, 5 ns on the benchmark machine
  * against 23 ns for the exact clock, which was a tenth of a sample's cost
  * at -i 1), as CLOCK_BOOTTIME by the offset taken at setup: a block's time
- * is at most one tick (1-4 ms) early, and early by the time the machine
- * was suspended since.  A traced session's events are ordered by their
+ * is about one tick (1-4 ms) early at most (a little more when the timer
+ * interrupt is late), and early by the time the machine was suspended
+ * since.  A traced session's events are ordered by their
  * times: they keep the exact clock. */
 static inline uint64_t alloc_ts(const struct client_slot *s)
 {

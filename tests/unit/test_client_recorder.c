@@ -518,8 +518,9 @@ static void *tid_worker(void *arg)
 
 /* Each live entry carries the thread that allocated it (malloc's heap and
  * a custom heap, from two threads) and a CLOCK_BOOTTIME time taken while
- * it was recorded, to the kernel's tick (recorder.c's alloc_ts: at most
- * one tick early, never late). */
+ * it was recorded, to the kernel's tick (recorder.c's alloc_ts: about
+ * one tick early at most, never late; two ticks allowed here, for a timer
+ * interrupt that came late on a loaded machine, as under TSan). */
 static void test_live_tid_ts(void)
 {
 	struct hp_config cfg = {.sampling_interval = 1, .max_frames = 64};
@@ -547,7 +548,7 @@ static void test_live_tid_ts(void)
 		CHECK(livetab_remove(r, jobs[i].key, &v));
 		CHECK_EQ_U64(v.tid, jobs[i].tid);
 		CHECK_EQ_U64(v.heap_id, jobs[i].heap_id);
-		CHECK(v.ts_ns + tick >= jobs[i].before &&
+		CHECK(v.ts_ns + 2 * tick >= jobs[i].before &&
 		      v.ts_ns <= jobs[i].after);
 	}
 	/* The cached id is this thread's: a second sample, same tid. */
@@ -561,7 +562,7 @@ static void test_live_tid_ts(void)
 		    key == 0x70c0) {
 			seen++;
 			CHECK_EQ_U64(v.tid, jobs[0].tid);
-			CHECK(v.ts_ns + tick >= b && v.ts_ns <= boot_ns());
+			CHECK(v.ts_ns + 2 * tick >= b && v.ts_ns <= boot_ns());
 			CHECK_EQ_U64(v.size, 10);
 		}
 	CHECK_EQ_U64(seen, 1);
