@@ -180,11 +180,14 @@ static int add_object_of(struct hp_region *r, uint64_t pc)
 	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)fo.dlfo_map_start;
 	uintptr_t lo = (uintptr_t)fo.dlfo_map_start;
 	uintptr_t hi = (uintptr_t)fo.dlfo_map_end;
-	if (hi - lo < sizeof(*eh) ||
-	    memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	/* Only the first page is read: it is mapped (the object's first
+	 * segment starts there), where the mapping further on may have
+	 * holes.  Linkers put the program headers right after the ELF
+	 * header. */
+	if (hi - lo < 4096 || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
 	    eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum == 0 ||
-	    eh->e_phoff > hi - lo ||
-	    (uintptr_t)eh->e_phnum * sizeof(ElfW(Phdr)) > hi - lo - eh->e_phoff)
+	    eh->e_phoff > 4096 ||
+	    (uintptr_t)eh->e_phnum * sizeof(ElfW(Phdr)) > 4096 - eh->e_phoff)
 		return -1;
 	const struct link_map *lm = fo.dlfo_link_map;
 	struct dl_phdr_info info = {
