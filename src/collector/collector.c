@@ -298,25 +298,35 @@ struct dump_job {
 
 static int select_heaps(const struct collector *c, struct snapshot *s);
 
+/* A job's copy of a process's regions, read (every live block too with
+ * blocks) and cut to the heaps the session profiles; *s is freed on
+ * failure. */
+static int read_regions(const struct collector *c, const struct hp_region *reg,
+                        int nreg, bool blocks, struct snapshot *s)
+{
+	const struct hp_region *regs[TARGET_MAX_REGIONS];
+	for (int i = 0; i < nreg; i++)
+		regs[i] = &reg[i];
+	int rc = blocks ? snapshot_take_live(regs, nreg, s)
+	                : snapshot_take_regions(regs, nreg, s);
+	if (rc)
+		return rc;
+	rc = select_heaps(c, s);
+	if (rc)
+		snapshot_free(s);
+	return rc;
+}
+
 static int dump_run(void *arg)
 {
 	struct dump_job *j = arg;
 	/* The dump's write_ms counts from here: reading the regions is part
 	 * of the cost of a dump. */
 	uint64_t started = hp_clock_ns(CLOCK_MONOTONIC);
-	const struct hp_region *regs[TARGET_MAX_REGIONS];
-	for (int i = 0; i < j->nreg; i++)
-		regs[i] = &j->regs[i];
 	struct snapshot s;
-	int rc = j->blocks ? snapshot_take_live(regs, j->nreg, &s)
-	                   : snapshot_take_regions(regs, j->nreg, &s);
+	int rc = read_regions(j->c, j->regs, j->nreg, j->blocks, &s);
 	if (rc)
 		return rc;
-	rc = select_heaps(j->c, &s);
-	if (rc) {
-		snapshot_free(&s);
-		return rc;
-	}
 	s.dump.ts_ns = j->ts;
 	s.dump.started_ns = started;
 	s.dump.reason = j->reason;
@@ -1219,16 +1229,11 @@ static int intern_run(void *arg)
 {
 	struct intern_job *j = arg;
 	uint64_t t0 = hp_clock_ns(CLOCK_MONOTONIC);
-	const struct hp_region *regs[TARGET_MAX_REGIONS];
-	for (int i = 0; i < j->nreg; i++)
-		regs[i] = &j->regs[i];
 	struct snapshot s;
-	int rc = snapshot_take_regions(regs, j->nreg, &s);
+	int rc = read_regions(j->c, j->regs, j->nreg, false, &s);
 	if (rc)
 		return rc;
-	rc = select_heaps(j->c, &s);
-	if (!rc)
-		rc = profile_intern_stacks(j->p, j->upid, &s.dump);
+	rc = profile_intern_stacks(j->p, j->upid, &s.dump);
 	snapshot_free(&s);
 	j->took_ns = hp_clock_ns(CLOCK_MONOTONIC) - t0;
 	return rc;

@@ -1855,13 +1855,17 @@ static int fix_event_heaps(struct dump_ctx *c, struct proc_state *ps)
 #define PIPE_MIN_STACKS 16384
 #define PIPE_BATCH      32768
 
+/* Stacks [from, to) of the dump: interned, their callsites written, and
+ * with counts their allocation rows too. */
 static int write_batch(struct dump_ctx *c, const struct proc_state *ps,
-                       size_t from, size_t to)
+                       size_t from, size_t to, bool counts)
 {
 	const struct prof_dump *d = c->d;
 	int err = intern_stacks(c, ps, from, to);
 	if (!err)
 		err = write_callsites(c->p);
+	if (!counts)
+		return err;
 	for (size_t i = from; !err && i < to; i++) {
 		/* Ahead: the slot a later stack will probe. */
 		if (i + 8 < to)
@@ -1872,7 +1876,10 @@ static int write_batch(struct dump_ctx *c, const struct proc_state *ps,
 	return err ? err : emit_allocs(c, ps->upid);
 }
 
-static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
+/* Every stack of the dump through write_batch, in batches (through the
+ * worker when big), and the rows queued for them written. */
+static int write_batches(struct dump_ctx *c, const struct proc_state *ps,
+                         bool counts)
 {
 	const struct prof_dump *d = c->d;
 	struct profile *p = c->p;
@@ -1885,7 +1892,7 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 		size_t before = p->callsites.len;
 		size_t to =
 		        d->nstacks - from > batch ? from + batch : d->nstacks;
-		err = write_batch(c, ps, from, to);
+		err = write_batch(c, ps, from, to, counts);
 		/* After the first batch, room for as many new callsites per
 		 * stack in the others: one rebuild of the big map instead of
 		 * one per doubling. */
@@ -1901,8 +1908,12 @@ static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
 	if (!err)
 		err = write_callsites(p);
 	int qerr = wq_finish(&p->wq);
-	if (!err)
-		err = qerr;
+	return err ? err : qerr;
+}
+
+static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
+{
+	int err = write_batches(c, ps, true);
 	if (!err)
 		err = write_stats(c, ps->upid);
 	if (!err)
@@ -2026,19 +2037,7 @@ int profile_intern_stacks(struct profile *p, int64_t upid,
 		return err;
 	}
 	p->saved = p->next;
-	bool big = d->nstacks >= PIPE_MIN_STACKS;
-	size_t batch = big ? PIPE_BATCH : d->nstacks;
-	wq_start(&p->wq, big);
-	for (size_t from = 0; !err && from < d->nstacks; from += batch) {
-		size_t to =
-		        d->nstacks - from > batch ? from + batch : d->nstacks;
-		err = intern_stacks(&c, ps, from, to);
-		if (!err)
-			err = write_callsites(p);
-	}
-	int qerr = wq_finish(&p->wq);
-	if (!err)
-		err = qerr;
+	err = write_batches(&c, ps, false);
 	if (!err)
 		err = exec(p, "COMMIT", "interning stacks");
 	if (err)

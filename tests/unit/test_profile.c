@@ -1388,6 +1388,11 @@ static void write_keyed(const char *path, int ahead)
 	struct prof_dump d1 = dump(1000, a, 2);
 	if (ahead)
 		CHECK(profile_intern_stacks(p, upid, &d1) == 0);
+	if (ahead == 2) {
+		/* Interned alone: the callsites are in the file already. */
+		CHECK(profile_close(p) == 0);
+		return;
+	}
 	CHECK(profile_write_dump(p, upid, &d1) == 0);
 	struct prof_stack b[] = {
 	        stack(0, s1, 3, 3, 150, 3 * FP, 1, 50, FP),
@@ -1445,6 +1450,15 @@ static void test_interned_ahead(void)
 	sqlite3_close(db);
 	unlink(a);
 	unlink(b);
+	/* Interning alone writes the stacks' callsites (s1 and s3: four,
+	 * sharing their outer two frames) and no dump. */
+	write_keyed(a, 2);
+	CHECK(sqlite3_open_v2(a, &da, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+	CHECK(q1(da, "SELECT count(*) FROM stack_profile_callsite") == 4);
+	CHECK(q1(da, "SELECT count(*) FROM heapprof_dump") == 0);
+	CHECK(q1(da, "SELECT count(*) FROM heap_profile_allocation") == 0);
+	sqlite3_close(da);
+	unlink(a);
 }
 
 int main(void)
