@@ -894,13 +894,21 @@ static __attribute__((noinline)) struct cfi_rule fill(uintptr_t pc, bool exact,
 	if (cp->ra_reg != R_RA)
 		return make_rule(CFI_BAD);
 	/* A signal frame's FDE (glibc's __restore_rt, "zRS") starts one
-	 * byte early, so a return address there finds it; its code is read
-	 * only then, inside the range the FDE says is code. */
-	if (cp->signal)
-		return make_rule(!exact && target - start + 1 + 9 <= range &&
-		                                 is_sigreturn(pc)
+	 * byte early, so a return address there finds it.  A signal can also
+	 * interrupt the trampoline itself, at its mov (the handler has just
+	 * returned to it) or at its syscall: an exact pc there, with sp at
+	 * the same ucontext.  Its code is read only inside the range the FDE
+	 * says is code. */
+	if (cp->signal) {
+		uintptr_t off = pc - start, tramp = off;
+		if (exact && off >= 8 && off + 2 <= range &&
+		    is_sigreturn(pc - 7))
+			tramp = off - 7;
+		return make_rule(tramp >= 1 && tramp + 9 <= range &&
+		                                 is_sigreturn(start + tramp)
 		                         ? CFI_SIGNAL
 		                         : CFI_BAD);
+	}
 
 	struct row *rw = &w->row;
 	*rw = (struct row){.cfa = CFA_BAD, .bp = BP_SAME, .ra = RA_BAD};

@@ -8,7 +8,8 @@
 # (then the first mismatches, frame by frame).  Each progs/ud_* program
 # stresses what a stack capture with caches gets wrong: C++ exceptions,
 # longjmp/siglongjmp, swapcontext coroutines, alloca, recursion past
-# --max-frames, allocating signal handlers (also on an alternate stack),
+# --max-frames, allocating signal handlers (also on an alternate stack, and
+# one that interrupted the sigreturn trampoline),
 # threads, plugins dlopened and dlclosed over and over (also a different
 # one where the first was), tail calls at -O2.  For each, under
 # `HEAPPROF_LIB=libheapprof-oracle.so heapprof record -i 1`:
@@ -30,7 +31,7 @@ t_setup_build "$1"
 ORACLE="$BUILD/libheapprof-oracle.so"
 t_require "$HP" "$ORACLE" "$PROGS/ud_exc" "$PROGS/ud_jmp" "$PROGS/ud_coro" \
 	"$PROGS/ud_alloca" "$PROGS/ud_deep" "$PROGS/ud_signal" "$PROGS/ud_threads" \
-	"$PROGS/ud_dlopen" "$PROGS/ud_tail"
+	"$PROGS/ud_dlopen" "$PROGS/ud_tail" "$PROGS/ud_sigtramp"
 
 ORACLE_RE='^heapprof: unwind oracle: ([0-9]+) captures, ([0-9]+) exact, ([0-9]+) mismatches, ([0-9]+) skipped$'
 HP_TIMEOUT=60
@@ -165,6 +166,10 @@ fi
 # SIGALRM every 100 us, handlers allocating on the thread's stack and on a
 # 64 KiB alternate stack, interrupting code that allocates.
 want_case signal && ud_case signal -- "$PROGS/ud_signal"
+
+# A handler that interrupted the sigreturn trampoline (single-stepped
+# there, at its first instruction and at its syscall, 100 times each).
+want_case sigtramp && ud_case sigtramp -- "$PROGS/ud_sigtramp"
 
 # 8 threads allocating through chains of their own depths.
 want_case threads && ud_case threads -- "$PROGS/ud_threads"
