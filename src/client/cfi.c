@@ -847,6 +847,24 @@ static struct cfi_rule make_rule(unsigned kind)
 	return r;
 }
 
+/* A rule the capture's tight loop steps (unwind.c): CFA = sp + a multiple
+ * of 8 that is at least 8, the return address in the word below the CFA,
+ * the caller's rbp unchanged or saved in a word between sp and the return
+ * address.  From an 8-aligned sp inside the stack, such a step reads
+ * aligned words in [sp, CFA) and needs only CFA <= the stack's top
+ * checked; where it read, relative to sp, is a constant of the rule (the
+ * memo's offsets). */
+static bool is_fast(struct cfi_rule r)
+{
+	if (r.kind != CFI_FRAME || r.cfa != CFI_CFA_SP || r.ra_off8 != -1 ||
+	    r.cfa_off < 8 || r.cfa_off % 8 || r.cfa_off > (1 << 20))
+		return false;
+	if (r.bp == BP_SAME)
+		return true;
+	return r.bp == BP_AT_CFA && r.bp_off % 8 == 0 && r.bp_off <= -16 &&
+	       r.cfa_off + r.bp_off >= 0 && r.cfa_off + r.bp_off < 0xfffe;
+}
+
 /* Works out the rule for pc; `exact` when pc is the address of the
  * instruction to run next (the leaf, a frame a signal interrupted), not a
  * return address. */
@@ -937,6 +955,7 @@ static __attribute__((noinline)) struct cfi_rule fill(uintptr_t pc, bool exact,
 		else
 			out.bp_off = (int16_t)rw->bp_off;
 	}
+	out.fast = is_fast(out);
 	return out;
 }
 

@@ -167,7 +167,9 @@ struct unwind_memo {
 	/* fold[q]: the stack hash's fold (region.h) of f[0 .. q]'s pcs;
 	 * valid when folds is nonzero. */
 	uint32_t folds;
-	struct unwind_memo_frame f[HP_MEMO_FRAMES];
+	/* fr[0]: an edge whose sp is above every stack (a scan outward for
+	 * the first frame at or above an sp stops on it); fr[1 + q]: f[q]. */
+	struct unwind_memo_frame fr[1 + HP_MEMO_FRAMES];
 	uint64_t fold[HP_MEMO_FRAMES];
 };
 
@@ -444,7 +446,9 @@ struct cfi_rule {
 	int32_t cfa_off; /* CFA = sp/bp + cfa_off, or *(bp + cfa_off) */
 	int16_t bp_off;  /* caller's rbp at CFA/bp + bp_off */
 	int8_t ra_off8;  /* return address at CFA + 8 * ra_off8 */
-	uint8_t kind : 3, cfa : 2, bp : 2;
+	/* fast: a CFI_FRAME rule of the plainest shape (cfi.c's mark_fast),
+	 * stepped by the capture's tight loop (unwind.c). */
+	uint8_t kind : 3, cfa : 2, bp : 2, fast : 1;
 };
 _Static_assert(sizeof(struct cfi_rule) == 8, "one word per rule");
 HP_HIDDEN void cfi_init(void);

@@ -795,24 +795,28 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	bool fp = mode == HP_UNWIND_FP;
 	uint32_t n = 0;
 	uint32_t gen = cfi_generation();
+	uint64_t kb = cfi_l1_key(0, false, gen); /* a rule's key: pc | kb */
 	struct unwind_memo *M = &cx->memo;
+	/* The memo's frames, F[-1] its edge (client.h). */
+	struct unwind_memo_frame *F = M->fr + 1;
+	M->fr[0].sp = UINTPTR_MAX;
+	M->fr[0].pc = 0;
 	struct unwind_memo_frame *S = cx->fresh;
-	/* candidates: M->f[m - 1] and out */
-	uint32_t m = M->n && M->gen == gen && M->mode == mode ? M->n : 0;
+	/* candidates: F[m - 1] and out (F[-1]: the edge) */
+	int32_t m = M->n && M->gen == gen && M->mode == mode ? (int32_t)M->n : 0;
 	uint32_t ns = 0;   /* frames in S, leaf first */
-	int32_t keep = -1; /* M->f[0 .. keep] stay: the walk ended on them */
+	int32_t keep = -1; /* F[0 .. keep] stay: the walk ended on them */
 	for (;;) {
 		int32_t k = -1; /* the memo's frame equal to this one, if any */
 		if (m) {
-			while (m > 0 && M->f[m - 1].sp < sp)
+			while (F[m - 1].sp < sp)
 				m--;
-			const struct unwind_memo_frame *e =
-			        m > 0 ? &M->f[m - 1] : NULL;
-			if (e && e->sp == sp && e->pc == pc && e->bp == bp &&
+			const struct unwind_memo_frame *e = &F[m - 1];
+			if (e->sp == sp && e->pc == pc && e->bp == bp &&
 			    (e->flags & (MF_BP_OK | MF_EXACT)) ==
 			            ((bp_ok ? MF_BP_OK : 0u) |
 			             (exact ? MF_EXACT : 0u)))
-				k = (int32_t)m - 1;
+				k = m - 1;
 		}
 		pcs[n++] = pc;
 		if (n == max) {
@@ -837,7 +841,7 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			uint32_t j = (uint32_t)k, n0 = n;
 			uint32_t lim = j < max - n ? j : max - n;
 			uintptr_t hi8 = hi - 8;
-			const struct unwind_memo_frame *f = &M->f[j];
+			const struct unwind_memo_frame *f = &F[j];
 			uint32_t i = 0;
 			for (; i < lim; i++, f--) {
 				uint32_t ra_off = f->ra_off, bp_off = f->bp_off;
@@ -857,7 +861,7 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			n = n0 + i;
 			vj = k - (int32_t)i;
 			/* The frame recorded last is the memo's vj-th. */
-			const struct unwind_memo_frame *cur = &M->f[vj];
+			const struct unwind_memo_frame *cur = &F[vj];
 			pc = cur->pc;
 			sp = cur->sp;
 			bp = cur->bp;
@@ -878,6 +882,56 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 				keep = k;
 				break;
 			}
+		}
+		if (HP_LIKELY(vj < 0 && !fp && !exact && !(sp & 7))) {
+			/* The tight loop: fresh frames whose rules are cached
+			 * and of the plainest shape (is_fast in cfi.c), the
+			 * step and the memo's record in a few instructions.
+			 * It leaves the current frame to the full step below
+			 * when its rule is anything else, and goes back to the
+			 * top with the next frame when that may be the memo's
+			 * or the last one. */
+			bool top = false;
+			while (HP_LIKELY(ns < HP_MEMO_FRAMES)) {
+				uint32_t i = cfi_l1_slot(pc);
+				if (cx->rules[i].key != (pc | kb) || (pc >> 48))
+					break;
+				struct cfi_rule c;
+				__builtin_memcpy(&c, &cx->rules[i].rule, sizeof(c));
+				if (!c.fast)
+					break;
+				uintptr_t cfa = sp + (uintptr_t)(intptr_t)c.cfa_off;
+				if (cfa > hi)
+					break;
+				uintptr_t ra = word_at(cfa - 8);
+				if (!ra)
+					break;
+				struct unwind_memo_frame *f = &S[ns++];
+				f->pc = pc;
+				f->sp = sp;
+				f->bp = bp;
+				f->ra_off = (uint32_t)c.cfa_off - 7;
+				f->flags = bp_ok ? MF_BP_OK : 0u;
+				if (c.bp == BP_AT_CFA) {
+					f->bp_off = (uint16_t)(c.cfa_off + c.bp_off + 1);
+					bp = word_at(cfa + (intptr_t)c.bp_off);
+					bp_ok = true;
+				} else {
+					f->bp_off = 0;
+				}
+				sp = cfa;
+				pc = ra;
+				while (F[m - 1].sp < sp)
+					m--;
+				if ((F[m - 1].sp == sp && F[m - 1].pc == pc) ||
+				    n + 1 >= max) {
+					top = true;
+					break;
+				}
+				pcs[n++] = pc;
+			}
+			if (top)
+				continue;
 		}
 		struct cfi_rule c = {0};
 		if (fp)
@@ -942,9 +996,9 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 		f->flags = fl;
 		if (vj >= 0) {
 			if (rc <= 0) {
-				/* The walk ends on the memo: M->f[0 .. k]
+				/* The walk ends on the memo: F[0 .. k]
 				 * stay where they are. */
-				M->f[vj] = *f;
+				F[vj] = *f;
 				keep = k;
 				break;
 			}
@@ -952,10 +1006,10 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 			 * new frames of this capture (rare: a changed caller,
 			 * or a memo cut at HP_MEMO_FRAMES). */
 			for (int32_t q = k; q > vj && ns < HP_MEMO_FRAMES; q--)
-				S[ns++] = M->f[q];
+				S[ns++] = F[q];
 			if (ns < HP_MEMO_FRAMES)
 				S[ns++] = *f;
-			m = (uint32_t)vj;
+			m = vj;
 		} else if (f != &w->spare) {
 			ns++;
 		}
@@ -979,13 +1033,13 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	if (base + ns > HP_MEMO_FRAMES) {
 		uint32_t drop = base + ns - HP_MEMO_FRAMES;
 		for (uint32_t q = drop; q < base; q++)
-			M->f[q - drop] = M->f[q];
+			F[q - drop] = F[q];
 		base -= drop;
 		M->folds = 0;
 	}
 	uint64_t h = base ? M->fold[base - 1] : HP_STACK_FOLD_SEED;
 	for (uint32_t q = 0; q < ns; q++) {
-		M->f[base + q] = S[ns - 1 - q];
+		F[base + q] = S[ns - 1 - q];
 		h = hp_stack_fold(h, S[ns - 1 - q].pc);
 		M->fold[base + q] = h;
 	}
@@ -997,7 +1051,7 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	 * nothing was cut or left out), the fold of the whole stack is its
 	 * last: the stack table need not fold them again. */
 	if (M->folds && !dropped && M->n == n && n > 0 &&
-	    M->f[0].pc == pcs[n - 1] && M->f[n - 1].pc == pcs[0]) {
+	    F[0].pc == pcs[n - 1] && F[n - 1].pc == pcs[0]) {
 		cx->fold = h;
 		cx->fold_ok = true;
 	}
