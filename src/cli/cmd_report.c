@@ -768,6 +768,21 @@ static void print_counters(sqlite3 *db, const struct rd_process *p)
 		       " cannot bound (caller only), %" PRId64 " not recorded"
 		       " (under 1 KiB of stack left)\n",
 		       stopped, unbounded, low);
+	/* Allocations before heapprof's constructor, only when there are
+	 * any (a profile from before they were kept has no rows). */
+	int64_t early = stat_get(db, p->upid, "startup_recorded");
+	int64_t early_missed = stat_get(db, p->upid, "startup_missed");
+	if (early > 0 || early_missed > 0)
+		printf("  before attach  %" PRId64 " allocations made before"
+		       " heapprof's constructor (shared libraries'"
+		       " constructors), recorded exactly with their stacks"
+		       "%s",
+		       early, early_missed > 0 ? "" : "\n");
+	if (early_missed > 0)
+		printf("; %" PRId64 " not recorded (more than heapprof"
+		       " keeps before it attaches, or made by another thread"
+		       " or a signal handler)\n",
+		       early_missed);
 	int64_t sandboxed = stat_get(db, p->upid, "sandboxed_children");
 	if (sandboxed > 0)
 		printf("  not followed   %" PRId64 " children: the program runs"

@@ -69,7 +69,7 @@ _Static_assert(HEAPPROF_SNAPSHOT_NAME_MAX + 1 == HP_SNAPSHOT_NAME_MAX,
                "snapshot name size");
 
 HP_HIDDEN _Atomic int hp_active;
-HP_HIDDEN _Atomic int hp_malloc_on;
+HP_HIDDEN _Atomic int hp_malloc_on = HP_MALLOC_EARLY;
 HP_HIDDEN struct client_state hp_client = {.sock_fd = -1};
 HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
@@ -1063,6 +1063,9 @@ static void follow_fork(void)
 __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
+	/* What the program allocated before this ran is kept (early.c);
+	 * from here on, nothing of ours is. */
+	early_end();
 	hooks_init();
 	sandbox_init();
 	fork_guard_init();
@@ -1088,6 +1091,9 @@ __attribute__((constructor)) static void client_init(void)
 	if (path && *path) {
 		rc = attach_via(path, HP_HELLO_AT_STARTUP, TIMEOUT_BY_PARENT,
 		                true);
+		early_replay(rc == 0 &&
+		             atomic_load_explicit(&hp_malloc_on,
+		                                  memory_order_acquire) > 0);
 		/* A collector that is gone means its session ended (e.g. a
 		 * grandchild started after `heapprof record` finished): stay
 		 * quiet, the program's stderr is not ours to write to; and
@@ -1108,8 +1114,11 @@ __attribute__((constructor)) static void client_init(void)
 		 * none ever ran here (its socket file is missing).  A daemon
 		 * that does not want us answers NOT_TARGET: quiet too. */
 		attach_connected = false;
-		attach_via(daemon_path, HP_HELLO_AT_STARTUP,
-		           NEW_PROCESS_TIMEOUT_MS, true);
+		int drc = attach_via(daemon_path, HP_HELLO_AT_STARTUP,
+		                     NEW_PROCESS_TIMEOUT_MS, true);
+		early_replay(drc == 0 &&
+		             atomic_load_explicit(&hp_malloc_on,
+		                                  memory_order_acquire) > 0);
 		daemon_seen = attach_connected;
 	}
 	atomic_store_explicit(&attaching, 0, memory_order_release);

@@ -32,6 +32,10 @@ extern HP_HIDDEN _Atomic int hp_active;
  * custom heaps (--heaps NAME), and then malloc costs what it costs idle.
  */
 extern HP_HIDDEN _Atomic int hp_malloc_on;
+/* hp_malloc_on's value from the program's start until the constructor
+ * runs: the hooks take their tracked path, and the recorder keeps what
+ * they see for the constructor (early.c). */
+#define HP_MALLOC_EARLY (-1)
 /* The process may run under a seccomp filter it installed (sandbox.c):
  * no system call but the region's from then on. */
 extern HP_HIDDEN _Atomic int hp_sandboxed;
@@ -369,8 +373,29 @@ static inline void client_on_free(void *p)
 	recorder_free(p);
 }
 
+/* early.c: allocations before the constructor attached (see the file).
+ * early_record/early_free: from the recorder, while no region is there;
+ * early_end: the constructor's first step; early_replay: after its attach
+ * (want: it attached at startup and libc.malloc is profiled), records
+ * the blocks kept, or drops them. */
+HP_HIDDEN void early_record(uint64_t ptr, size_t size);
+HP_HIDDEN void early_free(uint64_t ptr);
+HP_HIDDEN void early_end(void);
+HP_HIDDEN void early_replay(bool want);
+/* recorder.c: one block early.c kept, recorded now with its frames (leaf
+ * first), exactly. */
+HP_HIDDEN bool recorder_replay(uint64_t key, size_t size, const uint64_t *pcs,
+                               uint32_t n, bool truncated);
+/* hooks.c: p is heapprof's own (the bootstrap pool of the hooks). */
+HP_HIDDEN bool hooks_ours(const void *p);
+
 /* unwind.c: the stack capture inside the program (no system call, no
  * lock, no allocation; see the file). */
+/* Before the constructor (early.c): the main stack's top and the span
+ * below it taken as mapped, and this library's range from the loader's
+ * _dl_find_object of `self` (no system call); unwind_setup refines both. */
+HP_HIDDEN void unwind_early_setup(uintptr_t stack_top, uintptr_t span,
+                                  const void *self);
 /* At load, in the constructor: what the capture needs that costs a
  * system call or dlsym (not async-signal-safe). */
 HP_HIDDEN void unwind_setup(void);

@@ -673,8 +673,12 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 {
 	struct client_tls *t = &hp_tls;
 	struct client_slot *s = client_cur();
-	if (HP_UNLIKELY(!s))
+	if (HP_UNLIKELY(!s)) {
+		/* Before the constructor attached: kept for it (early.c). */
+		if (heap_id == 0)
+			early_record(key, size);
 		return false;
+	}
 	struct hp_region *r = &s->region;
 	/* The guard: this record's frame; a mark already there is a hook
 	 * this one interrupted (a signal handler's allocation) or one a
@@ -710,6 +714,32 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 		return false;
 	}
 	return finish_part(s, heap_id, key, size, charged, objs, ts, &k);
+}
+
+bool recorder_replay(uint64_t key, size_t size, const uint64_t *pcs,
+                     uint32_t n, bool truncated)
+{
+	struct client_tls *t = &hp_tls;
+	struct client_slot *s = client_cur();
+	if (!s || n == 0)
+		return false;
+	/* The constructor's, on its own: no hook runs under it. */
+	uintptr_t me = (uintptr_t)__builtin_frame_address(0);
+	struct captured k = {.cx = NULL, .level = 0};
+	guard_take(t, 0, me, (uintptr_t)__builtin_return_address(0));
+	if (n > s->max_frames) {
+		n = s->max_frames;
+		truncated = true;
+	}
+	if (truncated)
+		region_count(&s->region, HP_CTR_TRUNCATED_STACKS, 1);
+	/* finish_part only reads the frames */
+	k.pcs = (uint64_t *)(uintptr_t)pcs;
+	k.n = n;
+	k.cap = truncated ? HP_CAP_TRUNCATED : 0;
+	k.fold_ok = false;
+	return finish_part(s, 0, key, size, size, HP_OBJ_FP_ONE, alloc_ts(s),
+	                   &k);
 }
 
 /* The rest of a recorded allocation, in a frame of its own that exists
@@ -838,8 +868,10 @@ take_retired(struct client_slot *s, void *ptr, struct hp_live_v2 *out)
 struct client_slot *recorder_take(void *ptr, struct hp_live_v2 *out)
 {
 	struct client_slot *s = client_cur();
-	if (HP_UNLIKELY(!s))
+	if (HP_UNLIKELY(!s)) {
+		early_free((uintptr_t)ptr);
 		return NULL;
+	}
 	if (livetab_remove(&s->region, (uintptr_t)ptr, out))
 		return s;
 	if (HP_UNLIKELY(s->prev != NULL))

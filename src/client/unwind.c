@@ -34,6 +34,7 @@
  * program's call into the hook with the registers the program had there.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -69,6 +70,20 @@ static inline uintptr_t thread_pointer(void)
 	tp = (uintptr_t)__builtin_thread_pointer();
 #endif
 	return tp;
+}
+
+void unwind_early_setup(uintptr_t stack_top, uintptr_t span,
+                        const void *self)
+{
+	if (!main_hi && stack_top) {
+		main_hi = (stack_top | 4095) + 1;
+		main_lo = main_hi - span;
+	}
+	struct dl_find_object fo;
+	if (!self_lo && _dl_find_object((void *)(uintptr_t)self, &fo) == 0) {
+		self_lo = (uintptr_t)fo.dlfo_map_start;
+		self_hi = (uintptr_t)fo.dlfo_map_end;
+	}
 }
 
 void unwind_setup(void)

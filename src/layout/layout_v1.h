@@ -97,7 +97,12 @@ enum hp_counter {
 	        HP_CTR_COUNT, /* children --follow-fork
 	                       * could not follow: the program runs under a
 	                       * seccomp filter it installed (v2) */
-	HP_CTR_ALL            /* counters in all */
+	HP_CTR_STARTUP_RECORDED, /* allocations made before the client's
+	                          * constructor attached (shared libraries'
+	                          * constructors), recorded at attach (v2) */
+	HP_CTR_STARTUP_MISSED,   /* ... and those it could not keep: its
+	                          * buffer full, another thread's, nested */
+	HP_CTR_ALL               /* counters in all */
 };
 
 /* Tables in the region; header.tables[i] describes table i. */

@@ -289,6 +289,8 @@ static const char *const counter_names[] = {
         [HP_CTR_GUARD_STALE] = "stale_guards_cleared",
         [HP_CTR_CONTROL_LOST] = "control_lost",
         [HP_CTR_SANDBOXED_CHILDREN] = "sandboxed_children",
+        [HP_CTR_STARTUP_RECORDED] = "startup_recorded",
+        [HP_CTR_STARTUP_MISSED] = "startup_missed",
 };
 
 /* Row ids we assign; saved at BEGIN so a rollback can restore them. */
