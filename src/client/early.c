@@ -139,9 +139,9 @@ void early_record(uint64_t ptr, size_t size)
 		return;
 	}
 	uint32_t cap = 0;
-	uint32_t n = unwind_capture(&ctx, HP_MAX_FRAMES, HP_UNWIND_DWARF,
-	                            (uintptr_t)__builtin_return_address(0),
-	                            &cap);
+	uint32_t n =
+	        unwind_capture(&ctx, HP_MAX_FRAMES, HP_UNWIND_DWARF,
+	                       (uintptr_t)__builtin_return_address(0), &cap);
 	if (cap & HP_CAP_LOW) {
 		missed++;
 		leave();
@@ -179,7 +179,8 @@ void early_free(uint64_t ptr)
 {
 	if (!enter(false))
 		return;
-	for (uint32_t i = slot_of(ptr); slots[i]; i = (i + 1) & (EARLY_HASH - 1)) {
+	for (uint32_t i = slot_of(ptr); slots[i];
+	     i = (i + 1) & (EARLY_HASH - 1)) {
 		struct early_block *b = &blocks[slots[i] - 1];
 		if (b->ptr == ptr && !b->freed) {
 			b->freed = 1;
@@ -207,8 +208,8 @@ void early_replay(bool want)
 		uint32_t done = 0;
 		for (uint32_t k = 0; k < nblocks; k++) {
 			const struct early_block *b = &blocks[k];
-			if (!recorder_replay(b->ptr, b->size, &pcs[b->pcs_at], b->n,
-			                     b->truncated))
+			if (!recorder_replay(b->ptr, b->size, &pcs[b->pcs_at],
+			                     b->n, b->truncated))
 				continue;
 			done++;
 			if (b->freed)

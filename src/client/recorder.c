@@ -716,8 +716,8 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	return finish_part(s, heap_id, key, size, charged, objs, ts, &k);
 }
 
-bool recorder_replay(uint64_t key, size_t size, const uint64_t *pcs,
-                     uint32_t n, bool truncated)
+bool recorder_replay(uint64_t key, size_t size, const uint64_t *pcs, uint32_t n,
+                     bool truncated)
 {
 	struct client_tls *t = &hp_tls;
 	struct client_slot *s = client_cur();

@@ -72,8 +72,7 @@ static inline uintptr_t thread_pointer(void)
 	return tp;
 }
 
-void unwind_early_setup(uintptr_t stack_top, uintptr_t span,
-                        const void *self)
+void unwind_early_setup(uintptr_t stack_top, uintptr_t span, const void *self)
 {
 	if (!main_hi && stack_top) {
 		main_hi = (stack_top | 4095) + 1;
@@ -818,7 +817,8 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 	M->fr[0].pc = 0;
 	struct unwind_memo_frame *S = cx->fresh;
 	/* candidates: F[m - 1] and out (F[-1]: the edge) */
-	int32_t m = M->n && M->gen == gen && M->mode == mode ? (int32_t)M->n : 0;
+	int32_t m =
+	        M->n && M->gen == gen && M->mode == mode ? (int32_t)M->n : 0;
 	uint32_t ns = 0;   /* frames in S, leaf first */
 	int32_t keep = -1; /* F[0 .. keep] stay: the walk ended on them */
 	for (;;) {
@@ -912,10 +912,12 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 				if (cx->rules[i].key != (pc | kb) || (pc >> 48))
 					break;
 				struct cfi_rule c;
-				__builtin_memcpy(&c, &cx->rules[i].rule, sizeof(c));
+				__builtin_memcpy(&c, &cx->rules[i].rule,
+				                 sizeof(c));
 				if (!c.fast)
 					break;
-				uintptr_t cfa = sp + (uintptr_t)(intptr_t)c.cfa_off;
+				uintptr_t cfa =
+				        sp + (uintptr_t)(intptr_t)c.cfa_off;
 				if (cfa > hi)
 					break;
 				uintptr_t ra = word_at(cfa - 8);
@@ -928,7 +930,8 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
 				f->ra_off = (uint32_t)c.cfa_off - 7;
 				f->flags = bp_ok ? MF_BP_OK : 0u;
 				if (c.bp == BP_AT_CFA) {
-					f->bp_off = (uint16_t)(c.cfa_off + c.bp_off + 1);
+					f->bp_off = (uint16_t)(c.cfa_off +
+					                       c.bp_off + 1);
 					bp = word_at(cfa + (intptr_t)c.bp_off);
 					bp_ok = true;
 				} else {

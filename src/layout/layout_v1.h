@@ -94,9 +94,9 @@ enum hp_counter {
 	HP_CTR_COUNT = 16,       /* header.counters; more in the v2 header's
 	                          * counters_ext (layout_v2.h) */
 	HP_CTR_SANDBOXED_CHILDREN =
-	        HP_CTR_COUNT, /* children --follow-fork
-	                       * could not follow: the program runs under a
-	                       * seccomp filter it installed (v2) */
+	        HP_CTR_COUNT,    /* children --follow-fork
+	                          * could not follow: the program runs under a
+	                          * seccomp filter it installed (v2) */
 	HP_CTR_STARTUP_RECORDED, /* allocations made before the client's
 	                          * constructor attached (shared libraries'
 	                          * constructors), recorded at attach (v2) */

@@ -27,7 +27,7 @@
 
 #include "ud_common.h"
 
-#define ROUNDS 100
+#define ROUNDS    100
 #define TRAP_FLAG 0x100
 
 static struct sc_count c_trap = {"ut_trap_alloc"};
