@@ -7,7 +7,8 @@
 #                           headless), Node.js (drives Chromium) and
 #                           pkg-config (a program is built against an
 #                           installed heapprof.pc), libc6-i386 (a 32-bit
-#                           program's loader)
+#                           program's loader), heaptrack and git
+#                           (allocation counts compared with heaptrack's)
 #   scripts/deps.sh --lint  also clang-tidy 14 and cppcheck (make lint)
 #   scripts/deps.sh --fuzz  also clang and libFuzzer (make fuzz)
 set -e
@@ -30,6 +31,10 @@ if [ "${1:-}" = --test ]; then
 	command -v chromium >/dev/null 2>&1 || need="$need chromium"
 	command -v node >/dev/null 2>&1 || need="$need nodejs"
 	command -v pkg-config >/dev/null 2>&1 || need="$need pkgconf"
+	# test_startup.sh compares allocation counts with heaptrack's, on
+	# git among others
+	command -v heaptrack >/dev/null 2>&1 || need="$need heaptrack"
+	command -v git >/dev/null 2>&1 || need="$need git"
 	# a 32-bit program started by a profiled one (test_hostile.sh)
 	[ "$(uname -m)" != x86_64 ] || [ -e /lib/ld-linux.so.2 ] ||
 		need="$need libc6-i386"
