@@ -662,8 +662,9 @@ static void print_counter_warnings(sqlite3 *db, const struct rd_process *p)
 		                             "stack_table_full_bytes")));
 	if (live)
 		printf("  warning: %" PRId64 " samples (%s) could not be "
-		       "tracked until freed (live table full): space and "
-		       "objects overstate live memory\n",
+		       "tracked until freed (live table full): counted as "
+		       "freed at once, so space and objects understate live "
+		       "memory; raise --shmem-size\n",
 		       live,
 		       hp_fmt_bytes(
 		               b, sizeof(b),
@@ -783,6 +784,12 @@ static void print_counters(sqlite3 *db, const struct rd_process *p)
 		       " keeps before it attaches, or made by another thread"
 		       " or a signal handler)\n",
 		       early_missed);
+	int64_t zero = stat_get(db, p->upid, "zero_size_allocations");
+	if (zero > 0)
+		printf("  zero-size      %" PRId64 " allocations of 0 bytes"
+		       " (malloc(0), new of an empty array) recorded as 0 B;"
+		       " the allocator serves at least one byte each\n",
+		       zero);
 	int64_t sandboxed = stat_get(db, p->upid, "sandboxed_children");
 	if (sandboxed > 0)
 		printf("  not followed   %" PRId64 " children: the program runs"
@@ -926,6 +933,7 @@ static void print_totals(sqlite3 *db, int64_t upid, const char *heap,
 struct mem_row {
 	int64_t rss, rss_anon, rss_peak, m_system, m_in_use, m_free;
 	unsigned have_rss : 1, have_peak : 1, have_malloc : 1, at_exit : 1;
+	unsigned malloc_foreign : 1;
 };
 
 /* The memory rows of one dump (profiles before this table have none). */
@@ -965,6 +973,8 @@ static int load_memory(sqlite3 *db, int64_t upid, int64_t ts, struct mem_row *m)
 		} else if (!strcmp(n, "malloc_system")) {
 			m->m_system = v;
 			m->have_malloc = 1;
+		} else if (!strcmp(n, "malloc_foreign")) {
+			m->malloc_foreign = v != 0;
 		} else if (!strcmp(n, "malloc_in_use")) {
 			m->m_in_use = v;
 		} else if (!strcmp(n, "malloc_free")) {
@@ -984,7 +994,7 @@ static void print_memory(const struct mem_row *m, int64_t space, int exact)
 {
 	char b[HP_FMT_BYTES_MAX];
 
-	if (!m->have_rss && !m->have_malloc)
+	if (!m->have_rss && !m->have_malloc && !m->malloc_foreign)
 		return;
 	printf("  memory of the process at this dump%s:\n",
 	       m->at_exit ? " (read by the process at exit)" : "");
@@ -992,7 +1002,11 @@ static void print_memory(const struct mem_row *m, int64_t space, int exact)
 	       hp_fmt_bytes(b, sizeof(b), space),
 	       exact ? "libc.malloc space, exact (-i 1)"
 	             : "libc.malloc space, estimated from samples");
-	if (m->have_malloc) {
+	if (m->malloc_foreign && !m->have_malloc) {
+		printf("    %-20s %-12s %s\n", "malloc in use", "-",
+		       "does not apply: the program's malloc is not glibc's,"
+		       " and mallinfo2 describes glibc's arenas only");
+	} else if (m->have_malloc) {
 		printf("    %-20s %-12s %s\n", "malloc in use",
 		       hp_fmt_bytes(b, sizeof(b), m->m_in_use),
 		       "mallinfo2: blocks in use, with allocator headers");

@@ -29,12 +29,21 @@
 
 typedef struct mallinfo2 (*mallinfo2_fn)(void);
 static mallinfo2_fn next_mallinfo2;
+/* malloc and mallinfo2 come from different objects (a preloaded or
+ * linked jemalloc without a mallinfo2: glibc's would read arenas nobody
+ * allocates from, all 0). */
+static bool foreign;
 
 void memstat_init(void)
 {
 	/* Whatever allocator is underneath: glibc's, or a preloaded one
 	 * that provides mallinfo2 itself (then its figures are used). */
 	next_mallinfo2 = (mallinfo2_fn)dlsym(RTLD_NEXT, "mallinfo2");
+	void *m = dlsym(RTLD_NEXT, "malloc");
+	Dl_info a, b;
+	if (next_mallinfo2 && m && dladdr(m, &a) &&
+	    dladdr((void *)next_mallinfo2, &b) && a.dli_fbase != b.dli_fbase)
+		foreign = true;
 }
 
 /* Parse an unsigned decimal at *p, advancing past it and one separator. */
@@ -88,7 +97,10 @@ void memstat_take(void)
 
 	if (read_statm(&rss, &anon) == 0)
 		flags |= HP_MEMSTAT_RSS;
-	const char *status = next_mallinfo2 ? proc_status_read() : NULL;
+	if (foreign)
+		flags |= HP_MEMSTAT_FOREIGN;
+	const char *status =
+	        next_mallinfo2 && !foreign ? proc_status_read() : NULL;
 	if (status && !unwind_in_signal_handler() &&
 	    proc_status_field(status, "\nThreads:") == 1) {
 		mi = next_mallinfo2();

@@ -817,6 +817,9 @@ again:;
 	if (HP_UNLIKELY(s->track_max))
 		stackmax_touch(r, id);
 	charge(st, charged, objs);
+	/* What was asked is what is recorded; that it was nothing is said. */
+	if (HP_UNLIKELY(size == 0) && heap_id == 0)
+		region_count(r, HP_CTR_ZERO_SIZE, 1);
 	if (rc != 0) {
 		/* Its free could never be matched: count it as freed now so
 		 * the space view is not inflated, and say so. */

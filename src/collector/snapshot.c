@@ -475,6 +475,8 @@ void snapshot_memory(const struct hp_region *r, pid_t pid, bool alive,
 			out->rss = c.rss;
 			out->rss_anon = c.rss_anon;
 		}
+		if (flags & HP_MEMSTAT_FOREIGN)
+			out->malloc_foreign = 1;
 		if (flags & HP_MEMSTAT_MALLOC) {
 			out->have_malloc = 1;
 			out->malloc_system = c.malloc_system;

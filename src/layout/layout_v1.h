@@ -102,6 +102,9 @@ enum hp_counter {
 	                          * constructors), recorded at attach (v2) */
 	HP_CTR_STARTUP_MISSED,   /* ... and those it could not keep: its
 	                          * buffer full, another thread's, nested */
+	HP_CTR_ZERO_SIZE,        /* malloc-family allocations of 0 bytes
+	                          * recorded (as 0 B; the allocator serves at
+	                          * least one byte each) (v2) */
 	HP_CTR_ALL               /* counters in all */
 };
 
@@ -155,6 +158,9 @@ _Static_assert(sizeof(struct hp_memstat_v1) == 64, "hp_memstat_v1 size");
 
 #define HP_MEMSTAT_RSS    1u /* rss, rss_anon valid */
 #define HP_MEMSTAT_MALLOC 2u /* malloc_* valid (glibc mallinfo2) */
+/* The program's malloc is not the allocator mallinfo2 describes (jemalloc,
+ * tcmalloc, ... without a mallinfo2 of their own): malloc_* do not apply. */
+#define HP_MEMSTAT_FOREIGN 4u
 
 /* header.config_flags */
 #define HP_CFG_FOLLOW_FORK  0x1u  /* a forked child asks for its own region */

@@ -622,13 +622,16 @@ void region_populate_hot(const struct hp_region *r)
  * it when the first is half full and it is emptier).
  *
  * At interval 1 every block is in the table, so the first bucket keeps
- * the heap's locality instead: 128 bytes of address space per bucket
- * (glibc's smallest chunk is 32 bytes, so at most four blocks of one arena
- * share it), offset per 64 MiB window so that arenas at aligned addresses
- * do not pile onto the same buckets.  Blocks allocated one after another
- * then share cache lines and pages of the table, instead of touching a
- * new page of a 512 MiB region each; dense keys of a custom heap overflow
- * into the second, hashed bucket.
+ * the heap's locality instead: 64 bytes of address space per bucket of 8
+ * keys, so that no allocator's blocks can overfill it (jemalloc packs its
+ * 8-byte size class 16 to 128 bytes: with 128 bytes a bucket, half of a
+ * dense run of them overflowed into hashed buckets, which filled while the
+ * table was a fifth full; glibc's smallest chunk is 32 bytes), offset per
+ * 64 MiB window so that arenas at aligned addresses do not pile onto the
+ * same buckets.  Blocks allocated one after another then share cache
+ * lines and pages of the table, instead of touching a new page of a
+ * 512 MiB region each; dense keys of a custom heap overflow into the
+ * second, hashed bucket.
  */
 static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
                                    int which)
@@ -641,7 +644,7 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 	else if (r->use_fill)
 		b = (h >> 40) & (HP_LIVE_NEAR_BUCKETS - 1);
 	else
-		b = (addr >> 7) +
+		b = (addr >> 6) +
 		    (((addr >> 26) * 0x9e3779b97f4a7c15ull) >> 40);
 	return (b & (nb - 1)) * HP_LIVE_BUCKET;
 }

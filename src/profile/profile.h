@@ -58,6 +58,8 @@ struct prof_heap {
  */
 struct prof_memory {
 	unsigned have_rss : 1, have_peak : 1, have_malloc : 1;
+	/* the program's malloc is not one mallinfo2 describes */
+	unsigned malloc_foreign : 1;
 	/* "proc": read from /proc/PID/status at the dump; "exit": the
 	 * process's own reading at exit (it was gone at the dump). */
 	const char *rss_source;

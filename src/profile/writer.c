@@ -291,6 +291,7 @@ static const char *const counter_names[] = {
         [HP_CTR_SANDBOXED_CHILDREN] = "sandboxed_children",
         [HP_CTR_STARTUP_RECORDED] = "startup_recorded",
         [HP_CTR_STARTUP_MISSED] = "startup_missed",
+        [HP_CTR_ZERO_SIZE] = "zero_size_allocations",
 };
 
 /* Row ids we assign; saved at BEGIN so a rollback can restore them. */
@@ -1613,6 +1614,9 @@ static int write_memory(struct profile *p, int64_t upid,
 	if (!err && m->have_peak)
 		err = write_memory_row(p, upid, d->ts_ns, "rss_peak",
 		                       m->rss_peak, "proc");
+	if (!err && m->malloc_foreign)
+		err = write_memory_row(p, upid, d->ts_ns, "malloc_foreign", 1,
+		                       "exit");
 	if (!err && m->have_malloc)
 		err = write_memory_row(p, upid, d->ts_ns, "malloc_system",
 		                       m->malloc_system, "exit");

@@ -1,5 +1,6 @@
 /*
- * The capture-context part of unwind.c, stubbed for unit tests that
+ * The capture-context part of unwind.c (and early.c's hand-off),
+ * stubbed for unit tests that
  * compile recorder.c in (test_client_recorder, test_sampler): one context
  * per thread, and no stack to measure.  Each test defines its own
  * unwind_capture and unwind_thread_id.
@@ -22,6 +23,13 @@ bool unwind_stack_room(uintptr_t *room)
 {
 	*room = UINTPTR_MAX;
 	return false;
+}
+/* early.c: no allocation here comes before an attach that matters. */
+void early_record(uint64_t ptr, size_t size)
+{
+}
+void early_free(uint64_t ptr)
+{
 }
 /* One stack: a mark at or below the current frame is gone. */
 bool unwind_frame_gone(uintptr_t mark, uintptr_t ra, uintptr_t here)
