@@ -226,6 +226,13 @@ $(BUILD)/progs/ud_tail: tests/integration/progs/ud_tail.c \
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -pthread -o $@ $<
 
+# test_unwind_diff.sh's large frames probed a page at a time, as Debian
+# builds its packages (the CFA on r11 while the probe runs).
+$(BUILD)/progs/ud_probe: tests/integration/progs/ud_probe.c \
+  tests/integration/progs/ud_common.h tests/integration/progs/safe_common.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -fstack-clash-protection -pthread -o $@ $<
+
 $(BUILD)/examples/%: examples/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -fno-inline -pthread -o $@ $<

@@ -430,7 +430,11 @@ static __attribute__((noinline)) bool parse_cie(const uint8_t *rec,
 
 /* ---- the interpreter ------------------------------------------------ */
 
-enum { CFA_SP = 0, CFA_BP = 1, CFA_DEREF_BP = 2, CFA_BAD = 3 };
+/* CFA_REG: a register the walk does not track (r11 while rustc's inline
+ * stack probe runs, say); its offset still counts, so a later
+ * def_cfa_register to rsp or rbp makes the rule whole again.  CFA_BAD
+ * (an expression not followed) stays bad. */
+enum { CFA_SP = 0, CFA_BP = 1, CFA_DEREF_BP = 2, CFA_BAD = 3, CFA_REG = 4 };
 enum { RA_AT = 0, RA_UNDEF = 1, RA_BAD = 2 };
 
 /* Offsets beyond int32 are not followed (marked bad). */
@@ -826,7 +830,7 @@ run_cfi(const uint8_t *p, const uint8_t *end, const struct cie *c,
 		else if (reg == R_RBP)
 			row->cfa = CFA_BP;
 		else
-			row->cfa = CFA_BAD;
+			row->cfa = CFA_REG;
 		continue;
 	}
 	return r.ok;
@@ -940,7 +944,7 @@ static __attribute__((noinline)) struct cfi_rule fill(uintptr_t pc, bool exact,
 
 	if (rw->ra == RA_UNDEF)
 		return make_rule(CFI_END);
-	if (rw->ra != RA_AT || rw->cfa == CFA_BAD)
+	if (rw->ra != RA_AT || rw->cfa == CFA_BAD || rw->cfa == CFA_REG)
 		return make_rule(CFI_BAD);
 	struct cfi_rule out = make_rule(CFI_FRAME);
 	if (rw->ra_off % 8 || rw->ra_off < -1024 || rw->ra_off > 1016)

@@ -9,7 +9,8 @@
 # stresses what a stack capture with caches gets wrong: C++ exceptions,
 # longjmp/siglongjmp, swapcontext coroutines, alloca, recursion past
 # --max-frames, allocating signal handlers (also on an alternate stack, and
-# one that interrupted the sigreturn trampoline),
+# one that interrupted the sigreturn trampoline), frames probed a page at a
+# time (-fstack-clash-protection),
 # threads, plugins dlopened and dlclosed over and over (also a different
 # one where the first was), tail calls at -O2.  For each, under
 # `HEAPPROF_LIB=libheapprof-oracle.so heapprof record -i 1`:
@@ -31,7 +32,7 @@ t_setup_build "$1"
 ORACLE="$BUILD/libheapprof-oracle.so"
 t_require "$HP" "$ORACLE" "$PROGS/ud_exc" "$PROGS/ud_jmp" "$PROGS/ud_coro" \
 	"$PROGS/ud_alloca" "$PROGS/ud_deep" "$PROGS/ud_signal" "$PROGS/ud_threads" \
-	"$PROGS/ud_dlopen" "$PROGS/ud_tail" "$PROGS/ud_sigtramp"
+	"$PROGS/ud_dlopen" "$PROGS/ud_tail" "$PROGS/ud_sigtramp" "$PROGS/ud_probe"
 
 ORACLE_RE='^heapprof: unwind oracle: ([0-9]+) captures, ([0-9]+) exact, ([0-9]+) mismatches, ([0-9]+) skipped$'
 HP_TIMEOUT=60
@@ -170,6 +171,12 @@ want_case signal && ud_case signal -- "$PROGS/ud_signal"
 # A handler that interrupted the sigreturn trampoline (single-stepped
 # there, at its first instruction and at its syscall, 100 times each).
 want_case sigtramp && ud_case sigtramp -- "$PROGS/ud_sigtramp"
+
+# Frames of 24 and 40 KB probed a page at a time (-fstack-clash-protection,
+# as Debian builds): the CFA on r11 in the prologue, then back on rsp.
+if want_case probe && ud_case probe -- "$PROGS/ud_probe"; then
+	assert_eq 0 "$(stat_of "$T_DIR/probe.db" unwind_stopped)" "unwind_stopped"
+fi
 
 # 8 threads allocating through chains of their own depths.
 want_case threads && ud_case threads -- "$PROGS/ud_threads"
