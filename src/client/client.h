@@ -396,6 +396,8 @@ HP_HIDDEN bool hooks_ours(const void *p);
  * _dl_find_object of `self` (no system call); unwind_setup refines both. */
 HP_HIDDEN void unwind_early_setup(uintptr_t stack_top, uintptr_t span,
                                   const void *self);
+/* pc is in libheapprof's own code. */
+HP_HIDDEN bool unwind_is_ours(uintptr_t pc);
 /* At load, in the constructor: what the capture needs that costs a
  * system call or dlsym (not async-signal-safe). */
 HP_HIDDEN void unwind_setup(void);

@@ -147,6 +147,14 @@ void early_record(uint64_t ptr, size_t size)
 		leave();
 		return;
 	}
+	/* Made for code of ours (libheapprof-oracle.so's constructor asks
+	 * libc for symbols before the client's runs): not the program's. */
+	for (uint32_t i = 0; i < n; i++) {
+		if (unwind_is_ours(ctx.frames[i])) {
+			leave();
+			return;
+		}
+	}
 	/* A loop's blocks share their stack: kept once. */
 	const struct early_block *last = nblocks ? &blocks[nblocks - 1] : NULL;
 	uint32_t at = npcs;

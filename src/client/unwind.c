@@ -249,6 +249,11 @@ static inline bool is_ours(uintptr_t pc)
 	return pc >= self_lo && pc < self_hi;
 }
 
+bool unwind_is_ours(uintptr_t pc)
+{
+	return is_ours(pc);
+}
+
 /* ---- which stack is sp on ------------------------------------------- */
 
 struct bounds {

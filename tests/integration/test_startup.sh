@@ -14,8 +14,9 @@
 #   cxx        a C++ program: libstdc++'s emergency pool, allocated by its
 #              constructor, is in the profile
 #   heaptrack  `-i 1` allocation counts equal heaptrack's on real programs
-#              (apt-cache --version and show bash, git, python3, a C++ and
-#              the ctor program), less heaptrack's own libstdc++ pool
+#              (apt-cache --version and show bash, git, python3, a C++
+#              program, a Rust one built with Debian's rustc when it is
+#              installed, and the ctor program), less heaptrack's own libstdc++ pool
 #              where the program does not load libstdc++ itself; skipped
 #              without heaptrack.  apt-cache show's own count moves by a
 #              few dozen from run to run: three tries each
@@ -179,6 +180,26 @@ ht_case ctor 1 "$SPROG"
 ht_case cxx 1 "$CXXPROG"
 ht_case apt-cache-version 1 /usr/bin/apt-cache --version
 ht_case apt-cache-show 3 /usr/bin/apt-cache show bash
+# A Rust program built with Debian's rustc (strings, a vector, a map).
+RPROG="$T_DIR/startup_rust"
+if [ -x /usr/bin/rustc ]; then
+	cat >"$T_DIR/startup_rust.rs" <<'RS'
+use std::collections::HashMap;
+fn build(n: usize) -> Vec<String> { (0..n).map(|i| format!("item-{}", i)).collect() }
+fn main() {
+    let v = build(1000);
+    let mut m = HashMap::new();
+    for s in &v { m.insert(s.clone(), s.len()); }
+    println!("{} {}", v.len(), m.len());
+}
+RS
+	/usr/bin/rustc -g -o "$RPROG" "$T_DIR/startup_rust.rs" 2>"$T_DIR/rust.cc.err" || rm -f "$RPROG"
+fi
+if [ -x /usr/bin/rustc ] && [ ! -x "$RPROG" ]; then
+	t_begin "heaptrack: rust: build"
+	t_fail "rustc failed: $(head -c 300 "$T_DIR/rust.cc.err")"
+fi
+ht_case rust 1 "$RPROG"
 ht_case git 1 /usr/bin/git --version
 ht_case python3 1 /usr/bin/python3 -c pass
 
