@@ -18,6 +18,7 @@
 #include <editline/readline.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "profile/flamegraph_vtab.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -89,7 +90,9 @@ static int parse_args(int argc, char **argv, struct sql_opts *o)
 			sql_usage(stdout);
 			return 1;
 		} else if (!no_more_opts && looks_like_option(a)) {
-			hp_err(SUBSYS, "unknown option '%s'", a);
+			char hint[128];
+			hp_err(SUBSYS, "unknown option '%s'%s", a,
+			       opt_hint(a, sql_usage, hint, sizeof(hint)));
 			return 2;
 		} else if (npos == 0) {
 			o->file = a;
