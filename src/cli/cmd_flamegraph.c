@@ -1159,7 +1159,9 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 			            is_from ? &o->from_ns : &o->to_ns) < 0)
 				return 2;
 		} else if (a[0] == '-' && a[1]) {
-			hp_err(SUBSYS, "unknown option '%s'", a);
+			char hint[128];
+			hp_err(SUBSYS, "unknown option '%s'%s", a,
+			       opt_hint(a, fg_usage, hint, sizeof(hint)));
 			return 2;
 		} else if (o->file) {
 			hp_err(SUBSYS, "unexpected argument '%s'", a);

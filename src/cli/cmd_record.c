@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/options.h"
 #include "cli/session.h"
 #include "layout/region.h"
 
@@ -90,7 +91,9 @@ static void record_usage(FILE *f)
 	      "      --dump-at-max      every dump shows the peak of live "
 	      "bytes so far\n"
 	      "\n"
-	      "sampling and memory:\n"
+	      "sampling and memory (BYTES: a number, or with K, M, G or KiB, "
+	      "MiB, GiB,\n"
+	      "multiples of 1024: 4k, 64M):\n"
 	      "  -i, --interval BYTES   mean sampling interval (default "
 	      "4096);\n"
 	      "                         1 records every allocation exactly\n"
@@ -136,10 +139,13 @@ static void record_usage(FILE *f)
 	      "                         rounded down to a power of two of "
 	      "64-byte events)\n"
 	      "\n"
-	      "heaps (only libc.malloc exists until the custom allocator "
-	      "API):\n"
-	      "      --heaps A,B        profile these heaps\n"
-	      "      --all-heaps        every heap\n"
+	      "heaps (custom allocators report theirs through "
+	      "<heapprof/heap_profile.h>,\n"
+	      "each under its name; docs/HEAPS.md):\n"
+	      "      --heaps A,B        profile exactly these heaps "
+	      "(default: libc.malloc)\n"
+	      "      --all-heaps        every heap the program registers, "
+	      "and libc.malloc\n"
 	      "      --exclude-heaps A,B  with --all-heaps: not these\n"
 	      "      --heap-intervals N,M  per --heaps entry, its interval\n"
 	      "  -h, --help             this text\n",
@@ -169,6 +175,25 @@ static int parse_u64(const char *flag, const char *s, uint64_t min,
 	if (*end)
 		return bad(flag, s, "not a number");
 	if (errno == ERANGE || v > max || v < min) {
+		snprintf(why, sizeof(why), "out of range: %llu to %llu",
+		         (unsigned long long)min, (unsigned long long)max);
+		return bad(flag, s, why);
+	}
+	*out = v;
+	return 0;
+}
+
+/* A size in bytes (4096, 4k, 64M, 1GiB: opt_parse_size) in [min, max];
+ * 0 or 2 (message printed). */
+static int parse_size(const char *flag, const char *s, uint64_t min,
+                      uint64_t max, uint64_t *out)
+{
+	char why[96];
+	const char *reason;
+	uint64_t v;
+	if (opt_parse_size(s, &v, &reason) < 0)
+		return bad(flag, s, reason);
+	if (v > max || v < min) {
 		snprintf(why, sizeof(why), "out of range: %llu to %llu",
 		         (unsigned long long)min, (unsigned long long)max);
 		return bad(flag, s, why);
@@ -303,7 +328,7 @@ static int add_heap_interval(struct session_config *c, const char *flag,
                              const char *s)
 {
 	uint64_t v;
-	if (parse_u64(flag, s, 1, CFG_INTERVAL_MAX, &v))
+	if (parse_size(flag, s, 1, CFG_INTERVAL_MAX, &v))
 		return 2;
 	if (c->nheap_intervals >= (int)CFG_MAX_HEAPS)
 		return bad(flag, s, "too many: at most 64");
@@ -372,7 +397,7 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	uint64_t v;
 	switch (opt) {
 	case 'i':
-		if (parse_u64("-i/--interval", arg, 1, CFG_INTERVAL_MAX, &v))
+		if (parse_size("-i/--interval", arg, 1, CFG_INTERVAL_MAX, &v))
 			return 2;
 		c->interval = v;
 		return 0;
@@ -398,8 +423,8 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		c->max_frames = (uint32_t)v;
 		return 0;
 	case OPT_SHMEM:
-		if (parse_u64("--shmem-size", arg, CFG_SHMEM_MIN, CFG_SHMEM_MAX,
-		              &v))
+		if (parse_size("--shmem-size", arg, CFG_SHMEM_MIN,
+		               CFG_SHMEM_MAX, &v))
 			return 2;
 		c->shmem_size = v;
 		return 0;
@@ -447,8 +472,8 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 			                       &c->adaptive_threshold_pct);
 		return 0;
 	case OPT_ADAPTIVE_MAX:
-		return parse_u64("--adaptive-max-interval", arg, 1,
-		                 CFG_INTERVAL_MAX, &c->adaptive_max_interval);
+		return parse_size("--adaptive-max-interval", arg, 1,
+		                  CFG_INTERVAL_MAX, &c->adaptive_max_interval);
 	case OPT_HEAPS:
 		return each_item("--heaps", arg, add_heap, c);
 	case OPT_ALL_HEAPS:
@@ -472,8 +497,8 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		return 0;
 	}
 	case OPT_TRACE_BUFFER:
-		return parse_u64("--trace-buffer", arg, HP_TRACE_MIN_BYTES,
-		                 HP_TRACE_MAX_BYTES, &c->trace_bytes);
+		return parse_size("--trace-buffer", arg, HP_TRACE_MIN_BYTES,
+		                  HP_TRACE_MAX_BYTES, &c->trace_bytes);
 	default:
 		return 2;
 	}
@@ -546,8 +571,13 @@ int cmd_record(int argc, char **argv)
 				 * optind has not moved on yet). */
 				fprintf(stderr, PFX "unknown option '-%c'\n",
 				        optopt);
-			else
-				fprintf(stderr, PFX "unknown option '%s'\n", w);
+			else {
+				char hint[128];
+				fprintf(stderr, PFX "unknown option '%s'%s\n",
+				        w,
+				        opt_hint(w, record_usage, hint,
+				                 sizeof(hint)));
+			}
 			config_free(&cfg);
 			return 2;
 		}

@@ -423,6 +423,42 @@ static int cand_cmp(const void *a, const void *b)
 #define HINT "run it under 'heapprof record -i 1 -- CMD'"
 
 /*
+ * Whether pid has libheapprof mapped: then `record -p` can profile it
+ * as it runs (through heapprofd), and a hint to restart it under
+ * `record -- CMD` would send the user the long way round.
+ */
+static bool has_lib(pid_t pid)
+{
+	char path[64], line[512];
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		const char *slash = strrchr(line, '/');
+		found = slash && !strncmp(slash + 1, "libheapprof.so", 14);
+	}
+	fclose(f);
+	return found;
+}
+
+/* The hint for a running process that no session profiles now. */
+static const char *attach_hint(pid_t pid, const char *comm, char *buf,
+                               size_t len)
+{
+	if (!has_lib(pid))
+		return HINT;
+	snprintf(buf, len,
+	         "it has libheapprof loaded: profile it with 'heapprof "
+	         "record -i 1 -p %d' (or -n %s) and take the snapshot while "
+	         "that session runs",
+	         (int)pid, comm);
+	return buf;
+}
+
+/*
  * The regions of pid's active attach, in region_index order, into rs[]
  * (at most TARGET_MAX_REGIONS); *first is the candidate of index 0 (or
  * the lowest).  0 or -1 with the message printed.
@@ -430,7 +466,7 @@ static int cand_cmp(const void *a, const void *b)
 static int pick_regions(pid_t pid, struct scan *s, const struct hp_region **rs,
                         int *nr, const struct candidate **first)
 {
-	char comm[64];
+	char comm[64], hint[256];
 	int rc = scan_fds(pid, s);
 
 	if (rc == -ESRCH) {
@@ -455,7 +491,8 @@ static int pick_regions(pid_t pid, struct scan *s, const struct hp_region **rs,
 		hp_err(SUBSYS,
 		       "pid %d (%s) is not profiled by heapprof: it has no "
 		       "heapprof region (%s)",
-		       (int)pid, comm, HINT);
+		       (int)pid, comm,
+		       attach_hint(pid, comm, hint, sizeof(hint)));
 		return -1;
 	}
 	if (s->n == 0 && s->map_err) {
@@ -492,13 +529,15 @@ static int pick_regions(pid_t pid, struct scan *s, const struct hp_region **rs,
 			hp_err(SUBSYS,
 			       "pid %d (%s) is not profiled any more: its "
 			       "heapprof session ended; %s",
-			       (int)pid, comm, HINT);
+			       (int)pid, comm,
+			       attach_hint(pid, comm, hint, sizeof(hint)));
 		else
 			hp_err(SUBSYS,
 			       "pid %d (%s) is not profiled any more: its "
 			       "heapprof session ended (client %s: %s); %s",
 			       (int)pid, comm, state_str(last->state),
-			       stop_str(last->stop_reason), HINT);
+			       stop_str(last->stop_reason),
+			       attach_hint(pid, comm, hint, sizeof(hint)));
 		return -1;
 	}
 	const struct candidate *pick[MAX_CANDIDATES] = {NULL};
@@ -553,6 +592,7 @@ static int find_by_name(const char *name, pid_t *out)
 	DIR *d = opendir("/proc");
 	pid_t found[16];
 	int n = 0;
+	bool lib = false; /* one of that name has libheapprof loaded */
 	uid_t me = getuid();
 	/* /proc/PID/comm keeps 15 bytes of the name. */
 	char want[16];
@@ -574,20 +614,31 @@ static int find_by_name(const char *name, pid_t *out)
 		if (stat(path, &sb) < 0 || (me != 0 && sb.st_uid != me))
 			continue;
 		proc_comm((pid_t)pid, comm, sizeof(comm));
-		if (strcmp(comm, want) != 0 || !has_region((pid_t)pid))
+		if (strcmp(comm, want) != 0)
 			continue;
+		if (!has_region((pid_t)pid)) {
+			lib = lib || has_lib((pid_t)pid);
+			continue;
+		}
 		if (n < (int)(sizeof(found) / sizeof(found[0])))
 			found[n] = (pid_t)pid;
 		n++;
 	}
 	closedir(d);
-	if (n == 0) {
+	if (n == 0 && lib)
+		hp_err(SUBSYS,
+		       "no process of yours named '%s' is profiled by heapprof "
+		       "(it has libheapprof loaded: profile it with 'heapprof "
+		       "record -i 1 -n %s' and take the snapshot while that "
+		       "session runs)",
+		       name, name);
+	else if (n == 0)
 		hp_err(SUBSYS,
 		       "no process of yours named '%s' is profiled by heapprof "
 		       "(%s)",
 		       name, HINT);
+	if (n == 0)
 		return -1;
-	}
 	if (n > 1) {
 		char list[256] = "";
 		size_t len = 0;

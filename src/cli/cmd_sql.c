@@ -6,7 +6,9 @@
  * registered, so the queries of Perfetto's heapprofd documentation run as
  * is.  Without QUERY the query is read from stdin, or, when stdin is a
  * terminal, an interactive shell (libedit) reads statements until .quit
- * (docs/SQL.md).
+ * (docs/SQL.md).  QUERY, stdin and the shell are read the same way, line
+ * by line: a line starting with '.' at the start of a statement is a dot
+ * command (.tables, .schema, .mode, ...), as in the sqlite3 shell.
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +20,7 @@
 #include <editline/readline.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "profile/flamegraph_vtab.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -26,8 +29,23 @@
 
 struct sql_opts {
 	const char *file;
-	const char *query; /* NULL: read stdin */
+	const char **queries; /* QUERY arguments, in order (owned array) */
+	int nqueries;         /* 0: read stdin */
 	int csv;
+};
+
+/* Output formats (.mode); table and column are the same. */
+enum sql_mode { MODE_TABLE, MODE_CSV, MODE_LIST, MODE_LINE };
+
+static const char *const mode_names[] = {"table", "csv", "list", "line"};
+
+/* What the statements run on and how their results print. */
+struct shell {
+	sqlite3 *db;
+	enum sql_mode mode;
+	int headers;   /* .headers on|off */
+	int printed;   /* result sets printed (a blank line between them) */
+	char *history; /* file, or NULL */
 };
 
 /* One result set, buffered so column widths are known before printing. */
@@ -41,14 +59,16 @@ struct table {
 
 static void sql_usage(FILE *f)
 {
-	fputs("usage: heapprof sql FILE [QUERY] [--csv]\n"
+	fputs("usage: heapprof sql FILE [QUERY...] [--csv]\n"
 	      "\n"
-	      "Run QUERY (one or more SQL statements) on the profile FILE,\n"
-	      "opened read-only, and print each result as a table.  Without\n"
-	      "QUERY, the query is read from standard input; when that is a\n"
-	      "terminal, an interactive shell starts (.help lists its\n"
-	      "commands).  experimental_flamegraph(ts, upid, 'native') gives\n"
-	      "the call tree of a process at a dump (docs/SQL.md).\n"
+	      "Run QUERY (SQL statements and dot commands such as .tables,\n"
+	      ".schema, .mode csv, .headers off; several QUERY arguments run\n"
+	      "in turn) on the profile FILE, opened read-only, and print each\n"
+	      "result as a table.  Without QUERY, the query is read from\n"
+	      "standard input; when that is a terminal, an interactive shell\n"
+	      "starts.  '.help' lists the dot commands.\n"
+	      "experimental_flamegraph(ts, upid, 'native') gives the call\n"
+	      "tree of a process at a dump (docs/SQL.md).\n"
 	      "\n"
 	      "  --csv    print CSV (RFC 4180 quoting) instead of a table\n"
 	      "\n"
@@ -89,20 +109,22 @@ static int parse_args(int argc, char **argv, struct sql_opts *o)
 			sql_usage(stdout);
 			return 1;
 		} else if (!no_more_opts && looks_like_option(a)) {
-			hp_err(SUBSYS, "unknown option '%s'", a);
+			char hint[128];
+			hp_err(SUBSYS, "unknown option '%s'%s", a,
+			       opt_hint(a, sql_usage, hint, sizeof(hint)));
 			return 2;
 		} else if (npos == 0) {
 			o->file = a;
 			npos++;
-		} else if (npos == 1) {
-			o->query = a;
-			npos++;
 		} else {
-			hp_err(SUBSYS,
-			       "unexpected argument '%s' (quote the "
-			       "query as one argument)",
-			       a);
-			return 2;
+			if (!o->queries)
+				o->queries = calloc((size_t)argc,
+				                    sizeof(*o->queries));
+			if (!o->queries) {
+				hp_err(SUBSYS, "out of memory");
+				return 2;
+			}
+			o->queries[o->nqueries++] = a;
 		}
 	}
 	if (!o->file) {
@@ -268,7 +290,8 @@ static void put_cell(const char *s, size_t width, int right)
 			putchar(' ');
 }
 
-static void print_table(const struct table *t)
+/* headers: the header row, its rule and the "(N rows)" line. */
+static void print_table(const struct table *t, int headers)
 {
 	size_t *width = calloc(t->ncols ? t->ncols : 1, sizeof(*width));
 
@@ -276,14 +299,14 @@ static void print_table(const struct table *t)
 		hp_err(SUBSYS, "out of memory");
 		return;
 	}
-	for (size_t r = 0; r < t->nrows; r++)
+	for (size_t r = headers ? 0 : 1; r < t->nrows; r++)
 		for (int c = 0; c < t->ncols; c++) {
 			const char *s = t->cells[r * t->ncols + c];
 			size_t w = text_width(s ? s : "NULL");
 			if (w > width[c])
 				width[c] = w;
 		}
-	for (size_t r = 0; r < t->nrows; r++) {
+	for (size_t r = headers ? 0 : 1; r < t->nrows; r++) {
 		for (int c = 0; c < t->ncols; c++) {
 			const char *s = t->cells[r * t->ncols + c];
 			int last = c == t->ncols - 1;
@@ -305,7 +328,8 @@ static void print_table(const struct table *t)
 			putchar('\n');
 		}
 	}
-	printf("(%zu row%s)\n", t->nrows - 1, t->nrows == 2 ? "" : "s");
+	if (headers)
+		printf("(%zu row%s)\n", t->nrows - 1, t->nrows == 2 ? "" : "s");
 	free(width);
 }
 
@@ -327,20 +351,48 @@ static void put_csv_field(const char *s)
 	putchar('"');
 }
 
-static void print_csv(const struct table *t)
+/* csv (RFC 4180) or list (the sqlite3 shell's: '|' between fields, no
+ * quoting, NULL empty). */
+static void print_delimited(const struct table *t, int headers, int csv)
 {
-	for (size_t r = 0; r < t->nrows; r++) {
+	for (size_t r = headers ? 0 : 1; r < t->nrows; r++) {
 		for (int c = 0; c < t->ncols; c++) {
+			const char *s = t->cells[r * t->ncols + c];
 			if (c)
-				putchar(',');
-			put_csv_field(t->cells[r * t->ncols + c]);
+				putchar(csv ? ',' : '|');
+			if (csv)
+				put_csv_field(s);
+			else if (s)
+				fputs(s, stdout);
 		}
 		putchar('\n');
 	}
 }
 
+/* One "column = value" line per field, the names right-aligned, a blank
+ * line between rows (the sqlite3 shell's line mode; no header row). */
+static void print_lines(const struct table *t)
+{
+	size_t w = 0;
+
+	for (int c = 0; c < t->ncols; c++)
+		if (text_width(t->cells[c]) > w)
+			w = text_width(t->cells[c]);
+	for (size_t r = 1; r < t->nrows; r++) {
+		if (r > 1)
+			putchar('\n');
+		for (int c = 0; c < t->ncols; c++) {
+			const char *s = t->cells[r * t->ncols + c];
+			put_cell(t->cells[c], w, 1);
+			fputs(" = ", stdout);
+			put_cell(s ? s : "NULL", 0, 0);
+			putchar('\n');
+		}
+	}
+}
+
 /* Step st to the end, printing its rows if it has columns.  0 or -1. */
-static int run_statement(sqlite3 *db, sqlite3_stmt *st, int csv, int *printed)
+static int run_statement(struct shell *sh, sqlite3_stmt *st)
 {
 	struct table t;
 	int rc;
@@ -350,7 +402,7 @@ static int run_statement(sqlite3 *db, sqlite3_stmt *st, int csv, int *printed)
 			;
 		if (rc == SQLITE_DONE)
 			return 0;
-		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(sh->db));
 		return -1;
 	}
 	if (table_init(&t, st) < 0) {
@@ -367,47 +419,356 @@ static int run_statement(sqlite3 *db, sqlite3_stmt *st, int csv, int *printed)
 	}
 	if (rc != SQLITE_DONE) {
 		table_free(&t);
-		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(sh->db));
 		return -1;
 	}
-	if ((*printed)++)
+	if (sh->printed++)
 		putchar('\n'); /* blank line between result sets */
-	if (csv)
-		print_csv(&t);
-	else
-		print_table(&t);
+	switch (sh->mode) {
+	case MODE_TABLE:
+		print_table(&t, sh->headers);
+		break;
+	case MODE_CSV:
+	case MODE_LIST:
+		print_delimited(&t, sh->headers, sh->mode == MODE_CSV);
+		break;
+	case MODE_LINE:
+		print_lines(&t);
+		break;
+	}
 	table_free(&t);
 	return 0;
 }
 
-/*
- * Run every statement of sql in order; 0, -1 after the first error, or -2
- * if sql holds no statement (an error unless allow_empty).
- */
-static int run_all(sqlite3 *db, const char *sql, int csv, int allow_empty)
+/* Run every statement of sql in order; 0, or -1 after the first error.
+ * *nstmts counts the statements run. */
+static int run_all(struct shell *sh, const char *sql, int *nstmts)
 {
 	const char *tail = sql;
-	int printed = 0, nstmts = 0;
 
 	while (tail && *tail) {
 		sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(db, tail, -1, &st, &tail) != SQLITE_OK) {
-			hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		if (sqlite3_prepare_v2(sh->db, tail, -1, &st, &tail) !=
+		    SQLITE_OK) {
+			hp_err(SUBSYS, "%s", sqlite3_errmsg(sh->db));
 			return -1;
 		}
 		if (!st)
 			continue; /* whitespace or a comment */
-		nstmts++;
-		int err = run_statement(db, st, csv, &printed);
+		(*nstmts)++;
+		int err = run_statement(sh, st);
 		sqlite3_finalize(st);
 		if (err)
 			return -1;
 	}
-	if (!nstmts && !allow_empty) {
-		hp_err(SUBSYS, "empty query");
-		return -2;
+	return 0;
+}
+
+/* ---- dot commands: the shell's, QUERY's and stdin's ---------------------- */
+
+enum { DOT_OK, DOT_QUIT, DOT_ERR };
+
+/* Split line (modified) into at most max words; the number of words. */
+static int split_words(char *line, char **w, int max)
+{
+	int n = 0;
+	char *save = NULL;
+
+	for (char *t = strtok_r(line, " \t\r\n", &save); t && n < max;
+	     t = strtok_r(NULL, " \t\r\n", &save))
+		w[n++] = t;
+	return n;
+}
+
+static void dot_help(void)
+{
+	fputs(".help              this text\n"
+	      ".tables [PATTERN]  list the tables (LIKE PATTERN)\n"
+	      ".schema [TABLE]    show CREATE statements (of TABLE, or all)\n"
+	      ".indexes [TABLE]   list the indexes (of TABLE, or all)\n"
+	      ".mode [MODE]       output format: table (or column), csv,\n"
+	      "                   list (| between fields) or line (one\n"
+	      "                   'column = value' a line); alone: print it\n"
+	      ".headers on|off    header row (and table's row count)\n"
+	      ".quit, .exit       leave (also Ctrl-D)\n"
+	      "\n"
+	      "Anything else is SQL, run when a statement ends with ';'.\n"
+	      "Ctrl-C stops a running query.  Besides the tables,\n"
+	      "experimental_flamegraph(ts, upid, 'native'[, heap_name])\n"
+	      "gives the call tree of a process at a dump.\n",
+	      stdout);
+}
+
+/* Run a query whose rows are one text column, printing each via put. */
+static int each_text_row(sqlite3 *db, const char *sql, const char *arg,
+                         void (*put)(const char *, void *), void *ctx)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	if (arg)
+		sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+		put(t ? (const char *)t : "", ctx);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
+		return -1;
 	}
 	return 0;
+}
+
+static void put_line(const char *s, void *ctx)
+{
+	int *n = ctx;
+	(*n)++;
+	printf("%s\n", s);
+}
+
+static void put_statement(const char *s, void *ctx)
+{
+	int *n = ctx;
+	(*n)++;
+	printf("%s;\n", s);
+}
+
+static int dot_tables(struct shell *sh, const char *pattern)
+{
+	int n = 0;
+
+	if (each_text_row(sh->db,
+	                  "SELECT name FROM sqlite_master WHERE type IN"
+	                  " ('table', 'view') AND name NOT LIKE 'sqlite\\_%'"
+	                  " ESCAPE '\\' AND (?1 IS NULL OR name LIKE ?1)"
+	                  " ORDER BY name",
+	                  pattern, put_line, &n) < 0)
+		return DOT_ERR;
+	if (!pattern ||
+	    sqlite3_strlike(pattern, "experimental_flamegraph", 0) == 0)
+		printf("experimental_flamegraph  (table-valued function:"
+		       " experimental_flamegraph(ts, upid, 'native'))\n");
+	return DOT_OK;
+}
+
+static int dot_schema(struct shell *sh, const char *table)
+{
+	int n = 0;
+	int fg = !table ||
+	         sqlite3_strlike(table, "experimental_flamegraph", 0) == 0;
+
+	if (each_text_row(sh->db,
+	                  "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"
+	                  " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+	                  " AND (?1 IS NULL OR tbl_name LIKE ?1)"
+	                  " ORDER BY tbl_name, type = 'index', name",
+	                  table, put_statement, &n) < 0)
+		return DOT_ERR;
+	if (fg) {
+		printf("-- table-valued function; its hidden columns are its"
+		       " arguments\n%s;\n",
+		       flamegraph_vtab_schema);
+	} else if (!n) {
+		hp_err(SUBSYS, "no such table: %s", table);
+		return DOT_ERR;
+	}
+	return DOT_OK;
+}
+
+/* The indexes (of the tables LIKE table), one a line, as .tables. */
+static int dot_indexes(struct shell *sh, const char *table)
+{
+	int n = 0;
+
+	if (each_text_row(sh->db,
+	                  "SELECT name FROM sqlite_master WHERE type = 'index'"
+	                  " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+	                  " AND (?1 IS NULL OR tbl_name LIKE ?1)"
+	                  " ORDER BY name",
+	                  table, put_line, &n) < 0)
+		return DOT_ERR;
+	return DOT_OK;
+}
+
+static int dot_mode(struct shell *sh, const char *m)
+{
+	if (!m) {
+		printf("%s\n", mode_names[sh->mode]);
+		return DOT_OK;
+	}
+	for (int i = 0; i < (int)(sizeof(mode_names) / sizeof(*mode_names));
+	     i++)
+		if (!strcmp(m, mode_names[i])) {
+			sh->mode = (enum sql_mode)i;
+			return DOT_OK;
+		}
+	if (!strcmp(m, "column")) {
+		sh->mode = MODE_TABLE;
+		return DOT_OK;
+	}
+	hp_err(SUBSYS, "unknown mode '%s' (table, column, csv, list or line)",
+	       m);
+	return DOT_ERR;
+}
+
+static int dot_headers(struct shell *sh, const char *v)
+{
+	if (!v) {
+		printf("%s\n", sh->headers ? "on" : "off");
+		return DOT_OK;
+	}
+	if (!strcmp(v, "on") || !strcmp(v, "1") || !strcmp(v, "yes")) {
+		sh->headers = 1;
+		return DOT_OK;
+	}
+	if (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "no")) {
+		sh->headers = 0;
+		return DOT_OK;
+	}
+	hp_err(SUBSYS, "invalid .headers '%s' (on or off)", v);
+	return DOT_ERR;
+}
+
+/* One dot command line (modified): DOT_OK, DOT_QUIT or DOT_ERR (its
+ * message printed). */
+static int dot_command(struct shell *sh, char *line)
+{
+	static const char *const names[] = {".help",    ".tables",  ".schema",
+	                                    ".indexes", ".indices", ".mode",
+	                                    ".headers", ".quit",    ".exit"};
+	char *w[4];
+	int n = split_words(line, w, 4);
+	const char *arg = n > 1 ? w[1] : NULL;
+
+	if (n == 0)
+		return DOT_OK;
+	if (!strcmp(w[0], ".quit") || !strcmp(w[0], ".exit") ||
+	    !strcmp(w[0], ".q"))
+		return DOT_QUIT;
+	int known = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+		known |= !strcmp(w[0], names[i]);
+	if (known && n > 2) {
+		hp_err(SUBSYS, "too many arguments to %s (.help)", w[0]);
+		return DOT_ERR;
+	}
+	if (!strcmp(w[0], ".help")) {
+		dot_help();
+		return DOT_OK;
+	}
+	if (!strcmp(w[0], ".tables"))
+		return dot_tables(sh, arg);
+	if (!strcmp(w[0], ".schema"))
+		return dot_schema(sh, arg);
+	if (!strcmp(w[0], ".indexes") || !strcmp(w[0], ".indices"))
+		return dot_indexes(sh, arg);
+	if (!strcmp(w[0], ".mode"))
+		return dot_mode(sh, arg);
+	if (!strcmp(w[0], ".headers"))
+		return dot_headers(sh, arg);
+	const char *near =
+	        opt_suggest(w[0], names, sizeof(names) / sizeof(*names));
+	hp_err(SUBSYS, "unknown command '%s' (.help lists them)%s%s%s", w[0],
+	       near ? "; did you mean '" : "", near ? near : "",
+	       near ? "'?" : "");
+	return DOT_ERR;
+}
+
+/* Whether line holds only blanks. */
+static int blank(const char *line)
+{
+	return line[strspn(line, " \t\r\n")] == '\0';
+}
+
+/* Whether p[0..n) is blank or a whole-line "--" comment: nothing to run
+ * (and a dot command may follow it). */
+static int nothing_n(const char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && strchr(" \t\r", p[i]))
+		i++;
+	return i == n || (i + 1 < n && p[i] == '-' && p[i + 1] == '-');
+}
+
+/* A dot command line: '.' first, after blanks. */
+static int is_dot(const char *line)
+{
+	return line[strspn(line, " \t")] == '.';
+}
+
+/* Append line and a newline to the pending statement; -1 out of memory. */
+static int append_line(char **buf, size_t *len, size_t *cap, const char *line,
+                       size_t n)
+{
+	if (*len + n + 2 > *cap) {
+		size_t c = (*len + n + 2) * 2;
+		char *b = realloc(*buf, c);
+		if (!b)
+			return -1;
+		*buf = b;
+		*cap = c;
+	}
+	memcpy(*buf + *len, line, n);
+	*len += n;
+	(*buf)[(*len)++] = '\n';
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+/*
+ * QUERY or stdin, read as the shell reads what is typed: line by line, a
+ * line starting with '.' at the start of a statement is a dot command;
+ * SQL runs once the lines so far end a complete statement, and what is
+ * left at the end of text runs as it is (no ';' needed).  *nunits counts
+ * the statements and dot commands run; *quit is set by .quit.  0, or -1
+ * after the first error (message printed; nothing after it runs).
+ */
+static int run_script(struct shell *sh, const char *text, int *nunits,
+                      int *quit)
+{
+	char *buf = NULL, *line = NULL;
+	size_t len = 0, cap = 0;
+	int rc = 0;
+
+	for (const char *p = text; *p && !*quit && rc == 0;) {
+		size_t n = strcspn(p, "\n");
+		if (!len && is_dot(p)) {
+			free(line);
+			line = strndup(p, n);
+			if (!line) {
+				hp_err(SUBSYS, "out of memory");
+				rc = -1;
+				break;
+			}
+			(*nunits)++;
+			int r = dot_command(sh, line);
+			if (r == DOT_ERR)
+				rc = -1;
+			*quit = r == DOT_QUIT;
+		} else if (len || !nothing_n(p, n)) {
+			if (append_line(&buf, &len, &cap, p, n) < 0) {
+				hp_err(SUBSYS, "out of memory");
+				rc = -1;
+				break;
+			}
+			if (sqlite3_complete(buf)) {
+				rc = run_all(sh, buf, nunits);
+				len = 0;
+			}
+		}
+		p += n + (p[n] == '\n');
+	}
+	if (rc == 0 && !*quit && len)
+		rc = run_all(sh, buf, nunits);
+	free(line);
+	free(buf);
+	return rc;
 }
 
 /* ---- the interactive shell ---------------------------------------------- */
@@ -415,14 +776,6 @@ static int run_all(sqlite3 *db, const char *sql, int csv, int allow_empty)
 #define PROMPT      "heapprof> "
 #define CONT_PROMPT "     ...> "
 #define HISTORY_MAX 1000
-
-struct shell {
-	sqlite3 *db;
-	int csv;
-	char *history; /* file, or NULL */
-};
-
-enum { DOT_OK, DOT_QUIT };
 
 /*
  * Ctrl-C: stops the running query (sqlite3_interrupt), or drops the line
@@ -473,188 +826,28 @@ static char *history_path(void)
 	return NULL;
 }
 
-/* Split line (modified) into at most max words; the number of words. */
-static int split_words(char *line, char **w, int max)
-{
-	int n = 0;
-	char *save = NULL;
-
-	for (char *t = strtok_r(line, " \t\r\n", &save); t && n < max;
-	     t = strtok_r(NULL, " \t\r\n", &save))
-		w[n++] = t;
-	return n;
-}
-
-static void dot_help(void)
-{
-	fputs(".help              this text\n"
-	      ".tables [PATTERN]  list the tables (LIKE PATTERN)\n"
-	      ".schema [TABLE]    show CREATE statements (of TABLE, or all)\n"
-	      ".mode table|csv    output format; .mode alone prints it\n"
-	      ".quit, .exit       leave (also Ctrl-D)\n"
-	      "\n"
-	      "Anything else is SQL, run when a statement ends with ';'.\n"
-	      "Ctrl-C stops a running query.  Besides the tables,\n"
-	      "experimental_flamegraph(ts, upid, 'native'[, heap_name])\n"
-	      "gives the call tree of a process at a dump.\n",
-	      stdout);
-}
-
-/* Run a query whose rows are one text column, printing each via put. */
-static int each_text_row(sqlite3 *db, const char *sql, const char *arg,
-                         void (*put)(const char *, void *), void *ctx)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
-		return -1;
-	}
-	if (arg)
-		sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const unsigned char *t = sqlite3_column_text(st, 0);
-		put(t ? (const char *)t : "", ctx);
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		hp_err(SUBSYS, "%s", sqlite3_errmsg(db));
-		return -1;
-	}
-	return 0;
-}
-
-static void put_line(const char *s, void *ctx)
-{
-	int *n = ctx;
-	(*n)++;
-	printf("%s\n", s);
-}
-
-static void put_statement(const char *s, void *ctx)
-{
-	int *n = ctx;
-	(*n)++;
-	printf("%s;\n", s);
-}
-
-static void dot_tables(struct shell *sh, const char *pattern)
-{
-	int n = 0;
-
-	each_text_row(sh->db,
-	              "SELECT name FROM sqlite_master WHERE type IN"
-	              " ('table', 'view') AND name NOT LIKE 'sqlite\\_%'"
-	              " ESCAPE '\\' AND (?1 IS NULL OR name LIKE ?1)"
-	              " ORDER BY name",
-	              pattern, put_line, &n);
-	if (!pattern ||
-	    sqlite3_strlike(pattern, "experimental_flamegraph", 0) == 0)
-		printf("experimental_flamegraph  (table-valued function:"
-		       " experimental_flamegraph(ts, upid, 'native'))\n");
-}
-
-static void dot_schema(struct shell *sh, const char *table)
-{
-	int n = 0;
-	int fg = !table ||
-	         sqlite3_strlike(table, "experimental_flamegraph", 0) == 0;
-
-	if (each_text_row(sh->db,
-	                  "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"
-	                  " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-	                  " AND (?1 IS NULL OR tbl_name LIKE ?1)"
-	                  " ORDER BY tbl_name, type = 'index', name",
-	                  table, put_statement, &n) < 0)
-		return;
-	if (fg)
-		printf("-- table-valued function; its hidden columns are its"
-		       " arguments\n%s;\n",
-		       flamegraph_vtab_schema);
-	else if (!n)
-		hp_err(SUBSYS, "no such table: %s", table);
-}
-
-static int dot_command(struct shell *sh, char *line)
-{
-	char *w[4];
-	int n = split_words(line, w, 4);
-
-	if (n == 0)
-		return DOT_OK;
-	if (!strcmp(w[0], ".quit") || !strcmp(w[0], ".exit") ||
-	    !strcmp(w[0], ".q")) {
-		return DOT_QUIT;
-	} else if (!strcmp(w[0], ".help")) {
-		dot_help();
-	} else if (!strcmp(w[0], ".tables") && n <= 2) {
-		dot_tables(sh, n > 1 ? w[1] : NULL);
-	} else if (!strcmp(w[0], ".schema") && n <= 2) {
-		dot_schema(sh, n > 1 ? w[1] : NULL);
-	} else if (!strcmp(w[0], ".mode") && n == 1) {
-		printf("%s\n", sh->csv ? "csv" : "table");
-	} else if (!strcmp(w[0], ".mode") && n == 2) {
-		if (!strcmp(w[1], "csv"))
-			sh->csv = 1;
-		else if (!strcmp(w[1], "table"))
-			sh->csv = 0;
-		else
-			hp_err(SUBSYS, "unknown mode '%s' (table or csv)",
-			       w[1]);
-	} else if (!strcmp(w[0], ".tables") || !strcmp(w[0], ".schema") ||
-	           !strcmp(w[0], ".mode")) {
-		hp_err(SUBSYS, "too many arguments to %s (.help)", w[0]);
-	} else {
-		hp_err(SUBSYS, "unknown command '%s' (.help lists them)", w[0]);
-	}
-	return DOT_OK;
-}
-
-/* Whether line holds only blanks. */
-static int blank(const char *line)
-{
-	return line[strspn(line, " \t\r\n")] == '\0';
-}
-
-/* Run one complete entry; Ctrl-C interrupts it. */
+/* Run one complete entry; Ctrl-C interrupts it.  Errors were printed
+ * and the shell goes on. */
 static void shell_run_sql(struct shell *sh, const char *sql)
 {
+	int n = 0;
+
 	interrupt_db = sh->db;
-	run_all(sh->db, sql, sh->csv, 1);
+	sh->printed = 0;
+	run_all(sh, sql, &n);
 	fflush(stdout);
 	interrupt_db = NULL;
 	got_sigint = 0;
 }
 
-/* Append line and a newline to the pending statement; -1 out of memory. */
-static int append_line(char **buf, size_t *len, size_t *cap, const char *line)
+static int shell(struct shell *sh, const char *file)
 {
-	size_t n = strlen(line);
-
-	if (*len + n + 2 > *cap) {
-		size_t c = (*len + n + 2) * 2;
-		char *b = realloc(*buf, c);
-		if (!b)
-			return -1;
-		*buf = b;
-		*cap = c;
-	}
-	memcpy(*buf + *len, line, n);
-	*len += n;
-	(*buf)[(*len)++] = '\n';
-	(*buf)[*len] = '\0';
-	return 0;
-}
-
-static int shell(sqlite3 *db, const char *file, int csv)
-{
-	struct shell sh = {.db = db, .csv = csv, .history = history_path()};
 	struct sigaction sa, old_sa;
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 	int rc = 0;
 
+	sh->history = history_path();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_sigint; /* no SA_RESTART: read(2) must return */
 	sigemptyset(&sa.sa_mask);
@@ -664,8 +857,8 @@ static int shell(sqlite3 *db, const char *file, int csv)
 	rl_getc_function = shell_getc;
 	using_history();
 	stifle_history(HISTORY_MAX);
-	if (sh.history)
-		read_history(sh.history);
+	if (sh->history)
+		read_history(sh->history);
 	printf("heapprof sql: %s (read-only).  .help for help, .quit to "
 	       "leave.\n",
 	       file);
@@ -683,9 +876,9 @@ static int shell(sqlite3 *db, const char *file, int csv)
 			putchar('\n');
 			break;
 		}
-		if (!len && line[strspn(line, " \t")] == '.') {
+		if (!len && is_dot(line)) {
 			add_history(line);
-			int r = dot_command(&sh, line);
+			int r = dot_command(sh, line);
 			free(line);
 			fflush(stdout);
 			if (r == DOT_QUIT)
@@ -696,7 +889,7 @@ static int shell(sqlite3 *db, const char *file, int csv)
 			free(line);
 			continue;
 		}
-		int err = append_line(&buf, &len, &cap, line);
+		int err = append_line(&buf, &len, &cap, line, strlen(line));
 		free(line);
 		if (err) {
 			hp_err(SUBSYS, "out of memory");
@@ -707,13 +900,13 @@ static int shell(sqlite3 *db, const char *file, int csv)
 			continue;
 		buf[len - 1] = '\0'; /* the last newline */
 		add_history(buf);
-		shell_run_sql(&sh, buf);
+		shell_run_sql(sh, buf);
 		len = 0;
 	}
-	if (sh.history)
-		write_history(sh.history);
+	if (sh->history)
+		write_history(sh->history);
 	sigaction(SIGINT, &old_sa, NULL);
-	free(sh.history);
+	free(sh->history);
 	free(buf);
 	return rc;
 }
@@ -724,37 +917,53 @@ int cmd_sql(int argc, char **argv)
 	char *owned = NULL;
 	int rc = parse_args(argc, argv, &o);
 
-	if (rc)
+	if (rc) {
+		free(o.queries);
 		return rc == 1 ? 0 : 2;
+	}
 	sqlite3 *db = reader_open(o.file, SUBSYS);
-	if (!db)
+	if (!db) {
+		free(o.queries);
 		return 1;
+	}
+	struct shell sh = {
+	        .db = db, .mode = o.csv ? MODE_CSV : MODE_TABLE, .headers = 1};
 	rc = flamegraph_vtab_register(db);
 	if (rc != SQLITE_OK) {
 		hp_err(SUBSYS, "registering experimental_flamegraph: %s",
 		       sqlite3_errstr(rc));
 		sqlite3_close(db);
+		free(o.queries);
 		return 1;
 	}
-	if (!o.query && isatty(STDIN_FILENO)) {
-		rc = shell(db, o.file, o.csv);
+	if (!o.nqueries && isatty(STDIN_FILENO)) {
+		rc = shell(&sh, o.file);
 		sqlite3_close(db);
 		return rc;
 	}
-	if (!o.query) {
+	if (!o.nqueries) {
 		owned = read_stdin();
 		if (!owned) {
 			sqlite3_close(db);
 			return 1;
 		}
-		o.query = owned;
 	}
-	rc = run_all(db, o.query, o.csv, 0);
+	int nunits = 0, quit = 0;
+	rc = 0;
+	if (owned)
+		rc = run_script(&sh, owned, &nunits, &quit);
+	for (int i = 0; i < o.nqueries && rc == 0 && !quit; i++)
+		rc = run_script(&sh, o.queries[i], &nunits, &quit);
 	sqlite3_close(db);
 	free(owned);
+	free(o.queries);
 	if (fflush(stdout) != 0) {
 		hp_err(SUBSYS, "writing output failed");
 		return 1;
 	}
-	return rc == 0 ? 0 : rc == -2 ? 2 : 1;
+	if (rc == 0 && nunits == 0) {
+		hp_err(SUBSYS, "empty query");
+		return 2;
+	}
+	return rc == 0 ? 0 : 1;
 }

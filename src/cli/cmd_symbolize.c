@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "profile/reader.h"
 #include "symbolize/locate.h"
 #include "symbolize/symbolize.h"
@@ -124,7 +125,10 @@ static int parse_args(int argc, char **argv, const char **file, int *verbose)
 		           (!strcmp(a, "-v") || !strcmp(a, "--verbose"))) {
 			*verbose = 1;
 		} else if (!no_more_opts && a[0] == '-' && a[1]) {
-			hp_err(SUBSYS, "unknown option '%s' (see --help)", a);
+			char hint[128];
+			hp_err(SUBSYS, "unknown option '%s' (see --help)%s", a,
+			       opt_hint(a, symbolize_usage, hint,
+			                sizeof(hint)));
 			return 2;
 		} else if (*file) {
 			hp_err(SUBSYS,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli/config.h"
+#include "cli/options.h"
 #include "layout/region.h"
 
 _Static_assert(CFG_SHMEM_MIN == HP_REGION_MIN_SIZE, "shmem minimum");
@@ -449,8 +450,8 @@ static int read_value(struct parser *ps, struct value *v)
 
 /* ---- values ------------------------------------------------------------- */
 
-static int value_u64(struct parser *ps, const struct value *v, uint64_t min,
-                     uint64_t max, uint64_t *out)
+static int value_u64(struct parser *ps, const struct value *v, int size,
+                     uint64_t min, uint64_t max, uint64_t *out)
 {
 	char b[SHOW_MAX + 8];
 	const char *t = v->text;
@@ -469,14 +470,27 @@ static int value_u64(struct parser *ps, const struct value *v, uint64_t min,
 		perr(ps, v->line, "not a number ('%s')", b);
 		return -1;
 	}
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(t, &end, 10);
-	if (*end) {
-		perr(ps, v->line, "not a number ('%s')", b);
-		return -1;
+	uint64_t x;
+	const char *why = NULL;
+	if (size) {
+		/* 4096, 4K, 64MiB: the command line's parser. */
+		if (opt_parse_size(t, &x, &why) < 0 &&
+		    strcmp(why, "too large") != 0) {
+			perr(ps, v->line, "%s ('%s')", why, b);
+			return -1;
+		}
+	} else {
+		char *end;
+		errno = 0;
+		x = strtoull(t, &end, 10);
+		if (*end) {
+			perr(ps, v->line, "not a number ('%s')", b);
+			return -1;
+		}
+		if (errno == ERANGE)
+			why = "too large";
 	}
-	if (errno == ERANGE || x > max) {
+	if (why || x > max) {
 		perr(ps, v->line, "too large ('%s'): at most %" PRIu64, b, max);
 		return -1;
 	}
@@ -572,6 +586,13 @@ static int add_cmd(struct parser *ps, struct value *v)
 	return 0;
 }
 
+/* Fields in bytes: they take K, M, G as the command line does. */
+static int size_field(enum field_id id)
+{
+	return id == F_INTERVAL || id == F_SHMEM || id == F_HEAP_INTERVALS ||
+	       id == F_ADAPTIVE_MAX || id == F_TRACE_BUFFER;
+}
+
 static int set_field(struct parser *ps, const struct field *f, struct value *v)
 {
 	struct session_config *c = ps->c;
@@ -580,7 +601,7 @@ static int set_field(struct parser *ps, const struct field *f, struct value *v)
 	const char *why;
 
 	if (f->kind == K_U64 && f->id != F_ADAPTIVE_THRESHOLD &&
-	    value_u64(ps, v, f->min, f->max, &x) < 0)
+	    value_u64(ps, v, size_field(f->id), f->min, f->max, &x) < 0)
 		return -1;
 	if (f->kind == K_STRING && f->id != F_UNWIND && f->id != F_TRACE_MODE &&
 	    value_string(ps, v) < 0)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 
 #ifndef HEAPPROF_VERSION
 #define HEAPPROF_VERSION "0.1.0"
@@ -18,9 +19,11 @@ static void usage(FILE *f)
 	      "and\n"
 	      "                 starting processes through heapprofd; write a "
 	      "profile database\n"
-	      "  report FILE [--view VIEW] [--top N] [--dump N] [--pid P]\n"
+	      "  report FILE [--view VIEW] [--top N] [--dump N|NAME] [--pid "
+	      "P]\n"
 	      "                 summary, process memory and top call stacks\n"
-	      "  pprof FILE [-o PATH] [--dump N|--all] [--pid P] [--heap H]\n"
+	      "  pprof FILE [-o PATH] [--dump N|NAME|--all] [--pid P] [--heap "
+	      "H]\n"
 	      "                 export gzipped pprof profiles\n"
 	      "  flamegraph FILE [-o OUT.html]\n"
 	      "                 write a self-contained interactive flame graph "
@@ -91,8 +94,15 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	/* One line, as every other error: the usage would bury it. */
+	static const char *const commands[] = {
+	        "record",     "report", "sql",  "pprof",    "diff", "symbolize",
+	        "flamegraph", "daemon", "dump", "snapshot", "help", "version"};
+	const char *near = opt_suggest(cmd, commands,
+	                               sizeof(commands) / sizeof(commands[0]));
 	fprintf(stderr,
-	        "heapprof: unknown command '%s' (heapprof help lists them)\n",
-	        cmd);
+	        "heapprof: unknown command '%s' (heapprof help lists them)"
+	        "%s%s%s\n",
+	        cmd, near ? "; did you mean '" : "", near ? near : "",
+	        near ? "'?" : "");
 	return 2;
 }

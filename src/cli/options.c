@@ -1,4 +1,5 @@
-/* Strict parsing of numeric option values: no sign, no junk, no overflow. */
+/* Strict parsing of option values (numbers, sizes, durations, dumps) and
+ * the "did you mean" of unknown commands and options. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -107,7 +108,9 @@ int opt_walk(const char *cmd, int argc, char **argv,
 		if (r == 0)
 			continue;
 		if (a[0] == '-' && a[1]) {
-			hp_err(cmd, "unknown option '%s'", a);
+			char hint[128];
+			hp_err(cmd, "unknown option '%s'%s", a,
+			       opt_hint(a, usage, hint, sizeof(hint)));
 			return 2;
 		}
 		if (*n == max) {
@@ -301,5 +304,158 @@ const char *opt_duration_str(int64_t ns, char *buf, size_t len)
 	if (e > buf && e[-1] == '.')
 		*--e = '\0';
 	snprintf(e, len - (size_t)(e - buf), " %s", unit);
+	return buf;
+}
+
+int opt_parse_size(const char *s, uint64_t *out, const char **why)
+{
+	static const struct {
+		const char *name;
+		unsigned shift;
+	} units[] = {{"", 0},     {"B", 0},  {"k", 10},  {"K", 10},
+	             {"KiB", 10}, {"m", 20}, {"M", 20},  {"MiB", 20},
+	             {"g", 30},   {"G", 30}, {"GiB", 30}};
+	const char *p = s ? s : "";
+	uint64_t v = 0;
+
+	if (!*p) {
+		*why = "empty value";
+		return -1;
+	}
+	if (*p == '-') {
+		*why = "must be positive";
+		return -1;
+	}
+	if (!isdigit((unsigned char)*p)) {
+		*why = "not a number";
+		return -1;
+	}
+	for (; isdigit((unsigned char)*p); p++) {
+		if (v > (UINT64_MAX - 9) / 10) {
+			*why = "too large";
+			return -1;
+		}
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p == '.' || *p == ',') {
+		*why = "not a whole number of bytes";
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].name) != 0)
+			continue;
+		if (v > UINT64_MAX >> units[i].shift) {
+			*why = "too large";
+			return -1;
+		}
+		*out = v << units[i].shift;
+		return 0;
+	}
+	if (!strcmp(p, "kB") || !strcmp(p, "KB") || !strcmp(p, "MB") ||
+	    !strcmp(p, "GB"))
+		*why = "ambiguous unit: use K, M or G (or KiB, MiB, GiB), "
+		       "multiples of 1024";
+	else
+		*why = "unknown unit: want a number of bytes, optionally with "
+		       "K, M or G (or KiB, MiB, GiB), multiples of 1024";
+	return -1;
+}
+
+/* Optimal string alignment distance (Damerau-Levenshtein with adjacent
+ * transpositions), capped: words longer than 63 bytes are never close. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t d[64][64];
+
+	if (la >= 64 || lb >= 64)
+		return SIZE_MAX;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cost = a[i - 1] != b[j - 1];
+			size_t m = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < m)
+				m = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < m)
+				m = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < m)
+				m = d[i - 2][j - 2] + 1;
+			d[i][j] = m;
+		}
+	return d[la][lb];
+}
+
+const char *opt_suggest(const char *word, const char *const *cands, size_t n)
+{
+	const char *w = word + strspn(word, "-");
+	size_t wlen = strlen(w);
+	size_t limit = wlen <= 4 ? 1 : 2;
+	const char *best = NULL, *prefix = NULL;
+	size_t best_d = SIZE_MAX;
+	int nprefix = 0;
+
+	if (!wlen)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *c = cands[i] + strspn(cands[i], "-");
+		size_t d = edit_distance(w, c);
+		if (d <= limit && d < best_d) {
+			best = cands[i];
+			best_d = d;
+		}
+		if (wlen >= 2 && !strncmp(c, w, wlen)) {
+			prefix = cands[i];
+			nprefix++;
+		}
+	}
+	if (best)
+		return best;
+	return nprefix == 1 ? prefix : NULL;
+}
+
+const char *opt_hint(const char *word, void (*usage)(FILE *f), char *buf,
+                     size_t len)
+{
+	char *text = NULL, want[64];
+	size_t tlen = 0;
+	const char *cands[128];
+	char names[128][48];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (word[0] != '-' || word[1] != '-' || !word[2])
+		return buf;
+	snprintf(want, sizeof(want), "%.*s", (int)strcspn(word, "="), word);
+	FILE *f = open_memstream(&text, &tlen);
+	if (!f)
+		return buf;
+	usage(f);
+	if (fclose(f) != 0 || !text) {
+		free(text);
+		return buf;
+	}
+	/* Every "--name" the usage shows, as a word of its own. */
+	for (const char *p = text; (p = strstr(p, "--")) && n < 128; p += 2) {
+		if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-'))
+			continue;
+		size_t k = 2;
+		while (isalnum((unsigned char)p[k]) || p[k] == '-')
+			k++;
+		if (k == 2 || k >= sizeof(names[0]))
+			continue;
+		memcpy(names[n], p, k);
+		names[n][k] = '\0';
+		cands[n] = names[n];
+		n++;
+	}
+	free(text);
+	const char *s = opt_suggest(want, cands, n);
+	if (s && strcmp(s, want) != 0)
+		snprintf(buf, len, "; did you mean '%s'?", s);
 	return buf;
 }

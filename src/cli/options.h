@@ -15,6 +15,32 @@ int opt_parse_u64(const char *cmd, const char *what, const char *s,
                   uint64_t min, uint64_t max, uint64_t *out);
 
 /*
+ * A size in bytes: a whole decimal number, optionally followed by a
+ * binary multiple: k or K, KiB (1024), m, M, MiB (1024^2), g, G, GiB
+ * (1024^3), or B (bytes).  "kB", "MB", "GB" are refused as ambiguous
+ * (1000 or 1024?).  No range check beyond 64 bits.  0 with *out set, or
+ * -1 with *why set to a reason for a message ("not a number", ...).
+ */
+int opt_parse_size(const char *s, uint64_t *out, const char **why);
+
+/*
+ * The candidate closest to word, for "did you mean '...'?": within a
+ * Damerau-Levenshtein distance of 2 (1 for words of up to 4 characters),
+ * or one that word is a prefix of (at least 2 characters); ties go to the
+ * first.  NULL when none is close.  Leading dashes are ignored on both
+ * sides, so "--shmem-sise" finds "--shmem-size" as well as "shmem-size".
+ */
+const char *opt_suggest(const char *word, const char *const *cands, size_t n);
+
+/*
+ * For an unknown option word ("--intervl" or "--intervl=5"): "; did you
+ * mean '--interval'?" when a long option that usage(f) prints is close
+ * (opt_suggest), else "".  The text is in buf (len bytes, 128 enough).
+ */
+const char *opt_hint(const char *word, void (*usage)(FILE *f), char *buf,
+                     size_t len);
+
+/*
  * The value of long option `name` at argv[*i], given as "--x V" (then *i
  * moves to V) or "--x=V"; NULL if argv[*i] is another option, or if V is
  * missing (then *missing is set).

@@ -365,7 +365,12 @@ bad "sql: bad SQL" 'syntax|SELEC' "$HP" sql "$GOOD" "SELEC nonsense"
 bad "sql: no such table" 'no_such_table' "$HP" sql "$GOOD" "SELECT * FROM no_such_table"
 bad "sql: a write" 'readonly|read-only|write' "$HP" sql "$GOOD" "DELETE FROM heapprof_dump"
 bad "sql: ATTACH" 'ATTACH|attach|not authorized|read|x\.db' "$HP" sql "$GOOD" "ATTACH '$T_DIR/x.db' AS x"
-bad "sql: two FILEs" 'argument' "$HP" sql "$GOOD" "SELECT 1" extra
+# Each QUERY argument runs in turn (as sqlite3 FILE A B): a second one
+# that is not SQL is a syntax error after the first has run.
+bad "sql: a second QUERY that is not SQL" 'near "extra": syntax error' "$HP" sql "$GOOD" "SELECT 1" extra
+bad "sql: an unknown dot command" "unknown command '\\.bogus'" "$HP" sql "$GOOD" .bogus
+bad "sql: .mode xml" "unknown mode 'xml'" "$HP" sql "$GOOD" ".mode xml"
+bad "sql: .headers maybe" "invalid \\.headers 'maybe'" "$HP" sql "$GOOD" ".headers maybe"
 for cmd in report pprof flamegraph diff symbolize sql snapshot dump daemon; do
 	bad "$cmd --bogus" 'bogus' "$HP" "$cmd" --bogus
 	bad "$cmd --help=x" 'help' "$HP" "$cmd" --help=x

@@ -61,6 +61,62 @@ expect_error interval-long 2 "$HP" record --interval=0 -o "$T_DIR/il.db" -- /usr
 not_ran interval-long
 assert_match 'interval|-i' "$ERR_TEXT" "the message names the interval"
 
+t_begin "record: sizes take K, M, G (KiB, MiB, GiB), multiples of 1024, on the command line and in a config"
+# cfg_line FIELD ARGS...: FIELD's line of `record ARGS... --print-config`.
+cfg_line() {
+	local f=$1
+	shift
+	(cd "$T_DIR/cwd" && timeout -k 5 30 "$HP" record "$@" --print-config -- true) 2>/dev/null </dev/null |
+		grep "^$f: "
+}
+assert_eq "sampling_interval_bytes: 4096" "$(cfg_line sampling_interval_bytes -i 4k)" "-i 4k"
+assert_eq "sampling_interval_bytes: 4096" "$(cfg_line sampling_interval_bytes -i 4K)" "-i 4K"
+assert_eq "sampling_interval_bytes: 4096" "$(cfg_line sampling_interval_bytes --interval=4KiB)" "--interval=4KiB"
+assert_eq "sampling_interval_bytes: 1" "$(cfg_line sampling_interval_bytes -i 1B)" "-i 1B"
+assert_eq "shmem_size_bytes: 67108864" "$(cfg_line shmem_size_bytes --shmem-size 64M)" "--shmem-size 64M"
+assert_eq "shmem_size_bytes: 67108864" "$(cfg_line shmem_size_bytes --shmem-size 64m)" "--shmem-size 64m"
+assert_eq "shmem_size_bytes: 2147483648" "$(cfg_line shmem_size_bytes --shmem-size 2GiB)" "--shmem-size 2GiB"
+assert_eq "trace_buffer_bytes: 1048576" "$(cfg_line trace_buffer_bytes --trace --trace-buffer 1MiB)" "--trace-buffer 1MiB"
+assert_eq "adaptive_sampling_max_sampling_interval_bytes: 65536" \
+	"$(cfg_line adaptive_sampling_max_sampling_interval_bytes --adaptive --adaptive-max-interval 64k)" "--adaptive-max-interval 64k"
+assert_eq "heap_sampling_intervals: 8192
+heap_sampling_intervals: 1048576" \
+	"$(cfg_line heap_sampling_intervals --heaps libc.malloc,x --heap-intervals 8k,1M)" "--heap-intervals 8k,1M"
+printf 'sampling_interval_bytes: 16k\nshmem_size_bytes: 128MiB\ntrace_mode: ring\ntrace_buffer_bytes: 2M\n' >"$T_DIR/sizes.cfg"
+assert_eq "sampling_interval_bytes: 16384" "$(cfg_line sampling_interval_bytes -c "$T_DIR/sizes.cfg")" "config: 16k"
+assert_eq "shmem_size_bytes: 134217728" "$(cfg_line shmem_size_bytes -c "$T_DIR/sizes.cfg")" "config: 128MiB"
+assert_eq "trace_buffer_bytes: 2097152" "$(cfg_line trace_buffer_bytes -c "$T_DIR/sizes.cfg")" "config: 2M"
+
+t_begin "record: bad sizes are one line and status 2, before the command runs"
+UNIT_WHY="unknown unit: want a number of bytes, optionally with K, M or G (or KiB, MiB, GiB), multiples of 1024"
+expect_error size-4q 2 "$HP" record -i 4q -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-4q
+assert_eq "heapprof: record: invalid -i/--interval '4q': $UNIT_WHY" "$ERR_TEXT" "-i 4q"
+expect_error size-neg 2 "$HP" record --shmem-size -64M -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-neg
+assert_eq "heapprof: record: invalid --shmem-size '-64M': must be positive" "$ERR_TEXT" "--shmem-size -64M"
+expect_error size-ovf 2 "$HP" record -i 99999999999999999G -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-ovf
+assert_eq "heapprof: record: invalid -i/--interval '99999999999999999G': too large" "$ERR_TEXT" "-i 99999999999999999G"
+expect_error size-range 2 "$HP" record --shmem-size 2T -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-range
+assert_eq "heapprof: record: invalid --shmem-size '2T': $UNIT_WHY" "$ERR_TEXT" "--shmem-size 2T"
+expect_error size-big 2 "$HP" record --shmem-size 2048G -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-big
+assert_match "^heapprof: record: invalid --shmem-size '2048G': out of range: [0-9]+ to 1099511627776$" "$ERR_TEXT" "--shmem-size 2048G"
+expect_error size-mb 2 "$HP" record --shmem-size 64MB -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-mb
+assert_eq "heapprof: record: invalid --shmem-size '64MB': ambiguous unit: use K, M or G (or KiB, MiB, GiB), multiples of 1024" \
+	"$ERR_TEXT" "--shmem-size 64MB"
+expect_error size-frac 2 "$HP" record -i 1.5k -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-frac
+assert_eq "heapprof: record: invalid -i/--interval '1.5k': not a whole number of bytes" "$ERR_TEXT" "-i 1.5k"
+printf 'shmem_size_bytes: 4q\n' >"$T_DIR/badsize.cfg"
+expect_error size-cfg 2 "$HP" record -c "$T_DIR/badsize.cfg" -o "$T_DIR/s.db" -- /usr/bin/touch "$RAN"
+not_ran size-cfg
+assert_eq "heapprof: record: config $T_DIR/badsize.cfg:1: field 'shmem_size_bytes': $UNIT_WHY ('4q')" \
+	"$ERR_TEXT" "config shmem_size_bytes: 4q"
+
 t_begin "record --unwind xyz, --max-frames 0/abc, unknown option: rejected"
 expect_error unwind any "$HP" record --unwind xyz -o "$T_DIR/u.db" -- /usr/bin/touch "$RAN"
 not_ran unwind
@@ -71,6 +127,17 @@ expect_error maxfabc any "$HP" record --max-frames abc -o "$T_DIR/m2.db" -- /usr
 not_ran maxfabc
 expect_error bogusopt any "$HP" record --bogus-option -o "$T_DIR/b.db" -- /usr/bin/touch "$RAN"
 not_ran bogusopt
+
+t_begin "help texts: no stale statements (custom heaps exist; dumps by a snapshot's name)"
+rc=0
+help=$("$HP" record --help 2>&1) || rc=$?
+assert_eq 0 "$rc" "record --help status"
+assert_no_match 'until the custom allocator' "$help" "record --help: custom heaps exist"
+assert_match '^      --all-heaps        every heap the program registers, and libc\.malloc$' "$help" "record --help: --all-heaps"
+assert_match '^      --heaps A,B        profile exactly these heaps \(default: libc\.malloc\)$' "$help" "record --help: --heaps"
+assert_match 'multiples of 1024: 4k, 64M' "$help" "record --help: size suffixes"
+assert_match 'FILE@NAME for its snapshot named NAME' "$("$HP" diff --help 2>&1)" "diff --help: snapshot names"
+assert_match '^  report FILE .*\[--dump N\|NAME\]' "$("$HP" help 2>&1)" "heapprof help: report --dump NAME"
 
 t_begin "record without a command: rejected"
 expect_error nocmd1 any "$HP" record
@@ -153,6 +220,32 @@ t_begin "unknown subcommand: status 2"
 rc=0
 run_bounded 30 "$HP" no-such-subcommand >/dev/null 2>&1 || rc=$?
 assert_eq 2 "$rc" "exit status"
+expect_error unknown-cmd 2 "$HP" no-such-subcommand
+assert_eq "heapprof: unknown command 'no-such-subcommand' (heapprof help lists them)" "$ERR_TEXT" "no suggestion when nothing is close"
+
+t_begin "unknown command or option: did you mean ...?"
+for typo in recrod:record reocrd:record rec:record repot:report snapshto:snapshot sq:sql dif:diff flamegrpah:flamegraph; do
+	expect_error "dym-${typo%%:*}" 2 "$HP" "${typo%%:*}" x
+	assert_eq "heapprof: unknown command '${typo%%:*}' (heapprof help lists them); did you mean '${typo#*:}'?" \
+		"$ERR_TEXT" "heapprof ${typo%%:*}"
+done
+# "re" is the start of record and report: no guess.
+expect_error dym-re 2 "$HP" re
+assert_eq "heapprof: unknown command 're' (heapprof help lists them)" "$ERR_TEXT" "heapprof re"
+expect_error dym-intervl 2 "$HP" record --intervl 5 -- /usr/bin/touch "$RAN"
+not_ran dym-intervl
+assert_eq "heapprof: record: unknown option '--intervl'; did you mean '--interval'?" "$ERR_TEXT" "record --intervl"
+expect_error dym-shmem 2 "$HP" record --shmem-sise=64M -- /usr/bin/touch "$RAN"
+not_ran dym-shmem
+assert_eq "heapprof: record: unknown option '--shmem-sise=64M'; did you mean '--shmem-size'?" "$ERR_TEXT" "record --shmem-sise=64M"
+expect_error dym-tpo 2 "$HP" report "$GOOD" --tpo 5
+assert_eq "heapprof: report: unknown option '--tpo'; did you mean '--top'?" "$ERR_TEXT" "report --tpo"
+expect_error dym-cvs 2 "$HP" sql "$GOOD" --cvs
+assert_eq "heapprof: sql: unknown option '--cvs'; did you mean '--csv'?" "$ERR_TEXT" "sql --cvs"
+expect_error dym-fg 2 "$HP" flamegraph "$GOOD" --outptu x.html
+assert_eq "heapprof: flamegraph: unknown option '--outptu'; did you mean '--output'?" "$ERR_TEXT" "flamegraph --outptu"
+expect_error dym-none 2 "$HP" report "$GOOD" --xyzzy
+assert_eq "heapprof: report: unknown option '--xyzzy'" "$ERR_TEXT" "no suggestion when nothing is close"
 
 # ---------------------------------------------------------------------------
 t_begin "SIGUSR1 to heapprof record adds a dump"

@@ -258,8 +258,12 @@ if wait_until 60 "address list of att" test -s "$W/att.addr"; then
 	assert_eq "" "$(blocks_of "$W/att-snap.db")" "no block of snap_known's from before the attach"
 	kill -INT "$RPID"
 	wait_record att
-	expect_error at2 1 "^heapprof: snapshot: pid $APID \\($SKNAME\\) is not profiled any more: its heapprof session ended; run it under 'heapprof record -i 1 -- CMD'$" \
+	# It still runs with libheapprof: the way back is record -p, not
+	# a restart under record -- CMD.
+	expect_error at2 1 "^heapprof: snapshot: pid $APID \\($SKNAME\\) is not profiled any more: its heapprof session ended; it has libheapprof loaded: profile it with 'heapprof record -i 1 -p $APID' \\(or -n $SKNAME\\) and take the snapshot while that session runs$" \
 		snapshot -p "$APID" --db "$W/att-snap2.db"
+	expect_error at2n 1 "^heapprof: snapshot: pid $APID \\($SKNAME\\) is not profiled any more: its heapprof session ended; it has libheapprof loaded: profile it with 'heapprof record -i 1 -p $APID' \\(or -n $SKNAME\\) and take the snapshot while that session runs$" \
+		snapshot -n "$SKNAME" --db "$W/att-snap2n.db"
 	# Its region with a broken magic (the session is over: nobody reads
 	# it but us).
 	rfd=$(find "/proc/$APID/fd" -lname '/memfd:heapprof-region*' -printf '%f\n' | head -n 1)
@@ -313,6 +317,21 @@ TPIDS="$TPIDS $SPID"
 wait_until 20 "sleep's exec" sh -c "grep -qx sleep /proc/$SPID/comm"
 expect_error e-notprof 1 "^heapprof: snapshot: pid $SPID \(sleep\) is not profiled by heapprof: it has no heapprof region \(run it under 'heapprof record -i 1 -- CMD'\)$" \
 	snapshot -p "$SPID"
+kill "$SPID" 2>/dev/null
+wait "$SPID" 2>/dev/null
+# With libheapprof loaded but no session: record -p/-n, not a restart.
+SLNAME="slp$$"
+cp /bin/sleep "$W/$SLNAME"
+LD_PRELOAD="$BUILD/libheapprof.so" "$W/$SLNAME" 30 </dev/null >/dev/null 2>&1 &
+SPID=$!
+TPIDS="$TPIDS $SPID"
+wait_until 20 "$SLNAME's exec" sh -c "grep -qx $SLNAME /proc/$SPID/comm && grep -q libheapprof /proc/$SPID/maps"
+expect_error e-notprof-lib 1 "^heapprof: snapshot: pid $SPID \\($SLNAME\\) is not profiled by heapprof: it has no heapprof region \\(it has libheapprof loaded: profile it with 'heapprof record -i 1 -p $SPID' \\(or -n $SLNAME\\) and take the snapshot while that session runs\\)$" \
+	snapshot -p "$SPID"
+expect_error e-notprof-libn 1 "^heapprof: snapshot: no process of yours named '$SLNAME' is profiled by heapprof \\(it has libheapprof loaded: profile it with 'heapprof record -i 1 -n $SLNAME' and take the snapshot while that session runs\\)$" \
+	snapshot -n "$SLNAME"
+expect_error e-notprof-n 1 "^heapprof: snapshot: no process of yours named 'nosuch$$' is profiled by heapprof \\(run it under 'heapprof record -i 1 -- CMD'\\)$" \
+	snapshot -n "nosuch$$"
 kill "$SPID" 2>/dev/null
 wait "$SPID" 2>/dev/null
 # Beyond pid_max: never a process.

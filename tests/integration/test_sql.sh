@@ -110,7 +110,7 @@ has_line 'csv' ".mode prints the mode"
 has_line 'joined' ".mode table: header"
 has_line '------' ".mode table: rule"
 has_line 'xy' ".mode table: row"
-has_line "heapprof: sql: unknown mode 'xml' \\(table or csv\\)" ".mode xml"
+has_line "heapprof: sql: unknown mode 'xml' \\(table, column, csv, list or line\\)" ".mode xml"
 has_line 'CREATE TABLE process\(upid INTEGER PRIMARY KEY.*\);' ".schema process"
 has_line 'CREATE TABLE experimental_flamegraph\(id INTEGER, ts INTEGER, depth INTEGER, name TEXT.*HIDDEN.*\);' \
 	".schema experimental_flamegraph"
@@ -150,9 +150,96 @@ out=$(printf 'selec oops;\n' | timeout -k 5 30 "$HP" sql "$KDB" 2>&1) || rc=$?
 assert_eq 1 "$rc" "exit status of a bad query"
 assert_eq 'heapprof: sql: near "selec": syntax error' "$out" "one-line error"
 rc=0
-out=$(printf '.tables\n' | timeout -k 5 30 "$HP" sql "$KDB" 2>&1) || rc=$?
-assert_eq 1 "$rc" "dot commands are the shell's only: exit status"
-assert_eq 1 "$(printf '%s\n' "$out" | grep -c .)" "dot command from a pipe: one line of error"
+out=$(printf '.tables heapprof_dump%%\nselect 6 * 7 as product;\n.mode csv\n.headers off\nselect 1, 2;\n' |
+	timeout -k 5 30 "$HP" sql "$KDB" 2>&1) || rc=$?
+assert_eq 0 "$rc" "dot commands from a pipe: exit status"
+assert_eq "heapprof_dump
+heapprof_dump_memory
+product
+-------
+     42
+(1 row)
+
+1,2" "$out" "dot commands and statements from a pipe, in turn"
+
+# oneshot NAME ARGS...: `heapprof sql KDB ARGS...` with stdin not a
+# terminal; stdout in OUT, stderr in ERR, status in RC.
+oneshot() {
+	local name=$1
+	shift
+	RC=0
+	timeout -k 5 30 "$HP" sql "$KDB" "$@" >"$T_DIR/$name.1" 2>"$T_DIR/$name.2" </dev/null || RC=$?
+	OUT=$(cat "$T_DIR/$name.1")
+	ERR=$(cat "$T_DIR/$name.2")
+}
+
+t_begin "sql QUERY: dot commands in the argument, as in the shell"
+oneshot tables '.tables heapprof_dump%'
+assert_eq "0|heapprof_dump
+heapprof_dump_memory|" "$RC|$OUT|$ERR" ".tables PATTERN"
+oneshot indexes '.indexes heapprof_dump'
+assert_eq "0|heapprof_dump_upid_ts|" "$RC|$OUT|$ERR" ".indexes TABLE"
+oneshot schema '.schema process'
+assert_eq 0 "$RC" ".schema TABLE: exit status"
+assert_match '^CREATE TABLE process\(upid INTEGER PRIMARY KEY.*\);$' "$OUT" ".schema TABLE"
+oneshot help '.help'
+assert_eq 0 "$RC" ".help: exit status"
+assert_match '^\.indexes \[TABLE\] +list the indexes' "$OUT" ".help lists .indexes"
+assert_match '^\.headers on\|off ' "$OUT" ".help lists .headers"
+oneshot headers '.headers off' 'select 40 + 2 as answer, 7 as b; select 3'
+assert_eq "0|42  7
+
+3|" "$RC|$OUT|$ERR" ".headers off, then two statements in one argument"
+oneshot modes '.mode list' "select 1 as a, NULL as b, 'x|y' as c;" \
+	'.mode line' "select 7 as a, 'long' as bbbb; select 8 as a, NULL as bbbb;" \
+	'.mode csv' '.headers off' "select 'a,b', 4;" \
+	'.mode column' '.headers on' '.mode' 'select 5 as five'
+assert_eq "0|a|b|c
+1||x|y
+
+   a = 7
+bbbb = long
+
+   a = 8
+bbbb = NULL
+
+\"a,b\",4
+table
+
+five
+----
+   5
+(1 row)|" "$RC|$OUT|$ERR" ".mode list, line, csv, column; several QUERY arguments in turn"
+oneshot multi ".mode csv
+select 6 * 7 as product;
+.headers off
+select 'x'
+  || 'y';"
+assert_eq "0|product
+42
+
+xy|" "$RC|$OUT|$ERR" "dot commands and a multi-line statement in one argument"
+oneshot quit 'select 1 as x' '.quit' 'select 2 as never'
+assert_eq "0|x
+-
+1
+(1 row)|" "$RC|$OUT|$ERR" ".quit: nothing after it runs"
+
+t_begin "sql QUERY: a bad dot command is one line, status 1, and nothing after it runs"
+oneshot bogus '.bogus' 'select 1'
+assert_eq "1||heapprof: sql: unknown command '.bogus' (.help lists them)" "$RC|$OUT|$ERR" "unknown dot command"
+oneshot typo '.tabels'
+assert_eq "1||heapprof: sql: unknown command '.tabels' (.help lists them); did you mean '.tables'?" "$RC|$OUT|$ERR" "did you mean .tables"
+oneshot badmode '.mode xml' 'select 1'
+assert_eq "1||heapprof: sql: unknown mode 'xml' (table, column, csv, list or line)" "$RC|$OUT|$ERR" ".mode xml"
+oneshot badheaders '.headers maybe'
+assert_eq "1||heapprof: sql: invalid .headers 'maybe' (on or off)" "$RC|$OUT|$ERR" ".headers maybe"
+oneshot manyargs '.tables a b'
+assert_eq "1||heapprof: sql: too many arguments to .tables (.help)" "$RC|$OUT|$ERR" ".tables a b"
+oneshot noschema '.schema nosuchtable'
+assert_eq "1||heapprof: sql: no such table: nosuchtable" "$RC|$OUT|$ERR" ".schema of a missing table"
+oneshot empty '' '   '
+assert_eq "2||heapprof: sql: empty query" "$RC|$OUT|$ERR" "empty QUERY arguments"
 
 t_begin "sql shell: a bad file fails before the shell starts"
 SH_NAME=badfile

@@ -1,7 +1,9 @@
 /*
  * Unit tests of the session config (src/cli/config.c): every field read
  * from text, the print/read round trip, each read error's exact message
- * (file, line, field, reason), and the cross-field rules of config_check.
+ * (file, line, field, reason), and the cross-field rules of config_check;
+ * the size parser the byte fields share with the command line
+ * (opt_parse_size) and the "did you mean" matcher (opt_suggest).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/config.h"
+#include "cli/options.h"
 #include "unit.h"
 
 static char errbuf[4096];
@@ -309,9 +312,13 @@ static const struct bad bad_cases[] = {
         {"sampling_interval_bytes: -5",
          "config t.cfg:1: field 'sampling_interval_bytes': must not be "
          "negative ('-5')"},
+        /* A byte field: "abc" is an unknown unit (opt_parse_size). */
         {"sampling_interval_bytes: 12abc",
-         "config t.cfg:1: field 'sampling_interval_bytes': not a number "
-         "('12abc')"},
+         "config t.cfg:1: field 'sampling_interval_bytes': unknown unit: "
+         "want a number of bytes, optionally with K, M or G (or KiB, MiB, "
+         "GiB), multiples of 1024 ('12abc')"},
+        {"max_frames: 12abc",
+         "config t.cfg:1: field 'max_frames': not a number ('12abc')"},
         {"sampling_interval_bytes: \"4096\"",
          "config t.cfg:1: field 'sampling_interval_bytes': expected a "
          "number, not a string (\"4096\")"},
@@ -723,6 +730,127 @@ static void test_load(void)
 	config_free(&c);
 }
 
+static void test_sizes(void)
+{
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} good[] = {
+	        {"0", 0},
+	        {"4096", 4096},
+	        {"4k", 4096},
+	        {"4K", 4096},
+	        {"4KiB", 4096},
+	        {"1B", 1},
+	        {"64m", 64 << 20},
+	        {"64M", 64 << 20},
+	        {"64MiB", 64 << 20},
+	        {"2g", 2ull << 30},
+	        {"2G", 2ull << 30},
+	        {"2GiB", 2ull << 30},
+	        {"17179869183G", 17179869183ull << 30}, /* 2^64 - 2^30 */
+	};
+	static const struct {
+		const char *s, *why;
+	} bad[] = {
+	        {"", "empty value"},
+	        {"-4k", "must be positive"},
+	        {"k", "not a number"},
+	        {" 4k", "not a number"},
+	        {"1.5k", "not a whole number of bytes"},
+	        {"4q", "unknown unit: want a number of bytes, optionally with "
+	               "K, M or G (or KiB, MiB, GiB), multiples of 1024"},
+	        {"4 k", "unknown unit: want a number of bytes, optionally "
+	                "with K, M or G (or KiB, MiB, GiB), multiples of "
+	                "1024"},
+	        {"4T", "unknown unit: want a number of bytes, optionally with "
+	               "K, M or G (or KiB, MiB, GiB), multiples of 1024"},
+	        {"64MB", "ambiguous unit: use K, M or G (or KiB, MiB, GiB), "
+	                 "multiples of 1024"},
+	        {"4kB", "ambiguous unit: use K, M or G (or KiB, MiB, GiB), "
+	                "multiples of 1024"},
+	        {"18446744073709551616", "too large"},
+	        {"17179869184G", "too large"}, /* 2^64 */
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		uint64_t v = 1234567;
+		const char *why = NULL;
+		CHECK(opt_parse_size(good[i].s, &v, &why) == 0);
+		CHECK_EQ_U64(v, good[i].v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v = 1234567;
+		const char *why = "";
+		CHECK(opt_parse_size(bad[i].s, &v, &why) == -1);
+		CHECK_EQ_U64(v, 1234567);
+		if (strcmp(why, bad[i].why)) {
+			fprintf(stderr, "  '%s': got '%s' want '%s'\n",
+			        bad[i].s, why, bad[i].why);
+			unit_failed_checks++;
+		}
+	}
+
+	/* The config's byte fields take the same suffixes. */
+	struct session_config c;
+	config_defaults(&c);
+	CHECK(read_text(&c, "sampling_interval_bytes: 4k\n"
+	                    "shmem_size_bytes: 64MiB\n"
+	                    "heaps: \"libc.malloc\"\n"
+	                    "heap_sampling_intervals: 1M\n"
+	                    "adaptive_sampling_shmem_threshold: 0.5\n"
+	                    "adaptive_sampling_max_sampling_interval_bytes: "
+	                    "1G\n"
+	                    "trace_mode: ring\n"
+	                    "trace_buffer_bytes: 2M\n") == 0);
+	CHECK_EQ_U64(c.interval, 4096);
+	CHECK_EQ_U64(c.shmem_size, 64 << 20);
+	CHECK_EQ_U64(c.heap_intervals[0], 1 << 20);
+	CHECK_EQ_U64(c.adaptive_max_interval, 1 << 30);
+	CHECK_EQ_U64(c.trace_bytes, 2 << 20);
+	config_free(&c);
+	/* Other numbers do not: max_frames is a count. */
+	config_defaults(&c);
+	CHECK(read_text(&c, "max_frames: 1k\n") == -1);
+	CHECK(!strcmp(errbuf, "heapprof: record: config t.cfg:1: field "
+	                      "'max_frames': not a number ('1k')\n"));
+	config_free(&c);
+	config_defaults(&c);
+	CHECK(read_text(&c, "shmem_size_bytes: 2048G\n") == -1);
+	CHECK(!strcmp(errbuf, "heapprof: record: config t.cfg:1: field "
+	                      "'shmem_size_bytes': too large ('2048G'): at "
+	                      "most 1099511627776\n"));
+	config_free(&c);
+}
+
+static void test_suggest(void)
+{
+	static const char *const cmds[] = {"record", "report", "sql",
+	                                   "diff",   "dump",   "snapshot"};
+	static const char *const opts[] = {"--interval", "--shmem-size",
+	                                   "--heaps", "--heap-intervals"};
+	size_t nc = sizeof(cmds) / sizeof(cmds[0]);
+	size_t no = sizeof(opts) / sizeof(opts[0]);
+	const char *s;
+
+	CHECK((s = opt_suggest("recrod", cmds, nc)) && !strcmp(s, "record"));
+	CHECK((s = opt_suggest("reocrd", cmds, nc)) && !strcmp(s, "record"));
+	CHECK((s = opt_suggest("rec", cmds, nc)) && !strcmp(s, "record"));
+	CHECK((s = opt_suggest("repor", cmds, nc)) && !strcmp(s, "report"));
+	CHECK((s = opt_suggest("sq", cmds, nc)) && !strcmp(s, "sql"));
+	CHECK((s = opt_suggest("snapshto", cmds, nc)) &&
+	      !strcmp(s, "snapshot"));
+	CHECK(opt_suggest("re", cmds, nc) == NULL); /* record or report */
+	CHECK(opt_suggest("xyz", cmds, nc) == NULL);
+	CHECK(opt_suggest("", cmds, nc) == NULL);
+	CHECK(opt_suggest("d", cmds, nc) == NULL);
+	CHECK((s = opt_suggest("--intervl", opts, no)) &&
+	      !strcmp(s, "--interval"));
+	CHECK((s = opt_suggest("--shmem-sise", opts, no)) &&
+	      !strcmp(s, "--shmem-size"));
+	CHECK((s = opt_suggest("--heap", opts, no)) && !strcmp(s, "--heaps"));
+	CHECK(opt_suggest("--completely-different", opts, no) == NULL);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -735,6 +863,8 @@ int main(void)
 	        {"check", test_check},
 	        {"add_helpers", test_add_helpers},
 	        {"load", test_load},
+	        {"sizes", test_sizes},
+	        {"suggest", test_suggest},
 	        {NULL, NULL},
 	};
 	return unit_main("config", tests);
