@@ -19,9 +19,10 @@
 #include "symbolize/symtab.h"
 #include "util/hmap.h"
 
-/* From libstdc++ (linked into heapprof); declared here to stay in C. */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
-                            int *status);
+/* libiberty's demangler (Debian's libiberty-dev, static; the demangler
+ * sources are LGPL 2.1+ with the exception for linked combinations):
+ * the one binutils and GDB use, for C++ and both Rust manglings. */
+#include <libiberty/demangle.h>
 
 /* Open Dwfl handles kept at once; each holds a file descriptor. */
 #define SYM_MAX_OPEN 256
@@ -209,17 +210,41 @@ void sym_result_fini(struct sym_result *r)
 	r->system_name = NULL;
 }
 
+/* The length of name without a suffix LLVM's ThinLTO adds to a local
+ * symbol it promotes (".llvm.4963390113123587637"): not part of the name. */
+static size_t without_llvm_suffix(const char *name)
+{
+	size_t len = strlen(name);
+	const char *dot = strstr(name, ".llvm.");
+	if (!dot || !dot[6])
+		return len;
+	for (const char *p = dot + 6; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
+		      (*p >= 'A' && *p <= 'F')))
+			return len;
+	return (size_t)(dot - name);
+}
+
 char *symbolize_demangle(const char *name)
 {
-	int status = 0;
-
-	if (!name || strncmp(name, "_Z", 2) != 0)
+	if (!name || (strncmp(name, "_Z", 2) != 0 && strncmp(name, "_R", 2)))
 		return NULL;
-	char *out = __cxa_demangle(name, NULL, NULL, &status);
-	if (status != 0) {
-		free(out);
+	char *sym = strndup(name, without_llvm_suffix(name));
+	if (!sym)
 		return NULL;
-	}
+	/*
+	 * Rust first: a legacy Rust name (_ZN...17h<16 hex digits>E) is a
+	 * valid C++ name too, which the C++ demangler would end with the
+	 * hash ("std::rt::lang_start::h1c2e..."); rust_demangle without
+	 * DMGL_VERBOSE drops it, and reads v0 names (_R...).  It refuses a
+	 * C++ name (no hash), which the C++ demangler then reads, with
+	 * parameters and qualifiers as __cxa_demangle writes them.
+	 */
+	char *out = rust_demangle(sym, DMGL_PARAMS | DMGL_ANSI);
+	if (!out && sym[1] == 'Z')
+		out = cplus_demangle(sym,
+		                     DMGL_PARAMS | DMGL_ANSI | DMGL_GNU_V3);
+	free(sym);
 	return out;
 }
 

@@ -283,7 +283,10 @@ static void test_shared_libraries(void)
 		/* libc's own malloc: under ASan the default one is
 		 * libasan's (docs/safety/sanitizers.md). */
 		void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-		void *fn = i == 0 ? dlsym(RTLD_DEFAULT, fns[i])
+		/* libstdc++ is loaded here (heapprof does not link it)
+		 * and stays loaded. */
+		void *cxx = i == 0 ? dlopen("libstdc++.so.6", RTLD_NOW) : NULL;
+		void *fn = i == 0 ? (cxx ? dlsym(cxx, fns[i]) : NULL)
 		           : libc ? dlsym(libc, fns[i])
 		                  : NULL;
 		if (libc)
