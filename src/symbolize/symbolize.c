@@ -177,14 +177,19 @@ static const char *module_find(const struct sym_module *m, GElf_Addr addr)
 static const char *module_addrinfo(struct sym_module *m, GElf_Addr addr)
 {
 	if (!m->stx_tried) {
-		m->stx = symtab_index_new(m->mod);
+		m->stx = symtab_index_new(m->mod, 1);
 		m->stx_tried = 1;
 	}
 	if (m->stx)
 		return symtab_index_lookup(m->stx, addr);
 	GElf_Off off;
 	GElf_Sym sym;
-	return dwfl_module_addrinfo(m->mod, addr, &off, &sym, NULL, NULL, NULL);
+	const char *name = dwfl_module_addrinfo(m->mod, addr, &off, &sym, NULL,
+	                                        NULL, NULL);
+	int type = GELF_ST_TYPE(sym.st_info);
+	/* Only code names a frame (see symtab_index_new's code_only). */
+	return name && (type == STT_FUNC || type == STT_GNU_IFUNC) ? name
+	                                                           : NULL;
 }
 
 void symbolizer_free(struct symbolizer *s)
