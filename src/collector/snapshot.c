@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,8 +379,84 @@ int snapshot_take_live(const struct hp_region *const *rs, int nr,
 	return 0;
 }
 
+/* A relative module path: "./libx.so", "lib/libx.so" ("", "[vdso]" and
+ * the vdso's "linux-vdso.so.1" are no file's). */
+static bool relative_path(const char *path)
+{
+	return path[0] && path[0] != '/' && path[0] != '[' && strchr(path, '/');
+}
+
+/* The absolute path of the file /proc/PID/maps shows mapped at addr, into
+ * out (size PATH_MAX); false if none. */
+static bool mapped_path(pid_t pid, uint64_t addr, char *out)
+{
+	char name[64], line[PATH_MAX + 128];
+	bool found = false;
+	snprintf(name, sizeof(name), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(name, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
+		int at = 0;
+		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi,
+		           &at) < 2 ||
+		    !at || addr < lo || addr >= hi || line[at] != '/')
+			continue;
+		size_t len = strcspn(line + at, "\n");
+		const char *del = " (deleted)";
+		size_t dlen = strlen(del);
+		if (len > dlen && !memcmp(line + at + len - dlen, del, dlen))
+			len -= dlen;
+		memcpy(out, line + at, len);
+		out[len] = '\0';
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* cwd/path made canonical, into out (size PATH_MAX); false if there is no
+ * such file. */
+static bool cwd_path(const char *cwd, const char *path, char *out)
+{
+	char joined[2 * PATH_MAX];
+	if (!cwd || cwd[0] != '/')
+		return false;
+	if ((size_t)snprintf(joined, sizeof(joined), "%s/%s", cwd, path) >=
+	    sizeof(joined))
+		return false;
+	return realpath(joined, out) != NULL;
+}
+
+int snapshot_resolve_paths(struct snapshot *s, pid_t pid, bool alive,
+                           const char *cwd)
+{
+	struct prof_module *mods = s->modules;
+	for (size_t i = 0; i < s->dump.nmodules; i++) {
+		if (!relative_path(mods[i].path))
+			continue;
+		char path[PATH_MAX];
+		if (!(alive && mapped_path(pid, mods[i].start, path)) &&
+		    !cwd_path(cwd, mods[i].path, path))
+			continue;
+		char **grown =
+		        realloc(s->paths, (s->npaths + 1) * sizeof(*s->paths));
+		if (!grown)
+			return -ENOMEM;
+		s->paths = grown;
+		if (!(s->paths[s->npaths] = strdup(path)))
+			return -ENOMEM;
+		mods[i].path = s->paths[s->npaths++];
+	}
+	return 0;
+}
+
 void snapshot_free(struct snapshot *s)
 {
+	for (size_t i = 0; i < s->npaths; i++)
+		free(s->paths[i]);
+	free(s->paths);
 	free(s->blocks);
 	free(s->modules);
 	free(s->stacks);
