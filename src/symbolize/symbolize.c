@@ -19,9 +19,11 @@
 #include "symbolize/symtab.h"
 #include "util/hmap.h"
 
-/* libiberty's demangler (Debian's libiberty-dev, static; the demangler
- * sources are LGPL 2.1+ with the exception for linked combinations):
- * the one binutils and GDB use, for C++ and both Rust manglings. */
+/* libiberty's demangler (Debian's libiberty-dev, linked statically:
+ * cp-demangle.c and rust-demangle.c, whose licence lets them be linked
+ * into any program): the one binutils and GDB use, for C++ and both Rust
+ * manglings.  cplus_demangle_v3 and rust_demangle, not cplus_demangle,
+ * which would bring libiberty's xmalloc (exit on out of memory). */
 #include <libiberty/demangle.h>
 
 /* Open Dwfl handles kept at once; each holds a file descriptor. */
@@ -247,8 +249,7 @@ char *symbolize_demangle(const char *name)
 	 */
 	char *out = rust_demangle(sym, DMGL_PARAMS | DMGL_ANSI);
 	if (!out && sym[1] == 'Z')
-		out = cplus_demangle(sym,
-		                     DMGL_PARAMS | DMGL_ANSI | DMGL_GNU_V3);
+		out = cplus_demangle_v3(sym, DMGL_PARAMS | DMGL_ANSI);
 	free(sym);
 	return out;
 }
