@@ -368,10 +368,10 @@ int snapshot_take(const struct hp_region *r, struct snapshot *s);
  * relative path, or a library found through LD_LIBRARY_PATH=.), made the
  * file's absolute, canonical path: from /proc/PID/maps while the process
  * runs (alive) and still maps it, else from cwd (the process's working
- * directory when it attached; "" if unknown) when the file is there.  The
- * client cannot do it: it records modules inside the program's
- * allocations, with no system call.  Others stay as they are.  0 or
- * -ENOMEM.
+ * directory when it attached; "" if unknown) when the file is there; a
+ * path found once is kept for the process's later dumps.  The client
+ * cannot do it: it records modules inside the program's allocations,
+ * with no system call.  Others stay as they are.  0 or -ENOMEM.
  */
 int snapshot_resolve_paths(struct snapshot *s, pid_t pid, bool alive,
                            const char *cwd);

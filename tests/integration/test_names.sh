@@ -104,6 +104,63 @@ else
 fi
 
 # ---------------------------------------------------------------------------
+t_begin "a relative library path after a chdir: from /proc/PID/maps, kept once the process is gone"
+# The program changes directory, then dlopen("./libdlib.so"): the working
+# directory it attached with does not lead to the library.  A named
+# snapshot is written while it runs (the path comes from its maps); the
+# dump at its exit, which finds a new stack in the library, must name the
+# library the same way.
+cat >"$T_DIR/chdl.c" <<'EOF'
+#include <dlfcn.h>
+#include <heapprof/heapprof.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc != 2 || chdir(argv[1]) != 0)
+		return 1;
+	void *h = dlopen("./libdlib.so", RTLD_NOW);
+	int (*entry)(int) = h ? (int (*)(int))dlsym(h, "dlib_entry") : NULL;
+	if (!entry)
+		return 2;
+	entry(3);
+	if (heapprof_take_named_snapshot("loaded") != 0)
+		return 3;
+	/* A stack first seen after the snapshot: dlib_alloc <- main. */
+	void (*alloc)(void) = (void (*)(void))dlsym(h, "dlib_alloc");
+	if (!alloc)
+		return 4;
+	alloc();
+	printf("chdl: done\n");
+	return 0;
+}
+EOF
+if [ ! -f "$T_DIR/dl/libdlib.so" ] ||
+	! gcc -O0 -g -I"$HERE/../../include" -o "$T_DIR/chdl" "$T_DIR/chdl.c" \
+		-L"$BUILD" -lheapprof -Wl,-rpath,"$BUILD" -ldl 2>"$T_DIR/chdl.cc.err"; then
+	t_fail "cannot build chdl: $(head -c 300 "$T_DIR/chdl.cc.err")"
+else
+	hp_record chdl -i 1 -o "$T_DIR/chdl.db" -- "$T_DIR/chdl" "$T_DIR/dl"
+	assert_eq 0 "$REC_RC" "chdl: exit status" || show_err chdl
+	assert_eq 2 "$(sqlq "$T_DIR/chdl.db" "SELECT count(*) FROM heapprof_dump;")" \
+		"two dumps: the snapshot and the end"
+	assert_eq "$T_REAL/dl/libdlib.so" "$(sqlq "$T_DIR/chdl.db" "SELECT group_concat(name)
+	  FROM stack_profile_mapping WHERE name LIKE '%libdlib.so';")" \
+		"one mapping for libdlib.so, by its absolute path"
+	assert_eq "$T_REAL/dl/libdlib.so" "$(frame_mapping "$T_DIR/chdl.db" dlib_alloc)" \
+		"mapping of dlib_alloc"
+	assert_eq 1 "$(sqlq "$T_DIR/chdl.db" "SELECT count(*) FROM stack_profile_frame
+	  WHERE name = 'dlib_alloc';")" "one frame for dlib_alloc's return address"
+	# 8 x malloc(4444) through dlib_entry, 8 more from main, all live.
+	assert_eq "16 71104 16 71104" "$(leaf_views "$T_DIR/chdl.db" dlib_alloc)" \
+		"dlib_alloc's views, both stacks named"
+	assert_eq "dlib_alloc main" "$(for cs in $(leaf_callsites "$T_DIR/chdl.db" dlib_alloc); do
+		stack_of "$T_DIR/chdl.db" "$cs" | head -n 2 | tr '\n' ' '; echo; done |
+		grep -v dlib_middle | sed 's/ $//')" "the stack first seen at the end"
+fi
+
+# ---------------------------------------------------------------------------
 t_begin "--unwind fp on code without frame pointers: the report says so"
 mkdir -p "$T_DIR/fp"
 if ! gcc -O2 -fomit-frame-pointer -g -o "$T_DIR/fp/nofp" "$HERE/progs/nofp.c" \
