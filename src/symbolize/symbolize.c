@@ -11,6 +11,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -604,6 +605,50 @@ oom:
 	return -ENOMEM;
 }
 
+/*
+ * The innermost function, inlined instance or block at pc among the
+ * descendants of parent, into *out; false if none.  dwarf_getscopes does
+ * not look inside a DIE that has no addresses of its own, and rustc puts
+ * every function inside the DW_TAG_namespace of its module (and methods
+ * inside their type's): it found nothing for a Rust function.  Namespaces
+ * and types are walked, functions and blocks entered only when they hold
+ * pc.
+ */
+static bool innermost_at(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out,
+                         int depth)
+{
+	Dwarf_Die child, next;
+	if (depth > 64 || dwarf_child(parent, &child) != 0)
+		return false;
+	for (;;) {
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+		case DW_TAG_structure_type:
+		case DW_TAG_class_type:
+		case DW_TAG_union_type:
+		case DW_TAG_enumeration_type:
+			if (innermost_at(&child, pc, out, depth + 1))
+				return true;
+			break;
+		case DW_TAG_subprogram:
+		case DW_TAG_inlined_subroutine:
+		case DW_TAG_lexical_block:
+			if (dwarf_haspc(&child, pc) > 0) {
+				*out = child;
+				(void)innermost_at(&child, pc, out, depth + 1);
+				return true;
+			}
+			break;
+		default:
+			break;
+		}
+		if (dwarf_siblingof(&child, &next) != 0)
+			return false;
+		child = next;
+	}
+}
+
 int symbolizer_lookup_source(struct symbolizer *s, const char *path,
                              const uint8_t *build_id, size_t build_id_len,
                              uint64_t rel_pc, struct sym_source **out,
@@ -643,13 +688,14 @@ int symbolizer_lookup_source(struct symbolizer *s, const char *path,
 	 * lexical blocks, inlined instances, the enclosing subprogram, ...
 	 */
 	Dwarf_Die *scopes = NULL, *chain = NULL;
+	Dwarf_Die inner;
 	int nscopes = dwarf_getscopes(cu, pc - bias, &scopes);
 	int nchain = 0;
-	if (nscopes > 0) {
-		Dwarf_Die inner = scopes[0];
-		nchain = dwarf_getscopes_die(&inner, &chain);
-	}
+	if (nscopes > 0)
+		inner = scopes[0];
 	free(scopes);
+	if (nscopes > 0 || innermost_at(cu, pc - bias, &inner, 0))
+		nchain = dwarf_getscopes_die(&inner, &chain);
 	for (int i = 0; !err && i < nchain; i++) {
 		int tag = dwarf_tag(&chain[i]);
 		if (tag != DW_TAG_subprogram &&

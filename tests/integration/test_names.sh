@@ -243,6 +243,24 @@ else
 			"pprof: fill in the string table"
 		assert_eq 0 "$(zcat "$T_DIR/rs.pb.gz" | grep -a -Ec '::h[0-9a-f]{16}|rust_metadata_')" \
 			"pprof: no hash or data symbol"
+		# heapprof symbolize: DWARF names (rustc nests every function in
+		# its module's namespace, where dwarf_getscopes does not look),
+		# and fill's lines: its two push calls.
+		"$HP" symbolize "$db" >"$T_DIR/rs.sym.out" 2>"$T_DIR/rs.sym.err"
+		assert_eq 0 "$?" "symbolize: exit status ($(head -c 300 "$T_DIR/rs.sym.err"))"
+		src="$HERE/progs/rust_names.rs"
+		want="$(grep -n 'row.push(j as u64)' "$src" | cut -d: -f1) $(grep -n 'rows.push(row)' "$src" | cut -d: -f1)"
+		assert_eq "$want" "$(sqlq "$db" "SELECT DISTINCT s.line_number FROM stack_profile_frame f
+		  JOIN stack_profile_symbol s USING (symbol_set_id)
+		  WHERE s.name = 'rust_names::store::table::fill' AND s.source_file LIKE '%rust_names.rs'
+		  ORDER BY 1;" | tr '\n' ' ' | sed 's/ $//')" "symbolize: fill's lines"
+		assert_eq 0 "$(sqlq "$db" "SELECT count(*) FROM stack_profile_frame f
+		  JOIN stack_profile_symbol s USING (symbol_set_id)
+		  JOIN stack_profile_mapping m ON f.mapping = m.id
+		  WHERE m.name LIKE '%/rust_names' AND s.name IS NULL;")" \
+			"symbolize: every source location of the program has a function"
+		assert_ge "$(sqlq "$db" "SELECT count(*) FROM stack_profile_symbol
+		  WHERE name = 'alloc::vec::Vec<T,A>::push';")" 1 "symbolize: Vec::push inlined"
 		ts=$(sqlq "$db" "SELECT max(ts) FROM heapprof_dump;")
 		assert_eq 1 "$("$HP" sql "$db" "SELECT count(*) AS n FROM
 		  experimental_flamegraph($ts, 1, 'native')
