@@ -42,7 +42,8 @@ static size_t exe_path_len;
  * redis-check-rdb, and its frames were named after that.  (The collector
  * keeps the resolved path too: stack_profile_mapping.resolved_name.)  A
  * name that no longer is that file (the program changed directory before
- * a late attach, or renamed itself) leaves exe_path as it is.
+ * a late attach, or renamed itself), or a name under /proc or /dev/fd,
+ * leaves exe_path as it is.
  */
 static void exe_started_as(void)
 {
@@ -69,6 +70,10 @@ static void exe_started_as(void)
 	if (len + flen >= sizeof(buf))
 		return;
 	memcpy(buf + len, fn, flen + 1);
+	/* Not a name of /proc's (a program that execs /proc/self/exe) or of
+	 * a descriptor's (fexecve): it would name another file later. */
+	if (strstr(buf, "/proc/") || strstr(buf, "/dev/fd/"))
+		return;
 	struct stat named, exe;
 	if (stat(buf, &named) != 0 || stat(exe_path, &exe) != 0 ||
 	    named.st_dev != exe.st_dev || named.st_ino != exe.st_ino)
