@@ -39,7 +39,7 @@ LIB_CFLAGS := $(BASE_CFLAGS) $(CLIENT_SAN) -fPIC -fvisibility=hidden -fexception
               -fno-omit-frame-pointer -ftls-model=initial-exec
 LIB_LIBS   := -lm -ldl -pthread
 
-CLI_LIBS   := -lsqlite3 -ldw -lelf -lz -lprotobuf-c -ledit -lm -lstdc++ \
+CLI_LIBS   := -lsqlite3 -ldw -lelf -lz -lprotobuf-c -ledit -liberty -lm \
               -pthread
 
 LAYOUT_SRCS := $(wildcard src/layout/*.c)

@@ -4,7 +4,8 @@
 #   scripts/deps.sh --test  also what the test suite needs: Go (`go tool
 #                           pprof` reads the exported profiles), Chromium
 #                           (the flame graph page is checked in it
-#                           headless), Node.js (drives Chromium) and
+#                           headless), Node.js (drives Chromium),
+#                           rustc (a Rust program is profiled) and
 #                           pkg-config (a program is built against an
 #                           installed heapprof.pc), libc6-i386 (a 32-bit
 #                           program's loader), heaptrack and git
@@ -24,6 +25,7 @@ have_hdr sqlite3.h || need="$need libsqlite3-dev"
 have_hdr zlib.h || need="$need zlib1g-dev"
 have_hdr protobuf-c/protobuf-c.h || need="$need libprotobuf-c-dev"
 have_hdr editline/readline.h || need="$need libedit-dev"
+have_hdr libiberty/demangle.h || need="$need libiberty-dev"
 command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 command -v sqlite3 >/dev/null 2>&1 || need="$need sqlite3"
 if [ "${1:-}" = --test ]; then
@@ -35,6 +37,9 @@ if [ "${1:-}" = --test ]; then
 	# git among others
 	command -v heaptrack >/dev/null 2>&1 || need="$need heaptrack"
 	command -v git >/dev/null 2>&1 || need="$need git"
+	# Rust programs built and profiled (test_names.sh, test_startup.sh:
+	# Debian's rustc, whatever else PATH may find first)
+	[ -x /usr/bin/rustc ] || need="$need rustc"
 	# a 32-bit program started by a profiled one (test_hostile.sh)
 	[ "$(uname -m)" != x86_64 ] || [ -e /lib/ld-linux.so.2 ] ||
 		need="$need libc6-i386"

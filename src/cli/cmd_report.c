@@ -813,6 +813,34 @@ static void print_counters(sqlite3 *db, const struct rd_process *p)
 		       nested, stale);
 }
 
+/*
+ * --unwind fp stops at the first function built without frame pointers,
+ * as most distributions build everything: the stacks are then one or two
+ * frames, and nothing else says why.  Said when most of the process's
+ * stacks (callsites with allocations) are that short.
+ */
+static void print_fp_note(sqlite3 *db, int64_t upid)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT count(*), sum(c.depth < 2),"
+	                       " avg(c.depth + 1) FROM stack_profile_callsite c"
+	                       " WHERE c.id IN (SELECT callsite_id FROM"
+	                       " heap_profile_allocation WHERE upid = ?)",
+	                       -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_int64(st, 0) > 0 &&
+		    2 * sqlite3_column_int64(st, 1) >
+		            sqlite3_column_int64(st, 0))
+			printf("  stacks         %.1f frames deep on average:"
+			       " the program was likely built without frame"
+			       " pointers; use the default --unwind dwarf\n",
+			       sqlite3_column_double(st, 2));
+	}
+	sqlite3_finalize(st);
+}
+
 static void print_process_header(sqlite3 *db, const struct rd_process *p,
                                  const struct session_info *si)
 {
@@ -835,6 +863,8 @@ static void print_process_header(sqlite3 *db, const struct rd_process *p,
 		       p->interval);
 	printf(", unwind %s, max %" PRId64 " frames\n",
 	       p->unwind[0] ? p->unwind : "?", p->max_frames);
+	if (!strcmp(p->unwind, "fp"))
+		print_fp_note(db, p->upid);
 	if (p->interval_used && p->interval_used != p->interval)
 		printf("  interval used  %" PRId64 " bytes at the last dump:"
 		       " %s from %" PRId64 "\n",

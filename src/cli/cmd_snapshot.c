@@ -1249,6 +1249,8 @@ static int run_live(const struct snap_opts *o)
 	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
 	uint64_t wall = hp_clock_ns(CLOCK_REALTIME);
 	int err = snapshot_take_live(rs, nr, &snap);
+	if (!err)
+		err = snapshot_resolve_paths(&snap, pid, true, NULL);
 	if (err) {
 		hp_err(SUBSYS, "pid %d: reading its region: %s", (int)pid,
 		       strerror(-err));

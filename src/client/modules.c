@@ -18,6 +18,9 @@
 #include <link.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -31,8 +34,56 @@ static uint64_t scan_generation;
 static char exe_path[1024];
 static size_t exe_path_len;
 
-/* Async-signal-safe (readlink): also called when attaching from the
- * attach signal's handler. */
+/*
+ * The main program's name as it was started: the path execve was given
+ * (AT_EXECFN), made absolute with the current directory, when it is the
+ * same file as /proc/self/exe.  /proc/self/exe and the loader name the
+ * file a symbolic link resolves to: Debian's redis-server is a link to
+ * redis-check-rdb, and its frames were named after that.  (The collector
+ * keeps the resolved path too: stack_profile_mapping.resolved_name.)  A
+ * name that no longer is that file (the program changed directory before
+ * a late attach, or renamed itself), or a name under /proc or /dev/fd,
+ * leaves exe_path as it is.
+ */
+static void exe_started_as(void)
+{
+	const char *fn = (const char *)getauxval(AT_EXECFN);
+	char buf[sizeof(exe_path)];
+	size_t len = 0;
+	if (!fn || !fn[0])
+		return;
+	if (fn[0] != '/') {
+		/* The raw system call: the length with its NUL, or < 0. */
+		long n = syscall(SYS_getcwd, buf, sizeof(buf));
+		if (n <= 1 || buf[0] != '/')
+			return;
+		len = (size_t)n - 1;
+		while (fn[0] == '.' && fn[1] == '/') {
+			fn += 2;
+			while (fn[0] == '/')
+				fn++;
+		}
+		if (len > 1)
+			buf[len++] = '/';
+	}
+	size_t flen = strlen(fn);
+	if (len + flen >= sizeof(buf))
+		return;
+	memcpy(buf + len, fn, flen + 1);
+	/* Not a name of /proc's (a program that execs /proc/self/exe) or of
+	 * a descriptor's (fexecve): it would name another file later. */
+	if (strstr(buf, "/proc/") || strstr(buf, "/dev/fd/"))
+		return;
+	struct stat named, exe;
+	if (stat(buf, &named) != 0 || stat(exe_path, &exe) != 0 ||
+	    named.st_dev != exe.st_dev || named.st_ino != exe.st_ino)
+		return;
+	memcpy(exe_path, buf, len + flen + 1);
+	exe_path_len = len + flen;
+}
+
+/* Async-signal-safe (readlink, getcwd, stat): also called when attaching
+ * from the attach signal's handler. */
 void modules_init(void)
 {
 	if (exe_path_len)
@@ -41,6 +92,7 @@ void modules_init(void)
 	if (n > 0) {
 		exe_path[n] = '\0';
 		exe_path_len = (size_t)n;
+		exe_started_as();
 	}
 }
 

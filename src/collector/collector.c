@@ -281,7 +281,8 @@ struct dump_job {
 	const struct collector *c; /* opts: read only while the loop runs */
 	int64_t upid;
 	pid_t pid;
-	bool alive; /* connected when asked: /proc has its memory */
+	bool alive;         /* connected when asked: /proc has its memory */
+	char cwd[PATH_MAX]; /* the target's (struct target) */
 	struct hp_region regs[TARGET_MAX_REGIONS];
 	int nreg;
 	bool blocks; /* every live block (snapshot_take_live) */
@@ -299,10 +300,12 @@ struct dump_job {
 static int select_heaps(const struct collector *c, struct snapshot *s);
 
 /* A job's copy of a process's regions, read (every live block too with
- * blocks) and cut to the heaps the session profiles; *s is freed on
- * failure. */
+ * blocks) and cut to the heaps the session profiles, its relative module
+ * paths made absolute (pid, alive, cwd: snapshot_resolve_paths); *s is
+ * freed on failure. */
 static int read_regions(const struct collector *c, const struct hp_region *reg,
-                        int nreg, bool blocks, struct snapshot *s)
+                        int nreg, bool blocks, pid_t pid, bool alive,
+                        const char *cwd, struct snapshot *s)
 {
 	const struct hp_region *regs[TARGET_MAX_REGIONS];
 	for (int i = 0; i < nreg; i++)
@@ -311,7 +314,9 @@ static int read_regions(const struct collector *c, const struct hp_region *reg,
 	                : snapshot_take_regions(regs, nreg, s);
 	if (rc)
 		return rc;
-	rc = select_heaps(c, s);
+	rc = snapshot_resolve_paths(s, pid, alive, cwd);
+	if (!rc)
+		rc = select_heaps(c, s);
 	if (rc)
 		snapshot_free(s);
 	return rc;
@@ -324,7 +329,8 @@ static int dump_run(void *arg)
 	 * of the cost of a dump. */
 	uint64_t started = hp_clock_ns(CLOCK_MONOTONIC);
 	struct snapshot s;
-	int rc = read_regions(j->c, j->regs, j->nreg, j->blocks, &s);
+	int rc = read_regions(j->c, j->regs, j->nreg, j->blocks, j->pid,
+	                      j->alive, j->cwd, &s);
 	if (rc)
 		return rc;
 	s.dump.ts_ns = j->ts;
@@ -538,6 +544,17 @@ static struct target *new_target(struct collector *c)
 	return t;
 }
 
+/* t->cwd from /proc/PID/cwd, before the welcome: the process waits for
+ * it, so it is there (after it, it may have run to its end); "" if
+ * unreadable. */
+static void target_cwd(struct target *t, pid_t pid)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "/proc/%d/cwd", (int)pid);
+	ssize_t n = readlink(name, t->cwd, sizeof(t->cwd) - 1);
+	t->cwd[n > 0 && t->cwd[0] == '/' ? n : 0] = '\0';
+}
+
 int collector_answer(struct collector *c, int fd, const struct target_info *ti,
                      struct target **out)
 {
@@ -568,6 +585,7 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		free(t);
 		return region_fd;
 	}
+	target_cwd(t, ti->pid);
 	/* The process may allocate as soon as it has the welcome: its
 	 * profiling starts now, not after our bookkeeping. */
 	uint64_t start_ts = boottime_ns();
@@ -1086,6 +1104,7 @@ static int dump_target(struct collector *c, struct target *t,
 	j->upid = t->upid;
 	j->pid = t->pid;
 	j->alive = !t->disconnected;
+	memcpy(j->cwd, t->cwd, sizeof(j->cwd));
 	for (int i = 0; i < t->nreg; i++)
 		j->regs[i] = t->reg[i].region;
 	j->nreg = t->nreg;
@@ -1220,6 +1239,9 @@ struct intern_job {
 	const struct collector *c; /* opts: read only while the loop runs */
 	struct collector *owner;   /* its counters, on the loop's thread */
 	int64_t upid;
+	pid_t pid;
+	bool alive;
+	char cwd[PATH_MAX]; /* the target's (struct target) */
 	struct hp_region regs[TARGET_MAX_REGIONS];
 	int nreg;
 	uint64_t took_ns;
@@ -1230,7 +1252,8 @@ static int intern_run(void *arg)
 	struct intern_job *j = arg;
 	uint64_t t0 = hp_clock_ns(CLOCK_MONOTONIC);
 	struct snapshot s;
-	int rc = read_regions(j->c, j->regs, j->nreg, false, &s);
+	int rc = read_regions(j->c, j->regs, j->nreg, false, j->pid, j->alive,
+	                      j->cwd, &s);
 	if (rc)
 		return rc;
 	rc = profile_intern_stacks(j->p, j->upid, &s.dump);
@@ -1286,6 +1309,9 @@ int collector_intern_ahead(struct collector *c)
 		j->c = c;
 		j->owner = c;
 		j->upid = t->upid;
+		j->pid = t->pid;
+		j->alive = !t->disconnected;
+		memcpy(j->cwd, t->cwd, sizeof(j->cwd));
 		for (int r = 0; r < t->nreg; r++)
 			j->regs[r] = t->reg[r].region;
 		j->nreg = t->nreg;

@@ -11,6 +11,7 @@
 #ifndef HEAPPROF_COLLECTOR_H
 #define HEAPPROF_COLLECTOR_H
 
+#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -119,6 +120,10 @@ struct target {
 	uint32_t snap_len, snap_got; /* snap_len 0: not reading a name */
 	uint32_t snapshots;          /* named snapshots written */
 	uint64_t interned;           /* its stacks when last interned ahead */
+	/* Its working directory when it attached ("" if unknown): where a
+	 * library it loaded by a relative path is, once it has exited
+	 * (snapshot_resolve_paths). */
+	char cwd[PATH_MAX];
 };
 
 /* A connection on the embedded socket whose hello is not complete. */
@@ -353,8 +358,23 @@ struct snapshot {
 	 * progress while the snapshot was read (0 when the process was
 	 * stopped). */
 	uint64_t blocks_in_flight;
+	/* Module paths snapshot_resolve_paths made (modules[].path). */
+	char **paths;
+	size_t npaths;
 };
 int snapshot_take(const struct hp_region *r, struct snapshot *s);
+/*
+ * The module paths the loader had relative ("./libx.so": a dlopen by a
+ * relative path, or a library found through LD_LIBRARY_PATH=.), made the
+ * file's absolute, canonical path: from /proc/PID/maps while the process
+ * runs (alive) and still maps it, else from cwd (the process's working
+ * directory when it attached; "" if unknown) when the file is there; a
+ * path found once is kept for the process's later dumps.  The client
+ * cannot do it: it records modules inside the program's allocations,
+ * with no system call.  Others stay as they are.  0 or -ENOMEM.
+ */
+int snapshot_resolve_paths(struct snapshot *s, pid_t pid, bool alive,
+                           const char *cwd);
 /*
  * All of a process's regions into one dump: stacks concatenated (the
  * writer merges equal call stacks, so a stack's identity is its frames,

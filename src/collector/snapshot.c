@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,8 +380,155 @@ int snapshot_take_live(const struct hp_region *const *rs, int nr,
 	return 0;
 }
 
+/* A relative module path: "./libx.so", "lib/libx.so" ("", "[vdso]" and
+ * the vdso's "linux-vdso.so.1" are no file's). */
+static bool relative_path(const char *path)
+{
+	return path[0] && path[0] != '/' && path[0] != '[' && strchr(path, '/');
+}
+
+/* The absolute path of the file /proc/PID/maps shows mapped at addr, into
+ * out (size PATH_MAX); false if none. */
+static bool mapped_path(pid_t pid, uint64_t addr, char *out)
+{
+	char name[64], line[PATH_MAX + 128];
+	bool found = false;
+	snprintf(name, sizeof(name), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(name, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
+		int at = 0;
+		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi,
+		           &at) < 2 ||
+		    !at || addr < lo || addr >= hi || line[at] != '/')
+			continue;
+		size_t len = strcspn(line + at, "\n");
+		const char *del = " (deleted)";
+		size_t dlen = strlen(del);
+		if (len > dlen && !memcmp(line + at + len - dlen, del, dlen))
+			len -= dlen;
+		memcpy(out, line + at, len);
+		out[len] = '\0';
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Whether the file at path has rel's file name: what maps shows at a
+ * module's address after the module was unloaded may be another file. (A
+ * name that is a symbolic link does not match: cwd_path resolves it.) */
+static bool same_file_name(const char *path, const char *rel)
+{
+	const char *a = strrchr(path, '/'), *b = strrchr(rel, '/');
+	return !strcmp(a ? a + 1 : path, b ? b + 1 : rel);
+}
+
+/* cwd/path made canonical, into out (size PATH_MAX); false if there is no
+ * such file. */
+static bool cwd_path(const char *cwd, const char *path, char *out)
+{
+	char joined[2 * PATH_MAX];
+	if (!cwd || cwd[0] != '/')
+		return false;
+	if ((size_t)snprintf(joined, sizeof(joined), "%s/%s", cwd, path) >=
+	    sizeof(joined))
+		return false;
+	return realpath(joined, out) != NULL;
+}
+
+/*
+ * The paths found, by process and module: a later dump names a module as
+ * an earlier one did, also once the process is gone and the working
+ * directory no longer leads to the file (it changed directory before the
+ * dlopen).  Two dumps naming it differently would make two mappings, and
+ * two frames for each of its addresses.  Bounded: when full, new ones are
+ * not kept.
+ */
+#define PATH_CACHE_MAX 1024
+static struct {
+	pid_t pid;
+	uint64_t start, base;
+	char *rel, *abs;
+} path_cache[PATH_CACHE_MAX];
+static size_t path_cache_n;
+static pthread_mutex_t path_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The path cached for module m of pid into out; false if none. */
+static bool cached_path(pid_t pid, const struct prof_module *m, char *out)
+{
+	bool found = false;
+	pthread_mutex_lock(&path_cache_lock);
+	for (size_t i = 0; i < path_cache_n && !found; i++)
+		if (path_cache[i].pid == pid &&
+		    path_cache[i].start == m->start &&
+		    path_cache[i].base == m->base &&
+		    !strcmp(path_cache[i].rel, m->path)) {
+			snprintf(out, PATH_MAX, "%s", path_cache[i].abs);
+			found = true;
+		}
+	pthread_mutex_unlock(&path_cache_lock);
+	return found;
+}
+
+static void cache_path(pid_t pid, const struct prof_module *m, const char *abs)
+{
+	pthread_mutex_lock(&path_cache_lock);
+	if (path_cache_n < PATH_CACHE_MAX) {
+		char *rel = strdup(m->path), *a = strdup(abs);
+		if (rel && a) {
+			path_cache[path_cache_n].pid = pid;
+			path_cache[path_cache_n].start = m->start;
+			path_cache[path_cache_n].base = m->base;
+			path_cache[path_cache_n].rel = rel;
+			path_cache[path_cache_n].abs = a;
+			path_cache_n++;
+		} else {
+			free(rel);
+			free(a);
+		}
+	}
+	pthread_mutex_unlock(&path_cache_lock);
+}
+
+int snapshot_resolve_paths(struct snapshot *s, pid_t pid, bool alive,
+                           const char *cwd)
+{
+	struct prof_module *mods = s->modules;
+	for (size_t i = 0; i < s->dump.nmodules; i++) {
+		if (!relative_path(mods[i].path))
+			continue;
+		char path[PATH_MAX];
+		bool found = cached_path(pid, &mods[i], path);
+		if (!found) {
+			found = (alive &&
+			         mapped_path(pid, mods[i].start, path) &&
+			         same_file_name(path, mods[i].path)) ||
+			        cwd_path(cwd, mods[i].path, path);
+			if (found)
+				cache_path(pid, &mods[i], path);
+		}
+		if (!found)
+			continue;
+		char **grown =
+		        realloc(s->paths, (s->npaths + 1) * sizeof(*s->paths));
+		if (!grown)
+			return -ENOMEM;
+		s->paths = grown;
+		if (!(s->paths[s->npaths] = strdup(path)))
+			return -ENOMEM;
+		mods[i].path = s->paths[s->npaths++];
+	}
+	return 0;
+}
+
 void snapshot_free(struct snapshot *s)
 {
+	for (size_t i = 0; i < s->npaths; i++)
+		free(s->paths[i]);
+	free(s->paths);
 	free(s->blocks);
 	free(s->modules);
 	free(s->stacks);

@@ -21,7 +21,7 @@ const char profile_schema_sql[] =
         "CREATE TABLE heapprof_meta(key TEXT PRIMARY KEY, value TEXT);\n"
         "CREATE TABLE stack_profile_mapping(id INTEGER PRIMARY KEY, type TEXT,"
         " build_id TEXT, exact_offset INT, start_offset INT, start INT,"
-        " \"end\" INT, load_bias INT, name TEXT);\n"
+        " \"end\" INT, load_bias INT, name TEXT, resolved_name TEXT);\n"
         "CREATE TABLE stack_profile_frame(id INTEGER PRIMARY KEY, type TEXT,"
         " name TEXT, mapping INT, rel_pc INT, symbol_set_id INT,"
         " deobfuscated_name TEXT, system_name TEXT);\n"

@@ -212,8 +212,8 @@ enum stmt_id {
 static const char *const stmt_sql[ST_COUNT] = {
         [ST_MAPPING] = "INSERT INTO stack_profile_mapping(id, type, build_id,"
                        " exact_offset, start_offset, start, \"end\", load_bias,"
-                       " name) VALUES(?, 'stack_profile_mapping', ?, ?, 0, ?,"
-                       " ?, ?, ?)",
+                       " name, resolved_name) VALUES(?,"
+                       " 'stack_profile_mapping', ?, ?, 0, ?, ?, ?, ?, ?)",
         [ST_FRAME] =
                 "INSERT INTO stack_profile_frame(id, type, name, mapping,"
                 " rel_pc, symbol_set_id, deobfuscated_name, system_name)"
@@ -852,6 +852,7 @@ struct mapping_job {
 	struct profile *p;
 	int64_t id, exact_offset, start, end, load_bias;
 	char *name;
+	char *resolved; /* realpath of name where it differs; else NULL */
 	char build_id[2 * 256 + 1]; /* hex; "" if none */
 };
 
@@ -859,6 +860,7 @@ static void drop_mapping(void *arg)
 {
 	struct mapping_job *j = arg;
 	free(j->name);
+	free(j->resolved);
 	free(j);
 }
 
@@ -875,6 +877,8 @@ static int run_mapping(void *arg)
 	sqlite3_bind_int64(st, 5, j->end);
 	sqlite3_bind_int64(st, 6, j->load_bias);
 	sqlite3_bind_text(st, 7, j->name, -1, SQLITE_STATIC);
+	if (j->resolved)
+		sqlite3_bind_text(st, 8, j->resolved, -1, SQLITE_STATIC);
 	int err = step(j->p, ST_MAPPING, "writing mapping");
 	drop_mapping(j);
 	return err;
@@ -890,6 +894,17 @@ static int insert_mapping(struct profile *p, int64_t id,
 	}
 	j->p = p;
 	j->id = id;
+	/* The file a module's name leads to, when the name goes through a
+	 * symbolic link (the main program started through one keeps the
+	 * name it was started by).  Read where the profile is written: the
+	 * process's machine. */
+	if (m->name[0] == '/') {
+		j->resolved = realpath(m->name, NULL);
+		if (j->resolved && !strcmp(j->resolved, m->name)) {
+			free(j->resolved);
+			j->resolved = NULL;
+		}
+	}
 	if (m->build_id_len && m->build_id_len <= 256)
 		symbolize_hex(j->build_id, m->build_id, m->build_id_len);
 	j->exact_offset = i64(m->exact_offset);

@@ -11,6 +11,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,12 @@
 #include "symbolize/symtab.h"
 #include "util/hmap.h"
 
-/* From libstdc++ (linked into heapprof); declared here to stay in C. */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
-                            int *status);
+/* libiberty's demangler (Debian's libiberty-dev, linked statically:
+ * cp-demangle.c and rust-demangle.c, whose licence lets them be linked
+ * into any program): the one binutils and GDB use, for C++ and both Rust
+ * manglings.  cplus_demangle_v3 and rust_demangle, not cplus_demangle,
+ * which would bring libiberty's xmalloc (exit on out of memory). */
+#include <libiberty/demangle.h>
 
 /* Open Dwfl handles kept at once; each holds a file descriptor. */
 #define SYM_MAX_OPEN 256
@@ -176,14 +180,19 @@ static const char *module_find(const struct sym_module *m, GElf_Addr addr)
 static const char *module_addrinfo(struct sym_module *m, GElf_Addr addr)
 {
 	if (!m->stx_tried) {
-		m->stx = symtab_index_new(m->mod);
+		m->stx = symtab_index_new(m->mod, 1);
 		m->stx_tried = 1;
 	}
 	if (m->stx)
 		return symtab_index_lookup(m->stx, addr);
 	GElf_Off off;
 	GElf_Sym sym;
-	return dwfl_module_addrinfo(m->mod, addr, &off, &sym, NULL, NULL, NULL);
+	const char *name = dwfl_module_addrinfo(m->mod, addr, &off, &sym, NULL,
+	                                        NULL, NULL);
+	int type = GELF_ST_TYPE(sym.st_info);
+	/* Only code names a frame (see symtab_index_new's code_only). */
+	return name && (type == STT_FUNC || type == STT_GNU_IFUNC) ? name
+	                                                           : NULL;
 }
 
 void symbolizer_free(struct symbolizer *s)
@@ -209,17 +218,40 @@ void sym_result_fini(struct sym_result *r)
 	r->system_name = NULL;
 }
 
+/* The length of name without a suffix LLVM's ThinLTO adds to a local
+ * symbol it promotes (".llvm.4963390113123587637"): not part of the name. */
+static size_t without_llvm_suffix(const char *name)
+{
+	size_t len = strlen(name);
+	const char *dot = strstr(name, ".llvm.");
+	if (!dot || !dot[6])
+		return len;
+	for (const char *p = dot + 6; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
+		      (*p >= 'A' && *p <= 'F')))
+			return len;
+	return (size_t)(dot - name);
+}
+
 char *symbolize_demangle(const char *name)
 {
-	int status = 0;
-
-	if (!name || strncmp(name, "_Z", 2) != 0)
+	if (!name || (strncmp(name, "_Z", 2) != 0 && strncmp(name, "_R", 2)))
 		return NULL;
-	char *out = __cxa_demangle(name, NULL, NULL, &status);
-	if (status != 0) {
-		free(out);
+	char *sym = strndup(name, without_llvm_suffix(name));
+	if (!sym)
 		return NULL;
-	}
+	/*
+	 * Rust first: a legacy Rust name (_ZN...17h<16 hex digits>E) is a
+	 * valid C++ name too, which the C++ demangler would end with the
+	 * hash ("std::rt::lang_start::h1c2e..."); rust_demangle without
+	 * DMGL_VERBOSE drops it, and reads v0 names (_R...).  It refuses a
+	 * C++ name (no hash), which the C++ demangler then reads, with
+	 * parameters and qualifiers as __cxa_demangle writes them.
+	 */
+	char *out = rust_demangle(sym, DMGL_PARAMS | DMGL_ANSI);
+	if (!out && sym[1] == 'Z')
+		out = cplus_demangle_v3(sym, DMGL_PARAMS | DMGL_ANSI);
+	free(sym);
 	return out;
 }
 
@@ -573,6 +605,50 @@ oom:
 	return -ENOMEM;
 }
 
+/*
+ * The innermost function, inlined instance or block at pc among the
+ * descendants of parent, into *out; false if none.  dwarf_getscopes does
+ * not look inside a DIE that has no addresses of its own, and rustc puts
+ * every function inside the DW_TAG_namespace of its module (and methods
+ * inside their type's): it found nothing for a Rust function.  Namespaces
+ * and types are walked, functions and blocks entered only when they hold
+ * pc.
+ */
+static bool innermost_at(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out,
+                         int depth)
+{
+	Dwarf_Die child, next;
+	if (depth > 64 || dwarf_child(parent, &child) != 0)
+		return false;
+	for (;;) {
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_namespace:
+		case DW_TAG_module:
+		case DW_TAG_structure_type:
+		case DW_TAG_class_type:
+		case DW_TAG_union_type:
+		case DW_TAG_enumeration_type:
+			if (innermost_at(&child, pc, out, depth + 1))
+				return true;
+			break;
+		case DW_TAG_subprogram:
+		case DW_TAG_inlined_subroutine:
+		case DW_TAG_lexical_block:
+			if (dwarf_haspc(&child, pc) > 0) {
+				*out = child;
+				(void)innermost_at(&child, pc, out, depth + 1);
+				return true;
+			}
+			break;
+		default:
+			break;
+		}
+		if (dwarf_siblingof(&child, &next) != 0)
+			return false;
+		child = next;
+	}
+}
+
 int symbolizer_lookup_source(struct symbolizer *s, const char *path,
                              const uint8_t *build_id, size_t build_id_len,
                              uint64_t rel_pc, struct sym_source **out,
@@ -612,13 +688,14 @@ int symbolizer_lookup_source(struct symbolizer *s, const char *path,
 	 * lexical blocks, inlined instances, the enclosing subprogram, ...
 	 */
 	Dwarf_Die *scopes = NULL, *chain = NULL;
+	Dwarf_Die inner;
 	int nscopes = dwarf_getscopes(cu, pc - bias, &scopes);
 	int nchain = 0;
-	if (nscopes > 0) {
-		Dwarf_Die inner = scopes[0];
-		nchain = dwarf_getscopes_die(&inner, &chain);
-	}
+	if (nscopes > 0)
+		inner = scopes[0];
 	free(scopes);
+	if (nscopes > 0 || innermost_at(cu, pc - bias, &inner, 0))
+		nchain = dwarf_getscopes_die(&inner, &chain);
 	for (int i = 0; !err && i < nchain; i++) {
 		int tag = dwarf_tag(&chain[i]);
 		if (tag != DW_TAG_subprogram &&

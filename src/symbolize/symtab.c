@@ -200,7 +200,32 @@ static size_t max_depth(const struct symtab_index *x)
 	return depth ? depth : 1;
 }
 
-struct symtab_index *symtab_index_new(Dwfl_Module *mod)
+/*
+ * Can sym (from elf, section shndx) name code?  A function (STT_FUNC,
+ * STT_GNU_IFUNC) or an assembly label (STT_NOTYPE), in a section that is
+ * loaded and executable (an absolute one: a function at a nonzero address).
+ * Not data: rustc's Rust dylibs hold rust_metadata_<crate>_<hash>, an
+ * STT_OBJECT of a few MiB at address 0 in .rustc, which is not loaded,
+ * and covers the whole .text of libstd, so libdwfl named with it every
+ * std function that .dynsym does not export.
+ */
+static int names_code(const GElf_Sym *sym, Elf *elf, GElf_Word shndx)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+	if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
+		return 0;
+	if (shndx == SHN_UNDEF || shndx >= SHN_LORESERVE)
+		return type != STT_NOTYPE && sym->st_value != 0;
+	GElf_Shdr mem;
+	Elf_Scn *scn = elf ? elf_getscn(elf, shndx) : NULL;
+	GElf_Shdr *sh = scn ? gelf_getshdr(scn, &mem) : NULL;
+	/* A separate debug file's sections are SHT_NOBITS, with the flags of
+	 * the original. */
+	return sh && (sh->sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) ==
+	                     (SHF_ALLOC | SHF_EXECINSTR);
+}
+
+struct symtab_index *symtab_index_new(Dwfl_Module *mod, int code_only)
 {
 	struct symtab_index *x = calloc(1, sizeof(*x));
 	if (!x)
@@ -231,11 +256,14 @@ struct symtab_index *symtab_index_new(Dwfl_Module *mod)
 		GElf_Sym sym;
 		GElf_Addr value;
 		GElf_Word shndx = SHN_UNDEF;
-		const char *name = dwfl_module_getsym_info(mod, i, &sym, &value,
-		                                           &shndx, NULL, NULL);
+		Elf *symelf = NULL;
+		const char *name = dwfl_module_getsym_info(
+		        mod, i, &sym, &value, &shndx, &symelf, NULL);
 		int type = GELF_ST_TYPE(sym.st_info);
 		if (!name || !name[0] || sym.st_shndx == SHN_UNDEF ||
 		    type == STT_SECTION || type == STT_FILE || type == STT_TLS)
+			continue;
+		if (code_only && !names_code(&sym, symelf, shndx))
 			continue;
 		x->syms[x->n++] = (struct st_sym){
 		        .value = value,

@@ -24,8 +24,14 @@ struct symtab_index; /* opaque */
  * The index of mod's symbol table, or NULL if out of memory or a section
  * header cannot be read (then ask dwfl_module_addrinfo).  A module without
  * symbols gets an index that names nothing, as libdwfl would.
+ *
+ * code_only: only the symbols that can name code are weighed: functions
+ * (STT_FUNC, STT_GNU_IFUNC) and labels (STT_NOTYPE) in a loaded,
+ * executable section (or absolute functions), so that no data symbol
+ * names a frame (the answer is then libdwfl's over those symbols alone).
+ * 0: every symbol libdwfl weighs, for the exact comparison with it.
  */
-struct symtab_index *symtab_index_new(Dwfl_Module *mod);
+struct symtab_index *symtab_index_new(Dwfl_Module *mod, int code_only);
 void symtab_index_free(struct symtab_index *x);
 
 /*

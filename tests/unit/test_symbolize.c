@@ -90,8 +90,10 @@ static void test_missing_and_special(void)
 
 static void test_shared_library_cxx(void)
 {
-	/* A mangled function exported by libstdc++ (linked into heapprof). */
-	void *fn = dlsym(RTLD_DEFAULT, "_ZSt9terminatev");
+	/* A mangled function exported by libstdc++ (loaded here: heapprof
+	 * itself no longer links it), kept loaded. */
+	void *cxx = dlopen("libstdc++.so.6", RTLD_NOW);
+	void *fn = cxx ? dlsym(cxx, "_ZSt9terminatev") : NULL;
 	struct symbolizer *s = symbolizer_new();
 	struct sym_result r = {NULL, NULL};
 
@@ -123,6 +125,64 @@ static void test_demangle(void)
 	CHECK(symbolize_demangle("malloc") == NULL);
 	CHECK(symbolize_demangle("_Znotvalid!") == NULL);
 	CHECK(symbolize_demangle(NULL) == NULL);
+}
+
+/* Each mangled name and what symbolize_demangle must make of it. */
+static const char *const demangled[][2] = {
+        /* C++: as __cxa_demangle writes them (the C++ demangler before
+         * libiberty's), templates, operators, clones, ABI tags. */
+        {"_ZNKSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE5c_strEv",
+         "std::__cxx11::basic_string<char, std::char_traits<char>, "
+         "std::allocator<char> >::c_str() const"},
+        {"_ZnwmRKSt9nothrow_t", "operator new(unsigned long, "
+                                "std::nothrow_t const&)"},
+        {"_ZN2ns5ThingIiE4makeEi.constprop.0",
+         "ns::Thing<int>::make(int) [clone .constprop.0]"},
+        {"_ZN12_GLOBAL__N_15innerEv", "(anonymous namespace)::inner()"},
+        {"_ZNSt6vectorIiSaIiEE17_M_realloc_insertIJRKiEEEvN9__gnu_cxx"
+         "17__normal_iteratorIPiS1_EEDpOT_",
+         "void std::vector<int, std::allocator<int> >::_M_realloc_insert"
+         "<int const&>(__gnu_cxx::__normal_iterator<int*, std::vector<int, "
+         "std::allocator<int> > >, int const&)"},
+        /* A C++ name with ThinLTO's suffix: the name alone. */
+        {"_ZN3foo3barEi.llvm.1234567890", "foo::bar(int)"},
+        /* Rust, legacy mangling: no ::h<hash>, $-escapes decoded. */
+        {"_ZN5alloc7raw_vec11finish_grow17h0a31523492e1b22fE",
+         "alloc::raw_vec::finish_grow"},
+        {"_ZN5rprog5store5table4fill17hdabbf7c4fe287274E",
+         "rprog::store::table::fill"},
+        {"_ZN5alloc7raw_vec19RawVec$LT$T$C$A$GT$14grow_amortized17h397a781f"
+         "76ddfe6bE",
+         "alloc::raw_vec::RawVec<T,A>::grow_amortized"},
+        {"_ZN4core3ptr85drop_in_place$LT$std..rt..lang_start$LT$$LP$$RP$$GT$"
+         "..$u7b$$u7b$closure$u7d$$u7d$$GT$17h1b2c3d4e5f607182E",
+         "core::ptr::drop_in_place<std::rt::lang_start<()>::{{closure}}>"},
+        {"_ZN3std2rt10lang_start17h68e0d9d3985db8bcE.llvm.8723642511",
+         "std::rt::lang_start"},
+        /* Rust, v0 mangling (rustc's std since 1.80ish): no crate
+         * disambiguators. */
+        {"_RNvMs4_NtCslNYArtu3iFV_5alloc7raw_vecNtB5_11RawVecInner11finish_"
+         "growCsjrHSEGnQ3l9_3std",
+         "<alloc::raw_vec::RawVecInner>::finish_grow"},
+        {"_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal",
+         "std::rt::lang_start_internal"},
+        /* Not a Rust name after all (no hash): the C++ reading. */
+        {"_ZN3std2rt10lang_startE", "std::rt::lang_start"},
+};
+
+static void test_demangle_rust(void)
+{
+	for (size_t i = 0; i < sizeof(demangled) / sizeof(demangled[0]); i++) {
+		char *d = symbolize_demangle(demangled[i][0]);
+		if (!d || strcmp(d, demangled[i][1]) != 0)
+			fprintf(stderr, "  %s\n    -> %s\n    want %s\n",
+			        demangled[i][0], d ? d : "(null)",
+			        demangled[i][1]);
+		CHECK(d && !strcmp(d, demangled[i][1]));
+		free(d);
+	}
+	CHECK(symbolize_demangle("_Rnotvalid") == NULL);
+	CHECK(symbolize_demangle("rust_metadata_std_9df11b70ee34264e") == NULL);
 }
 
 static void test_hex(void)
@@ -426,6 +486,7 @@ int main(void)
 	        {"missing_and_special", test_missing_and_special},
 	        {"shared_library_cxx", test_shared_library_cxx},
 	        {"demangle", test_demangle},
+	        {"demangle_rust", test_demangle_rust},
 	        {"hex", test_hex},
 	        {"source_inline_chain", test_source_inline_chain},
 	        {"candidates", test_candidates},
