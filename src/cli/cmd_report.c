@@ -831,6 +831,15 @@ static void print_process_header(sqlite3 *db, const struct rd_process *p,
 		       strsignal((int)(p->exit_status - 128)));
 	else
 		printf("%" PRId64 "\n", p->exit_status);
+	/* What it started that the session did not follow: where the
+	 * work went when this process has little or nothing. */
+	if (p->exec_not_followed)
+		printf("  not followed   exec'd %s: use --follow-exec to "
+		       "profile it\n",
+		       p->exec_not_followed);
+	if (p->children_not_followed)
+		printf("  not followed   started child processes: use "
+		       "--follow-fork to profile them\n");
 	printf("  samples        %" PRId64 " allocations sampled, %" PRId64
 	       " frees matched, %" PRId64 " reentrant calls skipped\n",
 	       /* Sums of the per-stack counters: exact at the last dump. */
@@ -1363,7 +1372,10 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	for (ssize_t i = 0; i < nheaps; i++)
 		print_totals(db, p->upid, heaps[i].name, heaps[i].t);
 	if (nheaps == 0)
-		printf("  no allocations were sampled up to this dump\n");
+		printf("  no allocations were sampled up to this dump%s\n",
+		       p->exec_not_followed || p->children_not_followed
+		               ? " (see \"not followed\" above)"
+		               : "");
 	print_unselected(db, p->upid);
 	struct mem_row mem;
 	if (load_memory(db, p->upid, d.ts, &mem) < 0)

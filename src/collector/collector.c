@@ -155,6 +155,15 @@ char *proc_cmdline(pid_t pid)
 	return buf;
 }
 
+static void proc_exe(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	ssize_t n = len ? readlink(path, buf, len - 1) : -1;
+	if (len)
+		buf[n > 0 ? n : 0] = '\0';
+}
+
 pid_t proc_ppid(pid_t pid)
 {
 	char path[64], buf[512];
@@ -259,6 +268,7 @@ struct end_job {
 	struct profile *p;
 	int64_t upid;
 	struct prof_process_end e;
+	char exec_not_followed[256]; /* e.exec_not_followed points here */
 };
 
 static int end_run(void *arg)
@@ -601,6 +611,8 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	t->start_ts = start_ts;
 	t->from_startup = ti->from_startup;
 	snprintf(t->how, sizeof(t->how), "%s", ti->how ? ti->how : "command");
+	proc_exe(t->pid, t->exe, sizeof(t->exe));
+	proc_comm(t->pid, t->comm, sizeof(t->comm));
 	c->targets[c->ntargets++] = t;
 	if (out)
 		*out = t;
@@ -664,8 +676,29 @@ int collector_grow(struct collector *c, struct target *t)
 	return 0;
 }
 
-static void mark_disconnected(struct target *t)
+void collector_note_exec(const struct collector *c, struct target *t)
 {
+	if (c->opts.follow_exec || t->exec_not_followed[0] ||
+	    (!t->exe[0] && !t->comm[0]))
+		return;
+	char exe[sizeof(t->exe)], comm[sizeof(t->comm)];
+	proc_exe(t->pid, exe, sizeof(exe));
+	if (exe[0] && t->exe[0] && strcmp(exe, t->exe) != 0) {
+		snprintf(t->exec_not_followed, sizeof(t->exec_not_followed),
+		         "%s", exe);
+		return;
+	}
+	if (exe[0])
+		return; /* the same image: it closed our descriptor */
+	proc_comm(t->pid, comm, sizeof(comm));
+	if (comm[0] && t->comm[0] && strcmp(comm, t->comm) != 0)
+		snprintf(t->exec_not_followed, sizeof(t->exec_not_followed),
+		         "%s", comm);
+}
+
+static void mark_disconnected(const struct collector *c, struct target *t)
+{
+	collector_note_exec(c, t);
 	if (t->fd >= 0)
 		close(t->fd);
 	t->fd = -1;
@@ -785,7 +818,7 @@ void collector_poll_client(struct collector *c, struct target *t)
 		if (n <= 0) {
 			/* Exit or exec closed the connection; the regions
 			 * stay readable in our mappings. */
-			mark_disconnected(t);
+			mark_disconnected(c, t);
 			return;
 		}
 		if (t->proto_error)
@@ -983,7 +1016,7 @@ void collector_handle(struct collector *c, const struct pollfd *fds, size_t n,
 				continue;
 			done = true;
 			if (t->proto_error)
-				mark_disconnected(t);
+				mark_disconnected(c, t);
 			else
 				collector_poll_client(c, t);
 		}
@@ -1325,11 +1358,18 @@ int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
 		fprintf(stderr, "heapprof: collector: out of memory\n");
 		return -ENOMEM;
 	}
-	*j = (struct end_job){.p = c->profile,
-	                      .upid = t->upid,
-	                      .e = {.end_ts_ns = end_ts,
-	                            .exit_status = exit_status,
-	                            .disconnected = disconnected}};
+	*j = (struct end_job){
+	        .p = c->profile,
+	        .upid = t->upid,
+	        .e = {.end_ts_ns = end_ts,
+	              .exit_status = exit_status,
+	              .disconnected = disconnected,
+	              .children_not_followed = t->children_not_followed}};
+	/* The job outlives nothing it points to: its own copy. */
+	snprintf(j->exec_not_followed, sizeof(j->exec_not_followed), "%s",
+	         t->exec_not_followed);
+	if (j->exec_not_followed[0])
+		j->e.exec_not_followed = j->exec_not_followed;
 	return writeq_submit(&c->wq, end_run, free_job, j, 0, 0);
 }
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# test_procs.sh BUILD: multi-process sessions tell the whole story.
+#  - what a process started and the session did not follow (an exec, child
+#    processes) is in the profile and the report, with the flag to use;
+#  - the program's environment is its own: no LD_PRELOAD or HEAPPROF_*
+#    from record unless following needs them;
+#  - pprof writes one file per process, a pre-exec and post-exec image of
+#    one pid included, and --pid picks a pid or one process of it;
+#  - the report lists processes as a tree, each under the name it had.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/helpers.sh"
+t_setup_build "$1"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/execer" "$PROGS/forker"
+
+q() { sqlq "$@"; }
+# What record sets in its command's environment (src/cli/session.c).
+RECORD_VARS="LD_PRELOAD|HEAPPROF_SOCKET|HEAPPROF_SECCOMP_FILTERS|HEAPPROF_FOLLOW"
+W="$T_DIR/w"
+mkdir -p "$W"
+# A script sqlite3 runs: it allocates (a 1 MB blob), the shell hardly.
+printf 'create table t(x);\ninsert into t values(randomblob(1000000));\nselect length(x) from t;\n' >"$W/script.sql"
+
+# ---------------------------------------------------------------------------
+t_begin "exec not followed: sh -c 'exec sqlite3 ...' says so in the profile and the report"
+hp_record ex -o "$T_DIR/ex.db" -- sh -c "exec sqlite3 :memory: < '$W/script.sql'"
+assert_eq 0 "$REC_RC" "exit status"
+assert_eq 1000000 "$(cat "$T_DIR/ex.out")" "sqlite3 ran"
+assert_eq "$(command -v sqlite3 | xargs readlink -f)||1" \
+	"$(q "$T_DIR/ex.db" "SELECT exec_not_followed, children_not_followed, (SELECT count(*) FROM process) FROM heapprof_process;")" \
+	"one row: the image it exec'd, no children"
+"$HP" report "$T_DIR/ex.db" >"$T_DIR/ex.rep" 2>&1
+assert_eq "  not followed   exec'd $(command -v sqlite3 | xargs readlink -f): use --follow-exec to profile it" \
+	"$(grep '^  not followed' "$T_DIR/ex.rep")" "the report says so, in one line"
+
+t_begin "children not followed: sh -c 'sqlite3 < FILE' (dash vforks) says so"
+hp_record ch -o "$T_DIR/ch.db" -- sh -c "sqlite3 :memory: < '$W/script.sql'"
+assert_eq 0 "$REC_RC" "exit status"
+assert_eq "|1" "$(q "$T_DIR/ch.db" "SELECT exec_not_followed, children_not_followed FROM heapprof_process;")" \
+	"the row says it started children"
+"$HP" report "$T_DIR/ch.db" >"$T_DIR/ch.rep" 2>&1
+assert_eq "  not followed   started child processes: use --follow-fork to profile them" \
+	"$(grep '^  not followed' "$T_DIR/ch.rep")" "the report says so, in one line"
+
+t_begin "children not followed: a fork() child (forker), with allocations in the parent"
+hp_record fk -i 1 -o "$T_DIR/fk.db" -- "$PROGS/forker"
+assert_eq "|1" "$(q "$T_DIR/fk.db" "SELECT exec_not_followed, children_not_followed FROM heapprof_process;")" \
+	"the row says it started children"
+assert_match "not followed   started child processes" "$("$HP" report "$T_DIR/fk.db")" \
+	"the report says so beside the parent's allocations"
+
+t_begin "--follow-fork follows the child a vfork started (sh -c 'sqlite3 < FILE')"
+hp_record ff -o "$T_DIR/ff.db" --follow-fork -- sh -c "sqlite3 :memory: < '$W/script.sql'"
+assert_eq 0 "$REC_RC" "exit status"
+assert_eq "sh|command|0|1 sqlite3|fork|1|1 " \
+	"$(q "$T_DIR/ff.db" "SELECT p.name, h.how, h.ppid = (SELECT pid FROM process WHERE upid = 1),
+	  h.children_not_followed IS NULL FROM process p JOIN heapprof_process h USING(upid) ORDER BY upid;" | tr '\n' ' ')" \
+	"rows: the shell, then sqlite3 as its followed child; nothing said not followed"
+assert_ge "$(q "$T_DIR/ff.db" "SELECT coalesce(sum(size), 0) FROM heap_profile_allocation WHERE upid = 2 AND size > 0;")" \
+	1000000 "sqlite3's row holds the 1 MB blob"
+assert_no_match "not followed" "$("$HP" report "$T_DIR/ff.db")" "no hint when following"
+
+t_begin "--follow-exec: the exec is followed, not noted"
+hp_record fe -o "$T_DIR/fe.db" --follow-exec -- sh -c "exec sqlite3 :memory: < '$W/script.sql'"
+assert_eq "sh|command|1 sqlite3|exec|1 " \
+	"$(q "$T_DIR/fe.db" "SELECT p.name, h.how, h.exec_not_followed IS NULL
+	  FROM process p JOIN heapprof_process h USING(upid) ORDER BY upid;" | tr '\n' ' ')" \
+	"rows: the shell, then sqlite3 as its new image; no exec noted"
+
+# ---------------------------------------------------------------------------
+t_begin "environment: the program sees none of record's variables"
+bare_run env env
+hp_record env -- env
+assert_eq 0 "$REC_RC" "exit status"
+assert_eq "" "$(grep -E "^($RECORD_VARS)=" "$T_DIR/env.out")" "no LD_PRELOAD, no HEAPPROF_*"
+assert_eq "$(sort "$T_DIR/env.bare.out")" "$(sort "$T_DIR/env.out")" "the environment of a bare run, exactly"
+LD_PRELOAD=libc.so.6 hp_record envp -- env
+assert_eq "LD_PRELOAD=libc.so.6" "$(grep -E "^($RECORD_VARS)=" "$T_DIR/envp.out")" \
+	"the user's own LD_PRELOAD is kept as it was"
+
+t_begin "environment: children inherit nothing from record without follow flags"
+hp_record envc -- sh -c 'env; exec env'
+assert_eq "" "$(grep -E "^($RECORD_VARS)=" "$T_DIR/envc.out")" "a child and an exec'd image: none"
+
+t_begin "environment: with --follow-exec the chain still profiles the exec'd image"
+hp_record fx -i 1 --follow-exec -o "$T_DIR/fx.db" -- sh -c "exec '$PROGS/execer'"
+assert_eq "command exec exec " "$(q "$T_DIR/fx.db" "SELECT how FROM heapprof_process ORDER BY upid;" | tr '\n' ' ')" \
+	"rows: sh, execer, execer's new image"
+check_views "$T_DIR/fx.db" after_exec_alloc 10 7000 10 7000
+
+t_begin "environment: perl's %ENV is a bare run's"
+# Perl copies its environment into %ENV: with record's three variables it
+# made 15 more allocations (perl 5.36, -i 1: 1398 instead of 1383 for
+# this code), so the same %ENV is the same allocations.
+export PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
+PERL_CODE='print join(",", map { "$_=$ENV{$_}" } sort keys %ENV), "\n"; my %h; $h{$_} = "x" x 100 for 1..100;'
+bare_run perl perl -e "$PERL_CODE"
+hp_record perl -i 1 -o "$T_DIR/perl.db" -- perl -e "$PERL_CODE"
+assert_eq "$(cat "$T_DIR/perl.bare.out")" "$(cat "$T_DIR/perl.out")" "%ENV as bare"
+n=$(q "$T_DIR/perl.db" "SELECT sum(count) FROM heap_profile_allocation WHERE count > 0;")
+t_note "perl -i 1: $n allocations"
+t_summary
