@@ -967,9 +967,9 @@ static _Atomic bool child_noted;
  * report can say that work may have gone on in a child that was not
  * followed.  A FORK_CHILD hello from the parent itself (the collector
  * sees its pid in SO_PEERCRED), which the collector answers with
- * NOT_TARGET and we do not wait for: connect, hello, close, once per
- * process.  Not under the program's seccomp filter (a connect could be
- * the system call that kills it).
+ * NOT_TARGET: connect, hello, answer, once per process (at most
+ * NEW_PROCESS_TIMEOUT_MS).  Not under the program's seccomp filter (a connect
+ * could be the system call that kills it).
  */
 void client_child_note(void)
 {
@@ -988,7 +988,16 @@ void client_child_note(void)
 	int saved = errno;
 	int fd = connect_path_peer(collector_path, NULL);
 	if (fd >= 0) {
-		send_hello(fd, HP_HELLO_FORK_CHILD);
+		/* Waits for the answer (NOT_TARGET): the note is in before
+		 * the session can end, a program that exits at once
+		 * included. */
+		struct hp_welcome w;
+		int region_fd = -1;
+		if (send_hello(fd, HP_HELLO_FORK_CHILD) == 0 &&
+		    recv_welcome(fd, &w, &region_fd, NEW_PROCESS_TIMEOUT_MS,
+		                 0) == 0 &&
+		    region_fd >= 0)
+			close(region_fd);
 		close(fd);
 	}
 	errno = saved;
