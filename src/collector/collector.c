@@ -578,6 +578,18 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		free(t);
 		return region_fd;
 	}
+	/* Its name, command line and executable before the welcome: the
+	 * process waits for it, so they are the image that said hello (a
+	 * forked child may exec as soon as it has the answer, and would be
+	 * named after its new image). */
+	char comm[64];
+	char *cmd = NULL;
+	if (!ti->name)
+		proc_comm(ti->pid, comm, sizeof(comm));
+	if (!ti->cmdline)
+		cmd = proc_cmdline(ti->pid);
+	proc_exe(ti->pid, t->exe, sizeof(t->exe));
+	proc_comm(ti->pid, t->comm, sizeof(t->comm));
 	/* The process may allocate as soon as it has the welcome: its
 	 * profiling starts now, not after our bookkeeping. */
 	uint64_t start_ts = boottime_ns();
@@ -588,6 +600,7 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		munmap(t->reg[0].base, t->reg[0].size);
 		close(fd);
 		free(t);
+		free(cmd);
 		return rc;
 	}
 	t->nreg = 1;
@@ -611,18 +624,10 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	t->start_ts = start_ts;
 	t->from_startup = ti->from_startup;
 	snprintf(t->how, sizeof(t->how), "%s", ti->how ? ti->how : "command");
-	proc_exe(t->pid, t->exe, sizeof(t->exe));
-	proc_comm(t->pid, t->comm, sizeof(t->comm));
 	c->targets[c->ntargets++] = t;
 	if (out)
 		*out = t;
 
-	char comm[64];
-	char *cmd = NULL;
-	if (!ti->name)
-		proc_comm(ti->pid, comm, sizeof(comm));
-	if (!ti->cmdline)
-		cmd = proc_cmdline(ti->pid);
 	struct prof_process info = {
 	        .pid = ti->pid,
 	        .name = ti->name ? ti->name : comm,

@@ -11,7 +11,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
-t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/execer" "$PROGS/forker"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/execer" "$PROGS/forker" \
+	"$PROGS/hostile_dumpspawn"
 
 q() { sqlq "$@"; }
 # What record sets in its command's environment (src/cli/session.c).
@@ -66,6 +67,69 @@ assert_eq "sh|command|1 sqlite3|exec|1 " \
 	"$(q "$T_DIR/fe.db" "SELECT p.name, h.how, h.exec_not_followed IS NULL
 	  FROM process p JOIN heapprof_process h USING(upid) ORDER BY upid;" | tr '\n' ' ')" \
 	"rows: the shell, then sqlite3 as its new image; no exec noted"
+
+# ---------------------------------------------------------------------------
+t_begin "pprof: the two images of one pid (--follow-exec) are two files, and --pid picks either"
+hp_record pe -i 1 --follow-exec -o "$T_DIR/pe.db" -- sh -c "exec sqlite3 :memory: < '$W/script.sql'"
+PE=$(q "$T_DIR/pe.db" "SELECT pid FROM process WHERE upid = 1;")
+assert_eq "$PE|sh $PE|sqlite3 " "$(q "$T_DIR/pe.db" "SELECT pid, name FROM process ORDER BY upid;" | tr '\n' ' ')" \
+	"two rows of one pid"
+mkdir -p "$W/pe"
+(cd "$W/pe" && "$HP" pprof "$T_DIR/pe.db" -o one.pb.gz >"$T_DIR/pe1.out" 2>"$T_DIR/pe1.err")
+assert_eq "one.$PE.1.pb.gz one.$PE.2.pb.gz " "$(cd "$W/pe" && ls | tr '\n' ' ')" \
+	"-o one.pb.gz: one.PID.1.pb.gz and one.PID.2.pb.gz, none replaced"
+assert_match "^wrote one.$PE.2.pb.gz: process $PE.2, heap libc.malloc, dump 1 of 1, [0-9]+ samples$" \
+	"$(sed -n 2p "$T_DIR/pe1.out")" "the message names the process by its id"
+n2=$(sed -n 2p "$T_DIR/pe1.out" | sed 's/.*, \([0-9]*\) samples$/\1/')
+hp_cmd pe2 pprof "$T_DIR/pe.db" --pid "$PE.2" -o "$W/pe2.pb.gz"
+assert_eq "wrote $W/pe2.pb.gz: process $PE.2, heap libc.malloc, dump 1 of 1, $n2 samples" \
+	"$(cat "$T_DIR/pe2.out")" "--pid PID.2: the new image alone"
+assert_eq "$(zcat "$W/pe/one.$PE.2.pb.gz" | md5sum)" "$(zcat "$W/pe2.pb.gz" | md5sum)" "the same profile"
+mkdir -p "$W/pe3"
+hp_cmd pe3 pprof "$T_DIR/pe.db" --pid "$PE" -o "$W/pe3/"
+assert_eq 2 "$(grep -c '^wrote ' "$T_DIR/pe3.out")" "--pid PID: both images"
+hp_cmd pe4 pprof "$T_DIR/pe.db" --pid "$PE.3"
+assert_eq 1 "$CMD_RC" "--pid PID.3: no such process"
+assert_match "no process with pid $PE.3$" "$(cat "$T_DIR/pe4.err")" "says so"
+
+# ---------------------------------------------------------------------------
+# tree_of FILE: the process lines of `heapprof report FILE`, the padding
+# after each id collapsed (the indentation kept).
+tree_of() {
+	"$HP" report "$1" | sed -n '/^Profile of/,/^$/p' | sed -n '2,$p' | sed '/^$/d' |
+		sed -E 's/^( *)([^ ]+) +/\1\2 /'
+}
+
+t_begin "report: the processes as a tree, each under the name it had"
+hp_record tr --follow-fork --follow-exec -o "$T_DIR/tr.db" -- \
+	sh -c "sqlite3 :memory: < '$W/script.sql'; exec sqlite3 :memory: < '$W/script.sql'"
+assert_eq 0 "$REC_RC" "exit status"
+P=$(q "$T_DIR/tr.db" "SELECT pid FROM process WHERE upid = 1;")
+C=$(q "$T_DIR/tr.db" "SELECT pid FROM process WHERE pid != $P;")
+assert_eq "  $P.1 sh (the command)
+    $C sqlite3 (forked)
+    $P.2 sqlite3 (exec'd)" "$(tree_of "$T_DIR/tr.db")" \
+	"the shell, its vforked sqlite3, then its own new image, by start time"
+assert_eq "Process $P.1 (sh) Process $C (sqlite3) Process $P.2 (sqlite3) " \
+	"$("$HP" report "$T_DIR/tr.db" | grep '^Process ' | tr '\n' ' ')" "the sections in the same order, by the same ids"
+hp_cmd tr2 report "$T_DIR/tr.db" --pid "$P.2"
+assert_eq "Process $P.2 (sqlite3)" "$(grep '^Process ' "$T_DIR/tr2.out")" "report --pid PID.N: that process"
+hp_cmd tr3 report "$T_DIR/tr.db" --pid "$P"
+assert_eq 2 "$(grep -c '^Process ' "$T_DIR/tr3.out")" "report --pid PID: both images"
+
+t_begin "report: forked children named as their parent, not by a 15-byte comm; exec'd images by theirs"
+hp_record ds -i 1 --follow-fork --follow-exec -o "$T_DIR/ds.db" -- \
+	"$PROGS/hostile_dumpspawn" 100 2 "$W/ds.times" exec
+assert_eq 0 "$REC_RC" "exit status"
+P=$(q "$T_DIR/ds.db" "SELECT pid FROM process WHERE upid = 1;")
+C1=$(q "$T_DIR/ds.db" "SELECT pid FROM process WHERE upid = 2;")
+C2=$(q "$T_DIR/ds.db" "SELECT pid FROM process WHERE upid = 4;")
+assert_eq "  $P hostile_dumpspawn (the command)
+    $C1.1 hostile_dumpspawn (forked)
+      $C1.2 exe (exec'd)
+    $C2.1 hostile_dumpspawn (forked)
+      $C2.2 exe (exec'd)" "$(tree_of "$T_DIR/ds.db")" \
+	"each child under the parent, its new image under it"
 
 # ---------------------------------------------------------------------------
 t_begin "environment: the program sees none of record's variables"
