@@ -1543,8 +1543,7 @@ static void print_session(const struct rd_process *procs, size_t n,
 		printf(": %zu profiled, %zu not profiled (already profiled "
 		       "by another session)",
 		       n - rejected, rejected);
-	printf(" (children under their parent, an exec'd image under the "
-	       "one it replaced):\n");
+	putchar('\n');
 	for (size_t k = 0; k < n; k++) {
 		const struct rd_process *p = &procs[order[k]];
 		char id[48], name[256];
