@@ -88,6 +88,11 @@ assert_eq "$(zcat "$W/pe/one.$PE.2.pb.gz" | md5sum)" "$(zcat "$W/pe2.pb.gz" | md
 mkdir -p "$W/pe3"
 hp_cmd pe3 pprof "$T_DIR/pe.db" --pid "$PE" -o "$W/pe3/"
 assert_eq 2 "$(grep -c '^wrote ' "$T_DIR/pe3.out")" "--pid PID: both images"
+hp_cmd pe5 diff "$T_DIR/pe.db" "$T_DIR/pe.db" --pid "$PE.1,$PE.2"
+assert_eq 0 "$CMD_RC" "diff --pid PID.1,PID.2: $(head -c 200 "$T_DIR/pe5.err")"
+assert_eq "A $PE.1 (sh) B $PE.2 (sqlite3) " \
+	"$(sed -n 's/^  \([AB]\)  [^ ]*: process \([^ ]*\) \(([^)]*)\).*/\1 \2 \3/p' "$T_DIR/pe5.out" | tr '\n' ' ')" \
+	"diff: the shell against its new image, by their ids"
 hp_cmd pe4 pprof "$T_DIR/pe.db" --pid "$PE.3"
 assert_eq 1 "$CMD_RC" "--pid PID.3: no such process"
 assert_match "no process with pid $PE.3$" "$(cat "$T_DIR/pe4.err")" "says so"
