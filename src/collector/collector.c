@@ -695,10 +695,30 @@ void collector_note_exec(const struct collector *c, struct target *t)
 	}
 	if (exe[0])
 		return; /* the same image: it closed our descriptor */
+	/* Gone or a zombie (the new image may have run and exited before
+	 * we looked): only its name is left.  A new name is an exec only
+	 * when it names a program in PATH (an exec names the process after
+	 * the file it ran, 15 bytes at most; a process that renamed itself
+	 * with prctl, then exited, did not exec). */
 	proc_comm(t->pid, comm, sizeof(comm));
-	if (comm[0] && t->comm[0] && strcmp(comm, t->comm) != 0)
-		snprintf(t->exec_not_followed, sizeof(t->exec_not_followed),
-		         "%s", comm);
+	size_t n = strlen(comm);
+	if (!n || n >= 15 || !t->comm[0] || !strcmp(comm, t->comm) ||
+	    strchr(comm, '/'))
+		return;
+	const char *path = getenv("PATH");
+	while (path && *path) {
+		size_t dl = strcspn(path, ":");
+		char cand[sizeof(t->exec_not_followed)];
+		int w = snprintf(cand, sizeof(cand), "%.*s/%s", (int)dl, path,
+		                 comm);
+		if (dl && w > 0 && (size_t)w < sizeof(cand) &&
+		    access(cand, X_OK) == 0) {
+			snprintf(t->exec_not_followed,
+			         sizeof(t->exec_not_followed), "%s", cand);
+			return;
+		}
+		path += dl + (path[dl] == ':');
+	}
 }
 
 static void mark_disconnected(const struct collector *c, struct target *t)

@@ -343,13 +343,13 @@ uint64_t boottime_ns(void);
 /* /proc/PID/comm and cmdline (arguments joined by spaces); "" if gone.
  * ppid from /proc/PID/stat, -1 if unknown. */
 /*
- * Whether t's process replaced its image: its pid still runs (or is a
- * zombie not yet reaped) with another executable than the one it attached
- * with, or another name.  If so, the new image's path (its name when the
- * path cannot be read any more: a zombie) goes to t->exec_not_followed,
- * once.  Called when its connection closes (an exec closes it: the client's
- * socket is close-on-exec, and the kernel installs the new executable
- * before it closes those) and before the command is reaped.
+ * Whether t's process replaced its image: its pid still runs with another
+ * executable than the one it attached with, or (a zombie, whose executable
+ * cannot be read any more) has another name that is a program in PATH.
+ * If so, the new image's path goes to t->exec_not_followed, once.  Called when
+ * its connection closes (an exec closes it: the client's socket is
+ * close-on-exec, and the kernel installs the new executable before it closes
+ * those) and before the command is reaped.
  */
 void collector_note_exec(const struct collector *c, struct target *t);
 void proc_comm(pid_t pid, char *buf, size_t len);

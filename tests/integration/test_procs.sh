@@ -34,6 +34,13 @@ assert_eq "$(command -v sqlite3 | xargs readlink -f)||1" \
 assert_eq "  not followed   exec'd $(command -v sqlite3 | xargs readlink -f): use --follow-exec to profile it" \
 	"$(grep '^  not followed' "$T_DIR/ex.rep")" "the report says so, in one line"
 
+t_begin "exec not followed: a program that renames itself (prctl) and exits did not exec"
+hp_record rn -o "$T_DIR/rn.db" -- perl -e '$0 = "renamed-worker"; open my $f, "<", "/proc/self/comm"; print <$f>'
+assert_eq "renamed-worker" "$(cat "$T_DIR/rn.out")" "its name changed"
+assert_eq "|" "$(q "$T_DIR/rn.db" "SELECT exec_not_followed, children_not_followed FROM heapprof_process;")" \
+	"nothing noted"
+assert_no_match "not followed" "$("$HP" report "$T_DIR/rn.db")" "no hint"
+
 t_begin "children not followed: sh -c 'sqlite3 < FILE' (dash vforks) says so"
 hp_record ch -o "$T_DIR/ch.db" -- sh -c "sqlite3 :memory: < '$W/script.sql'"
 assert_eq 0 "$REC_RC" "exit status"
