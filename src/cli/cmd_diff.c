@@ -27,6 +27,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/procid.h"
 #include "export/pprof.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -48,7 +49,7 @@ struct side {
 	const char *file;
 	struct dump_ref dump;
 	int have_pid;
-	long pid;
+	struct procsel pid;
 	/* Loaded; db and stacks may be shared with the other side. */
 	sqlite3 *db;
 	struct rd_stacks *s;
@@ -108,7 +109,8 @@ static void diff_usage(FILE *f)
 	      " alloc_objects\n"
 	      "  --top N       show the N largest changes (default 10)\n"
 	      "  --heap H      heap H (default libc.malloc)\n"
-	      "  --pid P[,Q]   process P in A (and Q in B; default: P);"
+	      "  --pid P[,Q]   process P in A (and Q in B; default: P), each a"
+	      " pid or PID.N;"
 	      " needed when a\n"
 	      "                file holds several processes\n"
 	      "  -o OUT.pb.gz  also write the difference as a pprof profile"
@@ -117,28 +119,13 @@ static void diff_usage(FILE *f)
 	      f);
 }
 
-/* "N,M" into two longs; 0 or -1. */
-static int parse_pair(const char *s, long *a, long *b)
-{
-	const char *comma = strchr(s, ',');
-	char first[32];
-
-	if (!comma || (size_t)(comma - s) >= sizeof(first))
-		return -1;
-	memcpy(first, s, (size_t)(comma - s));
-	first[comma - s] = '\0';
-	return opt_parse_long(first, a) < 0 || opt_parse_long(comma + 1, b) < 0
-	               ? -1
-	               : 0;
-}
-
 struct raw_args {
 	const char *operand[2];
 	size_t noperands;
 	int have_dumps;
 	struct dump_ref dumps[2];
 	int have_pid;
-	long pids[2];
+	struct procsel pids[2];
 };
 
 /* One option at argv[*i]: 0 handled, 1 not an option, -1 error. */
@@ -198,15 +185,22 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
-		int bad = strchr(v, ',')
-		                  ? parse_pair(v, &r->pids[0], &r->pids[1])
-		                  : opt_parse_long(v, &r->pids[0]);
-		if (!strchr(v, ','))
-			r->pids[1] = r->pids[0];
-		if (bad < 0 || r->pids[0] <= 0 || r->pids[1] <= 0) {
+		/* P or P,Q, each a pid or PID.N (cli/procid.h). */
+		char buf[64];
+		const char *comma = strchr(v, ',');
+		size_t n = comma ? (size_t)(comma - v) : strlen(v);
+		if (n >= sizeof(buf) || (comma && strchr(comma + 1, ','))) {
 			hp_err(SUBSYS, "invalid --pid '%s' (want P or P,Q)", v);
 			return -1;
 		}
+		memcpy(buf, v, n);
+		buf[n] = '\0';
+		if (procsel_parse(SUBSYS, buf, &r->pids[0]) < 0 ||
+		    (comma &&
+		     procsel_parse(SUBSYS, comma + 1, &r->pids[1]) < 0))
+			return -1;
+		if (!comma)
+			r->pids[1] = r->pids[0];
 		r->have_pid = 1;
 		return 0;
 	}
@@ -307,20 +301,23 @@ static int pick_process(struct side *sd)
 	if (reader_load_processes(sd->db, SUBSYS, &sd->procs, &sd->nprocs) < 0)
 		return -1;
 	for (size_t i = 0; i < sd->nprocs; i++) {
-		if (sd->have_pid && sd->procs[i].pid != sd->pid)
+		if (sd->have_pid &&
+		    !procsel_match(&sd->pid, sd->procs, sd->nprocs, i))
 			continue;
 		if (sd->proc) {
 			hp_err(SUBSYS,
-			       "%s holds several processes; choose one with "
-			       "--pid",
-			       sd->file);
+			       "%s holds several processes%s; choose one with "
+			       "--pid%s",
+			       sd->file, sd->have_pid ? " of that pid" : "",
+			       sd->have_pid ? " PID.N" : "");
 			return -1;
 		}
 		sd->proc = &sd->procs[i];
 	}
+	char sel[48];
+	procsel_format(&sd->pid, sel, sizeof(sel));
 	if (!sd->proc && sd->have_pid)
-		hp_err(SUBSYS, "%s: no process with pid %ld", sd->file,
-		       sd->pid);
+		hp_err(SUBSYS, "%s: no process with pid %s", sd->file, sel);
 	else if (!sd->proc)
 		hp_err(SUBSYS, "%s: no processes in this profile", sd->file);
 	return sd->proc ? 0 : -1;
@@ -674,11 +671,14 @@ static void print_changes(const struct diff_opts *o, const struct table *t,
 static void print_side(const char *tag, const struct side *sd)
 {
 	const struct rd_dump *d = &sd->dumps[sd->dump_index - 1];
+	char id[48];
 
-	printf("  %s  %s: process %" PRId64 " (%s), dump %zu of %zu (%s) at "
+	procid_format(sd->procs, sd->nprocs, (size_t)(sd->proc - sd->procs), id,
+	              sizeof(id));
+	printf("  %s  %s: process %s (%s), dump %zu of %zu (%s) at "
 	       "+%.3f s\n",
-	       tag, sd->file, sd->proc->pid, basename_of(sd->proc->name),
-	       sd->dump_index, sd->ndumps, d->reason,
+	       tag, sd->file, id, basename_of(sd->proc->name), sd->dump_index,
+	       sd->ndumps, d->reason,
 	       (double)(d->ts - sd->proc->start_ts) / 1e9);
 }
 

@@ -41,6 +41,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/procid.h"
 #include "flamegraph/assets.h"
 #include "profile/pairmap.h"
 #include "profile/reader.h"
@@ -823,7 +824,7 @@ static int write_window_state(struct jw *w, sqlite3 *db, struct fg *g,
 
 static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
                          struct heap_acc *a, const struct rd_process *p,
-                         const struct fg_opts *o)
+                         const char *id, const struct fg_opts *o)
 {
 	sqlite3_stmt *mem = NULL;
 	struct rd_dump *dumps = NULL;
@@ -863,6 +864,9 @@ static int write_process(struct jw *w, sqlite3 *db, struct fg *g,
 	jw_int(w, p->upid);
 	jw_raw(w, ",\"pid\":");
 	jw_int(w, p->pid);
+	/* The id report and pprof use (cli/procid.h): "PID" or "PID.N". */
+	jw_raw(w, ",\"id\":");
+	jw_str(w, id);
 	jw_raw(w, ",\"name\":");
 	jw_str(w, p->name);
 	jw_raw(w, ",\"cmdline\":");
@@ -1010,7 +1014,9 @@ static int write_data(struct jw *w, sqlite3 *db, const struct rd_stacks *s,
 	for (size_t i = 0; !err && i < nprocs; i++) {
 		if (i)
 			jw_char(w, ',');
-		err = write_process(w, db, &g, &a, &procs[i], o);
+		char id[48];
+		procid_format(procs, nprocs, i, id, sizeof(id));
+		err = write_process(w, db, &g, &a, &procs[i], id, o);
 	}
 	jw_char(w, ']');
 	if (!err)

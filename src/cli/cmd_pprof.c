@@ -7,14 +7,14 @@
  *   one file results        -o PATH is that file (default: FILE without
  *                           ".db", plus ".pb.gz")
  *   several files result    -o PATH is a prefix (default: FILE without
- *                           ".db"), each file PREFIX.pid<P>.<heap>.dump<N>
- *                           .pb.gz
+ *                           ".db"; PATH without ".pb.gz"), each file
+ *                           PREFIX.<id>[.<heap>][.dump<N>].pb.gz (out_path)
  *
  * and an -o naming an existing directory (or ending in '/') puts the files
  * there under the default names.
  *
  * --from/--to export a time window of a trace (record --trace) instead of
- * a dump: one file per process and heap, named PREFIX.pid<P>.<heap>.window
+ * a dump: one file per process and heap, named PREFIX.<id>[.<heap>].window
  * .pb.gz when several result, with the allocations made in the window
  * (alloc_*) and those of them still live at its end (space, objects).
  */
@@ -27,6 +27,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/procid.h"
 #include "export/pprof.h"
 #include "profile/reader.h"
 #include "profile/trace_read.h"
@@ -40,8 +41,8 @@ struct pprof_opts {
 	struct dump_ref dump;
 	int all_dumps;
 	int have_pid;
-	long pid;
-	const char *heap; /* NULL: libc.malloc */
+	struct procsel pid; /* --pid PID or PID.N (cli/procid.h) */
+	const char *heap;   /* NULL: libc.malloc */
 	int all_heaps;
 	/* --from/--to: since each process's start, ns. */
 	int window, have_from, have_to;
@@ -54,6 +55,7 @@ struct job {
 	size_t proc;
 	char *heap;
 	size_t dump, ndumps;
+	char id[48]; /* the process's id (procid.h), for messages */
 };
 
 struct proc_dumps {
@@ -73,16 +75,21 @@ static void pprof_usage(FILE *f)
 	      "\n"
 	      "  -o, --output PATH  the file when one profile results, else a"
 	      " prefix:\n"
-	      "                     PATH.pid<P>.<heap>.dump<N>.pb.gz (an"
+	      "                     PATH.<id>[.<heap>][.dump<N>].pb.gz, heap"
+	      " and dump\n"
+	      "                     when several (PATH without .pb.gz; an"
 	      " existing\n"
 	      "                     directory: files inside it); default: FILE"
 	      " without\n"
-	      "                     .db\n"
+	      "                     .db.  <id>: the pid, or PID.N for the"
+	      " N-th process\n"
+	      "                     of a pid with several (an exec'd image)\n"
 	      "  --dump N           the N-th dump of each process (1 = first,"
 	      " -1 = last;\n"
 	      "                     default: the last)\n"
 	      "  --all              every dump\n"
-	      "  --pid P            only the process with PID P\n"
+	      "  --pid P            only the processes of pid P; P.N: the"
+	      " N-th of them\n"
 	      "  --heap H           heap H (default libc.malloc)\n"
 	      "  --all-heaps        every heap\n"
 	      "  --from, --to TIME  from a trace (record --trace): the"
@@ -117,7 +124,7 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		return opt_parse_dump(SUBSYS, v, &o->dump);
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
 		o->have_pid = 1;
-		return opt_parse_pid(SUBSYS, v, &o->pid);
+		return procsel_parse(SUBSYS, v, &o->pid);
 	}
 	if ((v = opt_value(argc, argv, i, "--from", &missing))) {
 		o->window = o->have_from = 1;
@@ -203,7 +210,10 @@ static int job_add(struct job **j, size_t *n, size_t proc, const char *heap,
 	if (!a)
 		return -ENOMEM;
 	*j = a;
-	a[*n] = (struct job){proc, strdup(heap), dump, ndumps};
+	a[*n] = (struct job){.proc = proc,
+	                     .heap = strdup(heap),
+	                     .dump = dump,
+	                     .ndumps = ndumps};
 	if (!a[*n].heap)
 		return -ENOMEM;
 	++*n;
@@ -356,11 +366,20 @@ static char *out_stem(const struct pprof_opts *o)
 	return r;
 }
 
-/* Output path of job j. */
+/*
+ * Output path of job j.  With several files: STEM.ID[.HEAP][.dumpN].pb.gz,
+ * or STEM.ID[.HEAP].window.pb.gz: ID the process's id (procid.h: "8681",
+ * or "8681.2" for the second process of pid 8681, e.g. its image after an
+ * exec), the heap only when the files are of several heaps, the dump only
+ * when of several dumps.  A STEM from -o loses its ".pb.gz"
+ * (-o one.pb.gz: one.8681.pb.gz).  Unique within a run (write_all_jobs
+ * checks).
+ */
 static char *out_path(const struct pprof_opts *o, const char *stem,
-                      const struct job *j, const struct rd_process *procs,
-                      size_t njobs)
+                      const struct job *jobs, size_t njobs, size_t k,
+                      const struct rd_process *procs, size_t nprocs)
 {
+	const struct job *j = &jobs[k];
 	char *r = NULL;
 
 	if (njobs == 1 && o->out && !is_dir(o->out))
@@ -370,19 +389,27 @@ static char *out_path(const struct pprof_opts *o, const char *stem,
 			return NULL;
 		return r;
 	}
-	char heap[128];
-	snprintf(heap, sizeof(heap), "%s", j->heap);
-	for (char *c = heap; *c; c++)
-		if (*c == '/')
-			*c = '_';
-	if (j->dump == 0) {
-		if (asprintf(&r, "%s.pid%" PRId64 ".%s.window.pb.gz", stem,
-		             procs[j->proc].pid, heap) < 0)
-			return NULL;
-		return r;
+	bool heaps = false, dumps = false;
+	for (size_t i = 1; i < njobs; i++) {
+		heaps |= strcmp(jobs[i].heap, jobs[0].heap) != 0;
+		dumps |= jobs[i].dump != jobs[0].dump;
 	}
-	if (asprintf(&r, "%s.pid%" PRId64 ".%s.dump%zu.pb.gz", stem,
-	             procs[j->proc].pid, heap, j->dump) < 0)
+	char id[48], heap[140] = "", dump[32] = "";
+	procid_format(procs, nprocs, j->proc, id, sizeof(id));
+	if (heaps) {
+		snprintf(heap, sizeof(heap), ".%s", j->heap);
+		for (char *c = heap; *c; c++)
+			if (*c == '/')
+				*c = '_';
+	}
+	if (j->dump == 0)
+		snprintf(dump, sizeof(dump), ".window");
+	else if (dumps)
+		snprintf(dump, sizeof(dump), ".dump%zu", j->dump);
+	size_t n = strlen(stem);
+	int keep =
+	        n > 6 && !strcmp(stem + n - 6, ".pb.gz") ? (int)n - 6 : (int)n;
+	if (asprintf(&r, "%.*s.%s%s%s.pb.gz", keep, stem, id, heap, dump) < 0)
 		return NULL;
 	return r;
 }
@@ -432,9 +459,9 @@ static int write_job(sqlite3 *db, const struct rd_stacks *s,
 	if (!err)
 		err = pp_write_gz(pp, path, SUBSYS);
 	if (!err)
-		printf("wrote %s: process %" PRId64
-		       ", heap %s, dump %zu of %zu, %zu samples\n",
-		       path, p->pid, j->heap, j->dump, j->ndumps, n);
+		printf("wrote %s: process %s, heap %s, dump %zu of %zu, %zu "
+		       "samples\n",
+		       path, j->id, j->heap, j->dump, j->ndumps, n);
 	free(c1);
 	free(c2);
 	pp_free(pp);
@@ -548,9 +575,9 @@ static int write_window(sqlite3 *db, const struct rd_stacks *s,
 	if (!err)
 		err = pp_write_gz(pp, path, SUBSYS);
 	if (!err)
-		printf("wrote %s: process %" PRId64
-		       ", heap %s, window %+.6f s to %+.6f s%s, %zu samples\n",
-		       path, p->pid, j->heap, f, e,
+		printf("wrote %s: process %s, heap %s, window %+.6f s to %+.6f "
+		       "s%s, %zu samples\n",
+		       path, j->id, j->heap, f, e,
 		       tr_left_out(&t) ? " (trace incomplete)" : "",
 		       pp_nsamples(pp));
 	for (int k = 0; k < 4; k++)
@@ -562,24 +589,42 @@ static int write_window(sqlite3 *db, const struct rd_stacks *s,
 
 static int write_all_jobs(sqlite3 *db, const struct rd_stacks *s,
                           const struct pprof_opts *o,
-                          const struct rd_process *procs,
-                          const struct proc_dumps *pd, const struct job *jobs,
+                          const struct rd_process *procs, size_t nprocs,
+                          const struct proc_dumps *pd, struct job *jobs,
                           size_t njobs)
 {
 	char *stem = out_stem(o);
 	int err = stem ? 0 : -ENOMEM;
 
+	for (size_t i = 0; i < njobs; i++)
+		procid_format(procs, nprocs, jobs[i].proc, jobs[i].id,
+		              sizeof(jobs[i].id));
+	char **paths = calloc(njobs ? njobs : 1, sizeof(*paths));
+	if (!paths)
+		err = -ENOMEM;
 	for (size_t i = 0; !err && i < njobs; i++) {
-		char *path = out_path(o, stem, &jobs[i], procs, njobs);
-		if (!path) {
+		paths[i] = out_path(o, stem, jobs, njobs, i, procs, nprocs);
+		if (!paths[i]) {
 			err = -ENOMEM;
 			break;
 		}
-		err = write_job(db, s, o, &procs[jobs[i].proc],
-		                &pd[jobs[i].proc], &jobs[i], path);
-		free(path);
+		/* Never two files of this run under one name: the second
+		 * would replace the first. */
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(paths[k], paths[i])) {
+				hp_err(SUBSYS,
+				       "two profiles would be written to %s",
+				       paths[i]);
+				err = -EEXIST;
+			}
 	}
-	if (err == -ENOMEM && !stem)
+	for (size_t i = 0; !err && i < njobs; i++)
+		err = write_job(db, s, o, &procs[jobs[i].proc],
+		                &pd[jobs[i].proc], &jobs[i], paths[i]);
+	for (size_t i = 0; paths && i < njobs; i++)
+		free(paths[i]);
+	free(paths);
+	if (err == -ENOMEM)
 		hp_err(SUBSYS, "out of memory");
 	free(stem);
 	return err;
@@ -605,7 +650,7 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 	 * has a trace; the others are skipped with a note. */
 	for (size_t i = 0; !err && o->window && !traced && i < nprocs; i++) {
 		struct tr_info t;
-		if (o->have_pid && procs[i].pid != o->pid)
+		if (o->have_pid && !procsel_match(&o->pid, procs, nprocs, i))
 			continue;
 		err = tr_load_info(db, SUBSYS, procs[i].upid, &t);
 		traced = t.present;
@@ -618,14 +663,16 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 		err = -1;
 	}
 	for (size_t i = 0; !err && i < nprocs; i++) {
-		if (o->have_pid && procs[i].pid != o->pid)
+		if (o->have_pid && !procsel_match(&o->pid, procs, nprocs, i))
 			continue;
 		nsel++;
 		err = plan_process(db, procs, i, o, &pd[i], &jobs, &njobs,
 		                   &heap_found, &traced);
 	}
 	if (!err && o->have_pid && nsel == 0) {
-		hp_err(SUBSYS, "%s: no process with pid %ld", o->file, o->pid);
+		char sel[48];
+		procsel_format(&o->pid, sel, sizeof(sel));
+		hp_err(SUBSYS, "%s: no process with pid %s", o->file, sel);
 		err = -1;
 	} else if (!err && o->heap && !heap_found) {
 		hp_err(SUBSYS, "%s: no heap '%s' in %s", o->file, o->heap,
@@ -637,7 +684,7 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 		err = -1;
 	}
 	if (!err)
-		err = write_all_jobs(db, &s, o, procs, pd, jobs, njobs);
+		err = write_all_jobs(db, &s, o, procs, nprocs, pd, jobs, njobs);
 	jobs_free(jobs, njobs);
 	for (size_t i = 0; pd && i < nprocs; i++)
 		reader_free_dumps(pd[i].d, pd[i].n);

@@ -25,6 +25,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/procid.h"
 #include "layout/layout_v2.h"
 #include "profile/reader.h"
 #include "profile/trace_read.h"
@@ -50,13 +51,14 @@ struct report_opts {
 	long top;
 	struct dump_ref dump;
 	int have_pid;
-	long pid;
-	int64_t temp_ns; /* --temporary-threshold */
+	struct procsel pid; /* --pid PID or PID.N (cli/procid.h) */
+	int64_t temp_ns;    /* --temporary-threshold */
 };
 
 /* What the report of one process needs of the whole profile. */
 struct session_info {
 	size_t nprocs; /* processes in the profile */
+	char id[48];   /* the process's id (procid.h) */
 	int64_t start; /* earliest start of profiling: the session's +0 */
 };
 
@@ -110,7 +112,8 @@ static void report_usage(FILE *f)
 	      "  --dump N     use the N-th dump of each process (1 = first,"
 	      " -1 = last;\n"
 	      "               default: the last)\n"
-	      "  --pid P      only the process with PID P\n"
+	      "  --pid P      only the processes of pid P; P.N: the N-th of"
+	      " them\n"
 	      "  --temporary-threshold DURATION\n"
 	      "               with a trace (record --trace): an allocation"
 	      " freed at most\n"
@@ -143,7 +146,7 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		return opt_parse_dump(SUBSYS, v, &o->dump);
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
 		o->have_pid = 1;
-		return opt_parse_pid(SUBSYS, v, &o->pid);
+		return procsel_parse(SUBSYS, v, &o->pid);
 	}
 	if ((v = opt_value(argc, argv, i, "--temporary-threshold", &missing)))
 		return opt_parse_duration(SUBSYS, "--temporary-threshold", v,
@@ -693,6 +696,31 @@ static void print_warnings(sqlite3 *db, const struct rd_process *p)
 		       "an internal failure in the process\n");
 }
 
+/*
+ * The name a process had when it was recorded, as the report shows it:
+ * without its directory (the command's name is its argv[0]), and whole
+ * where the kernel cut it to 15 bytes (a forked child's name is its
+ * comm): then the command line's first word, when it starts with it.
+ * "?" when unknown.
+ */
+static void display_name(const struct rd_process *p, char *buf, size_t len)
+{
+	const char *name = p->name, *slash = strrchr(name, '/');
+	if (slash && slash[1])
+		name = slash + 1;
+	size_t nl = strlen(name);
+	size_t w = strcspn(p->cmdline, " ");
+	const char *arg0 = p->cmdline;
+	for (size_t i = 0; i < w; i++)
+		if (p->cmdline[i] == '/')
+			arg0 = p->cmdline + i + 1;
+	size_t al = (size_t)(p->cmdline + w - arg0);
+	if (nl == 15 && al > nl && !strncmp(arg0, name, nl))
+		snprintf(buf, len, "%.*s", (int)al, arg0);
+	else
+		snprintf(buf, len, "%s", name[0] ? name : "?");
+}
+
 /* How the session came to profile the process (prof_process.how). */
 static void print_how(const struct rd_process *p)
 {
@@ -844,8 +872,9 @@ static void print_fp_note(sqlite3 *db, int64_t upid)
 static void print_process_header(sqlite3 *db, const struct rd_process *p,
                                  const struct session_info *si)
 {
-	printf("Process %" PRId64 " (%s)\n", p->pid,
-	       p->name[0] ? p->name : "?");
+	char name[256];
+	display_name(p, name, sizeof(name));
+	printf("Process %s (%s)\n", si->id, name);
 	printf("  command line   %s\n", p->cmdline);
 	print_how(p);
 	if (p->rejected_concurrent) {
@@ -883,6 +912,15 @@ static void print_process_header(sqlite3 *db, const struct rd_process *p,
 		       strsignal((int)(p->exit_status - 128)));
 	else
 		printf("%" PRId64 "\n", p->exit_status);
+	/* What it started that the session did not follow: where the
+	 * work went when this process has little or nothing. */
+	if (p->exec_not_followed)
+		printf("  not followed   exec'd %s: use --follow-exec to "
+		       "profile it\n",
+		       p->exec_not_followed);
+	if (p->children_not_followed)
+		printf("  not followed   started child processes: use "
+		       "--follow-fork to profile them\n");
 	printf("  samples        %" PRId64 " allocations sampled, %" PRId64
 	       " frees matched, %" PRId64 " reentrant calls skipped\n",
 	       /* Sums of the per-stack counters: exact at the last dump. */
@@ -1422,7 +1460,10 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	for (ssize_t i = 0; i < nheaps; i++)
 		print_totals(db, p->upid, heaps[i].name, heaps[i].t);
 	if (nheaps == 0)
-		printf("  no allocations were sampled up to this dump\n");
+		printf("  no allocations were sampled up to this dump%s\n",
+		       p->exec_not_followed || p->children_not_followed
+		               ? " (see \"not followed\" above)"
+		               : "");
 	print_unselected(db, p->upid);
 	struct mem_row mem;
 	if (load_memory(db, p->upid, d.ts, &mem) < 0)
@@ -1447,8 +1488,110 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 	return err;
 }
 
-/* A line before the processes of a profile with several. */
-static void print_session(const struct rd_process *procs, size_t n)
+/*
+ * The processes of a profile as a tree: procs[par[i]] is the parent of
+ * procs[i], or par[i] = -1 for a root.  An exec'd image (how = exec) is
+ * the child of the image it replaced (the row of the same pid before it);
+ * any other process the child of the row of its parent pid that was
+ * running when it started (the newest of them that started before it).
+ * order[] gets the processes parent first, children by start time
+ * (upid on ties), depth[] their depth.
+ */
+static void proc_tree(const struct rd_process *procs, size_t n, long *par,
+                      size_t *order, int *depth)
+{
+	for (size_t i = 0; i < n; i++) {
+		par[i] = -1;
+		bool exec = !strcmp(procs[i].how, "exec");
+		for (size_t k = 0; k < n; k++) {
+			if (k == i)
+				continue;
+			if (exec ? (procs[k].pid != procs[i].pid || k > i)
+			         : (procs[i].ppid <= 0 ||
+			            procs[k].pid != procs[i].ppid ||
+			            (procs[k].start_ts > procs[i].start_ts &&
+			             procs[i].start_ts > 0)))
+				continue;
+			if (par[i] < 0 ||
+			    procs[k].start_ts >= procs[par[i]].start_ts)
+				par[i] = (long)k;
+		}
+	}
+	/* Depth-first from the roots; siblings by start time.  A cycle
+	 * (not possible from a recording, but the file is input) never
+	 * reaches a root: its members are appended as roots. */
+	size_t m = 0;
+	bool *done = calloc(n ? n : 1, sizeof(*done));
+	for (int pass = 0; pass < 2 && done; pass++)
+		for (;;) {
+			/* The next root: the earliest not done. */
+			long r = -1;
+			for (size_t i = 0; i < n; i++)
+				if (!done[i] && (pass || par[i] < 0) &&
+				    (r < 0 ||
+				     procs[i].start_ts < procs[r].start_ts))
+					r = (long)i;
+			if (r < 0)
+				break;
+			/* Preorder: the root, then each time the earliest
+			 * child not done of the deepest node that has one. */
+			size_t first = m;
+			done[r] = true;
+			order[m] = (size_t)r;
+			depth[m++] = 0;
+			for (size_t at = first; at < m;) {
+				long c = -1;
+				size_t p = order[at];
+				for (size_t i = 0; i < n; i++)
+					if (!done[i] && par[i] == (long)p &&
+					    (c < 0 ||
+					     procs[i].start_ts <
+					             procs[c].start_ts))
+						c = (long)i;
+				if (c < 0) {
+					/* Back up to the parent's entry. */
+					long up = par[p];
+					size_t k = at;
+					while (k > first &&
+					       (long)order[k] != up)
+						k--;
+					if ((long)order[k] != up)
+						break;
+					at = k;
+					continue;
+				}
+				/* Insert c right after p's subtree so far. */
+				size_t ins = at + 1;
+				while (ins < m && depth[ins] > depth[at])
+					ins++;
+				memmove(order + ins + 1, order + ins,
+				        (m - ins) * sizeof(*order));
+				memmove(depth + ins + 1, depth + ins,
+				        (m - ins) * sizeof(*depth));
+				order[ins] = (size_t)c;
+				depth[ins] = depth[at] + 1;
+				done[c] = true;
+				m++;
+				at = ins;
+			}
+		}
+	for (size_t i = 0; done && i < n; i++)
+		if (!done[i]) {
+			order[m] = i;
+			depth[m++] = 0;
+		}
+	if (!done)
+		for (size_t i = 0; i < n; i++) {
+			order[i] = i;
+			depth[i] = 0;
+		}
+	free(done);
+}
+
+/* The lines before the processes of a profile with several: their count,
+ * then the tree, one line each: id, name, and how it was recorded. */
+static void print_session(const struct rd_process *procs, size_t n,
+                          const size_t *order, const int *depth)
 {
 	size_t rejected = 0;
 
@@ -1459,7 +1602,23 @@ static void print_session(const struct rd_process *procs, size_t n)
 		printf(": %zu profiled, %zu not profiled (already profiled "
 		       "by another session)",
 		       n - rejected, rejected);
-	printf("\n\n");
+	putchar('\n');
+	for (size_t k = 0; k < n; k++) {
+		const struct rd_process *p = &procs[order[k]];
+		char id[48], name[256];
+		procid_format(procs, n, order[k], id, sizeof(id));
+		display_name(p, name, sizeof(name));
+		const char *how = !strcmp(p->how, "exec")      ? "exec'd"
+		                  : !strcmp(p->how, "fork")    ? "forked"
+		                  : !strcmp(p->how, "command") ? "the command"
+		                  : !strcmp(p->how, "pid")     ? "-p"
+		                  : !strcmp(p->how, "name")    ? "-n"
+		                                               : p->how;
+		printf("  %*s%-*s %s (%s%s)\n", 2 * depth[k], "",
+		       12 - 2 * (depth[k] < 6 ? depth[k] : 6), id, name, how,
+		       p->rejected_concurrent ? ", not profiled" : "");
+	}
+	printf("\n");
 }
 
 static int report_all(sqlite3 *db, const struct rd_stacks *s,
@@ -1478,18 +1637,34 @@ static int report_all(sqlite3 *db, const struct rd_stacks *s,
 		if (procs[i].start_ts > 0 &&
 		    (!si.start || procs[i].start_ts < si.start))
 			si.start = procs[i].start_ts;
-	if (n > 1 && !o->have_pid)
-		print_session(procs, n);
-	for (size_t i = 0; !err && i < n; i++) {
-		if (o->have_pid && procs[i].pid != o->pid)
+	long *par = malloc((n ? n : 1) * sizeof(*par));
+	size_t *order = malloc((n ? n : 1) * sizeof(*order));
+	int *depth = malloc((n ? n : 1) * sizeof(*depth));
+	if (!par || !order || !depth) {
+		hp_err(SUBSYS, "out of memory");
+		err = -1;
+	} else {
+		proc_tree(procs, n, par, order, depth);
+	}
+	if (!err && n > 1 && !o->have_pid)
+		print_session(procs, n, order, depth);
+	for (size_t k = 0; !err && k < n; k++) {
+		size_t i = order[k];
+		if (o->have_pid && !procsel_match(&o->pid, procs, n, i))
 			continue;
 		if (nproc++)
 			printf("\n");
+		procid_format(procs, n, i, si.id, sizeof(si.id));
 		err = report_process(db, s, &procs[i], &si, o);
 	}
+	free(par);
+	free(order);
+	free(depth);
 	reader_free_processes(procs, n);
 	if (!err && nproc == 0 && o->have_pid) {
-		hp_err(SUBSYS, "%s: no process with pid %ld", o->file, o->pid);
+		char sel[48];
+		procsel_format(&o->pid, sel, sizeof(sel));
+		hp_err(SUBSYS, "%s: no process with pid %s", o->file, sel);
 		err = -1;
 	} else if (!err && nproc == 0) {
 		printf("No processes in this profile.\n");

@@ -46,6 +46,9 @@
 #include "util/human.h"
 
 #define PFX "heapprof: record: "
+/* Tells the client to keep LD_PRELOAD and HEAPPROF_* in the program's
+ * environment (src/client/client.c reads it, env_scrub). */
+#define HP_ENV_FOLLOW "HEAPPROF_FOLLOW"
 
 /* A target whose connection closed may be exec'ing: with --follow-exec,
  * its new image gets this long to say hello before the old one is
@@ -192,6 +195,7 @@ static void collector_opts_of(const struct session_config *cfg,
 	}
 	if (cfg->follow_fork)
 		o->config_flags |= HP_CFG_FOLLOW_FORK;
+	o->follow_exec = cfg->follow_exec;
 	if (cfg->dump_at_max)
 		o->config_flags |= HP_CFG_TRACK_MAX;
 	if (cfg->adaptive) {
@@ -690,7 +694,7 @@ static long seccomp_filters_of_self(void)
 	return n;
 }
 
-static int setup_child_env(const char *path, const char *sock)
+static int setup_child_env(const char *path, const char *sock, bool follow)
 {
 	char lib[PATH_MAX + 32];
 	preload_entry(path, lib, sizeof(lib));
@@ -710,6 +714,13 @@ static int setup_child_env(const char *path, const char *sock)
 	char nf[24];
 	snprintf(nf, sizeof(nf), "%ld", seccomp_filters_of_self());
 	rc |= setenv(HP_ENV_SECCOMP, nf, 1);
+	/* The client takes these variables out of the program's environment
+	 * unless it must pass them on: the new images of followed processes
+	 * need them (src/client/client.c, env_scrub). */
+	if (follow)
+		rc |= setenv(HP_ENV_FOLLOW, "1", 1);
+	else
+		rc |= unsetenv(HP_ENV_FOLLOW);
 	free(v);
 	return rc;
 }
@@ -768,8 +779,25 @@ static uint32_t want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 	const struct session_config *cfg = s->cfg;
 	if (s->finished)
 		return HP_WELCOME_NOT_TARGET;
+	if ((h->flags & HP_HELLO_FORK_CHILD) && !cfg->follow_fork) {
+		/* Without --follow-fork a target says this hello itself,
+		 * before its first fork, vfork or spawn, only to tell us
+		 * (src/client/client.c, client_child_note): the report
+		 * says its children were not followed. */
+		struct target *p = collector_find(&s->col, pid);
+		if (p)
+			p->children_not_followed = 1;
+		return HP_WELCOME_NOT_TARGET;
+	}
+	if (!cfg->follow_exec && !(h->flags & HP_HELLO_FORK_CHILD)) {
+		/* A target's new image (it kept the environment: with
+		 * --follow-fork) says hello while it runs: not followed. */
+		struct target *old = collector_find(&s->col, pid);
+		if (old)
+			collector_note_exec(&s->col, old);
+	}
 	if (h->flags & HP_HELLO_FORK_CHILD) {
-		if (!cfg->follow_fork || collector_had_pid(&s->col, pid))
+		if (collector_had_pid(&s->col, pid))
 			return HP_WELCOME_NOT_TARGET;
 		/* Its parent is (or was: it may be exiting) a target, or is
 		 * gone and the child was reparented to record, the child
@@ -794,6 +822,21 @@ static uint32_t want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 		ti->name = s->cmd_name;
 		ti->cmdline = s->cmdline;
 		return HP_WELCOME_ACCEPT;
+	}
+	if (cfg->follow_fork && (h->flags & HP_HELLO_AT_STARTUP) &&
+	    !collector_had_pid(&s->col, pid)) {
+		/* A child started by vfork, posix_spawn, system or popen
+		 * runs no atfork handler: its first image of its own is the
+		 * one it exec'd, which says hello from its constructor.
+		 * Followed as a fork when its parent is (or was) a target. */
+		pid_t ppid = proc_ppid(pid);
+		if (ppid > 0 && ppid != getpid() &&
+		    collector_had_pid(&s->col, ppid)) {
+			ti->ppid = ppid;
+			ti->how = "fork";
+			ti->from_startup = true;
+			return HP_WELCOME_ACCEPT;
+		}
 	}
 	if (cfg->follow_exec && collector_had_pid(&s->col, pid)) {
 		/* The same pid says hello again from a constructor: its
@@ -909,6 +952,12 @@ static void reap_children(struct session *s)
 	int st;
 	pid_t p;
 	int flags = WNOHANG | (s->tty >= 0 ? WUNTRACED : 0);
+	/* Before the command is reaped: whether it exec'd an image that is
+	 * not followed (its name still reads while it is a zombie). */
+	struct target *cmd =
+	        s->child_exited ? NULL : collector_find(&s->col, s->child);
+	if (cmd)
+		collector_note_exec(&s->col, cmd);
 	while ((p = waitpid(-1, &st, flags)) > 0) {
 		if (p != s->child || s->child_exited)
 			continue;
@@ -1729,7 +1778,9 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 	if (pid == 0) {
 		close(go[1]);
 		close(err[0]);
-		if (setup_child_env(lib, s->col.path) != 0)
+		if (setup_child_env(lib, s->col.path,
+		                    s->cfg->follow_fork ||
+		                            s->cfg->follow_exec) != 0)
 			_exit(127);
 		child_run(s, go[0], err[1], &oldmask, cfg->argv);
 	}

@@ -955,6 +955,54 @@ static void fork_guard_init(void)
 static void fork_child_reset(bool may_follow);
 static void follow_fork(void);
 
+/* Attached through HEAPPROF_SOCKET (`record -- CMD`): its collector is
+ * told when the program starts a child it does not follow
+ * (client_child_note). */
+static bool collector_embedded;
+static _Atomic bool child_noted;
+
+/*
+ * Without --follow-fork, before the program's first fork, vfork,
+ * posix_spawn, system or popen (spawn.c): tell the collector, so the
+ * report can say that work may have gone on in a child that was not
+ * followed.  A FORK_CHILD hello from the parent itself (the collector
+ * sees its pid in SO_PEERCRED), which the collector answers with
+ * NOT_TARGET: connect, hello, answer, once per process (at most
+ * NEW_PROCESS_TIMEOUT_MS).  Not under the program's seccomp filter (a connect
+ * could be the system call that kills it).
+ */
+void client_child_note(void)
+{
+	if (!collector_embedded ||
+	    atomic_load_explicit(&child_noted, memory_order_relaxed) ||
+	    atomic_load_explicit(&hp_sandboxed, memory_order_acquire))
+		return;
+	struct client_slot *s = client_cur();
+	if (!atomic_load_explicit(&hp_active, memory_order_acquire) || !s ||
+	    (s->flags & HP_CFG_FOLLOW_FORK) ||
+	    atomic_load_explicit(&s->region.hdr->control,
+	                         memory_order_relaxed) == HP_CONTROL_STOP)
+		return;
+	if (atomic_exchange_explicit(&child_noted, true, memory_order_relaxed))
+		return;
+	int saved = errno;
+	int fd = connect_path_peer(collector_path, NULL);
+	if (fd >= 0) {
+		/* Waits for the answer (NOT_TARGET): the note is in before
+		 * the session can end, a program that exits at once
+		 * included. */
+		struct hp_welcome w;
+		int region_fd = -1;
+		if (send_hello(fd, HP_HELLO_FORK_CHILD) == 0 &&
+		    recv_welcome(fd, &w, &region_fd, NEW_PROCESS_TIMEOUT_MS,
+		                 0) == 0 &&
+		    region_fd >= 0)
+			close(region_fd);
+		close(fd);
+	}
+	errno = saved;
+}
+
 /* The guard stopped a child that --follow-fork wants, from a hook: the
  * attach waits for our atfork handler (a hook may have run first, in an
  * atfork handler registered before ours); a raw fork has none and stays
@@ -993,11 +1041,11 @@ static void fork_child_reset(bool may_follow)
 	 * write there.  Drop everything: the child has one thread, so no
 	 * hook can be using a region. */
 	struct client_slot *s = client_cur();
-	bool follow =
+	bool profiled =
 	        atomic_load_explicit(&hp_active, memory_order_relaxed) && s &&
-	        (s->flags & HP_CFG_FOLLOW_FORK) &&
 	        atomic_load_explicit(&s->region.hdr->control,
 	                             memory_order_relaxed) != HP_CONTROL_STOP;
+	bool follow = profiled && (s->flags & HP_CFG_FOLLOW_FORK);
 	atomic_store_explicit(&hp_active, 0, memory_order_relaxed);
 	atomic_store_explicit(&hp_malloc_on, 0, memory_order_relaxed);
 	atomic_store_explicit(&hp_client.cur, NULL, memory_order_relaxed);
@@ -1032,7 +1080,9 @@ static void fork_child_reset(bool may_follow)
 	/* Flags held by threads that do not exist in the child. */
 	atomic_store_explicit(&attaching, 0, memory_order_relaxed);
 	atomic_store_explicit(&growing, 0, memory_order_relaxed);
-	/* The child is another thread id. */
+	/* The child is another thread id; it has started no child yet. */
+	atomic_store_explicit(&child_noted, false, memory_order_relaxed);
+	collector_embedded = false;
 	hp_tls.tid = 0;
 	modules_reset_after_fork();
 	heaps_after_fork_child();
@@ -1060,6 +1110,66 @@ static void follow_fork(void)
 
 /* ---- constructor / destructor --------------------------------------- */
 
+/* Set by `heapprof record` beside HEAPPROF_SOCKET when the session follows
+ * forks or execs (src/cli/session.c, setup_child_env). */
+#define HP_ENV_FOLLOW "HEAPPROF_FOLLOW"
+
+extern char **environ;
+
+/* environ's "NAME=value" entry for name, or NULL. */
+static char *env_entry(const char *name)
+{
+	size_t n = str_len(name);
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e;
+	return NULL;
+}
+
+/*
+ * The command `heapprof record` launched gets LD_PRELOAD (our entry first,
+ * then the user's own, if any), HEAPPROF_SOCKET and
+ * HEAPPROF_SECCOMP_FILTERS.  The program has no use for them, and seeing
+ * them changes what it does (a program that copies its environment
+ * allocates for them) and what it passes on: every child and every image
+ * it execs would load the library and knock on the collector.  So, once
+ * read, they go, unless the session follows forks or execs
+ * (HEAPPROF_FOLLOW), whose new images need them to say hello.  LD_PRELOAD
+ * keeps the user's entries: ours (the first) is cut out of the string in
+ * place.
+ *
+ * This runs in the constructor, before main: the process has one thread
+ * unless a library constructed before us started one, and nothing else
+ * reads the environment meanwhile.  unsetenv does not allocate (it only
+ * moves the pointers of environ), and the in-place edit of LD_PRELOAD
+ * neither; the strings were the process's own from its start.
+ */
+static void env_scrub(void)
+{
+	const char *follow = getenv(HP_ENV_FOLLOW);
+	if (follow && *follow)
+		return;
+	char *pre = env_entry("LD_PRELOAD");
+	if (pre) {
+		char *v = pre + sizeof("LD_PRELOAD");
+		size_t first = strcspn(v, ": ");
+		const char *base = v;
+		for (size_t i = 0; i < first; i++)
+			if (v[i] == '/')
+				base = v + i + 1;
+		if (first && strncmp(base, "libheapprof", 11) == 0) {
+			const char *rest = v + first + strspn(v + first, ": ");
+			if (*rest)
+				memmove(v, rest, str_len(rest) + 1);
+			else
+				unsetenv("LD_PRELOAD");
+		}
+	}
+	unsetenv(HP_ENV_SOCKET);
+	unsetenv(HP_ENV_SECCOMP);
+	unsetenv(HP_ENV_FOLLOW);
+}
+
 __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
@@ -1073,27 +1183,34 @@ __attribute__((constructor)) static void client_init(void)
 	/* What attaching needs and a signal handler cannot do: ready before
 	 * any attach, also a late one. */
 	memstat_init();
-	pthread_atfork(NULL, NULL, on_fork_child);
+	pthread_atfork(client_child_note, NULL, on_fork_child);
 	if (hp_daemon_paths(NULL, 0, daemon_path, sizeof(daemon_path)) != 0)
 		daemon_path[0] = '\0';
 
 	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
-	const char *path = getenv(HP_ENV_SOCKET);
+	/* Our copy: env_scrub takes the variable out of environ. */
+	char path[sizeof(collector_path)] = "";
+	const char *env_path = getenv(HP_ENV_SOCKET);
+	if (env_path && str_len(env_path) < sizeof(path))
+		memcpy(path, env_path, str_len(env_path) + 1);
 	int rc = -ENOENT;
-	if (path && *path && sandbox_at_start()) {
+	if (path[0] && sandbox_at_start()) {
 		/* Started under a seccomp filter the program installed (an
 		 * exec'd child of a sandboxed program): attaching could be
 		 * the system call that kills it.  Unprofiled, silently. */
+		env_scrub();
 		atomic_store_explicit(&attaching, 0, memory_order_release);
 		errno = saved;
 		return;
 	}
-	if (path && *path) {
+	if (path[0]) {
+		env_scrub();
 		rc = attach_via(path, HP_HELLO_AT_STARTUP, TIMEOUT_BY_PARENT,
 		                true);
 		early_replay(rc == 0 &&
 		             atomic_load_explicit(&hp_malloc_on,
 		                                  memory_order_acquire) > 0);
+		collector_embedded = rc == 0;
 		/* A collector that is gone means its session ended (e.g. a
 		 * grandchild started after `heapprof record` finished): stay
 		 * quiet, the program's stderr is not ours to write to; and

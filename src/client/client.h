@@ -40,6 +40,8 @@ extern HP_HIDDEN _Atomic int hp_malloc_on;
  * no system call but the region's from then on. */
 extern HP_HIDDEN _Atomic int hp_sandboxed;
 HP_HIDDEN bool sandbox_at_start(void);
+/* Before the program starts a child (client.c, spawn.c). */
+HP_HIDDEN void client_child_note(void);
 /* /proc/self/status, whole, in a static buffer (NULL if unreadable); a
  * normal context only (the constructor, the destructor). */
 HP_HIDDEN const char *proc_status_read(void);

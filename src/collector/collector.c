@@ -155,6 +155,15 @@ char *proc_cmdline(pid_t pid)
 	return buf;
 }
 
+static void proc_exe(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	ssize_t n = len ? readlink(path, buf, len - 1) : -1;
+	if (len)
+		buf[n > 0 ? n : 0] = '\0';
+}
+
 pid_t proc_ppid(pid_t pid)
 {
 	char path[64], buf[512];
@@ -259,6 +268,7 @@ struct end_job {
 	struct profile *p;
 	int64_t upid;
 	struct prof_process_end e;
+	char exec_not_followed[256]; /* e.exec_not_followed points here */
 };
 
 static int end_run(void *arg)
@@ -586,6 +596,18 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		return region_fd;
 	}
 	target_cwd(t, ti->pid);
+	/* Its name, command line and executable before the welcome: the
+	 * process waits for it, so they are the image that said hello (a
+	 * forked child may exec as soon as it has the answer, and would be
+	 * named after its new image). */
+	char comm[64];
+	char *cmd = NULL;
+	if (!ti->name)
+		proc_comm(ti->pid, comm, sizeof(comm));
+	if (!ti->cmdline)
+		cmd = proc_cmdline(ti->pid);
+	proc_exe(ti->pid, t->exe, sizeof(t->exe));
+	proc_comm(ti->pid, t->comm, sizeof(t->comm));
 	/* The process may allocate as soon as it has the welcome: its
 	 * profiling starts now, not after our bookkeeping. */
 	uint64_t start_ts = boottime_ns();
@@ -596,6 +618,7 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		munmap(t->reg[0].base, t->reg[0].size);
 		close(fd);
 		free(t);
+		free(cmd);
 		return rc;
 	}
 	t->nreg = 1;
@@ -623,12 +646,6 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	if (out)
 		*out = t;
 
-	char comm[64];
-	char *cmd = NULL;
-	if (!ti->name)
-		proc_comm(ti->pid, comm, sizeof(comm));
-	if (!ti->cmdline)
-		cmd = proc_cmdline(ti->pid);
 	struct prof_process info = {
 	        .pid = ti->pid,
 	        .name = ti->name ? ti->name : comm,
@@ -682,8 +699,49 @@ int collector_grow(struct collector *c, struct target *t)
 	return 0;
 }
 
-static void mark_disconnected(struct target *t)
+void collector_note_exec(const struct collector *c, struct target *t)
 {
+	if (c->opts.follow_exec || t->exec_not_followed[0] ||
+	    (!t->exe[0] && !t->comm[0]))
+		return;
+	char exe[sizeof(t->exe)], comm[sizeof(t->comm)];
+	proc_exe(t->pid, exe, sizeof(exe));
+	if (exe[0] && t->exe[0] && strcmp(exe, t->exe) != 0) {
+		snprintf(t->exec_not_followed, sizeof(t->exec_not_followed),
+		         "%s", exe);
+		return;
+	}
+	if (exe[0])
+		return; /* the same image: it closed our descriptor */
+	/* Gone or a zombie (the new image may have run and exited before
+	 * we looked): only its name is left.  A new name is an exec only
+	 * when it names a program in PATH (an exec names the process after
+	 * the file it ran, 15 bytes at most; a process that renamed itself
+	 * with prctl, then exited, did not exec). */
+	proc_comm(t->pid, comm, sizeof(comm));
+	size_t n = strlen(comm);
+	if (!n || n >= 15 || !t->comm[0] || !strcmp(comm, t->comm) ||
+	    strchr(comm, '/'))
+		return;
+	const char *path = getenv("PATH");
+	while (path && *path) {
+		size_t dl = strcspn(path, ":");
+		char cand[sizeof(t->exec_not_followed)];
+		int w = snprintf(cand, sizeof(cand), "%.*s/%s", (int)dl, path,
+		                 comm);
+		if (dl && w > 0 && (size_t)w < sizeof(cand) &&
+		    access(cand, X_OK) == 0) {
+			snprintf(t->exec_not_followed,
+			         sizeof(t->exec_not_followed), "%s", cand);
+			return;
+		}
+		path += dl + (path[dl] == ':');
+	}
+}
+
+static void mark_disconnected(const struct collector *c, struct target *t)
+{
+	collector_note_exec(c, t);
 	if (t->fd >= 0)
 		close(t->fd);
 	t->fd = -1;
@@ -803,7 +861,7 @@ void collector_poll_client(struct collector *c, struct target *t)
 		if (n <= 0) {
 			/* Exit or exec closed the connection; the regions
 			 * stay readable in our mappings. */
-			mark_disconnected(t);
+			mark_disconnected(c, t);
 			return;
 		}
 		if (t->proto_error)
@@ -1001,7 +1059,7 @@ void collector_handle(struct collector *c, const struct pollfd *fds, size_t n,
 				continue;
 			done = true;
 			if (t->proto_error)
-				mark_disconnected(t);
+				mark_disconnected(c, t);
 			else
 				collector_poll_client(c, t);
 		}
@@ -1351,11 +1409,18 @@ int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
 		fprintf(stderr, "heapprof: collector: out of memory\n");
 		return -ENOMEM;
 	}
-	*j = (struct end_job){.p = c->profile,
-	                      .upid = t->upid,
-	                      .e = {.end_ts_ns = end_ts,
-	                            .exit_status = exit_status,
-	                            .disconnected = disconnected}};
+	*j = (struct end_job){
+	        .p = c->profile,
+	        .upid = t->upid,
+	        .e = {.end_ts_ns = end_ts,
+	              .exit_status = exit_status,
+	              .disconnected = disconnected,
+	              .children_not_followed = t->children_not_followed}};
+	/* The job outlives nothing it points to: its own copy. */
+	snprintf(j->exec_not_followed, sizeof(j->exec_not_followed), "%s",
+	         t->exec_not_followed);
+	if (j->exec_not_followed[0])
+		j->e.exec_not_followed = j->exec_not_followed;
 	return writeq_submit(&c->wq, end_run, free_job, j, 0, 0);
 }
 

@@ -54,6 +54,9 @@ struct collector_opts {
 	uint32_t trace_mode; /* enum hp_trace_mode; HP_TRACE_OFF: none */
 	uint64_t trace_bytes;
 	uint32_t trace_block_ms;
+	/* --follow-exec: a new image is followed, so an exec is never noted
+	 * as not followed (collector_note_exec). */
+	bool follow_exec;
 };
 
 struct target_region {
@@ -124,6 +127,12 @@ struct target {
 	 * library it loaded by a relative path is, once it has exited
 	 * (snapshot_resolve_paths). */
 	char cwd[PATH_MAX];
+	/* Not followed (see collector_note_exec): its image and name when
+	 * it attached; the image it exec'd (a path, or a name when the
+	 * path was gone), or ""; the first child it forked, or 0. */
+	char exe[256], comm[16];
+	char exec_not_followed[256];
+	pid_t children_not_followed;
 };
 
 /* A connection on the embedded socket whose hello is not complete. */
@@ -338,6 +347,16 @@ uint64_t boottime_ns(void);
 
 /* /proc/PID/comm and cmdline (arguments joined by spaces); "" if gone.
  * ppid from /proc/PID/stat, -1 if unknown. */
+/*
+ * Whether t's process replaced its image: its pid still runs with another
+ * executable than the one it attached with, or (a zombie, whose executable
+ * cannot be read any more) has another name that is a program in PATH.
+ * If so, the new image's path goes to t->exec_not_followed, once.  Called when
+ * its connection closes (an exec closes it: the client's socket is
+ * close-on-exec, and the kernel installs the new executable before it closes
+ * those) and before the command is reaped.
+ */
+void collector_note_exec(const struct collector *c, struct target *t);
 void proc_comm(pid_t pid, char *buf, size_t len);
 char *proc_cmdline(pid_t pid); /* malloc'd, never NULL unless OOM */
 pid_t proc_ppid(pid_t pid);

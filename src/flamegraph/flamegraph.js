@@ -323,7 +323,7 @@
   }
 
   function fillControls() {
-    fillSelect($('proc'), procs.map((p) => 'pid ' + p.pid + ' ' + baseName(p.name || '?')), S.proc);
+    fillSelect($('proc'), procs.map((p) => 'pid ' + (p.id || p.pid) + ' ' + baseName(p.name || '?')), S.proc);
     const p = curProc();
     fillSelect($('heap'), p ? p.heaps.map((h) => h.name) : [], S.heap);
     fillSelect($('dump'), p ? p.dumps.map((d, i) => p.window ? windowLabel(p) : '#' + (i + 1) + '  +' + secs(d.ts - p.start) + '  (' + d.reason + ')') : [], S.dump);
@@ -361,7 +361,7 @@
     const ds = curDumpState();
     const d = p.dumps[S.dump];
     const tot = ds ? ds.tot : [0, 0, 0, 0];
-    let h = '<h2>' + esc(baseName(p.name || '?')) + ' <span class="hint">pid ' + p.pid + '</span></h2>';
+    let h = '<h2>' + esc(baseName(p.name || '?')) + ' <span class="hint">pid ' + (p.id || p.pid) + '</span></h2>';
     h += '<div class="cmd">' + esc(p.cmdline) + '</div>';
     h += '<table>';
     h += '<tr><td>sampling</td><td class="num">' + (p.interval === 1 ? 'every allocation' : 'every ' + fmtBytes(p.interval) + ' (mean)') + '</td></tr>';

@@ -144,6 +144,12 @@ struct prof_process_end {
 	int exit_status;  /* 0..255, or 128+signal; -1 if unknown */
 	int disconnected; /* client went away before the session ended */
 	int rejected_concurrent;
+	/* What the process started and the session did not follow (no
+	 * --follow-exec, no --follow-fork): the image it exec'd (its path,
+	 * or its name when the path could not be read), and the pid of the
+	 * first child it forked; NULL and 0 when none. */
+	const char *exec_not_followed;
+	int children_not_followed;
 };
 
 /* Create (truncate) the database at path. NULL on error (message printed). */

@@ -661,6 +661,7 @@ void reader_free_processes(struct rd_process *p, size_t n)
 		free(p[i].unwind);
 		free(p[i].how);
 		free(p[i].note);
+		free(p[i].exec_not_followed);
 	}
 	free(p);
 }
@@ -736,12 +737,25 @@ static char *select_cols(sqlite3 *db, const char *table, const char *alias,
 
 /* heapprof_process columns read after the process table's, in order. */
 static const char *const hp_cols[] = {
-        "sampling_interval", "unwind",       "max_frames",
-        "shmem_size",        "from_startup", "rejected_concurrent",
-        "disconnected",      "exit_status",  "client_state",
-        "stop_reason",       "how",          "ppid",
-        "session_id",        "note",         "interval_used",
-        "max_live_bytes",    "max_ts",
+        "sampling_interval",
+        "unwind",
+        "max_frames",
+        "shmem_size",
+        "from_startup",
+        "rejected_concurrent",
+        "disconnected",
+        "exit_status",
+        "client_state",
+        "stop_reason",
+        "how",
+        "ppid",
+        "session_id",
+        "note",
+        "interval_used",
+        "max_live_bytes",
+        "max_ts",
+        "exec_not_followed",
+        "children_not_followed",
 };
 
 static int fill_process(struct rd_process *p, sqlite3_stmt *st)
@@ -778,6 +792,10 @@ static int fill_process(struct rd_process *p, sqlite3_stmt *st)
 	p->interval_used = sqlite3_column_int64(st, 20);
 	p->max_live_bytes = sqlite3_column_int64(st, 21);
 	p->max_ts = sqlite3_column_int64(st, 22);
+	if (sqlite3_column_type(st, 23) != SQLITE_NULL &&
+	    !(p->exec_not_followed = dup_col(st, 23)))
+		return -1;
+	p->children_not_followed = sqlite3_column_int64(st, 24);
 	return p->name && p->cmdline && p->unwind && p->how ? 0 : -1;
 }
 

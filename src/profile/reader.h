@@ -149,6 +149,10 @@ struct rd_process {
 	                          raise it); 0 if unknown */
 	/* The highest peak of its at-max dumps (--dump-at-max); 0 if none. */
 	int64_t max_live_bytes, max_ts;
+	/* Not followed (no --follow-exec / --follow-fork): the image it
+	 * exec'd, or NULL; the pid of the first child it forked, or 0. */
+	char *exec_not_followed;
+	int64_t children_not_followed;
 };
 
 struct rd_dump {

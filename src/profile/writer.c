@@ -817,6 +817,28 @@ int profile_end_process(struct profile *p, int64_t upid,
 		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
 	}
 	sqlite3_finalize(st);
+	st = NULL;
+	if (rc == SQLITE_OK &&
+	    (e->exec_not_followed || e->children_not_followed > 0)) {
+		rc = sqlite3_prepare_v2(
+		        p->db,
+		        "UPDATE heapprof_process SET"
+		        " exec_not_followed = ?1,"
+		        " children_not_followed = ?2 WHERE upid = ?3",
+		        -1, &st, NULL);
+		if (rc == SQLITE_OK) {
+			if (e->exec_not_followed)
+				sqlite3_bind_text(st, 1, e->exec_not_followed,
+				                  -1, SQLITE_STATIC);
+			if (e->children_not_followed > 0)
+				sqlite3_bind_int(st, 2,
+				                 e->children_not_followed);
+			sqlite3_bind_int64(st, 3, upid);
+			rc = sqlite3_step(st);
+			rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+		}
+		sqlite3_finalize(st);
+	}
 	return rc == SQLITE_OK ? 0 : sql_err(p, rc, "ending process");
 }
 

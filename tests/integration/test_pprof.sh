@@ -187,16 +187,16 @@ else
 fi
 WPID=$(sqlq "$WDB" "SELECT pid FROM process;")
 
-t_begin "pprof --all, --dump N: one file per dump, named by pid, heap, dump"
+t_begin "pprof --all, --dump N: one file per dump, named by pid and dump"
 if [ "$W_OK" = 1 ]; then
 	hp_cmd pp-all pprof "$WDB" --all
 	assert_eq 0 "$CMD_RC" "pprof --all: $(head -c 300 "$T_DIR/pp-all.err")"
-	F1="$T_DIR/waiter.pid$WPID.libc.malloc.dump1.pb.gz"
-	F2="$T_DIR/waiter.pid$WPID.libc.malloc.dump2.pb.gz"
+	F1="$T_DIR/waiter.$WPID.dump1.pb.gz"
+	F2="$T_DIR/waiter.$WPID.dump2.pb.gz"
 	[ -s "$F1" ] && [ -s "$F2" ] || t_fail "--all: $F1 / $F2 missing: $(ls "$T_DIR")"
 	assert_eq 2 "$(wc -l <"$T_DIR/pp-all.out" | tr -d ' ')" "--all: lines written"
 	hp_cmd pp-allp pprof "$WDB" --all -o "$T_DIR/pfx"
-	[ -s "$T_DIR/pfx.pid$WPID.libc.malloc.dump2.pb.gz" ] || t_fail "--all -o PREFIX"
+	[ -s "$T_DIR/pfx.$WPID.dump2.pb.gz" ] || t_fail "--all -o PREFIX"
 	hp_cmd pp-d1 pprof "$WDB" --dump 1 -o "$T_DIR/d1.pb.gz"
 	assert_eq 0 "$CMD_RC" "pprof --dump 1"
 	hp_cmd pp-dl pprof "$WDB" --dump -1 --pid "$WPID" -o "$T_DIR/dlast.pb.gz"

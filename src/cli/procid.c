@@ -1,0 +1,87 @@
+/*
+ * Process ids shared by the commands that read profiles (procid.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/options.h"
+#include "cli/procid.h"
+#include "util/err.h"
+
+/* Which of pid's processes procs[i] is (1-based), and how many there are. */
+static void nth_of(const struct rd_process *procs, size_t n, size_t i,
+                   long *nth, long *count)
+{
+	*nth = 0;
+	*count = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (procs[k].pid != procs[i].pid)
+			continue;
+		++*count;
+		if (k <= i)
+			++*nth;
+	}
+}
+
+void procid_format(const struct rd_process *procs, size_t n, size_t i,
+                   char *buf, size_t len)
+{
+	long nth, count;
+	nth_of(procs, n, i, &nth, &count);
+	if (count > 1)
+		snprintf(buf, len, "%lld.%ld", (long long)procs[i].pid, nth);
+	else
+		snprintf(buf, len, "%lld", (long long)procs[i].pid);
+}
+
+int procsel_parse(const char *cmd, const char *v, struct procsel *out)
+{
+	char pid[32];
+	const char *dot = strchr(v, '.');
+	size_t plen = dot ? (size_t)(dot - v) : strlen(v);
+	out->pid = 0;
+	out->nth = 0;
+	if (plen >= sizeof(pid)) {
+		hp_err(cmd, "--pid: '%s' is not a pid or PID.N", v);
+		return -1;
+	}
+	memcpy(pid, v, plen);
+	pid[plen] = '\0';
+	if (opt_parse_pid(cmd, pid, &out->pid) != 0)
+		return -1;
+	if (dot) {
+		char *end = NULL;
+		long nth = strtol(dot + 1, &end, 10);
+		if (!dot[1] || *end || nth < 1 || nth > 1000000) {
+			hp_err(cmd,
+			       "--pid: '%s': after the pid, '.N' numbers one "
+			       "of "
+			       "its processes from 1",
+			       v);
+			return -1;
+		}
+		out->nth = nth;
+	}
+	return 0;
+}
+
+bool procsel_match(const struct procsel *sel, const struct rd_process *procs,
+                   size_t n, size_t i)
+{
+	if (procs[i].pid != sel->pid)
+		return false;
+	if (!sel->nth)
+		return true;
+	long nth, count;
+	nth_of(procs, n, i, &nth, &count);
+	return nth == sel->nth;
+}
+
+void procsel_format(const struct procsel *sel, char *buf, size_t len)
+{
+	if (sel->nth)
+		snprintf(buf, len, "%ld.%ld", sel->pid, sel->nth);
+	else
+		snprintf(buf, len, "%ld", sel->pid);
+}

@@ -1,0 +1,37 @@
+/*
+ * How every command names a process of a profile (report, pprof,
+ * flamegraph): its pid when the profile has one process of that pid, else
+ * PID.N, the N-th of them (1-based, in the order they started: upid
+ * order).  A pid has several when it exec'd under --follow-exec (a row per
+ * image) or was reused.  `--pid PID` selects every process of PID,
+ * `--pid PID.N` one of them.
+ */
+#ifndef HEAPPROF_CLI_PROCID_H
+#define HEAPPROF_CLI_PROCID_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "profile/reader.h"
+
+/* The id of procs[i] among procs[0..n) into buf ("8681" or "8681.2"). */
+void procid_format(const struct rd_process *procs, size_t n, size_t i,
+                   char *buf, size_t len);
+
+/* A --pid value. */
+struct procsel {
+	long pid;
+	long nth; /* 0: every process of pid */
+};
+
+/* "PID" or "PID.N".  0, or -1 with a message naming cmd. */
+int procsel_parse(const char *cmd, const char *v, struct procsel *out);
+
+/* Whether procs[i] is selected by sel. */
+bool procsel_match(const struct procsel *sel, const struct rd_process *procs,
+                   size_t n, size_t i);
+
+/* sel as the user wrote it ("8681" or "8681.2"). */
+void procsel_format(const struct procsel *sel, char *buf, size_t len);
+
+#endif
