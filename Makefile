@@ -16,16 +16,22 @@ CFLAGS  ?= $(OPT) -g
 # preloaded into uninstrumented programs, gets UBSan only (ASan and TSan
 # runtimes cannot be preloaded into a program that was not built with
 # them).  Any other SAN value is raw flags, given to everything.
+# The client links UBSan's runtime statically: libubsan.so needs
+# libstdc++, which would then be in every profiled program, its emergency
+# pool allocated before the client's constructor and recorded
+# (src/client/early.c), one block no release build has.
 ifeq ($(SAN),asan)
 SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all \
               -fno-omit-frame-pointer
 CLIENT_SAN := -fsanitize=undefined -fno-sanitize-recover=all
+CLIENT_SAN_LINK := -static-libubsan
 else ifeq ($(SAN),tsan)
 # -Wno-tsan: TSan does not model atomic_thread_fence (the live table's
 # seqlock, src/layout/region.c); the data it orders is read and written
 # with atomics, so TSan has nothing to report there either way.
 SAN_FLAGS  := -fsanitize=thread -Wno-tsan
 CLIENT_SAN := -fsanitize=undefined -fno-sanitize-recover=all
+CLIENT_SAN_LINK := -static-libubsan
 else
 SAN_FLAGS  := $(SAN)
 CLIENT_SAN := $(SAN)
@@ -146,7 +152,7 @@ $(EXPORT_OBJS) $(BUILD)/tests/test_pprof: ALL_CFLAGS += -I$(PROTO_GEN)
 # and more with AVX-512): too much for a signal handler on a small
 # alternate stack.
 $(BUILD)/$(LIB_SONAME): $(CLIENT_OBJS) src/client/libheapprof.map
-	$(CC) -shared -o $@ $(CLIENT_OBJS) $(CLIENT_SAN) \
+	$(CC) -shared -o $@ $(CLIENT_OBJS) $(CLIENT_SAN) $(CLIENT_SAN_LINK) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
 	  -Wl,-z,now \
 	  -Wl,-soname,$(LIB_SONAME) $(LIB_LIBS)
@@ -167,7 +173,7 @@ $(BUILD)/pic-oracle/%.o: %.c
 	$(CC) $(LIB_CFLAGS) -DHP_UNWIND_ORACLE -MMD -MP -c $< -o $@
 
 $(BUILD)/libheapprof-oracle.so: $(ORACLE_OBJS) src/client/libheapprof.map
-	$(CC) -shared -o $@ $(ORACLE_OBJS) $(CLIENT_SAN) \
+	$(CC) -shared -o $@ $(ORACLE_OBJS) $(CLIENT_SAN) $(CLIENT_SAN_LINK) \
 	  -Wl,--version-script=src/client/libheapprof.map -Wl,-z,nodelete \
 	  -Wl,-z,now \
 	  -Wl,-soname,$(LIB_SONAME) -Wl,--push-state,--no-as-needed -lgcc_s \

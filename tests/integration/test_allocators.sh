@@ -30,7 +30,11 @@ t_begin "jemalloc: 1,000,000 tiny blocks at -i 1, none dropped; mallinfo2 said n
 if [ ! -e "$JEMALLOC" ]; then
 	t_skip "$JEMALLOC is missing (apt-get install libjemalloc2)"
 else
-	LD_PRELOAD=$JEMALLOC hp_record jemalloc -i 1 -o "$T_DIR/jemalloc.db" -- "$PROGS/alloc_tiny" $N
+	# jemalloc goes to the program only (the heapprof command may be a
+	# sanitizer build, whose runtime must come first): the shell adds it
+	# after record's own library and execs the program (followed).
+	hp_record jemalloc -i 1 --follow-exec -o "$T_DIR/jemalloc.db" -- \
+		sh -c 'LD_PRELOAD="$LD_PRELOAD:$1" exec "$2" "$3"' sh "$JEMALLOC" "$PROGS/alloc_tiny" $N
 	db="$T_DIR/jemalloc.db"
 	if assert_eq 0 "$REC_RC" "record's exit status" &&
 		assert_eq $N "$(cat "$T_DIR/jemalloc.out")" "the program's output"; then
