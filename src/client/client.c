@@ -570,6 +570,9 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 		if (len < sizeof(collector_path))
 			memcpy(collector_path, path, len + 1);
 	}
+	/* The blocks from before the constructor, when this is its attach
+	 * (early.c): recorded before anything else can free them here. */
+	early_replay(s, malloc_on);
 	set_interval(interval);
 	atomic_store_explicit(&hp_client.cur, s, memory_order_seq_cst);
 	atomic_store_explicit(&hp_malloc_on, malloc_on ? (int)gen : 0,
@@ -986,6 +989,13 @@ void client_child_note(void)
 	if (atomic_exchange_explicit(&child_noted, true, memory_order_relaxed))
 		return;
 	int saved = errno;
+	/* connect, send, poll, recvmsg are cancellation points, and fork
+	 * is not: a cancel pending in this thread must not act inside the
+	 * program's fork (the prepare handlers run before ours would never
+	 * get their parent half).  It stays pending for the program's next
+	 * cancellation point. */
+	int cancel;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	int fd = connect_path_peer(collector_path, NULL);
 	if (fd >= 0) {
 		/* Waits for the answer (NOT_TARGET): the note is in before
@@ -1000,6 +1010,7 @@ void client_child_note(void)
 			close(region_fd);
 		close(fd);
 	}
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 }
 
@@ -1101,10 +1112,15 @@ static void fork_child_reset(bool may_follow)
 static void follow_fork(void)
 {
 	int saved = errno;
+	/* Inside the program's fork, which is no cancellation point: see
+	 * client_child_note. */
+	int cancel;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
 	attach_via(collector_path, HP_HELLO_FORK_CHILD, NEW_PROCESS_TIMEOUT_MS,
 	           false);
 	atomic_store_explicit(&attaching, 0, memory_order_release);
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 }
 
@@ -1177,6 +1193,7 @@ __attribute__((constructor)) static void client_init(void)
 	 * from here on, nothing of ours is. */
 	early_end();
 	hooks_init();
+	spawn_init();
 	sandbox_init();
 	fork_guard_init();
 	unwind_setup();
@@ -1199,6 +1216,7 @@ __attribute__((constructor)) static void client_init(void)
 		 * exec'd child of a sandboxed program): attaching could be
 		 * the system call that kills it.  Unprofiled, silently. */
 		env_scrub();
+		early_finish();
 		atomic_store_explicit(&attaching, 0, memory_order_release);
 		errno = saved;
 		return;
@@ -1207,9 +1225,6 @@ __attribute__((constructor)) static void client_init(void)
 		env_scrub();
 		rc = attach_via(path, HP_HELLO_AT_STARTUP, TIMEOUT_BY_PARENT,
 		                true);
-		early_replay(rc == 0 &&
-		             atomic_load_explicit(&hp_malloc_on,
-		                                  memory_order_acquire) > 0);
 		collector_embedded = rc == 0;
 		/* A collector that is gone means its session ended (e.g. a
 		 * grandchild started after `heapprof record` finished): stay
@@ -1231,13 +1246,13 @@ __attribute__((constructor)) static void client_init(void)
 		 * none ever ran here (its socket file is missing).  A daemon
 		 * that does not want us answers NOT_TARGET: quiet too. */
 		attach_connected = false;
-		int drc = attach_via(daemon_path, HP_HELLO_AT_STARTUP,
-		                     NEW_PROCESS_TIMEOUT_MS, true);
-		early_replay(drc == 0 &&
-		             atomic_load_explicit(&hp_malloc_on,
-		                                  memory_order_acquire) > 0);
+		attach_via(daemon_path, HP_HELLO_AT_STARTUP,
+		           NEW_PROCESS_TIMEOUT_MS, true);
 		daemon_seen = attach_connected;
 	}
+	/* An attach here replayed what came before it (attach_via); else
+	 * it is dropped, and the hooks leave their early mode. */
+	early_finish();
 	atomic_store_explicit(&attaching, 0, memory_order_release);
 	install_attach_signal(daemon_seen);
 	errno = saved;

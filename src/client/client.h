@@ -42,6 +42,8 @@ extern HP_HIDDEN _Atomic int hp_sandboxed;
 HP_HIDDEN bool sandbox_at_start(void);
 /* Before the program starts a child (client.c, spawn.c). */
 HP_HIDDEN void client_child_note(void);
+/* spawn.c: the real functions, found once in the constructor. */
+HP_HIDDEN void spawn_init(void);
 /* /proc/self/status, whole, in a static buffer (NULL if unreadable); a
  * normal context only (the constructor, the destructor). */
 HP_HIDDEN const char *proc_status_read(void);
@@ -377,17 +379,21 @@ static inline void client_on_free(void *p)
 
 /* early.c: allocations before the constructor attached (see the file).
  * early_record/early_free: from the recorder, while no region is there;
- * early_end: the constructor's first step; early_replay: after its attach
- * (want: it attached at startup and libc.malloc is profiled), records
- * the blocks kept, or drops them. */
+ * early_end: the constructor's first step (no more blocks kept; frees
+ * still marked); early_replay: in the constructor's attach, before it
+ * publishes the region s (want: libc.malloc is profiled), records the
+ * blocks kept, once; early_finish: the constructor's last step, drops
+ * what no attach took and ends the hooks' early mode. */
 HP_HIDDEN void early_record(uint64_t ptr, size_t size);
 HP_HIDDEN void early_free(uint64_t ptr);
 HP_HIDDEN void early_end(void);
-HP_HIDDEN void early_replay(bool want);
-/* recorder.c: one block early.c kept, recorded now with its frames (leaf
- * first), exactly. */
-HP_HIDDEN bool recorder_replay(uint64_t key, size_t size, const uint64_t *pcs,
-                               uint32_t n, bool truncated);
+HP_HIDDEN void early_replay(struct client_slot *s, bool want);
+HP_HIDDEN void early_finish(void);
+/* recorder.c: one block early.c kept, recorded now into s (not yet
+ * published) with its frames (leaf first), exactly. */
+HP_HIDDEN bool recorder_replay(struct client_slot *s, uint64_t key, size_t size,
+                               const uint64_t *pcs, uint32_t n, bool truncated,
+                               bool freed);
 /* hooks.c: p is heapprof's own (the bootstrap pool of the hooks). */
 HP_HIDDEN bool hooks_ours(const void *p);
 

@@ -61,15 +61,18 @@ struct early_block {
 
 static struct early_block blocks[EARLY_BLOCKS];
 static uint64_t pcs[EARLY_PCS];
-/* ptr -> 1 + the index of a block, linear probing; a freed block's slot
- * stays (looked past). */
+/* ptr -> 1 + the index of its live block, linear probing; a free takes
+ * the block out (backward shift), so a loop that allocates and frees one
+ * address keeps one slot busy, not a cluster that grows. */
 static uint32_t slots[EARLY_HASH];
 static uint32_t nblocks, npcs;
-static uint64_t missed;
+static _Atomic uint64_t missed;
 static struct capture_ctx ctx;
 
-/* 1 until the constructor ends it. */
-static _Atomic int early_on = 1;
+/* Blocks are kept until the constructor starts (early_end); frees are
+ * marked until the blocks are replayed or dropped (early_replay,
+ * early_finish). */
+static _Atomic int keeping = 1, pending = 1;
 /* The thread pointer of the one thread recorded (0: none yet). */
 static _Atomic uintptr_t owner;
 static int busy;
@@ -94,7 +97,8 @@ static inline uint32_t slot_of(uint64_t ptr)
  * allocation (one turned away is counted). */
 static bool enter(bool alloc)
 {
-	if (!atomic_load_explicit(&early_on, memory_order_acquire))
+	if (!atomic_load_explicit(alloc ? &keeping : &pending,
+	                          memory_order_acquire))
 		return false;
 	uintptr_t tp = thread_ptr(), none = 0;
 	if (!atomic_compare_exchange_strong_explicit(&owner, &none, tp,
@@ -102,12 +106,14 @@ static bool enter(bool alloc)
 	                                             memory_order_acquire) &&
 	    none != tp) {
 		if (alloc)
-			__atomic_fetch_add(&missed, 1, __ATOMIC_RELAXED);
+			atomic_fetch_add_explicit(&missed, 1,
+			                          memory_order_relaxed);
 		return false;
 	}
 	if (busy) {
 		if (alloc)
-			missed++;
+			atomic_fetch_add_explicit(&missed, 1,
+			                          memory_order_relaxed);
 		return false;
 	}
 	busy = 1;
@@ -134,7 +140,8 @@ void early_record(uint64_t ptr, size_t size)
 	}
 	if (nblocks >= EARLY_BLOCKS || hooks_ours((const void *)ptr)) {
 		if (nblocks >= EARLY_BLOCKS)
-			missed++;
+			atomic_fetch_add_explicit(&missed, 1,
+			                          memory_order_relaxed);
 		leave();
 		return;
 	}
@@ -143,18 +150,22 @@ void early_record(uint64_t ptr, size_t size)
 	        unwind_capture(&ctx, HP_MAX_FRAMES, HP_UNWIND_DWARF,
 	                       (uintptr_t)__builtin_return_address(0), &cap);
 	if (cap & HP_CAP_LOW) {
-		missed++;
+		atomic_fetch_add_explicit(&missed, 1, memory_order_relaxed);
 		leave();
 		return;
 	}
-	/* Made for code of ours (libheapprof-oracle.so's constructor asks
-	 * libc for symbols before the client's runs): not the program's. */
+#ifdef HP_UNWIND_ORACLE
+	/* Made for the oracle's own constructor (it asks libc for symbols
+	 * before the client's runs): not the program's.  (In the client
+	 * alone, a frame of ours mid-stack is a wrapper the program called,
+	 * popen, posix_spawn: its allocations are the program's.) */
 	for (uint32_t i = 0; i < n; i++) {
 		if (unwind_is_ours(ctx.frames[i])) {
 			leave();
 			return;
 		}
 	}
+#endif
 	/* A loop's blocks share their stack: kept once. */
 	const struct early_block *last = nblocks ? &blocks[nblocks - 1] : NULL;
 	uint32_t at = npcs;
@@ -162,7 +173,7 @@ void early_record(uint64_t ptr, size_t size)
 	    memcmp(&pcs[last->pcs_at], ctx.frames, n * sizeof(pcs[0])) == 0) {
 		at = last->pcs_at;
 	} else if (n > EARLY_PCS - npcs) {
-		missed++;
+		atomic_fetch_add_explicit(&missed, 1, memory_order_relaxed);
 		leave();
 		return;
 	} else {
@@ -183,6 +194,29 @@ void early_record(uint64_t ptr, size_t size)
 	leave();
 }
 
+/* Takes slot i out of the table, moving the probe chain after it back
+ * (linear probing's deletion: no tombstones). */
+static void slot_delete(uint32_t i)
+{
+	uint32_t j = i;
+	for (;;) {
+		slots[i] = 0;
+		for (;;) {
+			j = (j + 1) & (EARLY_HASH - 1);
+			if (!slots[j])
+				return;
+			uint32_t home = slot_of(blocks[slots[j] - 1].ptr);
+			/* j's entry may move to i when its home is not in
+			 * (i, j] (cyclically). */
+			if (i <= j ? (home <= i || home > j)
+			           : (home <= i && home > j))
+				break;
+		}
+		slots[i] = slots[j];
+		i = j;
+	}
+}
+
 void early_free(uint64_t ptr)
 {
 	if (!enter(false))
@@ -190,8 +224,9 @@ void early_free(uint64_t ptr)
 	for (uint32_t i = slot_of(ptr); slots[i];
 	     i = (i + 1) & (EARLY_HASH - 1)) {
 		struct early_block *b = &blocks[slots[i] - 1];
-		if (b->ptr == ptr && !b->freed) {
+		if (b->ptr == ptr) {
 			b->freed = 1;
+			slot_delete(i);
 			break;
 		}
 	}
@@ -200,33 +235,39 @@ void early_free(uint64_t ptr)
 
 void early_end(void)
 {
-	atomic_store_explicit(&early_on, 0, memory_order_release);
-	int early = HP_MALLOC_EARLY;
-	atomic_compare_exchange_strong_explicit(&hp_malloc_on, &early, 0,
-	                                        memory_order_acq_rel,
-	                                        memory_order_acquire);
+	atomic_store_explicit(&keeping, 0, memory_order_release);
 }
 
-void early_replay(bool want)
+void early_replay(struct client_slot *s, bool want)
 {
-	/* Nothing records here any more (early_end ran): the buffer is
-	 * ours alone. */
-	struct client_slot *s = client_cur();
+	if (!atomic_exchange_explicit(&pending, 0, memory_order_acq_rel))
+		return;
+	/* No free marks a block any more: the buffer is ours alone (a
+	 * thread of the program that frees one of these blocks now, before
+	 * the region is published, leaves it live in the profile). */
 	if (want && s) {
 		uint32_t done = 0;
 		for (uint32_t k = 0; k < nblocks; k++) {
 			const struct early_block *b = &blocks[k];
-			if (!recorder_replay(b->ptr, b->size, &pcs[b->pcs_at],
-			                     b->n, b->truncated))
-				continue;
-			done++;
-			if (b->freed)
-				recorder_forget(b->ptr);
+			if (recorder_replay(s, b->ptr, b->size, &pcs[b->pcs_at],
+			                    b->n, b->truncated, b->freed))
+				done++;
 		}
 		region_count(&s->region, HP_CTR_STARTUP_RECORDED, done);
-		region_count(&s->region, HP_CTR_STARTUP_MISSED,
-		             missed + (nblocks - done));
+		region_count(
+		        &s->region, HP_CTR_STARTUP_MISSED,
+		        atomic_load_explicit(&missed, memory_order_relaxed) +
+		                (nblocks - done));
 	}
 	nblocks = npcs = 0;
-	missed = 0;
+	atomic_store_explicit(&missed, 0, memory_order_relaxed);
+}
+
+void early_finish(void)
+{
+	early_replay(NULL, false);
+	int early = HP_MALLOC_EARLY;
+	atomic_compare_exchange_strong_explicit(&hp_malloc_on, &early, 0,
+	                                        memory_order_acq_rel,
+	                                        memory_order_acquire);
 }

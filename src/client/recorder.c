@@ -716,11 +716,11 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	return finish_part(s, heap_id, key, size, charged, objs, ts, &k);
 }
 
-bool recorder_replay(uint64_t key, size_t size, const uint64_t *pcs, uint32_t n,
-                     bool truncated)
+bool recorder_replay(struct client_slot *s, uint64_t key, size_t size,
+                     const uint64_t *pcs, uint32_t n, bool truncated,
+                     bool freed)
 {
 	struct client_tls *t = &hp_tls;
-	struct client_slot *s = client_cur();
 	if (!s || n == 0)
 		return false;
 	/* The constructor's, on its own: no hook runs under it. */
@@ -738,8 +738,14 @@ bool recorder_replay(uint64_t key, size_t size, const uint64_t *pcs, uint32_t n,
 	k.n = n;
 	k.cap = truncated ? HP_CAP_TRUNCATED : 0;
 	k.fold_ok = false;
-	return finish_part(s, 0, key, size, size, HP_OBJ_FP_ONE, alloc_ts(s),
-	                   &k);
+	if (!finish_part(s, 0, key, size, size, HP_OBJ_FP_ONE, alloc_ts(s), &k))
+		return false;
+	/* Freed before the attach: out again at once (the alloc_* views
+	 * keep it). */
+	struct hp_live_v2 v;
+	if (freed && livetab_remove(&s->region, key, &v))
+		recorder_apply_free(s, key, &v);
+	return true;
 }
 
 /* The rest of a recorded allocation, in a frame of its own that exists

@@ -42,6 +42,23 @@ static void *real(_Atomic(void *) *slot, const char *name)
 }
 
 static _Atomic(void *) real_spawn, real_spawnp, real_system, real_popen;
+#if defined(__x86_64__)
+static _Atomic(void *) real_vfork;
+#endif
+
+/* From the constructor: a first call from a signal handler (a crash
+ * handler that spawns a symbolizer) must not be the one that runs dlsym,
+ * which may take the loader's lock and allocate. */
+void spawn_init(void)
+{
+	(void)real(&real_spawn, "posix_spawn");
+	(void)real(&real_spawnp, "posix_spawnp");
+	(void)real(&real_system, "system");
+	(void)real(&real_popen, "popen");
+#if defined(__x86_64__)
+	(void)real(&real_vfork, "vfork");
+#endif
+}
 
 HP_EXPORT int posix_spawn(pid_t *pid, const char *path,
                           const posix_spawn_file_actions_t *fa,
@@ -79,14 +96,16 @@ HP_EXPORT FILE *popen(const char *command, const char *type)
 }
 
 #if defined(__x86_64__)
-static _Atomic(void *) real_vfork;
-
-/* Called by the trampoline: the note, then the real vfork's address. */
+/* Called by the trampoline: the note, then the real vfork's address (NULL:
+ * none, errno ENOSYS, and the trampoline returns -1). */
 HP_HIDDEN void *hp_vfork_prepare(void);
 HP_HIDDEN void *hp_vfork_prepare(void)
 {
 	client_child_note();
-	return real(&real_vfork, "vfork");
+	void *f = real(&real_vfork, "vfork");
+	if (!f)
+		errno = ENOSYS;
+	return f;
 }
 
 /* vfork: the return address stays where the real vfork expects it; the

@@ -11,6 +11,10 @@
 #              say how many came before the attach
 #   overflow   40,000 blocks before the attach, more than heapprof keeps
 #              (32,768): the rest are counted, and the report says so
+#   churn      100,000 malloc/free pairs before the attach: kept up to the
+#              room, exact, in linear time
+#   dlsym      blocks of a library constructor that heapprof's own
+#              constructor frees (glibc's dlsym error): freed in the profile
 #   cxx        a C++ program: libstdc++'s emergency pool, allocated by its
 #              constructor, is in the profile
 #   heaptrack  `-i 1` allocation counts equal heaptrack's on real programs
@@ -96,6 +100,34 @@ if assert_eq 0 "$REC_RC" "record's exit status"; then
 	"$HP" report "$db" >"$T_DIR/overflow.report" 2>&1
 	grep -q '; 7236 not recorded (more than heapprof keeps before it attaches' "$T_DIR/overflow.report" ||
 		t_fail "the report does not count what was not kept: $(grep 'before attach' "$T_DIR/overflow.report")"
+fi
+
+# 100,000 x free(malloc(32)) in the constructor after its 104 blocks: the
+# first 32,664 are kept (each freed at once), the rest counted; a free
+# takes its block out of the table (a cluster that only grew made this
+# loop quadratic: 3 s where bare takes 1 ms).
+t_begin "churn: malloc/free in a loop before the attach, kept up to the room, exact"
+STARTUP_LIB_CHURN=100000 hp_record churn -i 1 -o "$T_DIR/churn.db" -- "$SPROG"
+db="$T_DIR/churn.db"
+if assert_eq 0 "$REC_RC" "record's exit status"; then
+	check_ctor_blocks "$db"
+	check_views "$db" sl_ctor_churn 32664 $((32664 * 32)) 0 0
+	assert_eq 32768 "$(stat_of "$db" startup_recorded)" "startup_recorded"
+	assert_eq $((100000 - 32664)) "$(stat_of "$db" startup_missed)" "startup_missed"
+fi
+
+# A library constructor's failed dlsym leaves glibc's error blocks for the
+# thread's next dlsym, which comes in heapprof's own constructor, after
+# blocks stopped being kept: that free must still count (they were shown
+# live at exit).
+t_begin "dlsym: blocks allocated before the attach and freed by heapprof's constructor are freed"
+STARTUP_LIB_DLSYM=1 hp_record dlsym -i 1 -o "$T_DIR/dlsym.db" -- "$SPROG"
+db="$T_DIR/dlsym.db"
+if assert_eq 0 "$REC_RC" "record's exit status"; then
+	check_ctor_blocks "$db"
+	read -r ao as o s <<<"$(incl_views "$db" sl_ctor_dlsym)"
+	assert_ge "$ao" 1 "allocations under sl_ctor_dlsym"
+	assert_eq "0 0" "$o $s" "objects and space under sl_ctor_dlsym at exit"
 fi
 
 # A C++ program: libstdc++ allocates its emergency exception pool in its
