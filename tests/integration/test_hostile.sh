@@ -32,6 +32,8 @@
 #              every number: the client must not read, write or close it
 #              (case 1), also with --block-client on a full table, when
 #              the client would ask its collector for room
+#   cancelfork a thread forks with a cancel pending, under atfork handlers
+#              holding a mutex: fork must stay no cancellation point
 #   dllock     a thread holds the program's mutex and allocates from a
 #              library dlopened after the start while another, inside
 #              dl_iterate_phdr's callback (the loader's lock held), waits
@@ -86,6 +88,12 @@ HC_NOCOUNT=1 hostile_case exitlock 0 -- "$PROGS/hostile_exitlock"
 # --block-client the client read the message as its collector's answer
 # and wrote its request into the program's socket.
 hostile_case sockreuse 0 -- "$PROGS/hostile_sockreuse"
+
+# A thread forks with a deferred cancel pending, under atfork handlers
+# that hold a mutex across the fork: the client's note of a child it does
+# not follow (a connect and a wait) must not make fork a cancellation
+# point (it hung every run: the thread died inside fork, the mutex held).
+HC_NOCOUNT=1 hostile_case cancelfork 0 -- "$PROGS/hostile_cancelfork"
 if HC_OPTS="--block-client --shmem-size 1048576" \
 	hostile_case sockreuse-block 0 -- "$PROGS/hostile_sockreuse"; then
 	assert_eq 1 "$(sqlq "$T_DIR/sockreuse-block.i1.db" "SELECT value FROM heapprof_process_stats WHERE name = 'control_lost';")" \
