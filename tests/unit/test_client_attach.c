@@ -1102,7 +1102,7 @@ static void test_follow_fork(void)
 		uint64_t early = atomic_load(
 		        region_counter(&fr.r, HP_CTR_STARTUP_RECORDED));
 		live_tids(&fr.r, (uint32_t)c.pid, &same, &other);
-		CHECK_EQ_U64(same, 10 + early);
+		CHECK(same >= 10 && same <= 10 + early);
 		CHECK_EQ_U64(other, 0);
 		if (frc.base) {
 			live_tids(&frc.r, (uint32_t)gpid, &same, &other);
@@ -1167,18 +1167,22 @@ static void test_trace_hooks(void)
 	CHECK(child_do(&c, "a2"));
 	struct hp_region *r = &fr.r;
 	uint64_t head = atomic_load(&r->ext->trace_head);
-	/* First the blocks from before the attach (libstdc++'s pool),
-	 * recorded when it came. */
-	uint64_t early =
-	        atomic_load(region_counter(r, HP_CTR_STARTUP_RECORDED));
-	CHECK_EQ_U64(head, 25 + early);
-	uint64_t allocs = 0, frees = 0, bad = 0;
+	/* First the blocks from before the attach (libstdc++'s pool; under
+	 * a sanitizer, its runtime's), recorded when it came, and those of
+	 * them freed again: events of other stacks than phase_a2's. */
+	uint64_t allocs = 0, frees = 0, bad = 0, others = 0;
 	uint64_t alloc_ts[64] = {0}, alloc_addr[64] = {0};
-	for (uint64_t p = early; p < head && p < 64; p++) {
+	CHECK(head >= 25);
+	for (uint64_t p = 0; p < head; p++) {
 		struct hp_event_v2 e;
 		CHECK(trace_get(r, p, &e) == HP_EV_READ_OK);
 		const char *leaf = stack_leaf(r, e.stack_id);
-		bad += !leaf || strcmp(leaf, "phase_a2") != 0;
+		if (!leaf || strcmp(leaf, "phase_a2") != 0) {
+			others++;
+			continue;
+		}
+		if (allocs >= 64)
+			break;
 		bad += e.tid != (uint32_t)c.pid || e.region != 0 ||
 		       e.heap_id != 0 || e.size != 500 || e.charged != 500;
 		if (e.kind == HP_EV_ALLOC) {
@@ -1196,6 +1200,7 @@ static void test_trace_hooks(void)
 	CHECK_EQ_U64(allocs, 20);
 	CHECK_EQ_U64(frees, 5);
 	CHECK_EQ_U64(bad, 0);
+	CHECK_EQ_U64(others, head - 25);
 
 	char ans[128];
 	unsigned long pa = 0, qa = 0;
