@@ -46,6 +46,7 @@ int main(void)
 	pthread_join(th, &ret);
 	pthread_mutex_lock(&mu);
 	printf("main: lock taken\n");
-	printf("thread: %s\n", ret == PTHREAD_CANCELED ? "cancelled" : "returned");
+	printf("thread: %s\n",
+	       ret == PTHREAD_CANCELED ? "cancelled" : "returned");
 	return 0;
 }
