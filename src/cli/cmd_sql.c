@@ -706,7 +706,7 @@ static int is_dot(const char *line)
 static int append_line(char **buf, size_t *len, size_t *cap, const char *line,
                        size_t n)
 {
-	if (*len + n + 2 > *cap) {
+	if (!*buf || *len + n + 2 > *cap) {
 		size_t c = (*len + n + 2) * 2;
 		char *b = realloc(*buf, c);
 		if (!b)

@@ -502,7 +502,7 @@ HP_HIDDEN struct cfi_rule cfi_rule_for(struct capture_ctx *c, uintptr_t pc,
 static inline uint64_t cfi_l1_key(uintptr_t pc, bool exact, uint32_t gen)
 {
 	return ((uint64_t)pc & 0xffffffffffffull) |
-	       ((uint64_t)(gen & 0x7fff) << 48) | ((uint64_t)exact << 63);
+	       ((uint64_t)(gen & 0x7fff) << 48) | (exact ? 1ull << 63 : 0);
 }
 static inline uint32_t cfi_l1_slot(uintptr_t pc)
 {
