@@ -746,10 +746,11 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 		/* At interval 1: the first bucket's own slots, then the
 		 * second's from the last (see live_bucket). */
 		bool local = !r->use_fill;
-		uint32_t slots = local && which == 0 ? HP_LIVE_LOCAL
-		                                     : HP_LIVE_BUCKET;
+		uint32_t slots =
+		        local && which == 0 ? HP_LIVE_LOCAL : HP_LIVE_BUCKET;
 		for (uint32_t j = 0; j < slots; j++) {
-			uint32_t i = local && which ? HP_LIVE_BUCKET - 1 - j : j;
+			uint32_t i =
+			        local && which ? HP_LIVE_BUCKET - 1 - j : j;
 			_Atomic uint64_t *k = &r->live_keys[b + i];
 			uint64_t cur =
 			        atomic_load_explicit(k, memory_order_relaxed);
