@@ -377,6 +377,19 @@ static inline void client_on_free(void *p)
 	recorder_free(p);
 }
 
+/* This thread's pointer (its TCB): a thread's identity without a system
+ * call, ready before any hook runs. */
+static inline uintptr_t thread_pointer(void)
+{
+	uintptr_t tp;
+#if defined(__x86_64__)
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+#else
+	tp = (uintptr_t)__builtin_thread_pointer();
+#endif
+	return tp;
+}
+
 /* early.c: allocations before the constructor attached (see the file).
  * early_record/early_free: from the recorder, while no region is there;
  * early_end: the constructor's first step (no more blocks kept; frees
@@ -404,8 +417,10 @@ HP_HIDDEN bool hooks_ours(const void *p);
  * _dl_find_object of `self` (no system call); unwind_setup refines both. */
 HP_HIDDEN void unwind_early_setup(uintptr_t stack_top, uintptr_t span,
                                   const void *self);
-/* pc is in libheapprof's own code. */
+#ifdef HP_UNWIND_ORACLE
+/* pc is in libheapprof's own code (early.c, the oracle build only). */
 HP_HIDDEN bool unwind_is_ours(uintptr_t pc);
+#endif
 /* At load, in the constructor: what the capture needs that costs a
  * system call or dlsym (not async-signal-safe). */
 HP_HIDDEN void unwind_setup(void);

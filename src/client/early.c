@@ -80,13 +80,6 @@ static bool ready;
 
 extern void *__libc_stack_end;
 
-static inline uintptr_t thread_ptr(void)
-{
-	uintptr_t tp;
-	__asm__("mov %%fs:0, %0" : "=r"(tp));
-	return tp;
-}
-
 static inline uint32_t slot_of(uint64_t ptr)
 {
 	return (uint32_t)((ptr * 0x9E3779B97F4A7C15ull) >> 48) &
@@ -100,7 +93,7 @@ static bool enter(bool alloc)
 	if (!atomic_load_explicit(alloc ? &keeping : &pending,
 	                          memory_order_acquire))
 		return false;
-	uintptr_t tp = thread_ptr(), none = 0;
+	uintptr_t tp = thread_pointer(), none = 0;
 	if (!atomic_compare_exchange_strong_explicit(&owner, &none, tp,
 	                                             memory_order_acq_rel,
 	                                             memory_order_acquire) &&

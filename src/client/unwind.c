@@ -61,17 +61,6 @@ static _Atomic int32_t pd_stack_off = -1;
 
 extern void *__libc_stack_end;
 
-static inline uintptr_t thread_pointer(void)
-{
-	uintptr_t tp;
-#if defined(__x86_64__)
-	__asm__("mov %%fs:0, %0" : "=r"(tp));
-#else
-	tp = (uintptr_t)__builtin_thread_pointer();
-#endif
-	return tp;
-}
-
 void unwind_early_setup(uintptr_t stack_top, uintptr_t span, const void *self)
 {
 	if (!main_hi && stack_top) {
@@ -249,10 +238,12 @@ static inline bool is_ours(uintptr_t pc)
 	return pc >= self_lo && pc < self_hi;
 }
 
+#ifdef HP_UNWIND_ORACLE
 bool unwind_is_ours(uintptr_t pc)
 {
 	return is_ours(pc);
 }
+#endif
 
 /* ---- which stack is sp on ------------------------------------------- */
 
