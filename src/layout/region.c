@@ -622,30 +622,26 @@ void region_populate_hot(const struct hp_region *r)
  * it when the first is half full and it is emptier).
  *
  * At interval 1 every block is in the table, so the first bucket keeps
- * the heap's locality instead: 64 bytes of address space per bucket of 8
- * keys, so that no allocator's blocks can overfill it (jemalloc packs its
- * 8-byte size class 16 to 128 bytes: with 128 bytes a bucket, half of a
- * dense run of them overflowed into hashed buckets, which filled while the
- * table was a fifth full; glibc's smallest chunk is 32 bytes), offset per
- * 64 MiB window so that arenas at aligned addresses do not pile onto the
- * same buckets.  Blocks allocated one after another then share cache
- * lines and pages of the table, instead of touching a new page of a
- * 512 MiB region each.  The first bucket takes a key in its first
- * HP_LIVE_LOCAL slots only; the last two are for keys whose own first
- * bucket was full (the second, hashed, bucket fills from its last slot
- * down).  Without that, a dense run (jemalloc's 8-byte blocks fill their
- * buckets exactly) overflowed into hashed buckets that other dense runs
- * then found full, a cascade that dropped 43,506 of 1,000,000 blocks in
- * some runs with the table a fifth full.  Dense keys of a custom heap
- * overflow the same way.
+ * the heap's locality instead: 128 bytes of address space per bucket
+ * (glibc's smallest chunk is 32 bytes, so at most four blocks of one arena
+ * share it), offset per 64 MiB window so that arenas at aligned addresses
+ * do not pile onto the same buckets.  Blocks allocated one after another
+ * then share cache lines and pages of the table, instead of touching a
+ * new page of a 512 MiB region each.  A denser allocator overfills its
+ * first buckets (jemalloc packs its 8-byte size class 16 to 128 bytes),
+ * and so do two runs of heap whose windows' offsets collide: such a key
+ * goes to one of seven hashed buckets, from the last slot down, and a
+ * first bucket takes keys in its first HP_LIVE_LOCAL slots only, so that
+ * the overflow has room of its own.  With one hashed bucket and no slots
+ * kept for it, the overflow filled buckets other dense runs then found
+ * full, a cascade that dropped 32,296 (up to 43,506 with 64-byte buckets)
+ * of 1,000,000 jemalloc blocks with the table a fifth full; now none in
+ * 32 runs.  Dense keys of a custom heap overflow the same way.
  */
 #define HP_LIVE_LOCAL (HP_LIVE_BUCKET - 2)
 /* Buckets a key may be in: the first and a hashed one when sampling; at
- * interval 1 the first and three hashed ones, so that where two dense runs
- * of address space land on the same first buckets (their 64 MiB windows'
- * offsets collide), the overflow finds room elsewhere however dense those
- * runs are (with one hashed bucket, 9,320 of 1,000,000 jemalloc blocks
- * were dropped in 2 runs of 12). */
+ * interval 1 the first and seven hashed ones (a free of a key not in the
+ * table, rare at interval 1, looks in all eight). */
 #define HP_LIVE_CHOICES_EXACT 8
 static inline int live_choices(const struct hp_region *r)
 {
@@ -665,7 +661,7 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 	else if (r->use_fill)
 		b = (h >> 40) & (HP_LIVE_NEAR_BUCKETS - 1);
 	else
-		b = (addr >> 6) +
+		b = (addr >> 7) +
 		    (((addr >> 26) * 0x9e3779b97f4a7c15ull) >> 40);
 	return (b & (nb - 1)) * HP_LIVE_BUCKET;
 }
