@@ -22,6 +22,7 @@
 
 #define SUBSYS "sql"
 
+/* .mode's names, in enum sql_mode's order. */
 static const char *const mode_names[] = {"table", "csv", "list", "line"};
 
 /* Step st to the end, printing its rows if it has columns.  0 or -1. */

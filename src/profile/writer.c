@@ -11,13 +11,13 @@
  *
  * A dump can hold a million stacks, so its big tables are written in bulk
  * (bulk.h: one INSERT ... SELECT for a batch's callsites, one for its
- * allocation rows) and, past PIPE_MIN_STACKS, in batches through a worker
- * thread (workq.h) while this thread interns the next batch.  The WAL is
- * folded into the file at the end of each dump, so that the file alone
- * holds every dump written (a copy without its -wal file, or the file of
- * a record that was killed, reads whole), and after big commits by a
- * thread of its own (ckpt.h); the heapprof_dump row says how long the
- * dump took (write_ms).
+ * allocation rows) and, past PIPE_MIN_STACKS (writer_dump.c), in batches
+ * through a worker thread (workq.h) while this thread interns the next
+ * batch.  The WAL is folded into the file at the end of each dump, so
+ * that the file alone holds every dump written (a copy without its -wal
+ * file, or the file of a record that was killed, reads whole), and after
+ * big commits by a thread of its own (ckpt.h); the heapprof_dump row says
+ * how long the dump took (write_ms).
  *
  * This file holds the file itself: creating it with its schema and
  * statements, saying write errors, metadata, closing it.  Process rows
