@@ -1,0 +1,315 @@
+/*
+ * The profile writer (writer.c): one dump, in one transaction.  Its
+ * stacks are interned and merged per (callsite, heap) in batches (through
+ * a worker thread when the dump is big), its rows written
+ * (writer_rows.c), and after COMMIT what it wrote is remembered as the
+ * base of the next dump's deltas; a failed dump rolls the in-memory state
+ * back with it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "profile/writer_int.h"
+#include "util/grow.h"
+
+static const struct prof_module *sort_mods;
+
+static int cmp_module_start(const void *a, const void *b)
+{
+	uint64_t x = sort_mods[*(const size_t *)a].start;
+	uint64_t y = sort_mods[*(const size_t *)b].start;
+	return x < y ? -1 : x > y;
+}
+
+static int ctx_init(struct dump_ctx *c, struct profile *p,
+                    const struct prof_dump *d)
+{
+	size_t n = d->nmodules;
+
+	memset(c, 0, sizeof(*c));
+	c->p = p;
+	c->d = d;
+	pairmap_init(&c->pc_frames);
+	pairmap_init(&c->merged_idx);
+	c->order = malloc((n ? n : 1) * sizeof(*c->order));
+	c->map_ids = calloc(n ? n : 1, sizeof(*c->map_ids));
+	c->leaf = calloc(d->nstacks ? d->nstacks : 1, sizeof(*c->leaf));
+	if (!c->order || !c->map_ids || !c->leaf ||
+	    pairmap_reserve(&c->merged_idx, d->nstacks) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		c->order[i] = i;
+	sort_mods = d->modules; /* qsort has no context argument in C11 */
+	qsort(c->order, n, sizeof(*c->order), cmp_module_start);
+	return 0;
+}
+
+static void ctx_fini(struct dump_ctx *c)
+{
+	free(c->order);
+	free(c->map_ids);
+	free(c->leaf);
+	free(c->new_leaf);
+	free(c->new_keys);
+	free(c->merged);
+	for (size_t i = 0; i < c->nheap_bufs; i++)
+		free(c->heap_bufs[i]);
+	free(c->heap_bufs);
+	free(c->heap_ids);
+	free(c->touched);
+	pairmap_free(&c->pc_frames);
+	pairmap_free(&c->merged_idx);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* After COMMIT: remember what was written as the base of the next deltas. */
+static int remember_cum(struct proc_state *ps, const struct dump_ctx *c)
+{
+	if (pairmap_reserve(&ps->prev, ps->prev.len + c->nmerged) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nmerged; i++) {
+		const struct merged *m = &c->merged[i];
+		int64_t idx = m->cum; /* looked up by wr_merge_stack */
+		if (!idx) {
+			struct cum *cm = hp_grow(ps->cum, &ps->capcum, ps->ncum,
+			                         sizeof(*cm));
+			if (!cm)
+				return -ENOMEM;
+			ps->cum = cm;
+			bool added;
+			struct pairmap_slot *sl = pairmap_slot(
+			        &ps->prev, m->callsite, m->heap_id, &added);
+			if (!sl)
+				return -ENOMEM;
+			ps->cum[ps->ncum++] = (struct cum){0};
+			sl->v = idx = (int64_t)ps->ncum;
+		}
+		/* What the rows add up to now (never less than before). */
+		ps->cum[idx - 1] = m->rowed;
+	}
+	return 0;
+}
+
+static int keep_below(int64_t val, void *limit)
+{
+	return val < *(int64_t *)limit;
+}
+
+static bool pm_keep_below(int64_t val, void *limit)
+{
+	return val < *(int64_t *)limit;
+}
+
+/* The dump's transaction failed: forget the rows it had interned. */
+static void rollback(struct profile *p)
+{
+	sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	p->next = p->saved;
+	hmap_retain(&p->mappings, keep_below, &p->next.mapping);
+	hmap_retain(&p->frames, keep_below, &p->next.frame);
+	pairmap_retain(&p->callsites, pm_keep_below, &p->next.callsite);
+}
+
+/*
+ * A dump of at least PIPE_MIN_STACKS stacks goes in batches of PIPE_BATCH
+ * through a worker thread: while the worker writes one batch's callsites
+ * and allocation rows into SQLite, this thread interns the next batch.
+ * Interning is hash lookups that mostly miss the cache, writing is
+ * SQLite's own work, and the two take about as long: on two cores a dump
+ * of a million stacks takes about half the time it would in one thread.
+ * Smaller dumps are one batch and take no thread.
+ */
+#define PIPE_MIN_STACKS 16384
+#define PIPE_BATCH      32768
+
+/* Stacks [from, to) of the dump: interned, their callsites written, and
+ * with counts their allocation rows too. */
+static int write_batch(struct dump_ctx *c, const struct proc_state *ps,
+                       size_t from, size_t to, bool counts)
+{
+	const struct prof_dump *d = c->d;
+	int err = wr_intern_stacks(c, ps, from, to);
+	if (!err)
+		err = wr_write_callsites(c->p);
+	if (!counts)
+		return err;
+	for (size_t i = from; !err && i < to; i++) {
+		/* Ahead: the slot a later stack will probe. */
+		if (i + 8 < to)
+			pairmap_prefetch(&c->merged_idx, c->leaf[i + 8],
+			                 d->stacks[i + 8].heap_id);
+		err = wr_merge_stack(c, ps, c->leaf[i], &d->stacks[i]);
+	}
+	return err ? err : wr_emit_allocs(c, ps->upid);
+}
+
+/* Every stack of the dump through write_batch, in batches (through the
+ * worker when big), and the rows queued for them written. */
+static int write_batches(struct dump_ctx *c, const struct proc_state *ps,
+                         bool counts)
+{
+	const struct prof_dump *d = c->d;
+	struct profile *p = c->p;
+	bool big = d->nstacks >= PIPE_MIN_STACKS;
+	size_t batch = big ? PIPE_BATCH : d->nstacks;
+	int err = 0;
+
+	wq_start(&p->wq, big);
+	for (size_t from = 0; !err && from < d->nstacks; from += batch) {
+		size_t before = p->callsites.len;
+		size_t to =
+		        d->nstacks - from > batch ? from + batch : d->nstacks;
+		err = write_batch(c, ps, from, to, counts);
+		/* After the first batch, room for as many new callsites per
+		 * stack in the others: one rebuild of the big map instead of
+		 * one per doubling. */
+		if (!err && big && from == 0)
+			err = pairmap_reserve(
+			        &p->callsites,
+			        p->callsites.len + (p->callsites.len - before) *
+			                                   (d->nstacks - to) /
+			                                   (to - from));
+	}
+	/* The synthetic frames of a dump without stacks, and anything
+	 * interned after the last batch, still go through the queue. */
+	if (!err)
+		err = wr_write_callsites(p);
+	int qerr = wq_finish(&p->wq);
+	return err ? err : qerr;
+}
+
+static int write_dump_body(struct dump_ctx *c, struct proc_state *ps)
+{
+	int err = write_batches(c, ps, true);
+	if (!err)
+		err = wr_write_stats(c, ps->upid);
+	if (!err)
+		err = wr_write_dump_row(c, ps);
+	if (!err && c->d->nblocks)
+		err = wr_write_blocks(c, ps->upid);
+	if (!err && ps->traced)
+		err = wr_write_trace_stacks(c, ps);
+	if (!err)
+		err = wr_fix_event_heaps(c, ps);
+	return err;
+}
+
+/* After COMMIT: the leaf callsites of the stacks this dump interned. */
+static int remember_leaves(struct proc_state *ps, const struct dump_ctx *c)
+{
+	for (size_t i = 0; i < c->nnew_leaf; i++) {
+		size_t k = c->new_leaf[i];
+		bool added;
+		struct pairmap_slot *sl = pairmap_slot(
+		        &ps->stack_leaf, i64(c->d->stacks[k].key), 0, &added);
+		if (!sl)
+			return -ENOMEM;
+		sl->v = c->leaf[k];
+	}
+	return 0;
+}
+
+int profile_write_dump(struct profile *p, int64_t upid,
+                       const struct prof_dump *d)
+{
+	struct proc_state *ps = wr_proc_find(p, upid);
+	struct dump_ctx c;
+
+	if (!ps) {
+		fprintf(stderr, SUBSYS "dump for unknown process %" PRId64 "\n",
+		        upid);
+		return -EINVAL;
+	}
+	/* write_ms: from the collector's first read of the region (or our
+	 * start) to this dump's rows committed and remembered. */
+	uint64_t t0 = d->started_ns ? d->started_ns : mono_ns();
+	int err = ctx_init(&c, p, d);
+	p->nnew_cs = 0;
+	if (!err)
+		err = exec(p, "BEGIN", "starting dump");
+	if (err) {
+		if (err == -ENOMEM)
+			fprintf(stderr, SUBSYS "out of memory\n");
+		ctx_fini(&c);
+		return err;
+	}
+	p->saved = p->next;
+	err = write_dump_body(&c, ps);
+	if (!err)
+		err = exec(p, "COMMIT", "committing dump");
+	if (err) {
+		if (err == -ENOMEM)
+			fprintf(stderr, SUBSYS "out of memory\n");
+		rollback(p);
+	} else {
+		err = remember_cum(ps, &c);
+		if (!err)
+			err = wr_remember_trace(ps, &c);
+		if (!err)
+			err = remember_leaves(ps, &c);
+		if (err)
+			fprintf(stderr, SUBSYS "out of memory\n");
+	}
+	/* The dump in the file itself, then its write_ms, which counts that
+	 * copy: the row reaches the file with the next dump's (or at
+	 * close), not worth a checkpoint of its own (two fsyncs). */
+	if (!err)
+		err = wr_fold_wal(p, "copying the dump into the file");
+	if (!err) {
+		sqlite3_stmt *st = p->st[ST_DUMP_TIME];
+		sqlite3_bind_double(st, 1, (double)(mono_ns() - t0) / 1e6);
+		sqlite3_bind_int64(st, 2, c.dump_id);
+		err = step(p, ST_DUMP_TIME, "writing dump time");
+	}
+	ctx_fini(&c);
+	return err;
+}
+
+/*
+ * The stacks of d that no dump of upid wrote yet, interned ahead of the
+ * dump that needs them (frames named, callsites written), in a
+ * transaction of their own and with no dump row: a collector does this
+ * while the program runs, so the dump at its exit finds its stacks
+ * known.  Only d's stacks and modules are read.
+ */
+int profile_intern_stacks(struct profile *p, int64_t upid,
+                          const struct prof_dump *d)
+{
+	struct proc_state *ps = wr_proc_find(p, upid);
+	struct dump_ctx c;
+
+	if (!ps)
+		return -EINVAL;
+	int err = ctx_init(&c, p, d);
+	p->nnew_cs = 0;
+	if (!err)
+		err = exec(p, "BEGIN", "interning stacks");
+	if (err) {
+		ctx_fini(&c);
+		return err;
+	}
+	p->saved = p->next;
+	err = write_batches(&c, ps, false);
+	if (!err)
+		err = exec(p, "COMMIT", "interning stacks");
+	if (err)
+		rollback(p);
+	else
+		err = remember_leaves(ps, &c);
+	if (err == -ENOMEM)
+		fprintf(stderr, SUBSYS "out of memory\n");
+	ctx_fini(&c);
+	return err;
+}
