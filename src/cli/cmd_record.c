@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "cli/config.h"
+#include "collector/config.h"
 #include "cli/options.h"
 #include "cli/session.h"
 #include "layout/region.h"

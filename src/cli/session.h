@@ -14,7 +14,7 @@
 #ifndef HEAPPROF_SESSION_H
 #define HEAPPROF_SESSION_H
 
-#include "cli/config.h"
+#include "collector/config.h"
 
 /*
  * Runs the session described by cfg (already checked with config_check).

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the session config (src/cli/config.c): every field read
+ * Unit tests of the session config (src/collector/config.c): every field read
  * from text, the print/read round trip, each read error's exact message
  * (file, line, field, reason), and the cross-field rules of config_check;
  * the size parser the byte fields share with the command line
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/config.h"
+#include "collector/config.h"
 #include "cli/options.h"
 #include "unit.h"
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/config.h"
+#include "collector/config.h"
 #include "cli/options.h"
 #include "layout/region.h"
 
