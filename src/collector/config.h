@@ -109,6 +109,9 @@ void config_print(const struct session_config *c, FILE *f);
 
 /* Frees the strings config_read/strdup'd (names, heaps, argv copies). */
 void config_free(struct session_config *c);
+/* Frees an argv config_read made (NULL-terminated, each string malloc'd;
+ * NULL is nothing). */
+void config_free_argv(char **v);
 
 /*
  * Add one target or heap with the checks config_read makes (range, length,
