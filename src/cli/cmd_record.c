@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "collector/config.h"
 #include "cli/options.h"
-#include "cli/session.h"
+#include "collector/session.h"
 #include "layout/region.h"
 
 #define PFX "heapprof: record: "

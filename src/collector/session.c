@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/session.h"
+#include "collector/session.h"
 #include "collector/collector.h"
 #include "daemon/ctl.h"
 #include "layout/wire_v1.h"
