@@ -23,10 +23,6 @@
  * `-- CMD` the command's, else 0 when at least one process was profiled
  * and the profile written, 1 otherwise.
  */
-/* preload.c: the LD_PRELOAD entry for the client library at path lib
- * (the per-ABI tree's $LIB form where there is one; else lib). */
-void preload_entry(const char *lib, char *out, size_t len);
-
 int session_run(const struct session_config *cfg, const char *record_cmdline,
                 const char *config_text);
 
