@@ -4,9 +4,9 @@
  * Options are applied left to right into one struct session_config, so
  * `-c FILE` reads a config on top of what came before and later flags
  * override it; the result is checked once (config_check) and either
- * printed (--print-config) or run (session.c).  Every bad value is one
- * line naming the flag and the reason, and exit status 2, before anything
- * runs.
+ * printed (--print-config) or run (session_run, src/collector/session.h).
+ * Every bad value is one line naming the flag and the reason, and exit
+ * status 2, before anything runs.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -504,41 +504,13 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	}
 }
 
-static bool has_heap(char *const *list, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(list[i], "libc.malloc"))
-			return true;
-	return false;
-}
-
 /* A session that leaves malloc out says so: an empty-looking profile of
  * a program that only mallocs is then no surprise. */
 static void warn_heaps(const struct session_config *c)
 {
-	bool malloc_on =
-	        c->nheaps ? has_heap(c->heaps, c->nheaps)
-	                  : !has_heap(c->exclude_heaps, c->nexclude_heaps);
-	if (!malloc_on)
+	if (!config_profiles_malloc(c))
 		fprintf(stderr, PFX "libc.malloc is not selected: malloc and "
 		                    "new stay out of the profile\n");
-}
-
-static char *join_argv(int argc, char **argv)
-{
-	size_t len = 1;
-	for (int i = 0; i < argc; i++)
-		len += strlen(argv[i]) + 1;
-	char *s = malloc(len);
-	if (!s)
-		return NULL;
-	s[0] = '\0';
-	for (int i = 0; i < argc; i++) {
-		if (i)
-			strcat(s, " ");
-		strcat(s, argv[i]);
-	}
-	return s;
 }
 
 int cmd_record(int argc, char **argv)
@@ -605,18 +577,8 @@ int cmd_record(int argc, char **argv)
 		config_free(&cfg);
 		return fflush(stdout) == 0 ? 0 : 1;
 	}
-
-	char *text = NULL;
-	size_t tlen = 0;
-	FILE *mf = open_memstream(&text, &tlen);
-	if (mf) {
-		config_print(&cfg, mf);
-		fclose(mf);
-	}
-	char *rec_cmd = join_argv(argc, argv);
-	rc = session_run(&cfg, rec_cmd, text);
-	free(rec_cmd);
-	free(text);
+	/* argv[argc] is NULL, as main's. */
+	rc = session_run(&cfg, argv);
 	config_free(&cfg);
 	return rc;
 }

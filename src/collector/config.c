@@ -76,6 +76,20 @@ const char *config_trace_mode_name(uint32_t mode)
 	}
 }
 
+static bool has_heap(char *const *list, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(list[i], "libc.malloc"))
+			return true;
+	return false;
+}
+
+bool config_profiles_malloc(const struct session_config *c)
+{
+	return c->nheaps ? has_heap(c->heaps, c->nheaps)
+	                 : !has_heap(c->exclude_heaps, c->nexclude_heaps);
+}
+
 /* ---- adding targets and heaps ------------------------------------------- */
 
 const char *config_add_pid(struct session_config *c, long pid)

@@ -129,6 +129,10 @@ int config_trace_mode(const char *word);
 /* The word for a mode (HP_TRACE_OFF: "off"). */
 const char *config_trace_mode_name(uint32_t mode);
 
+/* Whether libc.malloc is profiled: named in heaps, or, with no heaps
+ * named, not excluded. */
+bool config_profiles_malloc(const struct session_config *c);
+
 /* Same session: equal fields (the adaptive threshold only counts when
  * adaptive sampling is on: the text form cannot hold it otherwise). */
 bool config_equal(const struct session_config *a,

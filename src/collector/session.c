@@ -479,9 +479,24 @@ static int run_daemon(struct session *s, const char *record_cmdline)
 	return prc == 0 && profiled > 0 ? 0 : 1;
 }
 
-int session_run(const struct session_config *cfg, const char *record_cmdline,
-                const char *config_text)
+/* cfg as config_print writes it, for the profile's metadata; NULL if
+ * memory is short. */
+static char *config_text(const struct session_config *cfg)
 {
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *mf = open_memstream(&text, &tlen);
+	if (mf) {
+		config_print(cfg, mf);
+		fclose(mf);
+	}
+	return text;
+}
+
+int session_run(const struct session_config *cfg, char *const *record_argv)
+{
+	char *text = config_text(cfg);
+	char *record_cmdline = session_join_args(record_argv);
 	struct session s = {.cfg = cfg,
 	                    .trace_timeout = -1,
 	                    .follow_timeout = -1,
@@ -490,7 +505,7 @@ int session_run(const struct session_config *cfg, const char *record_cmdline,
 	                    .dump_tfd = -1,
 	                    .dfd = -1,
 	                    .tty = -1,
-	                    .config_text = config_text,
+	                    .config_text = text,
 	                    .daemon_mode = !(cfg->argv && cfg->argv[0])};
 	/* A profile past the file size limit (`ulimit -f`) must be a write
 	 * error, said once with what is kept, not the end of record (and of
@@ -504,6 +519,8 @@ int session_run(const struct session_config *cfg, const char *record_cmdline,
 	int rc = s.daemon_mode ? run_daemon(&s, record_cmdline)
 	                       : run_embedded(&s, record_cmdline);
 	session_free(&s);
+	free(record_cmdline);
+	free(text);
 	if (s.reraise) {
 		fflush(NULL);
 		struct sigaction dfl = {.sa_handler = SIG_DFL};

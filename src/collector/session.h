@@ -18,12 +18,11 @@
 
 /*
  * Runs the session described by cfg (already checked with config_check).
- * record_cmdline is stored in the profile's metadata, config_text (the
- * config as config_print writes it) too.  Returns the exit status: for
- * `-- CMD` the command's, else 0 when at least one process was profiled
- * and the profile written, 1 otherwise.
+ * record_argv, record's own words (NULL-terminated), is stored in the
+ * profile's metadata as one line, and cfg as config_print writes it too.
+ * Returns the exit status: for `-- CMD` the command's, else 0 when at
+ * least one process was profiled and the profile written, 1 otherwise.
  */
-int session_run(const struct session_config *cfg, const char *record_cmdline,
-                const char *config_text);
+int session_run(const struct session_config *cfg, char *const *record_argv);
 
 #endif
