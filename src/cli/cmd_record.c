@@ -21,6 +21,7 @@
 #include "cli/options.h"
 #include "collector/session.h"
 #include "layout/region.h"
+#include "util/size.h"
 
 #define PFX "heapprof: record: "
 
@@ -183,7 +184,7 @@ static int parse_u64(const char *flag, const char *s, uint64_t min,
 	return 0;
 }
 
-/* A size in bytes (4096, 4k, 64M, 1GiB: opt_parse_size) in [min, max];
+/* A size in bytes (4096, 4k, 64M, 1GiB: hp_parse_size) in [min, max];
  * 0 or 2 (message printed). */
 static int parse_size(const char *flag, const char *s, uint64_t min,
                       uint64_t max, uint64_t *out)
@@ -191,7 +192,7 @@ static int parse_size(const char *flag, const char *s, uint64_t min,
 	char why[96];
 	const char *reason;
 	uint64_t v;
-	if (opt_parse_size(s, &v, &reason) < 0)
+	if (hp_parse_size(s, &v, &reason) < 0)
 		return bad(flag, s, reason);
 	if (v > max || v < min) {
 		snprintf(why, sizeof(why), "out of range: %llu to %llu",

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/options.h"
+#include "util/size.h"
 #include "collector/config_text.h"
 
 /* ---- the tokenizer ------------------------------------------------------ */
@@ -214,7 +214,7 @@ int cfg_value_u64(struct parser *ps, const struct value *v, int size,
 	const char *why = NULL;
 	if (size) {
 		/* 4096, 4K, 64MiB: the command line's parser. */
-		if (opt_parse_size(t, &x, &why) < 0 &&
+		if (hp_parse_size(t, &x, &why) < 0 &&
 		    strcmp(why, "too large") != 0) {
 			cfg_perr(ps, v->line, "%s ('%s')", why, b);
 			return -1;
