@@ -331,10 +331,8 @@ static int add_heap_interval(struct session_config *c, const char *flag,
 	uint64_t v;
 	if (parse_size(flag, s, 1, CFG_INTERVAL_MAX, &v))
 		return 2;
-	if (c->nheap_intervals >= (int)CFG_MAX_HEAPS)
-		return bad(flag, s, "too many: at most 64");
-	c->heap_intervals[c->nheap_intervals++] = v;
-	return 0;
+	const char *why = config_add_heap_interval(c, v);
+	return why ? bad(flag, s, why) : 0;
 }
 
 enum {
@@ -410,14 +408,13 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		}
 		c->output = arg;
 		return 0;
-	case OPT_UNWIND:
-		if (!strcmp(arg, "dwarf"))
-			c->unwind_mode = HP_UNWIND_DWARF;
-		else if (!strcmp(arg, "fp"))
-			c->unwind_mode = HP_UNWIND_FP;
-		else
+	case OPT_UNWIND: {
+		int m = config_unwind_mode(arg);
+		if (m < 0)
 			return bad("--unwind", arg, "use dwarf or fp");
+		c->unwind_mode = (uint32_t)m;
 		return 0;
+	}
 	case OPT_MAXF:
 		if (parse_u64("--max-frames", arg, 1, HP_MAX_FRAMES, &v))
 			return 2;

@@ -51,6 +51,15 @@ void config_free(struct session_config *c)
 	c->nnames = c->nheaps = c->nexclude_heaps = 0;
 }
 
+int config_unwind_mode(const char *word)
+{
+	if (!strcmp(word, "dwarf"))
+		return HP_UNWIND_DWARF;
+	if (!strcmp(word, "fp"))
+		return HP_UNWIND_FP;
+	return -1;
+}
+
 int config_trace_mode(const char *word)
 {
 	if (!strcmp(word, "streaming"))
@@ -141,6 +150,15 @@ const char *config_add_heap(struct session_config *c, const char *name)
 	return add_string(c->heaps, &c->nheaps, CFG_MAX_HEAPS,
 	                  CFG_HEAP_NAME_MAX, name, "too many heaps: at most 64",
 	                  "too long: heap names are at most 63 bytes");
+}
+
+const char *config_add_heap_interval(struct session_config *c,
+                                     uint64_t interval)
+{
+	if (c->nheap_intervals >= (int)CFG_MAX_HEAPS)
+		return "too many: at most 64";
+	c->heap_intervals[c->nheap_intervals++] = interval;
+	return NULL;
 }
 
 const char *config_add_exclude_heap(struct session_config *c, const char *name)

@@ -122,6 +122,13 @@ const char *config_add_pid(struct session_config *c, long pid);
 const char *config_add_name(struct session_config *c, const char *name);
 const char *config_add_heap(struct session_config *c, const char *name);
 const char *config_add_exclude_heap(struct session_config *c, const char *name);
+/* The next heap's interval (heap_intervals, parallel to heaps); the range
+ * is the caller's to check. */
+const char *config_add_heap_interval(struct session_config *c,
+                                     uint64_t interval);
+
+/* "dwarf", "fp": the enum hp_unwind_mode; -1 for any other word. */
+int config_unwind_mode(const char *word);
 
 /* "streaming", "oneshot", "ring": the enum hp_trace_mode; -1 for any
  * other word. */

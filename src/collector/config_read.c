@@ -178,14 +178,13 @@ static int set_field(struct parser *ps, const struct field *f, struct value *v)
 	case F_ALL_HEAPS:
 		return cfg_value_bool(ps, v, &c->all_heaps);
 	case F_HEAP_INTERVALS:
-		if (c->nheap_intervals >= (int)CFG_MAX_HEAPS) {
-			cfg_perr(ps, v->line, "too many: at most %u",
-			         CFG_MAX_HEAPS);
+		why = config_add_heap_interval(c, x);
+		if (why) {
+			cfg_perr(ps, v->line, "%s", why);
 			return -1;
 		}
 		if (!ps->heap_intervals_line)
 			ps->heap_intervals_line = v->line;
-		c->heap_intervals[c->nheap_intervals++] = x;
 		return 0;
 	case F_ADAPTIVE_THRESHOLD:
 		if (cfg_value_threshold(ps, v, &c->adaptive_threshold_pct) < 0)
@@ -195,18 +194,17 @@ static int set_field(struct parser *ps, const struct field *f, struct value *v)
 	case F_ADAPTIVE_MAX:
 		c->adaptive_max_interval = x;
 		return 0;
-	case F_UNWIND:
-		if (!strcmp(v->text, "dwarf"))
-			c->unwind_mode = HP_UNWIND_DWARF;
-		else if (!strcmp(v->text, "fp"))
-			c->unwind_mode = HP_UNWIND_FP;
-		else {
+	case F_UNWIND: {
+		int m = config_unwind_mode(v->text);
+		if (m < 0) {
 			cfg_perr(ps, v->line,
 			         "expected \"dwarf\" or \"fp\" ('%s')",
 			         cfg_show(b, sizeof(b), v->text, v->len));
 			return -1;
 		}
+		c->unwind_mode = (uint32_t)m;
 		return 0;
+	}
 	case F_MAX_FRAMES:
 		c->max_frames = (uint32_t)x;
 		return 0;
