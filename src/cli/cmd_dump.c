@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/config.h"
+#include "collector/config.h"
 #include "cli/options.h"
 #include "daemon/ctl.h"
 #include "util/err.h"

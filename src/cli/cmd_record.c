@@ -4,9 +4,9 @@
  * Options are applied left to right into one struct session_config, so
  * `-c FILE` reads a config on top of what came before and later flags
  * override it; the result is checked once (config_check) and either
- * printed (--print-config) or run (session.c).  Every bad value is one
- * line naming the flag and the reason, and exit status 2, before anything
- * runs.
+ * printed (--print-config) or run (session_run, src/collector/session.h).
+ * Every bad value is one line naming the flag and the reason, and exit
+ * status 2, before anything runs.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -17,10 +17,11 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "cli/config.h"
+#include "collector/config.h"
 #include "cli/options.h"
-#include "cli/session.h"
+#include "collector/session.h"
 #include "layout/region.h"
+#include "util/size.h"
 
 #define PFX "heapprof: record: "
 
@@ -183,7 +184,7 @@ static int parse_u64(const char *flag, const char *s, uint64_t min,
 	return 0;
 }
 
-/* A size in bytes (4096, 4k, 64M, 1GiB: opt_parse_size) in [min, max];
+/* A size in bytes (4096, 4k, 64M, 1GiB: hp_parse_size) in [min, max];
  * 0 or 2 (message printed). */
 static int parse_size(const char *flag, const char *s, uint64_t min,
                       uint64_t max, uint64_t *out)
@@ -191,7 +192,7 @@ static int parse_size(const char *flag, const char *s, uint64_t min,
 	char why[96];
 	const char *reason;
 	uint64_t v;
-	if (opt_parse_size(s, &v, &reason) < 0)
+	if (hp_parse_size(s, &v, &reason) < 0)
 		return bad(flag, s, reason);
 	if (v > max || v < min) {
 		snprintf(why, sizeof(why), "out of range: %llu to %llu",
@@ -330,10 +331,8 @@ static int add_heap_interval(struct session_config *c, const char *flag,
 	uint64_t v;
 	if (parse_size(flag, s, 1, CFG_INTERVAL_MAX, &v))
 		return 2;
-	if (c->nheap_intervals >= (int)CFG_MAX_HEAPS)
-		return bad(flag, s, "too many: at most 64");
-	c->heap_intervals[c->nheap_intervals++] = v;
-	return 0;
+	const char *why = config_add_heap_interval(c, v);
+	return why ? bad(flag, s, why) : 0;
 }
 
 enum {
@@ -409,14 +408,13 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		}
 		c->output = arg;
 		return 0;
-	case OPT_UNWIND:
-		if (!strcmp(arg, "dwarf"))
-			c->unwind_mode = HP_UNWIND_DWARF;
-		else if (!strcmp(arg, "fp"))
-			c->unwind_mode = HP_UNWIND_FP;
-		else
+	case OPT_UNWIND: {
+		int m = config_unwind_mode(arg);
+		if (m < 0)
 			return bad("--unwind", arg, "use dwarf or fp");
+		c->unwind_mode = (uint32_t)m;
 		return 0;
+	}
 	case OPT_MAXF:
 		if (parse_u64("--max-frames", arg, 1, HP_MAX_FRAMES, &v))
 			return 2;
@@ -504,41 +502,13 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	}
 }
 
-static bool has_heap(char *const *list, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(list[i], "libc.malloc"))
-			return true;
-	return false;
-}
-
 /* A session that leaves malloc out says so: an empty-looking profile of
  * a program that only mallocs is then no surprise. */
 static void warn_heaps(const struct session_config *c)
 {
-	bool malloc_on =
-	        c->nheaps ? has_heap(c->heaps, c->nheaps)
-	                  : !has_heap(c->exclude_heaps, c->nexclude_heaps);
-	if (!malloc_on)
+	if (!config_profiles_malloc(c))
 		fprintf(stderr, PFX "libc.malloc is not selected: malloc and "
 		                    "new stay out of the profile\n");
-}
-
-static char *join_argv(int argc, char **argv)
-{
-	size_t len = 1;
-	for (int i = 0; i < argc; i++)
-		len += strlen(argv[i]) + 1;
-	char *s = malloc(len);
-	if (!s)
-		return NULL;
-	s[0] = '\0';
-	for (int i = 0; i < argc; i++) {
-		if (i)
-			strcat(s, " ");
-		strcat(s, argv[i]);
-	}
-	return s;
 }
 
 int cmd_record(int argc, char **argv)
@@ -605,18 +575,8 @@ int cmd_record(int argc, char **argv)
 		config_free(&cfg);
 		return fflush(stdout) == 0 ? 0 : 1;
 	}
-
-	char *text = NULL;
-	size_t tlen = 0;
-	FILE *mf = open_memstream(&text, &tlen);
-	if (mf) {
-		config_print(&cfg, mf);
-		fclose(mf);
-	}
-	char *rec_cmd = join_argv(argc, argv);
-	rc = session_run(&cfg, rec_cmd, text);
-	free(rec_cmd);
-	free(text);
+	/* argv[argc] is NULL, as main's. */
+	rc = session_run(&cfg, argv);
 	config_free(&cfg);
 	return rc;
 }

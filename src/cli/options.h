@@ -15,15 +15,6 @@ int opt_parse_u64(const char *cmd, const char *what, const char *s,
                   uint64_t min, uint64_t max, uint64_t *out);
 
 /*
- * A size in bytes: a whole decimal number, optionally followed by a
- * binary multiple: k or K, KiB (1024), m, M, MiB (1024^2), g, G, GiB
- * (1024^3), or B (bytes).  "kB", "MB", "GB" are refused as ambiguous
- * (1000 or 1024?).  No range check beyond 64 bits.  0 with *out set, or
- * -1 with *why set to a reason for a message ("not a number", ...).
- */
-int opt_parse_size(const char *s, uint64_t *out, const char **why);
-
-/*
  * The candidate closest to word, for "did you mean '...'?": within a
  * Damerau-Levenshtein distance of 2 (1 for words of up to 4 characters),
  * or one that word is a prefix of (at least 2 characters); ties go to the

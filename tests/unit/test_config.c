@@ -1,9 +1,10 @@
 /*
- * Unit tests of the session config (src/cli/config.c): every field read
- * from text, the print/read round trip, each read error's exact message
- * (file, line, field, reason), and the cross-field rules of config_check;
- * the size parser the byte fields share with the command line
- * (opt_parse_size) and the "did you mean" matcher (opt_suggest).
+ * Unit tests of the session config (src/collector/config*.c): every field
+ * read from text, the print/read round trip, each read error's exact
+ * message (file, line, field, reason), and the cross-field rules of
+ * config_check; the size parser the byte fields share with the command
+ * line (hp_parse_size, src/util/size.c) and the "did you mean" matcher
+ * (opt_suggest).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/config.h"
+#include "collector/config.h"
 #include "cli/options.h"
+#include "util/size.h"
 #include "unit.h"
 
 static char errbuf[4096];
@@ -312,7 +314,7 @@ static const struct bad bad_cases[] = {
         {"sampling_interval_bytes: -5",
          "config t.cfg:1: field 'sampling_interval_bytes': must not be "
          "negative ('-5')"},
-        /* A byte field: "abc" is an unknown unit (opt_parse_size). */
+        /* A byte field: "abc" is an unknown unit (hp_parse_size). */
         {"sampling_interval_bytes: 12abc",
          "config t.cfg:1: field 'sampling_interval_bytes': unknown unit: "
          "want a number of bytes, optionally with K, M or G (or KiB, MiB, "
@@ -775,13 +777,13 @@ static void test_sizes(void)
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		uint64_t v = 1234567;
 		const char *why = NULL;
-		CHECK(opt_parse_size(good[i].s, &v, &why) == 0);
+		CHECK(hp_parse_size(good[i].s, &v, &why) == 0);
 		CHECK_EQ_U64(v, good[i].v);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v = 1234567;
 		const char *why = "";
-		CHECK(opt_parse_size(bad[i].s, &v, &why) == -1);
+		CHECK(hp_parse_size(bad[i].s, &v, &why) == -1);
 		CHECK_EQ_U64(v, 1234567);
 		if (strcmp(why, bad[i].why)) {
 			fprintf(stderr, "  '%s': got '%s' want '%s'\n",

@@ -109,6 +109,9 @@ void config_print(const struct session_config *c, FILE *f);
 
 /* Frees the strings config_read/strdup'd (names, heaps, argv copies). */
 void config_free(struct session_config *c);
+/* Frees an argv config_read made (NULL-terminated, each string malloc'd;
+ * NULL is nothing). */
+void config_free_argv(char **v);
 
 /*
  * Add one target or heap with the checks config_read makes (range, length,
@@ -119,12 +122,23 @@ const char *config_add_pid(struct session_config *c, long pid);
 const char *config_add_name(struct session_config *c, const char *name);
 const char *config_add_heap(struct session_config *c, const char *name);
 const char *config_add_exclude_heap(struct session_config *c, const char *name);
+/* The next heap's interval (heap_intervals, parallel to heaps); the range
+ * is the caller's to check. */
+const char *config_add_heap_interval(struct session_config *c,
+                                     uint64_t interval);
+
+/* "dwarf", "fp": the enum hp_unwind_mode; -1 for any other word. */
+int config_unwind_mode(const char *word);
 
 /* "streaming", "oneshot", "ring": the enum hp_trace_mode; -1 for any
  * other word. */
 int config_trace_mode(const char *word);
 /* The word for a mode (HP_TRACE_OFF: "off"). */
 const char *config_trace_mode_name(uint32_t mode);
+
+/* Whether libc.malloc is profiled: named in heaps, or, with no heaps
+ * named, not excluded. */
+bool config_profiles_malloc(const struct session_config *c);
 
 /* Same session: equal fields (the adaptive threshold only counts when
  * adaptive sampling is on: the text form cannot hold it otherwise). */

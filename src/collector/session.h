@@ -14,20 +14,15 @@
 #ifndef HEAPPROF_SESSION_H
 #define HEAPPROF_SESSION_H
 
-#include "cli/config.h"
+#include "collector/config.h"
 
 /*
  * Runs the session described by cfg (already checked with config_check).
- * record_cmdline is stored in the profile's metadata, config_text (the
- * config as config_print writes it) too.  Returns the exit status: for
- * `-- CMD` the command's, else 0 when at least one process was profiled
- * and the profile written, 1 otherwise.
+ * record_argv, record's own words (NULL-terminated), is stored in the
+ * profile's metadata as one line, and cfg as config_print writes it too.
+ * Returns the exit status: for `-- CMD` the command's, else 0 when at
+ * least one process was profiled and the profile written, 1 otherwise.
  */
-/* preload.c: the LD_PRELOAD entry for the client library at path lib
- * (the per-ABI tree's $LIB form where there is one; else lib). */
-void preload_entry(const char *lib, char *out, size_t len);
-
-int session_run(const struct session_config *cfg, const char *record_cmdline,
-                const char *config_text);
+int session_run(const struct session_config *cfg, char *const *record_argv);
 
 #endif

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/session.h"
+#include "collector/session_int.h"
 
 /* What this process's loader expands $LIB to: the directory its libc was
  * loaded from, without the leading "/" or "/usr/" (lib/x86_64-linux-gnu

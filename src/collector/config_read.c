@@ -1,0 +1,488 @@
+/*
+ * The session config in text form (see config.h, docs/CONFIG.md): a flat
+ * subset of protobuf text format with HeapprofdConfig's field names, so a
+ * heapprofd user can read and write it, plus heapprof's own fields.
+ *
+ * The file is read whole (it is small) and parsed by hand: a tokenizer that
+ * counts lines (config_lex.c), and one table of fields (here).  Every error
+ * is one line naming the file, the line, the field and the reason, because
+ * a config is often written by hand and the user must find the mistake
+ * without guessing.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/config_text.h"
+#include "layout/region.h"
+
+/* A config is a few lines; the bound keeps a wrong file (a binary, a
+ * huge log) from being read into memory. */
+#define CFG_FILE_MAX (1u << 20)
+
+/* ---- the field table ---------------------------------------------------- */
+
+enum field_kind { K_U64, K_BOOL, K_STRING, K_MESSAGE };
+
+struct field {
+	const char *name;
+	enum field_id id;
+	enum field_kind kind;
+	int repeatable;
+	int in_continuous; /* a field of continuous_dump_config { } */
+	uint64_t min, max; /* K_U64 */
+};
+
+static const struct field fields[] = {
+        {"sampling_interval_bytes", F_INTERVAL, K_U64, 0, 0, 1,
+         CFG_INTERVAL_MAX},
+        {"pid", F_PID, K_U64, 1, 0, 1, CFG_PID_MAX},
+        {"process_cmdline", F_CMDLINE, K_STRING, 1, 0, 0, 0},
+        {"no_startup", F_NO_STARTUP, K_BOOL, 0, 0, 0, 0},
+        {"no_running", F_NO_RUNNING, K_BOOL, 0, 0, 0, 0},
+        {"shmem_size_bytes", F_SHMEM, K_U64, 0, 0, CFG_SHMEM_MIN,
+         CFG_SHMEM_MAX},
+        {"block_client", F_BLOCK, K_BOOL, 0, 0, 0, 0},
+        {"block_client_timeout_us", F_BLOCK_TIMEOUT, K_U64, 0, 0, 1,
+         CFG_BLOCK_TIMEOUT_MAX_MS * 1000ull},
+        {"dump_at_max", F_DUMP_AT_MAX, K_BOOL, 0, 0, 0, 0},
+        {"continuous_dump_config", F_CONTINUOUS, K_MESSAGE, 0, 0, 0, 0},
+        {"dump_phase_ms", F_DUMP_PHASE, K_U64, 0, 1, 0, CFG_MS_MAX},
+        {"dump_interval_ms", F_DUMP_INTERVAL, K_U64, 0, 1, 0, CFG_MS_MAX},
+        {"heaps", F_HEAPS, K_STRING, 1, 0, 0, 0},
+        {"all_heaps", F_ALL_HEAPS, K_BOOL, 0, 0, 0, 0},
+        {"exclude_heaps", F_EXCLUDE_HEAPS, K_STRING, 1, 0, 0, 0},
+        {"heap_sampling_intervals", F_HEAP_INTERVALS, K_U64, 1, 0, 1,
+         CFG_INTERVAL_MAX},
+        /* A fraction, parsed by its own case. */
+        {"adaptive_sampling_shmem_threshold", F_ADAPTIVE_THRESHOLD, K_U64, 0, 0,
+         0, 0},
+        {"adaptive_sampling_max_sampling_interval_bytes", F_ADAPTIVE_MAX, K_U64,
+         0, 0, 1, CFG_INTERVAL_MAX},
+        /* "dwarf" or "fp", quoted or not. */
+        {"unwind", F_UNWIND, K_STRING, 0, 0, 0, 0},
+        {"max_frames", F_MAX_FRAMES, K_U64, 0, 0, 1, HP_MAX_FRAMES},
+        {"duration_ms", F_DURATION, K_U64, 0, 0, 0, CFG_MS_MAX},
+        {"output", F_OUTPUT, K_STRING, 0, 0, 0, 0},
+        {"follow_fork", F_FOLLOW_FORK, K_BOOL, 0, 0, 0, 0},
+        {"follow_exec", F_FOLLOW_EXEC, K_BOOL, 0, 0, 0, 0},
+        {"command", F_COMMAND, K_STRING, 1, 0, 0, 0},
+        /* "streaming", "oneshot" or "ring", quoted or not. */
+        {"trace_mode", F_TRACE_MODE, K_STRING, 0, 0, 0, 0},
+        {"trace_buffer_bytes", F_TRACE_BUFFER, K_U64, 0, 0, HP_TRACE_MIN_BYTES,
+         HP_TRACE_MAX_BYTES},
+};
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+
+static const struct field *field_find(const char *name, size_t len,
+                                      int in_block)
+{
+	for (size_t i = 0; i < NFIELDS; i++)
+		if (strlen(fields[i].name) == len &&
+		    !memcmp(fields[i].name, name, len) &&
+		    fields[i].in_continuous == in_block)
+			return &fields[i];
+	return NULL;
+}
+
+/* ---- fields ------------------------------------------------------------- */
+
+static int add_cmd(struct parser *ps, struct value *v)
+{
+	if (ps->ncmd + 2 > ps->capcmd) {
+		size_t cap = ps->capcmd ? ps->capcmd * 2 : 8;
+		char **a = realloc(ps->cmd, cap * sizeof(*a));
+		if (!a) {
+			cfg_perr(ps, v->line, "out of memory");
+			return -1;
+		}
+		ps->cmd = a;
+		ps->capcmd = cap;
+	}
+	ps->cmd[ps->ncmd++] = v->text;
+	ps->cmd[ps->ncmd] = NULL;
+	v->text = NULL; /* now owned by ps->cmd */
+	return 0;
+}
+
+/* Fields in bytes: they take K, M, G as the command line does. */
+static int size_field(enum field_id id)
+{
+	return id == F_INTERVAL || id == F_SHMEM || id == F_HEAP_INTERVALS ||
+	       id == F_ADAPTIVE_MAX || id == F_TRACE_BUFFER;
+}
+
+static int set_field(struct parser *ps, const struct field *f, struct value *v)
+{
+	struct session_config *c = ps->c;
+	char b[SHOW_MAX + 8];
+	uint64_t x = 0;
+	const char *why;
+
+	if (f->kind == K_U64 && f->id != F_ADAPTIVE_THRESHOLD &&
+	    cfg_value_u64(ps, v, size_field(f->id), f->min, f->max, &x) < 0)
+		return -1;
+	if (f->kind == K_STRING && f->id != F_UNWIND && f->id != F_TRACE_MODE &&
+	    cfg_value_string(ps, v) < 0)
+		return -1;
+	switch (f->id) {
+	case F_INTERVAL:
+		c->interval = x;
+		return 0;
+	case F_PID:
+		why = config_add_pid(c, (long)x);
+		if (why)
+			cfg_perr(ps, v->line, "%s ('%s')", why, v->text);
+		return why ? -1 : 0;
+	case F_CMDLINE:
+	case F_HEAPS:
+	case F_EXCLUDE_HEAPS:
+		why = f->id == F_CMDLINE ? config_add_name(c, v->text)
+		      : f->id == F_HEAPS ? config_add_heap(c, v->text)
+		                         : config_add_exclude_heap(c, v->text);
+		if (why)
+			cfg_perr(ps, v->line, "%s (\"%s\")", why,
+			         cfg_show(b, sizeof(b), v->text, v->len));
+		return why ? -1 : 0;
+	case F_NO_STARTUP:
+		return cfg_value_bool(ps, v, &c->no_startup);
+	case F_NO_RUNNING:
+		return cfg_value_bool(ps, v, &c->no_running);
+	case F_SHMEM:
+		c->shmem_size = x;
+		return 0;
+	case F_BLOCK:
+		return cfg_value_bool(ps, v, &c->block_client);
+	case F_BLOCK_TIMEOUT:
+		/* Whole milliseconds, rounded up: a client never waits less
+		 * than asked. */
+		c->block_timeout_ms = (uint32_t)((x + 999) / 1000);
+		return 0;
+	case F_DUMP_AT_MAX:
+		return cfg_value_bool(ps, v, &c->dump_at_max);
+	case F_DUMP_PHASE:
+		c->dump_phase_ms = x;
+		return 0;
+	case F_DUMP_INTERVAL:
+		if (x && x < CFG_DUMP_INTERVAL_MIN_MS) {
+			cfg_perr(ps, v->line,
+			         "too small ('%s'): 0 (no continuous dumps) or "
+			         "at least %u",
+			         v->text, CFG_DUMP_INTERVAL_MIN_MS);
+			return -1;
+		}
+		c->dump_interval_ms = x;
+		return 0;
+	case F_ALL_HEAPS:
+		return cfg_value_bool(ps, v, &c->all_heaps);
+	case F_HEAP_INTERVALS:
+		why = config_add_heap_interval(c, x);
+		if (why) {
+			cfg_perr(ps, v->line, "%s", why);
+			return -1;
+		}
+		if (!ps->heap_intervals_line)
+			ps->heap_intervals_line = v->line;
+		return 0;
+	case F_ADAPTIVE_THRESHOLD:
+		if (cfg_value_threshold(ps, v, &c->adaptive_threshold_pct) < 0)
+			return -1;
+		c->adaptive = true;
+		return 0;
+	case F_ADAPTIVE_MAX:
+		c->adaptive_max_interval = x;
+		return 0;
+	case F_UNWIND: {
+		int m = config_unwind_mode(v->text);
+		if (m < 0) {
+			cfg_perr(ps, v->line,
+			         "expected \"dwarf\" or \"fp\" ('%s')",
+			         cfg_show(b, sizeof(b), v->text, v->len));
+			return -1;
+		}
+		c->unwind_mode = (uint32_t)m;
+		return 0;
+	}
+	case F_MAX_FRAMES:
+		c->max_frames = (uint32_t)x;
+		return 0;
+	case F_DURATION:
+		c->duration_ms = x;
+		return 0;
+	case F_OUTPUT:
+		if (!v->len || v->len >= PATH_MAX) {
+			cfg_perr(ps, v->line, v->len ? "too long" : "empty");
+			return -1;
+		}
+		free(c->output_buf);
+		c->output = c->output_buf = v->text;
+		v->text = NULL;
+		return 0;
+	case F_FOLLOW_FORK:
+		return cfg_value_bool(ps, v, &c->follow_fork);
+	case F_FOLLOW_EXEC:
+		return cfg_value_bool(ps, v, &c->follow_exec);
+	case F_COMMAND:
+		return add_cmd(ps, v);
+	case F_TRACE_MODE: {
+		int m = config_trace_mode(v->text);
+		if (m < 0) {
+			cfg_perr(ps, v->line,
+			         "expected \"streaming\", \"oneshot\" or "
+			         "\"ring\" ('%s')",
+			         cfg_show(b, sizeof(b), v->text, v->len));
+			return -1;
+		}
+		c->trace_mode = (uint32_t)m;
+		return 0;
+	}
+	case F_TRACE_BUFFER:
+		c->trace_bytes = x;
+		return 0;
+	case F_CONTINUOUS:
+	case F_COUNT:
+		break;
+	}
+	return -1;
+}
+
+static int parse_fields(struct parser *ps, int in_block);
+
+/* One field, its name at ps->p.  0, or -1 (message printed). */
+static int parse_field(struct parser *ps, int in_block)
+{
+	const char *name = ps->p;
+	int line = ps->line;
+	char b[SHOW_MAX + 8];
+
+	while (ps->p < ps->end && cfg_is_ident(*ps->p))
+		ps->p++;
+	size_t len = (size_t)(ps->p - name);
+	const struct field *f = field_find(name, len, in_block);
+	if (!f) {
+		/* Say where a known field does belong. */
+		const struct field *other = field_find(name, len, !in_block);
+		cfg_show(b, sizeof(b), name, len);
+		if (other && !in_block)
+			cfg_perr(ps, line,
+			         "field '%s': belongs inside "
+			         "continuous_dump_config { }",
+			         b);
+		else if (other)
+			cfg_perr(ps, line,
+			         "field '%s': not a field of "
+			         "continuous_dump_config (only dump_phase_ms "
+			         "and dump_interval_ms)",
+			         b);
+		else
+			cfg_perr(ps, line, "field '%s': unknown field", b);
+		return -1;
+	}
+	if (in_block) {
+		snprintf(ps->pathbuf, sizeof(ps->pathbuf),
+		         "continuous_dump_config.%s", f->name);
+		ps->in_field = ps->pathbuf;
+	} else {
+		ps->in_field = f->name;
+	}
+	if (!f->repeatable && ps->seen_line[f->id]) {
+		cfg_perr(ps, line, "given twice (first on line %d)",
+		         ps->seen_line[f->id]);
+		return -1;
+	}
+	ps->seen_line[f->id] = line;
+	cfg_skip_space(ps);
+	int colon = ps->p < ps->end && *ps->p == ':';
+	if (colon) {
+		ps->p++;
+		cfg_skip_space(ps);
+	}
+	if (f->kind == K_MESSAGE) {
+		if (ps->p >= ps->end || *ps->p != '{') {
+			cfg_perr(ps, ps->line,
+			         "expected '{' after the field name");
+			return -1;
+		}
+		ps->p++;
+		ps->block_line = line;
+		return parse_fields(ps, 1);
+	}
+	if (!colon) {
+		cfg_perr(ps, ps->line, "expected ':' after the field name");
+		return -1;
+	}
+	struct value v;
+	if (cfg_read_value(ps, &v) < 0)
+		return -1;
+	int rc = set_field(ps, f, &v);
+	free(v.text);
+	return rc;
+}
+
+/* Fields up to the end of the file, or to the '}' of a block. */
+static int parse_fields(struct parser *ps, int in_block)
+{
+	for (;;) {
+		ps->in_field = NULL;
+		cfg_skip_space(ps);
+		if (ps->p >= ps->end) {
+			if (!in_block)
+				return 0;
+			ps->in_field = "continuous_dump_config";
+			cfg_perr(ps, ps->block_line,
+			         "unterminated block: no '}' before the end of "
+			         "the file");
+			return -1;
+		}
+		char ch = *ps->p;
+		if (ch == '}') {
+			if (!in_block) {
+				cfg_perr(ps, ps->line, "'}' without a block");
+				return -1;
+			}
+			ps->p++;
+			return 0;
+		}
+		if (ch == ',' ||
+		    ch == ';') { /* protobuf's optional separators */
+			ps->p++;
+			continue;
+		}
+		if (!cfg_is_ident_start(ch)) {
+			char b[8];
+			cfg_perr(ps, ps->line,
+			         "expected a field name, found '%s'",
+			         cfg_show(b, sizeof(b), ps->p, 1));
+			return -1;
+		}
+		if (parse_field(ps, in_block) < 0)
+			return -1;
+	}
+}
+
+/* Checks made once the whole file is read. */
+static int parse_end(struct parser *ps)
+{
+	struct session_config *c = ps->c;
+
+	if (c->nheap_intervals && c->nheap_intervals != c->nheaps) {
+		ps->in_field = "heap_sampling_intervals";
+		cfg_perr(ps, ps->heap_intervals_line,
+		         "%d given for %d heap%s: one per `heaps` entry, in "
+		         "the same order",
+		         c->nheap_intervals, c->nheaps,
+		         c->nheaps == 1 ? "" : "s");
+		return -1;
+	}
+	if (ps->ncmd) {
+		if (c->argv == c->argv_buf)
+			c->argv = NULL;
+		config_free_argv(c->argv_buf);
+		c->argv = c->argv_buf = ps->cmd;
+		ps->cmd = NULL;
+		ps->ncmd = 0;
+	}
+	return 0;
+}
+
+static int read_all(FILE *f, const char *what, char **buf, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
+
+	if (!b) {
+		fprintf(stderr, PREFIX "config %s: out of memory\n", what);
+		return -1;
+	}
+	for (;;) {
+		if (n == cap) {
+			if (cap > CFG_FILE_MAX) {
+				fprintf(stderr,
+				        PREFIX "config %s: too large (more "
+				               "than 1 MiB)\n",
+				        what);
+				free(b);
+				return -1;
+			}
+			char *nb = realloc(b, cap * 2);
+			if (!nb) {
+				fprintf(stderr,
+				        PREFIX "config %s: out of memory\n",
+				        what);
+				free(b);
+				return -1;
+			}
+			b = nb;
+			cap *= 2;
+		}
+		size_t r = fread(b + n, 1, cap - n, f);
+		n += r;
+		if (r == 0)
+			break;
+	}
+	if (ferror(f)) {
+		fprintf(stderr, PREFIX "config %s: cannot read: %s\n", what,
+		        strerror(errno ? errno : EIO));
+		free(b);
+		return -1;
+	}
+	if (n > CFG_FILE_MAX) {
+		fprintf(stderr,
+		        PREFIX "config %s: too large (more than 1 MiB)\n",
+		        what);
+		free(b);
+		return -1;
+	}
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int config_read(struct session_config *c, FILE *f, const char *what)
+{
+	struct parser ps;
+	char *buf;
+	size_t len;
+
+	if (read_all(f, what, &buf, &len) < 0)
+		return -1;
+	memset(&ps, 0, sizeof(ps));
+	ps.c = c;
+	ps.what = what;
+	ps.p = buf;
+	ps.end = buf + len;
+	ps.line = 1;
+	const char *nul = memchr(buf, '\0', len);
+	int rc;
+	if (nul) {
+		int line = 1;
+		for (const char *q = buf; q < nul; q++)
+			line += *q == '\n';
+		cfg_perr(&ps, line, "a NUL byte: not a text config");
+		rc = -1;
+	} else {
+		rc = parse_fields(&ps, 0);
+		if (!rc)
+			rc = parse_end(&ps);
+	}
+	config_free_argv(ps.cmd);
+	free(buf);
+	return rc;
+}
+
+int config_load(struct session_config *c, const char *path)
+{
+	if (!strcmp(path, "-"))
+		return config_read(c, stdin, "<stdin>");
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, PREFIX "config %s: cannot open: %s\n", path,
+		        strerror(errno));
+		return -1;
+	}
+	int rc = config_read(c, f, path);
+	fclose(f);
+	return rc;
+}

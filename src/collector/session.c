@@ -1,0 +1,536 @@
+/*
+ * The session engine behind `heapprof record` (session.h): a session's
+ * setup and its end, for both ways it finds its processes.  Its parts:
+ *
+ *  - session_loop.c: the poll loop, its timers, dumps and the trace's turn;
+ *  - session_launch.c: `-- CMD` started with the client preloaded;
+ *  - session_jobctl.c: the command's process group, the terminal, signals;
+ *  - session_targets.c: who is a target of `-- CMD`, the end of a target,
+ *    and when an embedded session is over;
+ *  - session_daemon.c: `-p`/`-n`, the daemon connection.
+ *
+ * `-- CMD` runs the command in a process group of its own: a program that
+ * signals its group (kill(0, SIG), as servers do to their workers) signals
+ * itself and its children, as bare, and never record.  Record gives that
+ * group the terminal when it had it, passes on the signals sent to record,
+ * and stops and continues with the command (job control).  Record ignores
+ * SIGXFSZ (a profile past `ulimit -f` is a write error, said once), SIGPIPE
+ * and SIGTTOU; the command gets the dispositions and the signal mask record
+ * was started with.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collector/session_int.h"
+#include "daemon/ctl.h"
+
+int session_status_code(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 1;
+}
+
+/* ---- the session's options into the collector's ------------------- */
+
+static void select_heap(struct collector_opts *o, const char *name,
+                        uint64_t interval, uint32_t flags)
+{
+	struct hp_heap_select_v1 *e = &o->heap_select[o->nheap_select++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->interval = interval;
+	e->flags = flags;
+}
+
+/*
+ * Regions are formatted with the session's options.  Heaps travel by name
+ * (the client knows its heaps' ids, we do not): --heaps lists them, each
+ * with its interval (--heap-intervals, else --interval); --all-heaps takes
+ * every heap but --exclude-heaps ones at --interval; neither means
+ * libc.malloc only.  The header's sampling_interval is malloc's interval.
+ */
+static void collector_opts_of(const struct session_config *cfg,
+                              struct collector_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->interval = cfg->interval;
+	o->unwind_mode = cfg->unwind_mode;
+	o->max_frames = cfg->max_frames;
+	o->shmem_size = cfg->shmem_size;
+	for (int i = 0; i < cfg->nheaps && i < (int)HP_MAX_HEAPS; i++) {
+		uint64_t iv = i < cfg->nheap_intervals && cfg->heap_intervals[i]
+		                      ? cfg->heap_intervals[i]
+		                      : cfg->interval;
+		select_heap(o, cfg->heaps[i], iv, 0);
+		if (!strcmp(cfg->heaps[i], "libc.malloc"))
+			o->interval = iv;
+	}
+	if (cfg->all_heaps) {
+		o->config_flags |= HP_CFG_ALL_HEAPS;
+		for (int i = 0;
+		     i < cfg->nexclude_heaps && o->nheap_select < HP_MAX_HEAPS;
+		     i++)
+			select_heap(o, cfg->exclude_heaps[i], 0,
+			            HP_HEAPSEL_EXCLUDE);
+	}
+	if (cfg->follow_fork)
+		o->config_flags |= HP_CFG_FOLLOW_FORK;
+	o->follow_exec = cfg->follow_exec;
+	if (cfg->dump_at_max)
+		o->config_flags |= HP_CFG_TRACK_MAX;
+	if (cfg->adaptive) {
+		o->config_flags |= HP_CFG_ADAPTIVE;
+		o->adaptive_threshold_pct = cfg->adaptive_threshold_pct;
+		o->adaptive_max_interval = cfg->adaptive_max_interval;
+	}
+	if (cfg->block_client) {
+		o->config_flags |= HP_CFG_BLOCK_CLIENT;
+		o->block_timeout_ms = cfg->block_timeout_ms;
+	}
+	o->trace_mode = cfg->trace_mode;
+	o->trace_bytes = cfg->trace_bytes;
+	/* A streaming writer that finds no room waits as long as a full
+	 * table's (--block-client) would. */
+	if (cfg->trace_mode == HP_TRACE_STREAMING && cfg->block_client)
+		o->trace_block_ms = cfg->block_timeout_ms;
+}
+
+/* A `-- CMD` session that ended (-d, Ctrl-C) while processes it followed
+ * still ran: which ones, since they run on unprofiled. */
+static void say_still_running(struct session *s)
+{
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		if (t->retired || t->disconnected || session_is_command(s, t))
+			continue;
+		char comm[64];
+		proc_comm(t->pid, comm, sizeof(comm));
+		fprintf(stderr,
+		        PFX "pid %d (%s): still running at the end of the "
+		            "session: profiled until now, it runs on "
+		            "unprofiled\n",
+		        (int)t->pid, comm[0] ? comm : "?");
+	}
+}
+
+/*
+ * The end: the last dump of every target still mapped (its trace read to
+ * the end first), STOP in every region (the client stops recording and may
+ * be profiled again later by another session), connections closed, rows
+ * ended.
+ */
+static void finish(struct session *s)
+{
+	if (!s->daemon_mode)
+		say_still_running(s);
+	uint64_t ts = boottime_ns();
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		if (!t->retired &&
+		    collector_dump_final(&s->col, t, "end", ts) != 0)
+			s->write_errors++;
+	}
+	session_trace_summary(s);
+	for (size_t i = 0; i < s->col.ntargets; i++)
+		collector_stop(s->col.targets[i]);
+	uint64_t end = boottime_ns();
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		struct target *t = s->col.targets[i];
+		bool cmd = session_is_command(s, t);
+		int code = cmd && s->child_exited
+		                   ? session_status_code(s->child_status)
+		                   : -1;
+		if (collector_end_row(&s->col, t,
+		                      t->disconnected ? t->disconnect_ts : end,
+		                      code, t->disconnected && !cmd) != 0)
+			s->write_errors++;
+	}
+	if (!s->daemon_mode && s->col.ntargets == 0) {
+		/* The program never attached (static binary, setuid, or the
+		 * library failed): still say what ran and how it ended. */
+		struct prof_process info = {
+		        .pid = s->child,
+		        .name = s->cmd_name,
+		        .cmdline = s->cmdline,
+		        .sampling_interval = s->col.opts.interval,
+		        .unwind = s->col.opts.unwind_mode == HP_UNWIND_FP
+		                          ? "fp"
+		                          : "dwarf",
+		        .max_frames = s->col.opts.max_frames,
+		        .start_ts_ns = end,
+		        .how = "command",
+		        .note = "never attached",
+		};
+		int64_t upid;
+		struct prof_process_end e = {
+		        .end_ts_ns = end,
+		        .exit_status =
+		                s->child_exited
+		                        ? session_status_code(s->child_status)
+		                        : -1,
+		        .disconnected = 1};
+		if (profile_begin_process(s->col.profile, &info, &upid) != 0 ||
+		    profile_end_process(s->col.profile, upid, &e) != 0)
+			s->write_errors++;
+		/* When its region could not be made, the collector said why
+		 * (and that it runs unprofiled): no guess needed. */
+		if (!s->col.region_errors)
+			fprintf(stderr,
+			        PFX "%s never attached to the profiler "
+			            "(statically linked, setuid, or LD_PRELOAD "
+			            "ignored?); the profile holds no "
+			            "allocations\n",
+			        s->cmd_name);
+	}
+	if (s->config_text &&
+	    profile_set_meta(s->col.profile, "config", s->config_text) != 0)
+		s->write_errors++;
+	if (s->dfd >= 0)
+		close(s->dfd);
+	s->dfd = -1;
+}
+
+/* Closes the profile and says where it is; returns 0 when written. */
+static int close_profile(struct session *s)
+{
+	int rc = profile_close(s->col.profile);
+	s->col.profile = NULL;
+	bool empty = s->daemon_mode && s->col.ntargets == 0 && !s->rejected;
+	if (empty) {
+		/* Nothing to show: no file is better than an empty one. */
+		static const char *const suffix[] = {"", "-wal", "-shm"};
+		char path[PATH_MAX];
+		for (size_t i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s%s", s->out, suffix[i]);
+			unlink(path);
+		}
+		fprintf(stderr, PFX "no process was profiled; no profile "
+		                    "written\n");
+		return -1;
+	}
+	if (rc != 0 || s->write_errors) {
+		/* The writer said the first error and what is kept; a second
+		 * line would only repeat it. */
+		if (!profile_errors_said())
+			fprintf(stderr,
+			        PFX "the profile %s may be incomplete (write "
+			            "errors above)\n",
+			        s->out);
+		return -1;
+	}
+	fprintf(stderr, "heapprof: profile written to %s\n", s->out);
+	return 0;
+}
+
+/* ---- setup --------------------------------------------------------- */
+
+static char *default_output(const struct session_config *cfg, pid_t pid)
+{
+	char *out = NULL;
+	int rc;
+	if (cfg->argv && cfg->argv[0]) {
+		char *copy = strdup(cfg->argv[0]);
+		if (!copy)
+			return NULL;
+		rc = asprintf(&out, "heapprof.%s.%d.db", basename(copy),
+		              (int)pid);
+		free(copy);
+	} else if (cfg->nnames) {
+		/* A name may be a path (matched against argv[0]). */
+		char *copy = strdup(cfg->names[0]);
+		if (!copy)
+			return NULL;
+		rc = asprintf(&out, "heapprof.%s.%d.db", basename(copy),
+		              (int)pid);
+		free(copy);
+	} else {
+		rc = asprintf(&out, "heapprof.%d.%d.db", cfg->pids[0],
+		              (int)pid);
+	}
+	return rc < 0 ? NULL : out;
+}
+
+static int setup_signals(struct session *s, sigset_t *oldmask)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	int emb[] = {SIGCHLD, SIGUSR1, SIGINT,  SIGTERM,
+	             SIGHUP,  SIGQUIT, SIGTSTP, SIGCONT};
+	int dmn[] = {SIGUSR1, SIGINT, SIGTERM, SIGHUP};
+	int *sigs = s->daemon_mode ? dmn : emb;
+	size_t n = s->daemon_mode ? sizeof(dmn) / sizeof(dmn[0])
+	                          : sizeof(emb) / sizeof(emb[0]);
+	for (size_t i = 0; i < n; i++)
+		sigaddset(&mask, sigs[i]);
+	sigprocmask(SIG_BLOCK, &mask, oldmask);
+	s->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	return s->sfd < 0 ? -1 : 0;
+}
+
+static void session_free(struct session *s)
+{
+	collector_writer_stop(&s->col);
+	if (s->col.profile)
+		profile_close(s->col.profile);
+	s->col.profile = NULL;
+	collector_close(&s->col);
+	if (s->sfd >= 0)
+		close(s->sfd);
+	if (s->end_tfd >= 0)
+		close(s->end_tfd);
+	if (s->dump_tfd >= 0)
+		close(s->dump_tfd);
+	if (s->dfd >= 0)
+		close(s->dfd);
+	if (s->tty >= 0)
+		close(s->tty);
+	free(s->fds);
+	free(s->wants);
+	free(s->out);
+	free(s->cmdline);
+}
+
+static int run_embedded(struct session *s, const char *record_cmdline)
+{
+	const struct session_config *cfg = s->cfg;
+	char lib[PATH_MAX];
+	if (session_find_library(lib, sizeof(lib)) != 0)
+		return 1;
+	struct collector_opts o;
+	collector_opts_of(cfg, &o);
+	if (collector_open(&s->col, &o, true) != 0)
+		return 1;
+	/* Job control: giving the terminal to the command's group, and
+	 * taking it back, from a group that may be in the background; nor
+	 * may a line to the terminal stop record (`stty tostop`). */
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigemptyset(&ign.sa_mask);
+	s->ttou_saved = sigaction(SIGTTOU, &ign, &s->old_ttou) == 0;
+	s->tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	/* --follow-fork: the command's descendants whose parents exit
+	 * (daemons: fork, setsid, fork) are reparented to record, which
+	 * follows them, waits for them and reaps them. */
+	if (cfg->follow_fork && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+		fprintf(stderr,
+		        PFX "cannot become a child subreaper (%s): processes "
+		            "whose parent exits are not followed\n",
+		        strerror(errno));
+	sigset_t oldmask;
+	int go[2], err[2];
+	if (setup_signals(s, &oldmask) != 0 || pipe2(go, O_CLOEXEC) != 0) {
+		perror("heapprof: record");
+		return 1;
+	}
+	if (pipe2(err, O_CLOEXEC) != 0) {
+		perror("heapprof: record");
+		close(go[0]);
+		close(go[1]);
+		return 1;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("heapprof: record: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		close(go[1]);
+		close(err[0]);
+		if (session_setup_child_env(lib, s->col.path,
+		                            s->cfg->follow_fork ||
+		                                    s->cfg->follow_exec) != 0)
+			_exit(127);
+		session_child_run(s, go[0], err[1], &oldmask, cfg->argv);
+	}
+	close(go[0]);
+	close(err[1]);
+	setpgid(pid, pid); /* as the child does: whichever runs first */
+	s->child = pid;
+	s->cmd_name = cfg->argv[0];
+	s->cmdline = session_join_args(cfg->argv);
+
+	s->out = cfg->output ? strdup(cfg->output) : default_output(cfg, pid);
+	s->col.profile = s->out ? profile_create(s->out, record_cmdline) : NULL;
+	if (!s->col.profile || !s->cmdline) {
+		/* Nothing ran yet: closing the pipe makes the child exit. */
+		close(go[1]);
+		close(err[0]);
+		waitpid(pid, NULL, 0);
+		return 1;
+	}
+	session_tty_give_at_start(s);
+	if (write(go[1], "g", 1) != 1)
+		perror("heapprof: record");
+	close(go[1]);
+	int exec_err = session_exec_result(err[0]);
+	close(err[0]);
+	if (exec_err) {
+		/* Nothing ran: no profile is better than an empty one. */
+		fprintf(stderr, PFX "cannot run '%s': %s\n", cfg->argv[0],
+		        strerror(exec_err));
+		waitpid(pid, NULL, 0);
+		session_tty_take_back(s);
+		profile_close(s->col.profile);
+		s->col.profile = NULL;
+		unlink(s->out);
+		return exec_err == ENOENT ? 127 : 126;
+	}
+	if (session_arm_timers(s) != 0) {
+		perror("heapprof: record: timerfd");
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		session_tty_take_back(s);
+		return 1;
+	}
+
+	session_event_loop(s);
+	finish(s);
+	s->finished = true;
+	int prc = close_profile(s);
+	/* No more clients: its later children find no socket and stay
+	 * quiet, unprofiled. */
+	collector_close(&s->col);
+	if (!s->child_exited)
+		session_wait_command(s);
+	/* Orphans that died meanwhile: no zombie left to init. */
+	session_reap_children(s);
+	if (prc != 0 && !s->child_exited)
+		return 1;
+	/* A profile that could not be written (disk full, ...) is a failure
+	 * of record even when the program succeeded; a failing program's own
+	 * status is the more useful one to pass on. */
+	int code = session_status_code(s->child_status);
+	/* The command died of SIGINT while its group had the terminal:
+	 * Ctrl-C went to it alone, where bare it would have reached
+	 * record's whole group too (a shell script running record, which
+	 * stops only when it got SIGINT itself and its child died of it).
+	 * Once all is done, record's group gets it (session_run). */
+	if (s->tty_given && WIFSIGNALED(s->child_status) &&
+	    WTERMSIG(s->child_status) == SIGINT && s->tty >= 0 &&
+	    tcgetpgrp(s->tty) == getpgrp())
+		s->reraise = SIGINT;
+	return prc != 0 && code == 0 ? 1 : code;
+}
+
+static int run_daemon(struct session *s, const char *record_cmdline)
+{
+	const struct session_config *cfg = s->cfg;
+	struct collector_opts o;
+	collector_opts_of(cfg, &o);
+	if (collector_open(&s->col, &o, false) != 0)
+		return 1;
+	char why[256];
+	s->dfd = ctl_connect_daemon(why, sizeof(why));
+	if (s->dfd < 0) {
+		fprintf(stderr, PFX "%s\n", why);
+		s->dfd = -1;
+		return 1;
+	}
+	/* The daemon may go away at any time: a write to it must fail, not
+	 * kill us (SIGPIPE is ignored, session_run). */
+	sigset_t oldmask;
+	if (setup_signals(s, &oldmask) != 0) {
+		perror("heapprof: record");
+		return 1;
+	}
+	s->out = cfg->output ? strdup(cfg->output)
+	                     : default_output(cfg, getpid());
+	s->col.profile = s->out ? profile_create(s->out, record_cmdline) : NULL;
+	if (!s->col.profile)
+		return 1;
+	for (int i = 0; i < cfg->npids; i++)
+		session_want_add(s, cfg->pids[i], true);
+	s->names_startup = cfg->nnames && !cfg->no_startup;
+	if (session_daemon_start(s) != 0) {
+		profile_close(s->col.profile);
+		s->col.profile = NULL;
+		unlink(s->out);
+		return 1;
+	}
+	if (session_arm_timers(s) != 0) {
+		perror("heapprof: record: timerfd");
+		return 1;
+	}
+	fprintf(stderr, PFX "session %llu started%s\n",
+	        (unsigned long long)s->session_id,
+	        s->names_startup ? "; waiting for processes to start until "
+	                           "-d or Ctrl-C"
+	                         : "");
+
+	session_event_loop(s);
+	finish(s);
+	s->finished = true;
+	size_t profiled = s->col.ntargets;
+	int prc = close_profile(s);
+	return prc == 0 && profiled > 0 ? 0 : 1;
+}
+
+/* cfg as config_print writes it, for the profile's metadata; NULL if
+ * memory is short. */
+static char *config_text(const struct session_config *cfg)
+{
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *mf = open_memstream(&text, &tlen);
+	if (mf) {
+		config_print(cfg, mf);
+		fclose(mf);
+	}
+	return text;
+}
+
+int session_run(const struct session_config *cfg, char *const *record_argv)
+{
+	char *text = config_text(cfg);
+	char *record_cmdline = session_join_args(record_argv);
+	struct session s = {.cfg = cfg,
+	                    .trace_timeout = -1,
+	                    .follow_timeout = -1,
+	                    .sfd = -1,
+	                    .end_tfd = -1,
+	                    .dump_tfd = -1,
+	                    .dfd = -1,
+	                    .tty = -1,
+	                    .config_text = text,
+	                    .daemon_mode = !(cfg->argv && cfg->argv[0])};
+	/* A profile past the file size limit (`ulimit -f`) must be a write
+	 * error, said once with what is kept, not the end of record (and of
+	 * the session of a program still running); a closed stderr pipe
+	 * must not end it either.  The command gets both back
+	 * (session_child_run). */
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGXFSZ, &ign, &s.old_xfsz);
+	sigaction(SIGPIPE, &ign, &s.old_pipe);
+	int rc = s.daemon_mode ? run_daemon(&s, record_cmdline)
+	                       : run_embedded(&s, record_cmdline);
+	session_free(&s);
+	free(record_cmdline);
+	free(text);
+	if (s.reraise) {
+		fflush(NULL);
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+		sigemptyset(&dfl.sa_mask);
+		sigaction(s.reraise, &dfl, NULL);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, s.reraise);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		kill(0, s.reraise);
+	}
+	return rc;
+}

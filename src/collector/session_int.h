@@ -1,0 +1,132 @@
+/*
+ * The session engine's parts (session.c says which file holds what): the
+ * state of one session and what the parts call of each other.  Private to
+ * src/collector/session*.c; commands call session.h.
+ */
+#ifndef HEAPPROF_SESSION_INT_H
+#define HEAPPROF_SESSION_INT_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/signalfd.h>
+#include <sys/types.h>
+
+#include "collector/collector.h"
+#include "collector/session.h"
+
+#define PFX "heapprof: record: "
+
+/* What became of a process the session asked for or heard of. */
+enum want_state {
+	W_PENDING,   /* -p, nothing heard yet */
+	W_SIGNALLED, /* the daemon asked it to attach */
+	W_ATTACHED,  /* it is (or was) a target */
+	W_FAILED,    /* denied, no client, gone, rejected, timed out */
+};
+
+struct want {
+	int pid;
+	enum want_state st;
+	bool explicit_pid; /* named with -p */
+};
+
+struct session {
+	const struct session_config *cfg;
+	struct collector col;
+	bool daemon_mode;
+	int sfd, end_tfd, dump_tfd, dfd;
+	uint64_t session_id;
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC; end 0 = no -d */
+	char *out;
+	const char *config_text;
+	int write_errors;
+	bool stopping;     /* the end is decided: finish at the loop's end */
+	bool finished;     /* end dump written, profile closed */
+	int rejected;      /* rejected_concurrent rows written */
+	int trace_timeout; /* ms until the trace wants a turn; -1: never */
+	struct pollfd *fds;
+	size_t fds_cap;
+
+	/* record -- CMD */
+	pid_t child; /* also its process group */
+	bool child_exited;
+	int child_status;
+	uint64_t child_exit_ts; /* CLOCK_BOOTTIME */
+	const char *cmd_name;
+	char *cmdline;
+	/* Record's dispositions when it started, the command's again before
+	 * its exec (record ignores these). */
+	struct sigaction old_xfsz, old_pipe, old_ttou;
+	bool ttou_saved;
+	/* Job control: the controlling terminal (-1: none); whether the
+	 * command's group is (was made) its foreground; the signal the
+	 * command stopped with when record stopped too, and whether the
+	 * command's group held the terminal then. */
+	int tty;
+	bool tty_given;
+	int stopped_sig;
+	bool stopped_held;
+	int reraise; /* the signal record dies of at the very end, or 0 */
+	/* --follow-fork: when to look at the descendants again (ms, -1);
+	 * the "goes on" line said. */
+	int follow_timeout;
+	bool said_waiting;
+
+	/* record -p/-n */
+	struct want *wants;
+	size_t nwants, wants_cap;
+	bool daemon_gone;
+	bool names_startup; /* -n without --no-startup: wait for new ones */
+};
+
+/* session.c */
+/* The exit status a shell gives for a wait status (128 + signal). */
+int session_status_code(int st);
+
+/* session_loop.c: the loop, its timers and its dumps */
+int session_dump_now(struct session *s, pid_t pid, const char *reason,
+                     int *errors);
+int session_arm_timers(struct session *s);
+void session_event_loop(struct session *s);
+void session_wait_command(struct session *s);
+void session_trace_summary(struct session *s);
+
+/* session_launch.c: record -- CMD started */
+int session_find_library(char *out, size_t len);
+char *session_join_args(char *const *argv);
+int session_setup_child_env(const char *path, const char *sock, bool follow);
+void session_child_run(const struct session *s, int go_fd, int err_fd,
+                       const sigset_t *oldmask, char *const *argv);
+int session_exec_result(int err_fd);
+/* preload.c: the LD_PRELOAD entry for the client library at path lib
+ * (the per-ABI tree's $LIB form where there is one; else lib). */
+void preload_entry(const char *lib, char *out, size_t len);
+
+/* session_jobctl.c: the command's group, the terminal, signals */
+void session_tty_give_at_start(struct session *s);
+bool session_tty_take_back(struct session *s);
+void session_reap_children(struct session *s);
+void session_on_signal_embedded(struct session *s,
+                                const struct signalfd_siginfo *si);
+
+/* session_targets.c: targets, and the end of a -- CMD session */
+bool session_is_command(const struct session *s, const struct target *t);
+void session_finish_gone(struct session *s, struct target *t);
+void session_finish_exec(struct session *s, struct target *t);
+int session_reap_disconnected(struct session *s);
+uint32_t session_want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
+                               struct target_info *ti);
+bool session_embedded_over(struct session *s);
+
+/* session_daemon.c: record -p/-n */
+struct want *session_want_add(struct session *s, int pid, bool explicit_pid);
+int session_daemon_start(struct session *s);
+void session_on_daemon(struct session *s);
+void session_on_signal_daemon(struct session *s,
+                              const struct signalfd_siginfo *si);
+bool session_daemon_over(struct session *s);
+
+#endif
