@@ -85,7 +85,7 @@ PROG_BINS   := $(patsubst tests/integration/progs/%.c,$(BUILD)/progs/%,$(PROG_SR
 EXAMPLE_BINS := $(BUILD)/examples/demo $(BUILD)/examples/pool
 BENCH_BINS  := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
-# The per-ABI tree `record` preloads through (src/cli/preload.c):
+# The per-ABI tree `record` preloads through (src/collector/preload.c):
 # heapprof-abi/$LIB/libheapprof.so.1, this build's library for its own ABI
 # and an empty 32-bit one for the i386 programs a profiled program may
 # start (their loader would refuse the 64-bit client on their stderr).
@@ -306,7 +306,7 @@ bench-scale: deps all $(BUILD)/bench/manystacks $(BUILD)/bench/runone
 	@bench/scale.sh $(BUILD)
 
 # The layout heapprof expects: the library in ../lib from the program
-# (src/cli/session.c, find_library), the header as <heapprof/...>.  The
+# (src/collector/session_launch.c, session_find_library), the header as <heapprof/...>.  The
 # .pc file gets PREFIX, not DESTDIR: DESTDIR is only where a package is
 # staged.
 INST_BIN := $(DESTDIR)$(PREFIX)/bin

@@ -1,6 +1,6 @@
 /*
- * The config reader (src/cli/config.c): `heapprof record -c FILE` parses
- * text a user (or anyone who can write the file) gave it.
+ * The config reader (src/collector/config_read.c): `heapprof record -c FILE`
+ * parses text a user (or anyone who can write the file) gave it.
  *
  * The input is the file.  config_read parses it into a session (the
  * defaults first, as record does), config_check applies the cross-field

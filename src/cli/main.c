@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "util/suggest.h"
 
 #ifndef HEAPPROF_VERSION
 #define HEAPPROF_VERSION "0.1.0"
@@ -97,8 +98,8 @@ int main(int argc, char **argv)
 	static const char *const commands[] = {
 	        "record",     "report", "sql",  "pprof",    "diff", "symbolize",
 	        "flamegraph", "daemon", "dump", "snapshot", "help", "version"};
-	const char *near = opt_suggest(cmd, commands,
-	                               sizeof(commands) / sizeof(commands[0]));
+	const char *near = hp_suggest(cmd, commands,
+	                              sizeof(commands) / sizeof(commands[0]));
 	fprintf(stderr,
 	        "heapprof: unknown command '%s' (heapprof help lists them)"
 	        "%s%s%s\n",

@@ -1,6 +1,6 @@
 /* Strict parsing of option values (numbers, durations, dumps) and the
- * "did you mean" of unknown commands and options; sizes in bytes are
- * util/size.c's. */
+ * "did you mean" of unknown options (util/suggest.c finds the word);
+ * sizes in bytes are util/size.c's. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -10,6 +10,7 @@
 
 #include "cli/options.h"
 #include "util/err.h"
+#include "util/suggest.h"
 
 int opt_parse_u64(const char *cmd, const char *what, const char *s,
                   uint64_t min, uint64_t max, uint64_t *out)
@@ -308,63 +309,6 @@ const char *opt_duration_str(int64_t ns, char *buf, size_t len)
 	return buf;
 }
 
-/* Optimal string alignment distance (Damerau-Levenshtein with adjacent
- * transpositions), capped: words longer than 63 bytes are never close. */
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t d[64][64];
-
-	if (la >= 64 || lb >= 64)
-		return SIZE_MAX;
-	for (size_t i = 0; i <= la; i++)
-		d[i][0] = i;
-	for (size_t j = 0; j <= lb; j++)
-		d[0][j] = j;
-	for (size_t i = 1; i <= la; i++)
-		for (size_t j = 1; j <= lb; j++) {
-			size_t cost = a[i - 1] != b[j - 1];
-			size_t m = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < m)
-				m = d[i][j - 1] + 1;
-			if (d[i - 1][j - 1] + cost < m)
-				m = d[i - 1][j - 1] + cost;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
-			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < m)
-				m = d[i - 2][j - 2] + 1;
-			d[i][j] = m;
-		}
-	return d[la][lb];
-}
-
-const char *opt_suggest(const char *word, const char *const *cands, size_t n)
-{
-	const char *w = word + strspn(word, "-");
-	size_t wlen = strlen(w);
-	size_t limit = wlen <= 4 ? 1 : 2;
-	const char *best = NULL, *prefix = NULL;
-	size_t best_d = SIZE_MAX;
-	int nprefix = 0;
-
-	if (!wlen)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		const char *c = cands[i] + strspn(cands[i], "-");
-		size_t d = edit_distance(w, c);
-		if (d <= limit && d < best_d) {
-			best = cands[i];
-			best_d = d;
-		}
-		if (wlen >= 2 && !strncmp(c, w, wlen)) {
-			prefix = cands[i];
-			nprefix++;
-		}
-	}
-	if (best)
-		return best;
-	return nprefix == 1 ? prefix : NULL;
-}
-
 const char *opt_hint(const char *word, void (*usage)(FILE *f), char *buf,
                      size_t len)
 {
@@ -401,7 +345,7 @@ const char *opt_hint(const char *word, void (*usage)(FILE *f), char *buf,
 		n++;
 	}
 	free(text);
-	const char *s = opt_suggest(want, cands, n);
+	const char *s = hp_suggest(want, cands, n);
 	if (s && strcmp(s, want) != 0)
 		snprintf(buf, len, "; did you mean '%s'?", s);
 	return buf;

@@ -15,18 +15,9 @@ int opt_parse_u64(const char *cmd, const char *what, const char *s,
                   uint64_t min, uint64_t max, uint64_t *out);
 
 /*
- * The candidate closest to word, for "did you mean '...'?": within a
- * Damerau-Levenshtein distance of 2 (1 for words of up to 4 characters),
- * or one that word is a prefix of (at least 2 characters); ties go to the
- * first.  NULL when none is close.  Leading dashes are ignored on both
- * sides, so "--shmem-sise" finds "--shmem-size" as well as "shmem-size".
- */
-const char *opt_suggest(const char *word, const char *const *cands, size_t n);
-
-/*
  * For an unknown option word ("--intervl" or "--intervl=5"): "; did you
  * mean '--interval'?" when a long option that usage(f) prints is close
- * (opt_suggest), else "".  The text is in buf (len bytes, 128 enough).
+ * (hp_suggest), else "".  The text is in buf (len bytes, 128 enough).
  */
 const char *opt_hint(const char *word, void (*usage)(FILE *f), char *buf,
                      size_t len);

@@ -1127,7 +1127,8 @@ static void follow_fork(void)
 /* ---- constructor / destructor --------------------------------------- */
 
 /* Set by `heapprof record` beside HEAPPROF_SOCKET when the session follows
- * forks or execs (src/cli/session.c, setup_child_env). */
+ * forks or execs (src/collector/session_launch.c,
+ * session_setup_child_env). */
 #define HP_ENV_FOLLOW "HEAPPROF_FOLLOW"
 
 extern char **environ;

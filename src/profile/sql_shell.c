@@ -15,10 +15,10 @@
 
 #include <editline/readline.h>
 
-#include "cli/options.h"
 #include "profile/flamegraph_vtab.h"
 #include "profile/sql_shell.h"
 #include "util/err.h"
+#include "util/suggest.h"
 
 #define SUBSYS "sql"
 
@@ -295,7 +295,7 @@ static int dot_command(struct sql_shell *sh, char *line)
 	if (!strcmp(w[0], ".headers"))
 		return dot_headers(sh, arg);
 	const char *near =
-	        opt_suggest(w[0], names, sizeof(names) / sizeof(*names));
+	        hp_suggest(w[0], names, sizeof(names) / sizeof(*names));
 	hp_err(SUBSYS, "unknown command '%s' (.help lists them)%s%s%s", w[0],
 	       near ? "; did you mean '" : "", near ? near : "",
 	       near ? "'?" : "");

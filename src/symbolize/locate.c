@@ -174,7 +174,7 @@ void locator_free(struct sym_locator *l)
 
 size_t locator_ndirs(const struct sym_locator *l)
 {
-	/* Its caller (cmd_symbolize.c) checks for NULL first; cppcheck's
+	/* Its caller (symbolize/offline.c) checks for NULL first; cppcheck's
 	 * whole-program pass misses that. */
 	// cppcheck-suppress ctunullpointer
 	return l->ndirs;

@@ -15,7 +15,7 @@ t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/execer" "$PROGS/forker" \
 	"$PROGS/hostile_dumpspawn"
 
 q() { sqlq "$@"; }
-# What record sets in its command's environment (src/cli/session.c).
+# What record sets in its command's environment (src/collector/session_launch.c).
 RECORD_VARS="LD_PRELOAD|HEAPPROF_SOCKET|HEAPPROF_SECCOMP_FILTERS|HEAPPROF_FOLLOW"
 W="$T_DIR/w"
 mkdir -p "$W"

@@ -4,7 +4,7 @@
  * message (file, line, field, reason), and the cross-field rules of
  * config_check; the size parser the byte fields share with the command
  * line (hp_parse_size, src/util/size.c) and the "did you mean" matcher
- * (opt_suggest).
+ * (hp_suggest).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include "collector/config.h"
 #include "cli/options.h"
 #include "util/size.h"
+#include "util/suggest.h"
 #include "unit.h"
 
 static char errbuf[4096];
@@ -834,23 +835,22 @@ static void test_suggest(void)
 	size_t no = sizeof(opts) / sizeof(opts[0]);
 	const char *s;
 
-	CHECK((s = opt_suggest("recrod", cmds, nc)) && !strcmp(s, "record"));
-	CHECK((s = opt_suggest("reocrd", cmds, nc)) && !strcmp(s, "record"));
-	CHECK((s = opt_suggest("rec", cmds, nc)) && !strcmp(s, "record"));
-	CHECK((s = opt_suggest("repor", cmds, nc)) && !strcmp(s, "report"));
-	CHECK((s = opt_suggest("sq", cmds, nc)) && !strcmp(s, "sql"));
-	CHECK((s = opt_suggest("snapshto", cmds, nc)) &&
-	      !strcmp(s, "snapshot"));
-	CHECK(opt_suggest("re", cmds, nc) == NULL); /* record or report */
-	CHECK(opt_suggest("xyz", cmds, nc) == NULL);
-	CHECK(opt_suggest("", cmds, nc) == NULL);
-	CHECK(opt_suggest("d", cmds, nc) == NULL);
-	CHECK((s = opt_suggest("--intervl", opts, no)) &&
+	CHECK((s = hp_suggest("recrod", cmds, nc)) && !strcmp(s, "record"));
+	CHECK((s = hp_suggest("reocrd", cmds, nc)) && !strcmp(s, "record"));
+	CHECK((s = hp_suggest("rec", cmds, nc)) && !strcmp(s, "record"));
+	CHECK((s = hp_suggest("repor", cmds, nc)) && !strcmp(s, "report"));
+	CHECK((s = hp_suggest("sq", cmds, nc)) && !strcmp(s, "sql"));
+	CHECK((s = hp_suggest("snapshto", cmds, nc)) && !strcmp(s, "snapshot"));
+	CHECK(hp_suggest("re", cmds, nc) == NULL); /* record or report */
+	CHECK(hp_suggest("xyz", cmds, nc) == NULL);
+	CHECK(hp_suggest("", cmds, nc) == NULL);
+	CHECK(hp_suggest("d", cmds, nc) == NULL);
+	CHECK((s = hp_suggest("--intervl", opts, no)) &&
 	      !strcmp(s, "--interval"));
-	CHECK((s = opt_suggest("--shmem-sise", opts, no)) &&
+	CHECK((s = hp_suggest("--shmem-sise", opts, no)) &&
 	      !strcmp(s, "--shmem-size"));
-	CHECK((s = opt_suggest("--heap", opts, no)) && !strcmp(s, "--heaps"));
-	CHECK(opt_suggest("--completely-different", opts, no) == NULL);
+	CHECK((s = hp_suggest("--heap", opts, no)) && !strcmp(s, "--heaps"));
+	CHECK(hp_suggest("--completely-different", opts, no) == NULL);
 }
 
 int main(void)
