@@ -29,9 +29,9 @@
 #include "cli/options.h"
 #include "cli/procid.h"
 #include "export/pprof.h"
+#include "profile/aggregate.h"
 #include "profile/reader.h"
 #include "util/err.h"
-#include "util/hmap.h"
 
 #define SUBSYS "diff"
 
@@ -73,19 +73,6 @@ struct diff_opts {
 	/* --dumps A,B: the value, split at its comma; the dump refs of
 	 * the sides point into it. */
 	char dumps_buf[2 * HP_SNAPSHOT_NAME_MAX + 2];
-};
-
-/* A stack or function (by symbolic identity) and its values in A and B. */
-struct entry {
-	int64_t v[2][RD_NVIEWS];
-	int rep_side; /* where to find a callsite to print it */
-	int64_t rep_callsite;
-};
-
-struct table {
-	struct hmap idx;
-	struct entry *e;
-	size_t n, cap;
 };
 
 /* ---- arguments ---------------------------------------------------------- */
@@ -399,9 +386,7 @@ static int load_samples(struct diff_opts *o)
 		                        sd->dumps[sd->dump_index - 1].ts,
 		                        &sd->samples, &sd->nsamples) < 0)
 			return -1;
-		for (size_t i = 0; i < sd->nsamples; i++)
-			for (int v = 0; v < RD_NVIEWS; v++)
-				sd->total[v] += sd->samples[i].v[v];
+		ag_totals(sd->samples, sd->nsamples, sd->total);
 	}
 	return 0;
 }
@@ -419,160 +404,7 @@ static void side_free(struct side *sd)
 	free(sd->samples);
 }
 
-/* ---- matching by symbolic identity -------------------------------------- */
-
-static const char *basename_of(const char *path)
-{
-	const char *s = path ? strrchr(path, '/') : NULL;
-
-	if (!path || !path[0])
-		return "?";
-	return s && s[1] ? s + 1 : path;
-}
-
-struct buf {
-	char *p;
-	size_t n, cap;
-};
-
-static int buf_add(struct buf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return 0;
-}
-
-/* Append the identity of one frame: module, function (or address). */
-static int key_frame(struct buf *b, const struct rd_stacks *s, int64_t frame)
-{
-	const struct rd_frame *f = rd_frame_get(s, frame);
-	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
-	const char *mod = basename_of(m ? m->name : NULL);
-	char pc[32];
-
-	if (!f || !f->name)
-		snprintf(pc, sizeof(pc), "0x%" PRIx64,
-		         f ? (uint64_t)f->rel_pc : 0);
-	const char *fn = f && f->name ? f->name : pc;
-	/* Separators that cannot occur in names or paths we print. */
-	if (buf_add(b, mod, strlen(mod)) < 0 || buf_add(b, "\x1f", 1) < 0 ||
-	    buf_add(b, fn, strlen(fn)) < 0 || buf_add(b, "\x1e", 1) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
-static int table_add(struct table *t, const char *key, size_t klen, int side,
-                     const struct rd_sample *x)
-{
-	int64_t *idx = hmap_find(&t->idx, key, klen);
-	struct entry *e;
-
-	if (idx) {
-		e = &t->e[*idx];
-	} else {
-		if (t->n == t->cap) {
-			size_t cap = t->cap ? t->cap * 2 : 256;
-			struct entry *a = realloc(t->e, cap * sizeof(*a));
-			if (!a)
-				return -ENOMEM;
-			t->e = a;
-			t->cap = cap;
-		}
-		if (hmap_put(&t->idx, key, klen, (int64_t)t->n) < 0)
-			return -ENOMEM;
-		e = &t->e[t->n++];
-		memset(e, 0, sizeof(*e));
-		e->rep_side = side;
-		e->rep_callsite = x->callsite;
-	}
-	/* Print B's stack when there is one. */
-	if (side == 1 && e->rep_side == 0) {
-		e->rep_side = 1;
-		e->rep_callsite = x->callsite;
-	}
-	for (int v = 0; v < RD_NVIEWS; v++)
-		e->v[side][v] += x->v[v];
-	return 0;
-}
-
-/* Stacks (full chain) and functions (leaf frame) of both sides. */
-static int build_tables(const struct diff_opts *o, struct table *stacks,
-                        struct table *fns)
-{
-	struct buf b = {0};
-	int err = 0;
-
-	for (int k = 0; !err && k < 2; k++) {
-		const struct side *sd = &o->side[k];
-		for (size_t i = 0; !err && i < sd->nsamples; i++) {
-			const struct rd_sample *x = &sd->samples[i];
-			const struct rd_callsite *c =
-			        rd_callsite_get(sd->s, x->callsite);
-			size_t leaf_len = 0;
-			b.n = 0;
-			err = buf_add(&b, "", 0);
-			for (int d = 0; !err && c && d < RD_MAX_DEPTH; d++) {
-				err = key_frame(&b, sd->s, c->frame);
-				if (d == 0)
-					leaf_len = b.n;
-				c = c->parent
-				            ? rd_callsite_get(sd->s, c->parent)
-				            : NULL;
-			}
-			if (!err)
-				err = table_add(stacks, b.p, b.n, k, x);
-			if (!err)
-				err = table_add(fns, b.p, leaf_len, k, x);
-		}
-	}
-	free(b.p);
-	if (err)
-		hp_err(SUBSYS, "out of memory");
-	return err;
-}
-
-static void table_free(struct table *t)
-{
-	hmap_free(&t->idx);
-	free(t->e);
-}
-
 /* ---- printing ----------------------------------------------------------- */
-
-static const struct entry *sort_base;
-static enum rd_view sort_view;
-
-static int64_t delta(const struct entry *e, enum rd_view v)
-{
-	return e->v[1][v] - e->v[0][v];
-}
-
-static int cmp_delta(const void *a, const void *b)
-{
-	size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
-	int64_t da = delta(&sort_base[ia], sort_view);
-	int64_t db = delta(&sort_base[ib], sort_view);
-
-	/* Largest absolute change first; ties by first seen. */
-	if (da < 0)
-		da = -da;
-	if (db < 0)
-		db = -db;
-	if (da != db)
-		return da > db ? -1 : 1;
-	return ia < ib ? -1 : 1;
-}
 
 static void fmt_rel(char *buf, size_t len, int64_t a, int64_t b)
 {
@@ -596,11 +428,11 @@ static void print_frame(const struct rd_stacks *s, int64_t frame)
 		printf("%s", f->name);
 	else
 		printf("0x%" PRIx64, f ? (uint64_t)f->rel_pc : 0);
-	printf(" (%s)\n", basename_of(m ? m->name : NULL));
+	printf(" (%s)\n", ag_basename(m ? m->name : NULL));
 }
 
 /* The leaf of e's stack on the first line, then up to PATH_FRAMES callers. */
-static void print_stack(const struct diff_opts *o, const struct entry *e,
+static void print_stack(const struct diff_opts *o, const struct ag_entry *e,
                         int callers)
 {
 	const struct rd_stacks *s = o->side[e->rep_side].s;
@@ -626,26 +458,18 @@ static void print_stack(const struct diff_opts *o, const struct entry *e,
 		       depth - shown == 1 ? "" : "s");
 }
 
-static void print_changes(const struct diff_opts *o, const struct table *t,
+static void print_changes(const struct diff_opts *o, const struct ag_table *t,
                           const char *what, int grow)
 {
 	enum rd_view v = o->view;
-	size_t *order = malloc((t->n ? t->n : 1) * sizeof(*order));
 	size_t n = 0, shown = 0;
+	size_t *order = ag_diff_order(t, v, grow, &n);
 	char rel[32];
 
 	if (!order) {
 		hp_err(SUBSYS, "out of memory");
 		return;
 	}
-	for (size_t i = 0; i < t->n; i++) {
-		int64_t d = delta(&t->e[i], v);
-		if (grow ? d > 0 : d < 0)
-			order[n++] = i;
-	}
-	sort_base = t->e;
-	sort_view = v;
-	qsort(order, n, sizeof(*order), cmp_delta);
 	printf("\n  Top %ld %s %s by %s:\n", o->top,
 	       grow ? "growing" : "shrinking", what, rd_view_names[v]);
 	if (n == 0) {
@@ -656,11 +480,11 @@ static void print_changes(const struct diff_opts *o, const struct table *t,
 	printf("    %3s  %12s  %8s  %12s  %12s  %s\n", "#", "change",
 	       "relative", "A", "B", "leaf first");
 	for (size_t i = 0; i < n && shown < (size_t)o->top; i++, shown++) {
-		const struct entry *e = &t->e[order[i]];
+		const struct ag_entry *e = &t->e[order[i]];
 		fmt_rel(rel, sizeof(rel), e->v[0][v], e->v[1][v]);
 		printf("    %3zu  %+12" PRId64 "  %8s  %12" PRId64
 		       "  %12" PRId64 "  ",
-		       i + 1, delta(e, v), rel, e->v[0][v], e->v[1][v]);
+		       i + 1, ag_delta(e, v), rel, e->v[0][v], e->v[1][v]);
 		print_stack(o, e, !strcmp(what, "stacks"));
 	}
 	if (n > shown)
@@ -677,13 +501,14 @@ static void print_side(const char *tag, const struct side *sd)
 	              sizeof(id));
 	printf("  %s  %s: process %s (%s), dump %zu of %zu (%s) at "
 	       "+%.3f s\n",
-	       tag, sd->file, id, basename_of(sd->proc->name), sd->dump_index,
+	       tag, sd->file, id, ag_basename(sd->proc->name), sd->dump_index,
 	       sd->ndumps, d->reason,
 	       (double)(d->ts - sd->proc->start_ts) / 1e9);
 }
 
-static void print_report(const struct diff_opts *o, const struct table *stacks,
-                         const struct table *fns)
+static void print_report(const struct diff_opts *o,
+                         const struct ag_table *stacks,
+                         const struct ag_table *fns)
 {
 	const struct side *a = &o->side[0], *b = &o->side[1];
 	char rel[32];
@@ -767,7 +592,7 @@ static int write_pprof(const struct diff_opts *o)
 int cmd_diff(int argc, char **argv)
 {
 	struct diff_opts o;
-	struct table stacks = {0}, fns = {0};
+	struct ag_diff d;
 	char *owned[2] = {NULL, NULL};
 	int rc = parse_args(argc, argv, &o, owned);
 	int err = 0;
@@ -777,20 +602,20 @@ int cmd_diff(int argc, char **argv)
 		free(owned[1]);
 		return rc == 1 ? 0 : 2;
 	}
-	hmap_init(&stacks.idx);
-	hmap_init(&fns.idx);
+	ag_diff_init(&d);
 	for (int k = 0; !err && k < 2; k++)
 		err = load_side(&o, k);
 	if (!err)
 		err = load_samples(&o);
+	for (int k = 0; !err && k < 2; k++)
+		if ((err = ag_diff_add(&d, k, o.side[k].s, o.side[k].samples,
+		                       o.side[k].nsamples)) < 0)
+			hp_err(SUBSYS, "out of memory");
 	if (!err)
-		err = build_tables(&o, &stacks, &fns);
-	if (!err)
-		print_report(&o, &stacks, &fns);
+		print_report(&o, &d.stacks, &d.fns);
 	if (!err && o.out)
 		err = write_pprof(&o);
-	table_free(&stacks);
-	table_free(&fns);
+	ag_diff_free(&d);
 	side_free(&o.side[1]);
 	side_free(&o.side[0]);
 	free(owned[0]);

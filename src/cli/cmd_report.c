@@ -27,10 +27,10 @@
 #include "cli/options.h"
 #include "cli/procid.h"
 #include "layout/layout_v2.h"
+#include "profile/aggregate.h"
 #include "profile/reader.h"
 #include "profile/trace_read.h"
 #include "util/err.h"
-#include "util/hmap.h"
 #include "util/human.h"
 
 #define SUBSYS "report"
@@ -69,33 +69,6 @@ struct dump_sel {
 	char name[HP_SNAPSHOT_NAME_MAX]; /* a named snapshot's; "" if none */
 	int at_max;
 	int64_t max_ts, max_live_bytes;
-};
-
-/* A function (name + module, or an unnamed frame) and its amounts. */
-struct fn {
-	const char *name; /* NULL: unknown, shown as 0x<rel_pc> */
-	const char *module;
-	int64_t rel_pc;
-	/* Source position in this function on its heaviest stack (offline
-	 * symbols); file NULL if unknown. */
-	const char *file;
-	int64_t line, loc_value;
-	int64_t self, incl;
-	int64_t self2; /* self in the table's second column, if any */
-	int64_t best_callsite, best_value; /* heaviest stack ending here */
-	size_t nstacks;
-	size_t stamp; /* last stack counted into incl */
-};
-
-struct agg {
-	struct hmap idx;
-	struct fn *fns;
-	size_t n, cap;
-	/* The function of each frame and of each offline symbol (by index
-	 * in the stack tables) + 1, 0 until looked up: a stack's frames are
-	 * mostly frames other stacks had, and building agg_fn's key costs
-	 * more than the rest of a frame's work. */
-	size_t *frame_fn, *sym_fn;
 };
 
 /* ---- arguments ---------------------------------------------------------- */
@@ -178,15 +151,6 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 }
 
 /* ---- small formatting helpers ------------------------------------------- */
-
-static const char *basename_of(const char *path)
-{
-	const char *s = path ? strrchr(path, '/') : NULL;
-
-	if (!path || !path[0])
-		return "?";
-	return s && s[1] ? s + 1 : path;
-}
 
 static char *fmt_value(char *buf, size_t len, enum rd_view v, int64_t x)
 {
@@ -278,176 +242,16 @@ static int select_dump(sqlite3 *db, const struct rd_process *p,
 	return 0;
 }
 
-/* ---- aggregation by function -------------------------------------------- */
-
-static void agg_free(struct agg *g)
+/* ag_funcs_build, saying why it failed.  0 or -1. */
+static int build_funcs(struct ag_funcs *g, const struct rd_stacks *s,
+                       const struct rd_sample *leaves, size_t n, enum rd_view v,
+                       int v2)
 {
-	hmap_free(&g->idx);
-	free(g->fns);
-	free(g->frame_fn);
-	free(g->sym_fn);
-}
-
-/*
- * The function of frame f (or, when the frame was symbolized offline, of
- * its symbol sym: one of the functions inlined at that address), added to
- * g if new; NULL if out of memory.
- */
-static struct fn *agg_fn(struct agg *g, const struct rd_stacks *s,
-                         int64_t frame_id, const struct rd_symbol *sym)
-{
-	const struct rd_frame *f = rd_frame_get(s, frame_id);
-	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
-	const char *module = m ? m->name : "";
-	const char *name = sym && sym->name ? sym->name : f ? f->name : NULL;
-	char key[1024];
-	int klen;
-
-	/* Named frames group by (name, module); unnamed ones by frame. */
-	if (name)
-		klen = snprintf(key, sizeof(key), "N%s%c%s", name, 0, module);
-	else
-		klen = snprintf(key, sizeof(key), "F%" PRId64, frame_id);
-	if (klen < 0 || (size_t)klen >= sizeof(key))
-		klen = sizeof(key) - 1;
-	int64_t *idx = hmap_find(&g->idx, key, (size_t)klen);
-	if (idx)
-		return &g->fns[*idx];
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 256;
-		struct fn *a = realloc(g->fns, cap * sizeof(*a));
-		if (!a)
-			return NULL;
-		g->fns = a;
-		g->cap = cap;
-	}
-	if (hmap_put(&g->idx, key, (size_t)klen, (int64_t)g->n) < 0)
-		return NULL;
-	struct fn *fn = &g->fns[g->n++];
-	memset(fn, 0, sizeof(*fn));
-	fn->name = name;
-	fn->module = module;
-	fn->rel_pc = f ? f->rel_pc : 0;
-	return fn;
-}
-
-/* agg_fn through the memo of frame f (NULL: a dangling id) and sym. */
-static struct fn *agg_fn_memo(struct agg *g, const struct rd_stacks *s,
-                              const struct rd_frame *f, int64_t frame_id,
-                              const struct rd_symbol *sym)
-{
-	size_t *slot = NULL;
-	if (sym)
-		slot = &g->sym_fn[sym - s->symbols];
-	else if (f)
-		slot = &g->frame_fn[f - s->frames];
-	if (slot && *slot)
-		return &g->fns[*slot - 1];
-	struct fn *fn = agg_fn(g, s, frame_id, sym);
-	if (fn && slot)
-		*slot = (size_t)(fn - g->fns) + 1;
-	return fn;
-}
-
-/* Charge one stack's value to its leaf (self) and every function on it. */
-static int agg_stack(struct agg *g, const struct rd_stacks *s,
-                     const struct rd_sample *l, int64_t value, int64_t value2,
-                     size_t stamp)
-{
-	const struct rd_callsite *c = rd_callsite_get(s, l->callsite);
-
-	for (int depth = 0; c && depth < RD_MAX_DEPTH; depth++) {
-		size_t nsym;
-		const struct rd_frame *f = rd_frame_get(s, c->frame);
-		const struct rd_symbol *syms = rd_frame_symbols(s, f, &nsym);
-		/* Each function inlined at this address, innermost first. */
-		for (size_t k = 0; k < (nsym ? nsym : 1); k++) {
-			const struct rd_symbol *sym = nsym ? &syms[k] : NULL;
-			struct fn *fn = agg_fn_memo(g, s, f, c->frame, sym);
-			if (!fn)
-				return -ENOMEM;
-			if (depth == 0 && k == 0) {
-				fn->self += value;
-				fn->self2 += value2;
-				fn->nstacks++;
-				if (!fn->best_callsite ||
-				    value > fn->best_value) {
-					fn->best_callsite = l->callsite;
-					fn->best_value = value;
-				}
-			}
-			if (sym && sym->source_file &&
-			    (!fn->file || value > fn->loc_value)) {
-				fn->file = sym->source_file;
-				fn->line = sym->line;
-				fn->loc_value = value;
-			}
-			/* Recursion: count a function once per stack. */
-			if (fn->stamp != stamp) {
-				fn->stamp = stamp;
-				fn->incl += value;
-			}
-		}
-		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
-	}
-	return 0;
-}
-
-/* Functions by view v (and v2 in self2, unless v2 < 0). */
-static int agg_build2(struct agg *g, const struct rd_stacks *s,
-                      const struct rd_sample *leaves, size_t n, enum rd_view v,
-                      int v2)
-{
-	memset(g, 0, sizeof(*g));
-	hmap_init(&g->idx);
-	g->frame_fn = calloc(s->nframes + 1, sizeof(*g->frame_fn));
-	g->sym_fn = calloc(s->nsymbols + 1, sizeof(*g->sym_fn));
-	if (!g->frame_fn || !g->sym_fn) {
+	if (ag_funcs_build(g, s, leaves, n, v, v2) < 0) {
 		hp_err(SUBSYS, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (leaves[i].v[v] == 0)
-			continue;
-		if (agg_stack(g, s, &leaves[i], leaves[i].v[v],
-		              v2 >= 0 ? leaves[i].v[v2] : 0, i + 1) < 0) {
-			hp_err(SUBSYS, "out of memory");
-			return -1;
-		}
-	}
 	return 0;
-}
-
-static const struct fn *sort_base;
-static int sort_self;
-
-static int cmp_fn(const void *a, const void *b)
-{
-	const struct fn *x = &sort_base[*(const size_t *)a];
-	const struct fn *y = &sort_base[*(const size_t *)b];
-	int64_t vx = sort_self ? x->self : x->incl;
-	int64_t vy = sort_self ? y->self : y->incl;
-
-	if (vx != vy)
-		return vx > vy ? -1 : 1;
-	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
-}
-
-/* Indices of g's functions with a nonzero amount, largest first. */
-static size_t *agg_order(const struct agg *g, int self, size_t *n)
-{
-	size_t *order = malloc((g->n ? g->n : 1) * sizeof(*order));
-
-	*n = 0;
-	if (!order)
-		return NULL;
-	for (size_t i = 0; i < g->n; i++)
-		if (self ? g->fns[i].self : g->fns[i].incl)
-			order[(*n)++] = i;
-	sort_base = g->fns;
-	sort_self = self;
-	qsort(order, *n, sizeof(*order), cmp_fn);
-	return order;
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -489,7 +293,7 @@ static void fn_label(char *buf, size_t len, const char *name, int64_t rel_pc)
 }
 
 /* The callers of the heaviest stack of a self entry, a few levels up. */
-static void print_path(const struct rd_stacks *s, const struct fn *fn)
+static void print_path(const struct rd_stacks *s, const struct ag_fn *fn)
 {
 	const struct rd_callsite *c = rd_callsite_get(s, fn->best_callsite);
 	const struct rd_callsite *leaf = c;
@@ -519,10 +323,10 @@ static void print_path(const struct rd_stacks *s, const struct fn *fn)
 			         f ? f->rel_pc : 0);
 			fputs("         <- ", stdout);
 			put_cut(label, 90, 0);
-			printf("  (%s", basename_of(m ? m->name : NULL));
+			printf("  (%s", ag_basename(m ? m->name : NULL));
 			if (y && y->source_file)
 				printf(" %s:%" PRId64,
-				       basename_of(y->source_file), y->line);
+				       ag_basename(y->source_file), y->line);
 			printf(")%s\n", k + 1 < nsym ? " inlined" : "");
 			shown++;
 		}
@@ -552,9 +356,9 @@ struct table {
 
 /* Widths of the value columns and the function column for the first
  * `rows` entries. */
-static void top_widths(const struct agg *g, const size_t *order, size_t rows,
-                       const struct table *t, int *val_w, int *val2_w,
-                       int *fn_w)
+static void top_widths(const struct ag_funcs *g, const size_t *order,
+                       size_t rows, const struct table *t, int *val_w,
+                       int *val2_w, int *fn_w)
 {
 	char val[HP_FMT_BYTES_MAX], label[256];
 
@@ -562,7 +366,7 @@ static void top_widths(const struct agg *g, const size_t *order, size_t rows,
 	*val2_w = t->v2 >= 0 ? (int)strlen(t->col2) : 0;
 	*fn_w = (int)strlen("function");
 	for (size_t i = 0; i < rows; i++) {
-		const struct fn *fn = &g->fns[order[i]];
+		const struct ag_fn *fn = &g->fns[order[i]];
 		int w = (int)strlen(fmt_value(val, sizeof(val), t->v,
 		                              t->self ? fn->self : fn->incl));
 		*val_w = w > *val_w ? w : *val_w;
@@ -579,11 +383,11 @@ static void top_widths(const struct agg *g, const size_t *order, size_t rows,
 	*fn_w = *fn_w > NAME_MAX_W ? NAME_MAX_W : *fn_w;
 }
 
-static void print_table(const struct rd_stacks *s, const struct agg *g,
+static void print_table(const struct rd_stacks *s, const struct ag_funcs *g,
                         const struct table *t)
 {
 	size_t n = 0;
-	size_t *order = agg_order(g, t->self, &n);
+	size_t *order = ag_funcs_order(g, t->self, &n);
 	char val[HP_FMT_BYTES_MAX], pct[16], label[256];
 	int val_w, val2_w, fn_w;
 
@@ -603,7 +407,7 @@ static void print_table(const struct rd_stacks *s, const struct agg *g,
 		printf("%-*s  %s\n", fn_w, "function", "module");
 	}
 	for (size_t i = 0; i < rows; i++) {
-		const struct fn *fn = &g->fns[order[i]];
+		const struct ag_fn *fn = &g->fns[order[i]];
 		int64_t x = t->self ? fn->self : fn->incl;
 		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
 		printf("    %3zu  %*s  %6s  ", i + 1, val_w,
@@ -614,9 +418,9 @@ static void print_table(const struct rd_stacks *s, const struct agg *g,
 			       fmt_value(val, sizeof(val), (enum rd_view)t->v2,
 			                 fn->self2));
 		put_cut(label, fn_w, 1);
-		printf("  %s", basename_of(fn->module));
+		printf("  %s", ag_basename(fn->module));
 		if (fn->file)
-			printf("  %s:%" PRId64, basename_of(fn->file),
+			printf("  %s:%" PRId64, ag_basename(fn->file),
 			       fn->line);
 		putchar('\n');
 		if (t->self)
@@ -627,7 +431,7 @@ static void print_table(const struct rd_stacks *s, const struct agg *g,
 	free(order);
 }
 
-static void print_top(const struct rd_stacks *s, const struct agg *g,
+static void print_top(const struct rd_stacks *s, const struct ag_funcs *g,
                       enum rd_view v, int64_t total, long top, int self)
 {
 	char heading[160];
@@ -1180,20 +984,20 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
                        const struct heap_totals *h, const struct report_opts *o)
 {
 	struct rd_sample *leaves = NULL;
-	struct agg g;
+	struct ag_funcs g;
 	size_t n;
 
 	if (reader_load_samples(db, SUBSYS, p->upid, h->name, d->ts, &leaves,
 	                        &n) < 0)
 		return -1;
-	int err = agg_build2(&g, s, leaves, n, o->view, -1);
+	int err = build_funcs(&g, s, leaves, n, o->view, -1);
 	if (!err) {
 		printf("\n  Heap %s, view %s: %s\n", h->name,
 		       rd_view_names[o->view], view_help[o->view]);
 		print_top(s, &g, o->view, h->t[o->view], o->top, 1);
 		print_top(s, &g, o->view, h->t[o->view], o->top, 0);
 	}
-	agg_free(&g);
+	ag_funcs_free(&g);
 	free(leaves);
 	return err;
 }
@@ -1300,8 +1104,8 @@ static int print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
                            const char *heading, enum rd_view v, const char *col,
                            enum rd_view v2, const char *col2, long top)
 {
-	struct agg g;
-	int err = agg_build2(&g, s, h->s, h->n, v, (int)v2);
+	struct ag_funcs g;
+	int err = build_funcs(&g, s, h->s, h->n, v, (int)v2);
 
 	if (!err) {
 		struct table t = {.heading = heading,
@@ -1314,7 +1118,7 @@ static int print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
 		                  .self = 1};
 		print_table(s, &g, &t);
 	}
-	agg_free(&g);
+	ag_funcs_free(&g);
 	return err;
 }
 
