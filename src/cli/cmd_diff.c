@@ -28,7 +28,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/procid.h"
-#include "export/pprof.h"
+#include "export/pprof_file.h"
 #include "profile/aggregate.h"
 #include "profile/reader.h"
 #include "util/err.h"
@@ -540,52 +540,26 @@ static void print_report(const struct diff_opts *o,
 
 /* ---- pprof output ------------------------------------------------------- */
 
+static void side_dump(const struct side *sd, struct ppf_dump *x)
+{
+	*x = (struct ppf_dump){.file = sd->file,
+	                       .db = sd->db,
+	                       .s = sd->s,
+	                       .proc = sd->proc,
+	                       .dump = &sd->dumps[sd->dump_index - 1],
+	                       .index = sd->dump_index,
+	                       .ndumps = sd->ndumps};
+}
+
 static int write_pprof(const struct diff_opts *o)
 {
-	const struct side *a = &o->side[0], *b = &o->side[1];
-	const struct rd_dump *da = &a->dumps[a->dump_index - 1];
-	const struct rd_dump *db = &b->dumps[b->dump_index - 1];
-	struct pp_profile *p = pp_new(b->proc->interval);
-	char *ca = NULL, *cb = NULL;
-	int err = p ? 0 : -ENOMEM;
+	struct ppf_dump a, b;
 
-	if (!err && asprintf(&ca,
-	                     "heapprof diff base (A, negated): %s, process "
-	                     "%" PRId64 ", heap %s, dump %zu of %zu",
-	                     a->file, a->proc->pid, o->heap, a->dump_index,
-	                     a->ndumps) < 0) {
-		ca = NULL;
-		err = -ENOMEM;
-	}
-	if (!err && asprintf(&cb,
-	                     "heapprof diff B: %s, process %" PRId64
-	                     ", heap %s, dump %zu of %zu",
-	                     b->file, b->proc->pid, o->heap, b->dump_index,
-	                     b->ndumps) < 0) {
-		cb = NULL;
-		err = -ENOMEM;
-	}
-	if (!err)
-		err = pp_add_comment(p, ca);
-	if (!err)
-		err = pp_add_comment(p, cb);
-	if (err)
-		hp_err(SUBSYS, "out of memory");
-	if (!err) {
-		pp_set_time(p, pp_wall_time(b->db, db->ts), 0);
-		err = pp_add_dump(p, b->db, b->s, b->proc->upid, o->heap,
-		                  db->ts, 0, NULL, SUBSYS);
-	}
-	if (!err)
-		err = pp_add_dump(p, a->db, a->s, a->proc->upid, o->heap,
-		                  da->ts, 1, NULL, SUBSYS);
-	if (!err)
-		err = pp_write_gz(p, o->out, SUBSYS);
+	side_dump(&o->side[0], &a);
+	side_dump(&o->side[1], &b);
+	int err = ppf_write_diff(&a, &b, o->heap, o->out, SUBSYS);
 	if (!err)
 		printf("\nwrote %s (go tool pprof -top %s)\n", o->out, o->out);
-	free(ca);
-	free(cb);
-	pp_free(p);
 	return err;
 }
 

@@ -107,11 +107,12 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 			if (opt_parse_view(SUBSYS, val, &pg->view) < 0)
 				return 2;
 		} else if (is_from || is_to) {
-			pg->window = 1;
-			*(is_from ? &pg->have_from : &pg->have_to) = 1;
-			if (opt_parse_offset(
-			            SUBSYS, is_from ? "--from" : "--to", val,
-			            is_from ? &pg->from_ns : &pg->to_ns) < 0)
+			pg->win.window = 1;
+			*(is_from ? &pg->win.have_from : &pg->win.have_to) = 1;
+			if (opt_parse_offset(SUBSYS,
+			                     is_from ? "--from" : "--to", val,
+			                     is_from ? &pg->win.from_ns
+			                             : &pg->win.to_ns) < 0)
 				return 2;
 		} else if (a[0] == '-' && a[1]) {
 			char hint[128];
@@ -130,11 +131,12 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 		               "[-o OUT.html])");
 		return 2;
 	}
-	if (pg->have_from && pg->have_to && pg->from_ns >= pg->to_ns) {
+	if (pg->win.have_from && pg->win.have_to &&
+	    pg->win.from_ns >= pg->win.to_ns) {
 		char a[32], b[32];
 		hp_err(SUBSYS, "--from %s is not before --to %s",
-		       opt_duration_str(pg->from_ns, a, sizeof(a)),
-		       opt_duration_str(pg->to_ns, b, sizeof(b)));
+		       opt_duration_str(pg->win.from_ns, a, sizeof(a)),
+		       opt_duration_str(pg->win.to_ns, b, sizeof(b)));
 		return 2;
 	}
 	return 0;
@@ -287,7 +289,7 @@ int cmd_flamegraph(int argc, char **argv)
 		return 1;
 	}
 	rc = 1;
-	if ((!o.page.window || check_traced(db, &o.page) == 0) &&
+	if ((!o.page.win.window || check_traced(db, &o.page) == 0) &&
 	    reader_load_stacks(db, SUBSYS, &s) == 0) {
 		rc = write_output(out, db, &s, &o);
 		reader_free_stacks(&s);

@@ -260,25 +260,15 @@ struct trace_span {
 static void span_of(const struct rd_process *p, const struct tr_info *t,
                     const struct fg_page_opts *o, struct trace_span *sp)
 {
-	int64_t end = t->last_ts + 1;
-	/* The trace may start a little before the recorded start. */
-	int64_t begin = t->first_ts && t->first_ts < p->start_ts ? t->first_ts
-	                                                         : p->start_ts;
+	int64_t begin, end;
 
-	if (p->has_end && p->end_ts > end)
-		end = p->end_ts;
 	memset(sp, 0, sizeof(*sp));
+	ag_window_bounds(p, t, &o->win, &begin, &end, &sp->from, &sp->to);
 	sp->anchor_end = t->overwritten > 0;
 	/* A ring that lost its oldest events knows nothing before its
 	 * first event kept. */
 	sp->t0 = sp->anchor_end && t->first_ts ? t->first_ts : begin;
 	sp->t1 = end > sp->t0 ? end : sp->t0 + 1;
-	sp->from = o->have_from ? p->start_ts + o->from_ns : begin;
-	sp->to = o->have_to ? p->start_ts + o->to_ns : end;
-	if (o->have_to && sp->to > end)
-		sp->to = end;
-	if (sp->to < sp->from)
-		sp->to = sp->from;
 }
 
 /* "trace":{mode, complete, events, left_out, first, last, ...}, times
@@ -415,7 +405,7 @@ static int write_process(struct jw *w, sqlite3 *db, struct calltree *g,
 	if (err)
 		goto out;
 	span_of(p, &trace, o, &span);
-	if (o->window) {
+	if (o->win.window) {
 		/* One "dump": the window, at its end; none without a trace. */
 		reader_free_dumps(dumps, ndumps);
 		dumps = NULL;
@@ -453,7 +443,7 @@ static int write_process(struct jw *w, sqlite3 *db, struct calltree *g,
 	jw_int(w, p->end_ts);
 	if (trace.present)
 		write_trace_info(w, p, &trace, &span);
-	if (o->window && trace.present) {
+	if (o->win.window && trace.present) {
 		jw_raw(w, ",\"window\":{\"from\":");
 		jw_int(w, span.from - p->start_ts);
 		jw_raw(w, ",\"to\":");
@@ -477,7 +467,7 @@ static int write_process(struct jw *w, sqlite3 *db, struct calltree *g,
 		jw_raw(w, h ? ",{\"name\":" : "{\"name\":");
 		jw_str(w, heaps[h]);
 		jw_raw(w, ",\"dumps\":");
-		if (o->window)
+		if (o->win.window)
 			err = write_window_state(w, db, g, a, p->upid, heaps[h],
 			                         &span);
 		else

@@ -9,14 +9,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "profile/aggregate.h"
 #include "profile/reader.h"
 
 struct fg_page_opts {
-	const char *file;  /* the profile, named on the page */
-	enum rd_view view; /* shown first */
-	/* --from/--to: since each process's start, ns. */
-	int window, have_from, have_to;
-	int64_t from_ns, to_ns;
+	const char *file;     /* the profile, named on the page */
+	enum rd_view view;    /* shown first */
+	struct ag_window win; /* --from/--to */
 };
 
 /*

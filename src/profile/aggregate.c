@@ -27,6 +27,26 @@ void ag_totals(const struct rd_sample *x, size_t n, int64_t tot[RD_NVIEWS])
 			tot[v] += x[i].v[v];
 }
 
+void ag_window_bounds(const struct rd_process *p, const struct tr_info *t,
+                      const struct ag_window *w, int64_t *begin, int64_t *end,
+                      int64_t *from, int64_t *to)
+{
+	int64_t e = t->last_ts + 1;
+	int64_t b = t->first_ts && t->first_ts < p->start_ts ? t->first_ts
+	                                                     : p->start_ts;
+
+	if (p->has_end && p->end_ts > e)
+		e = p->end_ts;
+	*begin = b;
+	*end = e;
+	*from = w->have_from ? p->start_ts + w->from_ns : b;
+	*to = w->have_to ? p->start_ts + w->to_ns : e;
+	if (w->have_to && *to > e)
+		*to = e;
+	if (*to < *from)
+		*to = *from;
+}
+
 /* ---- top N -------------------------------------------------------------- */
 
 struct rank {

@@ -1,13 +1,17 @@
 /*
  * One aggregation of a dump's stacks, shared by the commands that show
- * them (report, diff; see docs/ARCHITECTURE.md):
+ * them (report, diff, flamegraph, pprof; see docs/ARCHITECTURE.md):
  *
  *  - by function, self and inclusive, in one view (`heapprof report`'s
  *    tables of the top functions of a heap, of its leaks and of its
  *    temporary allocations);
  *  - a diff of two dumps, possibly of two files, by stack and by leaf
  *    function matched by what they mean (`heapprof diff`);
- *  - the top N of either, largest first.
+ *  - the top N of either, largest first;
+ *  - the window of a trace that pprof and flamegraph --from/--to show.
+ *
+ * The flame graph's aggregation by call path (a tree of nodes, and the
+ * state of a heap at each dump) is calltree.h.
  *
  * The input is a heap's state at a dump as reader_load_samples gives it
  * (or a set of the trace's, trace_read.h): one rd_sample per leaf
@@ -21,6 +25,7 @@
 #include <stdint.h>
 
 #include "profile/reader.h"
+#include "profile/trace_read.h"
 #include "util/hmap.h"
 
 /* A path's last component ("?" if none): how modules and source files are
@@ -44,6 +49,27 @@ enum ag_rank {
  */
 size_t *ag_rank(const int64_t *key, size_t n, enum ag_rank which,
                 size_t *count);
+
+/* ---- a window of the trace (--from/--to) ------------------------------- */
+
+/* --from/--to of pprof and flamegraph: since each process's start, ns. */
+struct ag_window {
+	int window, have_from, have_to;
+	int64_t from_ns, to_ns;
+};
+
+/*
+ * The window w of the trace t of process p in boot time: [*from, *to),
+ * `to` at most the end of what was recorded (so messages name a real
+ * time).  *begin and *end get what the trace covers: from its first event
+ * or the process's start, whichever is first (the trace may start a little
+ * before the recorded start), to after its last event or the process's
+ * end; without --from the window starts at *begin, without --to it ends
+ * at *end.
+ */
+void ag_window_bounds(const struct rd_process *p, const struct tr_info *t,
+                      const struct ag_window *w, int64_t *begin, int64_t *end,
+                      int64_t *from, int64_t *to);
 
 /* ---- by function, self and inclusive ----------------------------------- */
 
