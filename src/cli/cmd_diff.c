@@ -10,19 +10,18 @@
  * Stacks of two files have different ids, so stacks are matched by what
  * they mean: per frame, the module's file name and the function name (the
  * frame's address in its module when the name is unknown).  Stacks that
- * differ only in call sites inside the same functions are one stack here.
+ * differ only in call sites inside the same functions are one stack here
+ * (profile/aggregate.h, which also loads each side's dump).
  *
  * The text report shows the totals and the stacks and functions that grew
  * and shrank most in one view; -o writes a pprof file following pprof's
  * -diff_base convention (B's samples, plus A's negated and labelled
  * pprof::base=true), so `go tool pprof -top OUT` shows B - A.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
 #include <sys/stat.h>
 
 #include "cli/commands.h"
@@ -44,24 +43,12 @@ static const char *const view_help[RD_NVIEWS] = {
         "objects allocated since the start, freed or not",
 };
 
-/* One side of the comparison. */
+/* One side of the comparison: what the options chose, and what it is. */
 struct side {
-	const char *file;
 	struct dump_ref dump;
 	int have_pid;
 	struct procsel pid;
-	/* Loaded; db and stacks may be shared with the other side. */
-	sqlite3 *db;
-	struct rd_stacks *s;
-	int owns;
-	struct rd_process *procs;
-	size_t nprocs;
-	const struct rd_process *proc;
-	struct rd_dump *dumps;
-	size_t ndumps, dump_index; /* 1-based */
-	struct rd_sample *samples;
-	size_t nsamples;
-	int64_t total[RD_NVIEWS];
+	struct ag_side x; /* the file, then what was loaded of it */
 };
 
 struct diff_opts {
@@ -255,7 +242,7 @@ static int parse_args(int argc, char **argv, struct diff_opts *o,
 	for (int k = 0; k < 2; k++) {
 		struct side *sd = &o->side[k];
 		const char *op = r.operand[r.noperands == 2 ? k : 0];
-		if (split_operand(op, &sd->file, &sd->dump, &owned[k]) < 0)
+		if (split_operand(op, &sd->x.file, &sd->dump, &owned[k]) < 0)
 			return 2;
 		if (r.have_dumps && r.noperands == 2 &&
 		    (sd->dump.index || sd->dump.name)) {
@@ -275,69 +262,28 @@ static int parse_args(int argc, char **argv, struct diff_opts *o,
 
 /* ---- loading ------------------------------------------------------------ */
 
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
-	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 static int pick_process(struct side *sd)
 {
-	if (reader_load_processes(sd->db, SUBSYS, &sd->procs, &sd->nprocs) < 0)
-		return -1;
-	for (size_t i = 0; i < sd->nprocs; i++) {
-		if (sd->have_pid &&
-		    !procsel_match(&sd->pid, sd->procs, sd->nprocs, i))
-			continue;
-		if (sd->proc) {
-			hp_err(SUBSYS,
-			       "%s holds several processes%s; choose one with "
-			       "--pid%s",
-			       sd->file, sd->have_pid ? " of that pid" : "",
-			       sd->have_pid ? " PID.N" : "");
-			return -1;
-		}
-		sd->proc = &sd->procs[i];
-	}
-	char sel[48];
-	procsel_format(&sd->pid, sel, sizeof(sel));
-	if (!sd->proc && sd->have_pid)
-		hp_err(SUBSYS, "%s: no process with pid %s", sd->file, sel);
-	else if (!sd->proc)
-		hp_err(SUBSYS, "%s: no processes in this profile", sd->file);
-	return sd->proc ? 0 : -1;
+	long i = procid_pick_one(SUBSYS, sd->x.file,
+	                         sd->have_pid ? &sd->pid : NULL, sd->x.procs,
+	                         sd->x.nprocs);
+	sd->x.proc = i >= 0 ? &sd->x.procs[i] : NULL;
+	return sd->x.proc ? 0 : -1;
 }
 
 static int pick_dump(struct side *sd)
 {
-	if (reader_load_dumps(sd->db, SUBSYS, sd->proc->upid, &sd->dumps,
-	                      &sd->ndumps) < 0)
+	struct ag_side *x = &sd->x;
+
+	if (reader_load_dumps(x->db, SUBSYS, x->proc->upid, &x->dumps,
+	                      &x->ndumps) < 0)
 		return -1;
-	char who[PATH_MAX + 64];
-	snprintf(who, sizeof(who), "%s: process %" PRId64, sd->file,
-	         sd->proc->pid);
-	long idx = opt_pick_dump(SUBSYS, who, sd->dumps, sd->ndumps, &sd->dump);
+	long idx = procid_pick_dump(SUBSYS, x->file, x->proc, x->dumps,
+	                            x->ndumps, &sd->dump);
 	if (idx < 0)
 		return -1;
-	idx++;
-	sd->dump_index = (size_t)idx;
+	x->dump_index = (size_t)idx + 1;
 	return 0;
-}
-
-static int has_heap(struct side *sd, const char *heap)
-{
-	char **h = NULL;
-	size_t n = 0;
-	int found = 0;
-
-	if (reader_load_heaps(sd->db, SUBSYS, sd->proc->upid, &h, &n) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		found |= !strcmp(h[i], heap);
-	reader_free_heaps(h, n);
-	return found;
 }
 
 /* Open and load side k (sharing the file of side 0 when it is the same). */
@@ -345,23 +291,8 @@ static int load_side(struct diff_opts *o, int k)
 {
 	struct side *sd = &o->side[k];
 
-	if (k == 1 && same_file(o->side[0].file, sd->file)) {
-		sd->db = o->side[0].db;
-		sd->s = o->side[0].s;
-	} else {
-		sd->db = reader_open(sd->file, SUBSYS);
-		if (!sd->db)
-			return -1;
-		sd->owns = 1;
-		sd->s = calloc(1, sizeof(*sd->s));
-		if (!sd->s) {
-			hp_err(SUBSYS, "out of memory");
-			return -1;
-		}
-		if (reader_load_stacks(sd->db, SUBSYS, sd->s) < 0)
-			return -1;
-	}
-	if (pick_process(sd) < 0 || pick_dump(sd) < 0)
+	if (ag_side_open(&sd->x, k ? &o->side[0].x : NULL, SUBSYS) < 0 ||
+	    pick_process(sd) < 0 || pick_dump(sd) < 0)
 		return -1;
 	return 0;
 }
@@ -371,7 +302,7 @@ static int load_samples(struct diff_opts *o)
 	int found[2];
 
 	for (int k = 0; k < 2; k++) {
-		found[k] = has_heap(&o->side[k], o->heap);
+		found[k] = ag_side_has_heap(&o->side[k].x, o->heap, SUBSYS);
 		if (found[k] < 0)
 			return -1;
 	}
@@ -380,28 +311,10 @@ static int load_samples(struct diff_opts *o)
 		hp_err(SUBSYS, "no heap '%s' in either profile", o->heap);
 		return -1;
 	}
-	for (int k = 0; k < 2; k++) {
-		struct side *sd = &o->side[k];
-		if (reader_load_samples(sd->db, SUBSYS, sd->proc->upid, o->heap,
-		                        sd->dumps[sd->dump_index - 1].ts,
-		                        &sd->samples, &sd->nsamples) < 0)
+	for (int k = 0; k < 2; k++)
+		if (ag_side_load(&o->side[k].x, o->heap, SUBSYS) < 0)
 			return -1;
-		ag_totals(sd->samples, sd->nsamples, sd->total);
-	}
 	return 0;
-}
-
-static void side_free(struct side *sd)
-{
-	if (sd->owns) {
-		if (sd->s)
-			reader_free_stacks(sd->s);
-		free(sd->s);
-		sqlite3_close(sd->db);
-	}
-	reader_free_processes(sd->procs, sd->nprocs);
-	reader_free_dumps(sd->dumps, sd->ndumps);
-	free(sd->samples);
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -435,7 +348,7 @@ static void print_frame(const struct rd_stacks *s, int64_t frame)
 static void print_stack(const struct diff_opts *o, const struct ag_entry *e,
                         int callers)
 {
-	const struct rd_stacks *s = o->side[e->rep_side].s;
+	const struct rd_stacks *s = o->side[e->rep_side].x.s;
 	const struct rd_callsite *c = rd_callsite_get(s, e->rep_callsite);
 	int depth = 0, shown = 0;
 
@@ -492,7 +405,7 @@ static void print_changes(const struct diff_opts *o, const struct ag_table *t,
 	free(order);
 }
 
-static void print_side(const char *tag, const struct side *sd)
+static void print_side(const char *tag, const struct ag_side *sd)
 {
 	const struct rd_dump *d = &sd->dumps[sd->dump_index - 1];
 	char id[48];
@@ -510,7 +423,7 @@ static void print_report(const struct diff_opts *o,
                          const struct ag_table *stacks,
                          const struct ag_table *fns)
 {
-	const struct side *a = &o->side[0], *b = &o->side[1];
+	const struct ag_side *a = &o->side[0].x, *b = &o->side[1].x;
 	char rel[32];
 
 	printf("Difference B - A, heap %s, view %s (%s%s)\n", o->heap,
@@ -540,7 +453,7 @@ static void print_report(const struct diff_opts *o,
 
 /* ---- pprof output ------------------------------------------------------- */
 
-static void side_dump(const struct side *sd, struct ppf_dump *x)
+static void side_dump(const struct ag_side *sd, struct ppf_dump *x)
 {
 	*x = (struct ppf_dump){.file = sd->file,
 	                       .db = sd->db,
@@ -555,8 +468,8 @@ static int write_pprof(const struct diff_opts *o)
 {
 	struct ppf_dump a, b;
 
-	side_dump(&o->side[0], &a);
-	side_dump(&o->side[1], &b);
+	side_dump(&o->side[0].x, &a);
+	side_dump(&o->side[1].x, &b);
 	int err = ppf_write_diff(&a, &b, o->heap, o->out, SUBSYS);
 	if (!err)
 		printf("\nwrote %s (go tool pprof -top %s)\n", o->out, o->out);
@@ -582,16 +495,17 @@ int cmd_diff(int argc, char **argv)
 	if (!err)
 		err = load_samples(&o);
 	for (int k = 0; !err && k < 2; k++)
-		if ((err = ag_diff_add(&d, k, o.side[k].s, o.side[k].samples,
-		                       o.side[k].nsamples)) < 0)
+		if ((err = ag_diff_add(&d, k, o.side[k].x.s,
+		                       o.side[k].x.samples,
+		                       o.side[k].x.nsamples)) < 0)
 			hp_err(SUBSYS, "out of memory");
 	if (!err)
 		print_report(&o, &d.stacks, &d.fns);
 	if (!err && o.out)
 		err = write_pprof(&o);
 	ag_diff_free(&d);
-	side_free(&o.side[1]);
-	side_free(&o.side[0]);
+	ag_side_free(&o.side[1].x);
+	ag_side_free(&o.side[0].x);
 	free(owned[0]);
 	free(owned[1]);
 	if (fflush(stdout) != 0) {

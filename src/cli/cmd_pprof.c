@@ -266,9 +266,9 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 	}
 	long idx = 1;
 	if (!o->all_dumps) {
-		char who[64];
-		snprintf(who, sizeof(who), "process %" PRId64, p->pid);
-		idx = opt_pick_dump(SUBSYS, who, pd->d, pd->n, &o->dump) + 1;
+		idx = procid_pick_dump(SUBSYS, NULL, p, pd->d, pd->n,
+		                       &o->dump) +
+		      1;
 		if (idx == 0)
 			return -1;
 	}

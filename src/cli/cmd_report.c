@@ -146,9 +146,7 @@ static int select_dump(sqlite3 *db, const struct rd_process *p,
 	d->count = n;
 	long idx = 0;
 	if (n) {
-		char who[64];
-		snprintf(who, sizeof(who), "process %" PRId64, p->pid);
-		idx = opt_pick_dump(SUBSYS, who, dumps, n, &o->dump) + 1;
+		idx = procid_pick_dump(SUBSYS, NULL, p, dumps, n, &o->dump) + 1;
 		if (idx == 0) {
 			reader_free_dumps(dumps, n);
 			return -1;

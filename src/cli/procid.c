@@ -1,6 +1,8 @@
 /*
  * Process ids shared by the commands that read profiles (procid.h).
  */
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,4 +86,44 @@ void procsel_format(const struct procsel *sel, char *buf, size_t len)
 		snprintf(buf, len, "%ld.%ld", sel->pid, sel->nth);
 	else
 		snprintf(buf, len, "%ld", sel->pid);
+}
+
+long procid_pick_one(const char *cmd, const char *file,
+                     const struct procsel *sel, const struct rd_process *procs,
+                     size_t n)
+{
+	long one = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (sel && !procsel_match(sel, procs, n, i))
+			continue;
+		if (one >= 0) {
+			hp_err(cmd,
+			       "%s holds several processes%s; choose one with "
+			       "--pid%s",
+			       file, sel ? " of that pid" : "",
+			       sel ? " PID.N" : "");
+			return -1;
+		}
+		one = (long)i;
+	}
+	if (one < 0 && sel) {
+		char buf[48];
+		procsel_format(sel, buf, sizeof(buf));
+		hp_err(cmd, "%s: no process with pid %s", file, buf);
+	} else if (one < 0) {
+		hp_err(cmd, "%s: no processes in this profile", file);
+	}
+	return one;
+}
+
+long procid_pick_dump(const char *cmd, const char *file,
+                      const struct rd_process *p, const struct rd_dump *d,
+                      size_t n, const struct dump_ref *ref)
+{
+	char who[PATH_MAX + 64];
+
+	snprintf(who, sizeof(who), "%s%sprocess %" PRId64, file ? file : "",
+	         file ? ": " : "", p->pid);
+	return opt_pick_dump(cmd, who, d, n, ref);
 }

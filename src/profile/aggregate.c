@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "profile/aggregate.h"
+#include "util/err.h"
 
 const char *ag_basename(const char *path)
 {
@@ -316,6 +318,76 @@ static int table_add(struct ag_table *t, const char *key, size_t klen, int side,
 	for (int v = 0; v < RD_NVIEWS; v++)
 		e->v[side][v] += x->v[v];
 	return 0;
+}
+
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int ag_side_open(struct ag_side *sd, const struct ag_side *other,
+                 const char *subsys)
+{
+	if (other && same_file(other->file, sd->file)) {
+		sd->db = other->db;
+		sd->s = other->s;
+	} else {
+		sd->db = reader_open(sd->file, subsys);
+		if (!sd->db)
+			return -1;
+		sd->owns = 1;
+		sd->s = calloc(1, sizeof(*sd->s));
+		if (!sd->s) {
+			hp_err(subsys, "out of memory");
+			return -1;
+		}
+		if (reader_load_stacks(sd->db, subsys, sd->s) < 0)
+			return -1;
+	}
+	if (reader_load_processes(sd->db, subsys, &sd->procs, &sd->nprocs) < 0)
+		return -1;
+	return 0;
+}
+
+int ag_side_has_heap(const struct ag_side *sd, const char *heap,
+                     const char *subsys)
+{
+	char **h = NULL;
+	size_t n = 0;
+	int found = 0;
+
+	if (reader_load_heaps(sd->db, subsys, sd->proc->upid, &h, &n) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		found |= !strcmp(h[i], heap);
+	reader_free_heaps(h, n);
+	return found;
+}
+
+int ag_side_load(struct ag_side *sd, const char *heap, const char *subsys)
+{
+	if (reader_load_samples(sd->db, subsys, sd->proc->upid, heap,
+	                        sd->dumps[sd->dump_index - 1].ts, &sd->samples,
+	                        &sd->nsamples) < 0)
+		return -1;
+	ag_totals(sd->samples, sd->nsamples, sd->total);
+	return 0;
+}
+
+void ag_side_free(struct ag_side *sd)
+{
+	if (sd->owns) {
+		if (sd->s)
+			reader_free_stacks(sd->s);
+		free(sd->s);
+		sqlite3_close(sd->db);
+	}
+	reader_free_processes(sd->procs, sd->nprocs);
+	reader_free_dumps(sd->dumps, sd->ndumps);
+	free(sd->samples);
 }
 
 void ag_diff_init(struct ag_diff *d)

@@ -21,6 +21,7 @@
 #ifndef HEAPPROF_PROFILE_AGGREGATE_H
 #define HEAPPROF_PROFILE_AGGREGATE_H
 
+#include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -141,6 +142,40 @@ struct ag_diff {
 	struct ag_table stacks; /* by the whole chain */
 	struct ag_table fns;    /* by the leaf frame (self) */
 };
+
+/* One side of a diff: a dump of a process of a profile file, and the state
+ * of a heap at it. */
+struct ag_side {
+	const char *file;
+	/* Loaded; db and stacks may be shared with the other side. */
+	sqlite3 *db;
+	struct rd_stacks *s;
+	int owns;
+	struct rd_process *procs;
+	size_t nprocs;
+	const struct rd_process *proc; /* chosen by the caller */
+	struct rd_dump *dumps;         /* of proc, loaded by the caller */
+	size_t ndumps, dump_index;     /* 1-based, chosen by the caller */
+	struct rd_sample *samples;
+	size_t nsamples;
+	int64_t total[RD_NVIEWS];
+};
+
+/*
+ * Open sd->file and load its stacks and processes; other's file and stacks
+ * when other (NULL: none) is the same file.  0 or -1 (message "heapprof:
+ * <subsys>: ..." printed).
+ */
+int ag_side_open(struct ag_side *sd, const struct ag_side *other,
+                 const char *subsys);
+/* Whether the process of sd has allocations in heap `heap`: 1, 0, or -1
+ * (message printed). */
+int ag_side_has_heap(const struct ag_side *sd, const char *heap,
+                     const char *subsys);
+/* The state of heap `heap` at sd's dump, and its totals.  0 or -1 (message
+ * printed). */
+int ag_side_load(struct ag_side *sd, const char *heap, const char *subsys);
+void ag_side_free(struct ag_side *sd);
 
 void ag_diff_init(struct ag_diff *d);
 void ag_diff_free(struct ag_diff *d);
