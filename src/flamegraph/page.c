@@ -487,7 +487,7 @@ out:
 
 /* ---- the data block ----------------------------------------------------- */
 
-static void write_ints(struct jw *w, const char *key, const struct ivec *a)
+static void write_ints(struct jw *w, const char *key, const struct ct_ivec *a)
 {
 	jw_key(w, key);
 	jw_char(w, '[');

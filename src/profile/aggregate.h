@@ -6,7 +6,8 @@
  *    tables of the top functions of a heap, of its leaks and of its
  *    temporary allocations);
  *  - a diff of two dumps, possibly of two files, by stack and by leaf
- *    function matched by what they mean (`heapprof diff`);
+ *    function matched by what they mean (`heapprof diff`), and the
+ *    loading of each side;
  *  - the top N of either, largest first;
  *  - the window of a trace that pprof and flamegraph --from/--to show.
  *
@@ -15,8 +16,8 @@
  *
  * The input is a heap's state at a dump as reader_load_samples gives it
  * (or a set of the trace's, trace_read.h): one rd_sample per leaf
- * callsite.  Nothing here prints: errors are returned (-ENOMEM) and the
- * command says them.
+ * callsite.  The aggregations print nothing: errors are returned (-ENOMEM)
+ * and the command says them; loading a side prints the reader's messages.
  */
 #ifndef HEAPPROF_PROFILE_AGGREGATE_H
 #define HEAPPROF_PROFILE_AGGREGATE_H

@@ -18,7 +18,7 @@
 
 /* ---- growable arrays ---------------------------------------------------- */
 
-static int ivec_push(struct ivec *a, int32_t x)
+static int ivec_push(struct ct_ivec *a, int32_t x)
 {
 	if (a->n == a->cap) {
 		size_t ncap = a->cap ? a->cap * 2 : 1024;
@@ -34,6 +34,8 @@ static int ivec_push(struct ivec *a, int32_t x)
 
 /* ---- functions, frames and nodes ---------------------------------------- */
 
+/* After the last '/' (empty when the path ends with one): the module of an
+ * unnamed frame's "module+0xrelpc". */
 static const char *base_name(const char *path)
 {
 	const char *b = path ? strrchr(path, '/') : NULL;

@@ -25,7 +25,7 @@
 
 /* ---- growable arrays ---------------------------------------------------- */
 
-struct ivec {
+struct ct_ivec {
 	int32_t *v;
 	size_t n, cap;
 };
@@ -52,9 +52,9 @@ struct calltree {
 	 * outermost first, at chain[frame_off[i]..]; frame_len 0 until
 	 * computed. */
 	int32_t *frame_off, *frame_len;
-	struct ivec chain_func, chain_line;
+	struct ct_ivec chain_func, chain_line;
 	/* The node tree, parents first. */
-	struct ivec node_parent, node_func, node_line;
+	struct ct_ivec node_parent, node_func, node_line;
 	struct pairmap node_idx; /* (parent, func) -> node + 1 */
 	/* Per callsite (index into s->callsites): its node, or CS_*. */
 	int32_t *cs_node;
