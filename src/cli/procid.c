@@ -11,32 +11,6 @@
 #include "cli/procid.h"
 #include "util/err.h"
 
-/* Which of pid's processes procs[i] is (1-based), and how many there are. */
-static void nth_of(const struct rd_process *procs, size_t n, size_t i,
-                   long *nth, long *count)
-{
-	*nth = 0;
-	*count = 0;
-	for (size_t k = 0; k < n; k++) {
-		if (procs[k].pid != procs[i].pid)
-			continue;
-		++*count;
-		if (k <= i)
-			++*nth;
-	}
-}
-
-void procid_format(const struct rd_process *procs, size_t n, size_t i,
-                   char *buf, size_t len)
-{
-	long nth, count;
-	nth_of(procs, n, i, &nth, &count);
-	if (count > 1)
-		snprintf(buf, len, "%lld.%ld", (long long)procs[i].pid, nth);
-	else
-		snprintf(buf, len, "%lld", (long long)procs[i].pid);
-}
-
 int procsel_parse(const char *cmd, const char *v, struct procsel *out)
 {
 	char pid[32];
@@ -76,7 +50,7 @@ bool procsel_match(const struct procsel *sel, const struct rd_process *procs,
 	if (!sel->nth)
 		return true;
 	long nth, count;
-	nth_of(procs, n, i, &nth, &count);
+	procid_nth(procs, n, i, &nth, &count);
 	return nth == sel->nth;
 }
 

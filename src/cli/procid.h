@@ -1,10 +1,8 @@
 /*
- * How every command names a process of a profile (report, pprof,
- * flamegraph): its pid when the profile has one process of that pid, else
- * PID.N, the N-th of them (1-based, in the order they started: upid
- * order).  A pid has several when it exec'd under --follow-exec (a row per
- * image) or was reused.  `--pid PID` selects every process of PID,
- * `--pid PID.N` one of them.
+ * The processes of a profile on the command line: `--pid PID` selects
+ * every process of PID, `--pid PID.N` one of them (the ids of
+ * profile/procid.h), and the choice of one process and of one of its
+ * dumps, with the messages every command prints.
  */
 #ifndef HEAPPROF_CLI_PROCID_H
 #define HEAPPROF_CLI_PROCID_H
@@ -13,11 +11,8 @@
 #include <stddef.h>
 
 #include "cli/options.h"
+#include "profile/procid.h"
 #include "profile/reader.h"
-
-/* The id of procs[i] among procs[0..n) into buf ("8681" or "8681.2"). */
-void procid_format(const struct rd_process *procs, size_t n, size_t i,
-                   char *buf, size_t len);
 
 /* A --pid value. */
 struct procsel {

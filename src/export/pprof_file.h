@@ -61,7 +61,7 @@ struct ppf_job {
 	size_t proc;
 	char *heap;
 	size_t dump, ndumps;
-	char id[48]; /* the process's id (cli/procid.h), for messages */
+	char id[48]; /* the process's id (profile/procid.h), for messages */
 };
 
 void ppf_jobs_free(struct ppf_job *j, size_t n);

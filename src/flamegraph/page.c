@@ -37,11 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/procid.h"
 #include "flamegraph/assets.h"
 #include "flamegraph/page.h"
 #include "profile/aggregate.h"
 #include "profile/calltree.h"
+#include "profile/procid.h"
 #include "profile/reader.h"
 #include "profile/trace_read.h"
 #include "util/err.h"
@@ -428,7 +428,7 @@ static int write_process(struct jw *w, sqlite3 *db, struct calltree *g,
 	jw_int(w, p->upid);
 	jw_raw(w, ",\"pid\":");
 	jw_int(w, p->pid);
-	/* The id report and pprof use (cli/procid.h): "PID" or "PID.N". */
+	/* The id report and pprof use (profile/procid.h): "PID" or "PID.N". */
 	jw_raw(w, ",\"id\":");
 	jw_str(w, id);
 	jw_raw(w, ",\"name\":");
