@@ -10,28 +10,27 @@
  * Stacks of two files have different ids, so stacks are matched by what
  * they mean: per frame, the module's file name and the function name (the
  * frame's address in its module when the name is unknown).  Stacks that
- * differ only in call sites inside the same functions are one stack here.
+ * differ only in call sites inside the same functions are one stack here
+ * (profile/aggregate.h, which also loads each side's dump).
  *
  * The text report shows the totals and the stacks and functions that grew
  * and shrank most in one view; -o writes a pprof file following pprof's
  * -diff_base convention (B's samples, plus A's negated and labelled
  * pprof::base=true), so `go tool pprof -top OUT` shows B - A.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
 #include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/procid.h"
-#include "export/pprof.h"
+#include "export/pprof_file.h"
+#include "profile/aggregate.h"
 #include "profile/reader.h"
 #include "util/err.h"
-#include "util/hmap.h"
 
 #define SUBSYS "diff"
 
@@ -44,24 +43,12 @@ static const char *const view_help[RD_NVIEWS] = {
         "objects allocated since the start, freed or not",
 };
 
-/* One side of the comparison. */
+/* One side of the comparison: what the options chose, and what it is. */
 struct side {
-	const char *file;
 	struct dump_ref dump;
 	int have_pid;
 	struct procsel pid;
-	/* Loaded; db and stacks may be shared with the other side. */
-	sqlite3 *db;
-	struct rd_stacks *s;
-	int owns;
-	struct rd_process *procs;
-	size_t nprocs;
-	const struct rd_process *proc;
-	struct rd_dump *dumps;
-	size_t ndumps, dump_index; /* 1-based */
-	struct rd_sample *samples;
-	size_t nsamples;
-	int64_t total[RD_NVIEWS];
+	struct ag_side x; /* the file, then what was loaded of it */
 };
 
 struct diff_opts {
@@ -73,19 +60,6 @@ struct diff_opts {
 	/* --dumps A,B: the value, split at its comma; the dump refs of
 	 * the sides point into it. */
 	char dumps_buf[2 * HP_SNAPSHOT_NAME_MAX + 2];
-};
-
-/* A stack or function (by symbolic identity) and its values in A and B. */
-struct entry {
-	int64_t v[2][RD_NVIEWS];
-	int rep_side; /* where to find a callsite to print it */
-	int64_t rep_callsite;
-};
-
-struct table {
-	struct hmap idx;
-	struct entry *e;
-	size_t n, cap;
 };
 
 /* ---- arguments ---------------------------------------------------------- */
@@ -268,7 +242,7 @@ static int parse_args(int argc, char **argv, struct diff_opts *o,
 	for (int k = 0; k < 2; k++) {
 		struct side *sd = &o->side[k];
 		const char *op = r.operand[r.noperands == 2 ? k : 0];
-		if (split_operand(op, &sd->file, &sd->dump, &owned[k]) < 0)
+		if (split_operand(op, &sd->x.file, &sd->dump, &owned[k]) < 0)
 			return 2;
 		if (r.have_dumps && r.noperands == 2 &&
 		    (sd->dump.index || sd->dump.name)) {
@@ -288,69 +262,28 @@ static int parse_args(int argc, char **argv, struct diff_opts *o,
 
 /* ---- loading ------------------------------------------------------------ */
 
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
-	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 static int pick_process(struct side *sd)
 {
-	if (reader_load_processes(sd->db, SUBSYS, &sd->procs, &sd->nprocs) < 0)
-		return -1;
-	for (size_t i = 0; i < sd->nprocs; i++) {
-		if (sd->have_pid &&
-		    !procsel_match(&sd->pid, sd->procs, sd->nprocs, i))
-			continue;
-		if (sd->proc) {
-			hp_err(SUBSYS,
-			       "%s holds several processes%s; choose one with "
-			       "--pid%s",
-			       sd->file, sd->have_pid ? " of that pid" : "",
-			       sd->have_pid ? " PID.N" : "");
-			return -1;
-		}
-		sd->proc = &sd->procs[i];
-	}
-	char sel[48];
-	procsel_format(&sd->pid, sel, sizeof(sel));
-	if (!sd->proc && sd->have_pid)
-		hp_err(SUBSYS, "%s: no process with pid %s", sd->file, sel);
-	else if (!sd->proc)
-		hp_err(SUBSYS, "%s: no processes in this profile", sd->file);
-	return sd->proc ? 0 : -1;
+	long i = procid_pick_one(SUBSYS, sd->x.file,
+	                         sd->have_pid ? &sd->pid : NULL, sd->x.procs,
+	                         sd->x.nprocs);
+	sd->x.proc = i >= 0 ? &sd->x.procs[i] : NULL;
+	return sd->x.proc ? 0 : -1;
 }
 
 static int pick_dump(struct side *sd)
 {
-	if (reader_load_dumps(sd->db, SUBSYS, sd->proc->upid, &sd->dumps,
-	                      &sd->ndumps) < 0)
+	struct ag_side *x = &sd->x;
+
+	if (reader_load_dumps(x->db, SUBSYS, x->proc->upid, &x->dumps,
+	                      &x->ndumps) < 0)
 		return -1;
-	char who[PATH_MAX + 64];
-	snprintf(who, sizeof(who), "%s: process %" PRId64, sd->file,
-	         sd->proc->pid);
-	long idx = opt_pick_dump(SUBSYS, who, sd->dumps, sd->ndumps, &sd->dump);
+	long idx = procid_pick_dump(SUBSYS, x->file, x->proc, x->dumps,
+	                            x->ndumps, &sd->dump);
 	if (idx < 0)
 		return -1;
-	idx++;
-	sd->dump_index = (size_t)idx;
+	x->dump_index = (size_t)idx + 1;
 	return 0;
-}
-
-static int has_heap(struct side *sd, const char *heap)
-{
-	char **h = NULL;
-	size_t n = 0;
-	int found = 0;
-
-	if (reader_load_heaps(sd->db, SUBSYS, sd->proc->upid, &h, &n) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		found |= !strcmp(h[i], heap);
-	reader_free_heaps(h, n);
-	return found;
 }
 
 /* Open and load side k (sharing the file of side 0 when it is the same). */
@@ -358,23 +291,8 @@ static int load_side(struct diff_opts *o, int k)
 {
 	struct side *sd = &o->side[k];
 
-	if (k == 1 && same_file(o->side[0].file, sd->file)) {
-		sd->db = o->side[0].db;
-		sd->s = o->side[0].s;
-	} else {
-		sd->db = reader_open(sd->file, SUBSYS);
-		if (!sd->db)
-			return -1;
-		sd->owns = 1;
-		sd->s = calloc(1, sizeof(*sd->s));
-		if (!sd->s) {
-			hp_err(SUBSYS, "out of memory");
-			return -1;
-		}
-		if (reader_load_stacks(sd->db, SUBSYS, sd->s) < 0)
-			return -1;
-	}
-	if (pick_process(sd) < 0 || pick_dump(sd) < 0)
+	if (ag_side_open(&sd->x, k ? &o->side[0].x : NULL, SUBSYS) < 0 ||
+	    pick_process(sd) < 0 || pick_dump(sd) < 0)
 		return -1;
 	return 0;
 }
@@ -384,7 +302,7 @@ static int load_samples(struct diff_opts *o)
 	int found[2];
 
 	for (int k = 0; k < 2; k++) {
-		found[k] = has_heap(&o->side[k], o->heap);
+		found[k] = ag_side_has_heap(&o->side[k].x, o->heap, SUBSYS);
 		if (found[k] < 0)
 			return -1;
 	}
@@ -393,186 +311,13 @@ static int load_samples(struct diff_opts *o)
 		hp_err(SUBSYS, "no heap '%s' in either profile", o->heap);
 		return -1;
 	}
-	for (int k = 0; k < 2; k++) {
-		struct side *sd = &o->side[k];
-		if (reader_load_samples(sd->db, SUBSYS, sd->proc->upid, o->heap,
-		                        sd->dumps[sd->dump_index - 1].ts,
-		                        &sd->samples, &sd->nsamples) < 0)
+	for (int k = 0; k < 2; k++)
+		if (ag_side_load(&o->side[k].x, o->heap, SUBSYS) < 0)
 			return -1;
-		for (size_t i = 0; i < sd->nsamples; i++)
-			for (int v = 0; v < RD_NVIEWS; v++)
-				sd->total[v] += sd->samples[i].v[v];
-	}
 	return 0;
-}
-
-static void side_free(struct side *sd)
-{
-	if (sd->owns) {
-		if (sd->s)
-			reader_free_stacks(sd->s);
-		free(sd->s);
-		sqlite3_close(sd->db);
-	}
-	reader_free_processes(sd->procs, sd->nprocs);
-	reader_free_dumps(sd->dumps, sd->ndumps);
-	free(sd->samples);
-}
-
-/* ---- matching by symbolic identity -------------------------------------- */
-
-static const char *basename_of(const char *path)
-{
-	const char *s = path ? strrchr(path, '/') : NULL;
-
-	if (!path || !path[0])
-		return "?";
-	return s && s[1] ? s + 1 : path;
-}
-
-struct buf {
-	char *p;
-	size_t n, cap;
-};
-
-static int buf_add(struct buf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return 0;
-}
-
-/* Append the identity of one frame: module, function (or address). */
-static int key_frame(struct buf *b, const struct rd_stacks *s, int64_t frame)
-{
-	const struct rd_frame *f = rd_frame_get(s, frame);
-	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
-	const char *mod = basename_of(m ? m->name : NULL);
-	char pc[32];
-
-	if (!f || !f->name)
-		snprintf(pc, sizeof(pc), "0x%" PRIx64,
-		         f ? (uint64_t)f->rel_pc : 0);
-	const char *fn = f && f->name ? f->name : pc;
-	/* Separators that cannot occur in names or paths we print. */
-	if (buf_add(b, mod, strlen(mod)) < 0 || buf_add(b, "\x1f", 1) < 0 ||
-	    buf_add(b, fn, strlen(fn)) < 0 || buf_add(b, "\x1e", 1) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
-static int table_add(struct table *t, const char *key, size_t klen, int side,
-                     const struct rd_sample *x)
-{
-	int64_t *idx = hmap_find(&t->idx, key, klen);
-	struct entry *e;
-
-	if (idx) {
-		e = &t->e[*idx];
-	} else {
-		if (t->n == t->cap) {
-			size_t cap = t->cap ? t->cap * 2 : 256;
-			struct entry *a = realloc(t->e, cap * sizeof(*a));
-			if (!a)
-				return -ENOMEM;
-			t->e = a;
-			t->cap = cap;
-		}
-		if (hmap_put(&t->idx, key, klen, (int64_t)t->n) < 0)
-			return -ENOMEM;
-		e = &t->e[t->n++];
-		memset(e, 0, sizeof(*e));
-		e->rep_side = side;
-		e->rep_callsite = x->callsite;
-	}
-	/* Print B's stack when there is one. */
-	if (side == 1 && e->rep_side == 0) {
-		e->rep_side = 1;
-		e->rep_callsite = x->callsite;
-	}
-	for (int v = 0; v < RD_NVIEWS; v++)
-		e->v[side][v] += x->v[v];
-	return 0;
-}
-
-/* Stacks (full chain) and functions (leaf frame) of both sides. */
-static int build_tables(const struct diff_opts *o, struct table *stacks,
-                        struct table *fns)
-{
-	struct buf b = {0};
-	int err = 0;
-
-	for (int k = 0; !err && k < 2; k++) {
-		const struct side *sd = &o->side[k];
-		for (size_t i = 0; !err && i < sd->nsamples; i++) {
-			const struct rd_sample *x = &sd->samples[i];
-			const struct rd_callsite *c =
-			        rd_callsite_get(sd->s, x->callsite);
-			size_t leaf_len = 0;
-			b.n = 0;
-			err = buf_add(&b, "", 0);
-			for (int d = 0; !err && c && d < RD_MAX_DEPTH; d++) {
-				err = key_frame(&b, sd->s, c->frame);
-				if (d == 0)
-					leaf_len = b.n;
-				c = c->parent
-				            ? rd_callsite_get(sd->s, c->parent)
-				            : NULL;
-			}
-			if (!err)
-				err = table_add(stacks, b.p, b.n, k, x);
-			if (!err)
-				err = table_add(fns, b.p, leaf_len, k, x);
-		}
-	}
-	free(b.p);
-	if (err)
-		hp_err(SUBSYS, "out of memory");
-	return err;
-}
-
-static void table_free(struct table *t)
-{
-	hmap_free(&t->idx);
-	free(t->e);
 }
 
 /* ---- printing ----------------------------------------------------------- */
-
-static const struct entry *sort_base;
-static enum rd_view sort_view;
-
-static int64_t delta(const struct entry *e, enum rd_view v)
-{
-	return e->v[1][v] - e->v[0][v];
-}
-
-static int cmp_delta(const void *a, const void *b)
-{
-	size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
-	int64_t da = delta(&sort_base[ia], sort_view);
-	int64_t db = delta(&sort_base[ib], sort_view);
-
-	/* Largest absolute change first; ties by first seen. */
-	if (da < 0)
-		da = -da;
-	if (db < 0)
-		db = -db;
-	if (da != db)
-		return da > db ? -1 : 1;
-	return ia < ib ? -1 : 1;
-}
 
 static void fmt_rel(char *buf, size_t len, int64_t a, int64_t b)
 {
@@ -596,14 +341,14 @@ static void print_frame(const struct rd_stacks *s, int64_t frame)
 		printf("%s", f->name);
 	else
 		printf("0x%" PRIx64, f ? (uint64_t)f->rel_pc : 0);
-	printf(" (%s)\n", basename_of(m ? m->name : NULL));
+	printf(" (%s)\n", ag_basename(m ? m->name : NULL));
 }
 
 /* The leaf of e's stack on the first line, then up to PATH_FRAMES callers. */
-static void print_stack(const struct diff_opts *o, const struct entry *e,
+static void print_stack(const struct diff_opts *o, const struct ag_entry *e,
                         int callers)
 {
-	const struct rd_stacks *s = o->side[e->rep_side].s;
+	const struct rd_stacks *s = o->side[e->rep_side].x.s;
 	const struct rd_callsite *c = rd_callsite_get(s, e->rep_callsite);
 	int depth = 0, shown = 0;
 
@@ -626,26 +371,18 @@ static void print_stack(const struct diff_opts *o, const struct entry *e,
 		       depth - shown == 1 ? "" : "s");
 }
 
-static void print_changes(const struct diff_opts *o, const struct table *t,
+static void print_changes(const struct diff_opts *o, const struct ag_table *t,
                           const char *what, int grow)
 {
 	enum rd_view v = o->view;
-	size_t *order = malloc((t->n ? t->n : 1) * sizeof(*order));
 	size_t n = 0, shown = 0;
+	size_t *order = ag_diff_order(t, v, grow, &n);
 	char rel[32];
 
 	if (!order) {
 		hp_err(SUBSYS, "out of memory");
 		return;
 	}
-	for (size_t i = 0; i < t->n; i++) {
-		int64_t d = delta(&t->e[i], v);
-		if (grow ? d > 0 : d < 0)
-			order[n++] = i;
-	}
-	sort_base = t->e;
-	sort_view = v;
-	qsort(order, n, sizeof(*order), cmp_delta);
 	printf("\n  Top %ld %s %s by %s:\n", o->top,
 	       grow ? "growing" : "shrinking", what, rd_view_names[v]);
 	if (n == 0) {
@@ -656,11 +393,11 @@ static void print_changes(const struct diff_opts *o, const struct table *t,
 	printf("    %3s  %12s  %8s  %12s  %12s  %s\n", "#", "change",
 	       "relative", "A", "B", "leaf first");
 	for (size_t i = 0; i < n && shown < (size_t)o->top; i++, shown++) {
-		const struct entry *e = &t->e[order[i]];
+		const struct ag_entry *e = &t->e[order[i]];
 		fmt_rel(rel, sizeof(rel), e->v[0][v], e->v[1][v]);
 		printf("    %3zu  %+12" PRId64 "  %8s  %12" PRId64
 		       "  %12" PRId64 "  ",
-		       i + 1, delta(e, v), rel, e->v[0][v], e->v[1][v]);
+		       i + 1, ag_delta(e, v), rel, e->v[0][v], e->v[1][v]);
 		print_stack(o, e, !strcmp(what, "stacks"));
 	}
 	if (n > shown)
@@ -668,7 +405,7 @@ static void print_changes(const struct diff_opts *o, const struct table *t,
 	free(order);
 }
 
-static void print_side(const char *tag, const struct side *sd)
+static void print_side(const char *tag, const struct ag_side *sd)
 {
 	const struct rd_dump *d = &sd->dumps[sd->dump_index - 1];
 	char id[48];
@@ -677,15 +414,16 @@ static void print_side(const char *tag, const struct side *sd)
 	              sizeof(id));
 	printf("  %s  %s: process %s (%s), dump %zu of %zu (%s) at "
 	       "+%.3f s\n",
-	       tag, sd->file, id, basename_of(sd->proc->name), sd->dump_index,
+	       tag, sd->file, id, ag_basename(sd->proc->name), sd->dump_index,
 	       sd->ndumps, d->reason,
 	       (double)(d->ts - sd->proc->start_ts) / 1e9);
 }
 
-static void print_report(const struct diff_opts *o, const struct table *stacks,
-                         const struct table *fns)
+static void print_report(const struct diff_opts *o,
+                         const struct ag_table *stacks,
+                         const struct ag_table *fns)
 {
-	const struct side *a = &o->side[0], *b = &o->side[1];
+	const struct ag_side *a = &o->side[0].x, *b = &o->side[1].x;
 	char rel[32];
 
 	printf("Difference B - A, heap %s, view %s (%s%s)\n", o->heap,
@@ -715,59 +453,33 @@ static void print_report(const struct diff_opts *o, const struct table *stacks,
 
 /* ---- pprof output ------------------------------------------------------- */
 
+static void side_dump(const struct ag_side *sd, struct ppf_dump *x)
+{
+	*x = (struct ppf_dump){.file = sd->file,
+	                       .db = sd->db,
+	                       .s = sd->s,
+	                       .proc = sd->proc,
+	                       .dump = &sd->dumps[sd->dump_index - 1],
+	                       .index = sd->dump_index,
+	                       .ndumps = sd->ndumps};
+}
+
 static int write_pprof(const struct diff_opts *o)
 {
-	const struct side *a = &o->side[0], *b = &o->side[1];
-	const struct rd_dump *da = &a->dumps[a->dump_index - 1];
-	const struct rd_dump *db = &b->dumps[b->dump_index - 1];
-	struct pp_profile *p = pp_new(b->proc->interval);
-	char *ca = NULL, *cb = NULL;
-	int err = p ? 0 : -ENOMEM;
+	struct ppf_dump a, b;
 
-	if (!err && asprintf(&ca,
-	                     "heapprof diff base (A, negated): %s, process "
-	                     "%" PRId64 ", heap %s, dump %zu of %zu",
-	                     a->file, a->proc->pid, o->heap, a->dump_index,
-	                     a->ndumps) < 0) {
-		ca = NULL;
-		err = -ENOMEM;
-	}
-	if (!err && asprintf(&cb,
-	                     "heapprof diff B: %s, process %" PRId64
-	                     ", heap %s, dump %zu of %zu",
-	                     b->file, b->proc->pid, o->heap, b->dump_index,
-	                     b->ndumps) < 0) {
-		cb = NULL;
-		err = -ENOMEM;
-	}
-	if (!err)
-		err = pp_add_comment(p, ca);
-	if (!err)
-		err = pp_add_comment(p, cb);
-	if (err)
-		hp_err(SUBSYS, "out of memory");
-	if (!err) {
-		pp_set_time(p, pp_wall_time(b->db, db->ts), 0);
-		err = pp_add_dump(p, b->db, b->s, b->proc->upid, o->heap,
-		                  db->ts, 0, NULL, SUBSYS);
-	}
-	if (!err)
-		err = pp_add_dump(p, a->db, a->s, a->proc->upid, o->heap,
-		                  da->ts, 1, NULL, SUBSYS);
-	if (!err)
-		err = pp_write_gz(p, o->out, SUBSYS);
+	side_dump(&o->side[0].x, &a);
+	side_dump(&o->side[1].x, &b);
+	int err = ppf_write_diff(&a, &b, o->heap, o->out, SUBSYS);
 	if (!err)
 		printf("\nwrote %s (go tool pprof -top %s)\n", o->out, o->out);
-	free(ca);
-	free(cb);
-	pp_free(p);
 	return err;
 }
 
 int cmd_diff(int argc, char **argv)
 {
 	struct diff_opts o;
-	struct table stacks = {0}, fns = {0};
+	struct ag_diff d;
 	char *owned[2] = {NULL, NULL};
 	int rc = parse_args(argc, argv, &o, owned);
 	int err = 0;
@@ -777,22 +489,23 @@ int cmd_diff(int argc, char **argv)
 		free(owned[1]);
 		return rc == 1 ? 0 : 2;
 	}
-	hmap_init(&stacks.idx);
-	hmap_init(&fns.idx);
+	ag_diff_init(&d);
 	for (int k = 0; !err && k < 2; k++)
 		err = load_side(&o, k);
 	if (!err)
 		err = load_samples(&o);
+	for (int k = 0; !err && k < 2; k++)
+		if ((err = ag_diff_add(&d, k, o.side[k].x.s,
+		                       o.side[k].x.samples,
+		                       o.side[k].x.nsamples)) < 0)
+			hp_err(SUBSYS, "out of memory");
 	if (!err)
-		err = build_tables(&o, &stacks, &fns);
-	if (!err)
-		print_report(&o, &stacks, &fns);
+		print_report(&o, &d.stacks, &d.fns);
 	if (!err && o.out)
 		err = write_pprof(&o);
-	table_free(&stacks);
-	table_free(&fns);
-	side_free(&o.side[1]);
-	side_free(&o.side[0]);
+	ag_diff_free(&d);
+	ag_side_free(&o.side[1].x);
+	ag_side_free(&o.side[0].x);
 	free(owned[0]);
 	free(owned[1]);
 	if (fflush(stdout) != 0) {

@@ -1,14 +1,16 @@
 /*
  * `heapprof pprof FILE`: export a profile as gzipped pprof files
  * (profile.proto), one per process, heap and dump, for `go tool pprof`,
- * speedscope and other pprof readers.  The encoding is in src/export/;
- * this file picks what to export and names the files (docs/PPROF.md):
+ * speedscope and other pprof readers.  The encoding and the files are in
+ * src/export/ (pprof.c, pprof_file.c); this file picks what to export and
+ * how the files are named (docs/PPROF.md):
  *
  *   one file results        -o PATH is that file (default: FILE without
  *                           ".db", plus ".pb.gz")
  *   several files result    -o PATH is a prefix (default: FILE without
  *                           ".db"; PATH without ".pb.gz"), each file
- *                           PREFIX.<id>[.<heap>][.dump<N>].pb.gz (out_path)
+ *                           PREFIX.<id>[.<heap>][.dump<N>].pb.gz
+ *                           (ppf_out_path)
  *
  * and an -o naming an existing directory (or ending in '/') puts the files
  * there under the default names.
@@ -23,12 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/procid.h"
-#include "export/pprof.h"
+#include "export/pprof_file.h"
 #include "profile/reader.h"
 #include "profile/trace_read.h"
 #include "util/err.h"
@@ -44,18 +45,7 @@ struct pprof_opts {
 	struct procsel pid; /* --pid PID or PID.N (cli/procid.h) */
 	const char *heap;   /* NULL: libc.malloc */
 	int all_heaps;
-	/* --from/--to: since each process's start, ns. */
-	int window, have_from, have_to;
-	int64_t from_ns, to_ns;
-};
-
-/* One file to write: process, heap and dump (1-based index; 0 for the
- * --from/--to window). */
-struct job {
-	size_t proc;
-	char *heap;
-	size_t dump, ndumps;
-	char id[48]; /* the process's id (procid.h), for messages */
+	struct ag_window win; /* --from/--to */
 };
 
 struct proc_dumps {
@@ -127,12 +117,12 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		return procsel_parse(SUBSYS, v, &o->pid);
 	}
 	if ((v = opt_value(argc, argv, i, "--from", &missing))) {
-		o->window = o->have_from = 1;
-		return opt_parse_offset(SUBSYS, "--from", v, &o->from_ns);
+		o->win.window = o->win.have_from = 1;
+		return opt_parse_offset(SUBSYS, "--from", v, &o->win.from_ns);
 	}
 	if ((v = opt_value(argc, argv, i, "--to", &missing))) {
-		o->window = o->have_to = 1;
-		return opt_parse_offset(SUBSYS, "--to", v, &o->to_ns);
+		o->win.window = o->win.have_to = 1;
+		return opt_parse_offset(SUBSYS, "--to", v, &o->win.to_ns);
 	}
 	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
 		if (!v[0]) {
@@ -178,47 +168,23 @@ static int parse_args(int argc, char **argv, struct pprof_opts *o)
 		hp_err(SUBSYS, "--heap and --all-heaps exclude each other");
 		return 2;
 	}
-	if (o->window && (o->all_dumps || o->dump.index || o->dump.name)) {
+	if (o->win.window && (o->all_dumps || o->dump.index || o->dump.name)) {
 		hp_err(SUBSYS,
 		       "--from/--to and --dump/--all exclude each other");
 		return 2;
 	}
-	if (o->have_from && o->have_to && o->from_ns >= o->to_ns) {
+	if (o->win.have_from && o->win.have_to &&
+	    o->win.from_ns >= o->win.to_ns) {
 		char a[32], b[32];
 		hp_err(SUBSYS, "--from %s is not before --to %s",
-		       opt_duration_str(o->from_ns, a, sizeof(a)),
-		       opt_duration_str(o->to_ns, b, sizeof(b)));
+		       opt_duration_str(o->win.from_ns, a, sizeof(a)),
+		       opt_duration_str(o->win.to_ns, b, sizeof(b)));
 		return 2;
 	}
 	return 0;
 }
 
 /* ---- what to export ----------------------------------------------------- */
-
-static void jobs_free(struct job *j, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(j[i].heap);
-	free(j);
-}
-
-static int job_add(struct job **j, size_t *n, size_t proc, const char *heap,
-                   size_t dump, size_t ndumps)
-{
-	struct job *a = realloc(*j, (*n + 1) * sizeof(*a));
-
-	if (!a)
-		return -ENOMEM;
-	*j = a;
-	a[*n] = (struct job){.proc = proc,
-	                     .heap = strdup(heap),
-	                     .dump = dump,
-	                     .ndumps = ndumps};
-	if (!a[*n].heap)
-		return -ENOMEM;
-	++*n;
-	return 0;
-}
 
 /* The heaps to export of a process; *n 0 if none.  0 or -1 (printed). */
 static int pick_heaps(sqlite3 *db, const struct rd_process *p,
@@ -262,7 +228,7 @@ static int pick_heaps(sqlite3 *db, const struct rd_process *p,
 /* The jobs for process i.  0 or -1 (message printed). */
 static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
                         const struct pprof_opts *o, struct proc_dumps *pd,
-                        struct job **jobs, size_t *njobs, int *heap_found,
+                        struct ppf_job **jobs, size_t *njobs, int *heap_found,
                         int *traced)
 {
 	const struct rd_process *p = &procs[i];
@@ -272,7 +238,7 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 
 	if (reader_load_dumps(db, SUBSYS, p->upid, &pd->d, &pd->n) < 0)
 		return -1;
-	if (o->window) {
+	if (o->win.window) {
 		struct tr_info t;
 		if (tr_load_info(db, SUBSYS, p->upid, &t) < 0)
 			return -1;
@@ -287,7 +253,7 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 		if (pick_heaps(db, p, o, &heaps, &nheaps, heap_found) < 0)
 			return -1;
 		for (size_t h = 0; !err && h < nheaps; h++)
-			err = job_add(jobs, njobs, i, heaps[h], 0, pd->n);
+			err = ppf_job_add(jobs, njobs, i, heaps[h], 0, pd->n);
 		reader_free_heaps(heaps, nheaps);
 		if (err)
 			hp_err(SUBSYS, "out of memory");
@@ -300,9 +266,9 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 	}
 	long idx = 1;
 	if (!o->all_dumps) {
-		char who[64];
-		snprintf(who, sizeof(who), "process %" PRId64, p->pid);
-		idx = opt_pick_dump(SUBSYS, who, pd->d, pd->n, &o->dump) + 1;
+		idx = procid_pick_dump(SUBSYS, NULL, p, pd->d, pd->n,
+		                       &o->dump) +
+		      1;
 		if (idx == 0)
 			return -1;
 	}
@@ -312,7 +278,7 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 		size_t first = o->all_dumps ? 1 : (size_t)idx;
 		size_t last = o->all_dumps ? pd->n : (size_t)idx;
 		for (size_t d = first; !err && d <= last; d++)
-			err = job_add(jobs, njobs, i, heaps[h], d, pd->n);
+			err = ppf_job_add(jobs, njobs, i, heaps[h], d, pd->n);
 	}
 	reader_free_heaps(heaps, nheaps);
 	if (err)
@@ -320,280 +286,49 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 	return err ? -1 : 0;
 }
 
-/* ---- output names ------------------------------------------------------- */
-
-static int is_dir(const char *path)
-{
-	struct stat sb;
-	size_t n = strlen(path);
-
-	return (n && path[n - 1] == '/') ||
-	       (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
-}
-
-/* FILE without a trailing ".db"; malloc'ed. */
-static char *file_base(const char *file)
-{
-	size_t n = strlen(file);
-	char *b = strdup(file);
-
-	if (b && n > 3 && !strcmp(file + n - 3, ".db"))
-		b[n - 3] = '\0';
-	return b;
-}
-
-/* The path all output names start with (a file or a prefix). */
-static char *out_stem(const struct pprof_opts *o)
-{
-	char *base = file_base(o->file), *r = NULL;
-
-	if (!base)
-		return NULL;
-	if (!o->out) {
-		r = base;
-	} else if (is_dir(o->out)) {
-		const char *slash = strrchr(base, '/');
-		const char *name = slash ? slash + 1 : base;
-		size_t n = strlen(o->out);
-		int sep = o->out[n - 1] != '/';
-		if (asprintf(&r, "%s%s%s", o->out, sep ? "/" : "", name) < 0)
-			r = NULL;
-		free(base);
-	} else {
-		r = strdup(o->out);
-		free(base);
-	}
-	return r;
-}
-
-/*
- * Output path of job j.  With several files: STEM.ID[.HEAP][.dumpN].pb.gz,
- * or STEM.ID[.HEAP].window.pb.gz: ID the process's id (procid.h: "8681",
- * or "8681.2" for the second process of pid 8681, e.g. its image after an
- * exec), the heap only when the files are of several heaps, the dump only
- * when of several dumps.  A STEM from -o loses its ".pb.gz"
- * (-o one.pb.gz: one.8681.pb.gz).  Unique within a run (write_all_jobs
- * checks).
- */
-static char *out_path(const struct pprof_opts *o, const char *stem,
-                      const struct job *jobs, size_t njobs, size_t k,
-                      const struct rd_process *procs, size_t nprocs)
-{
-	const struct job *j = &jobs[k];
-	char *r = NULL;
-
-	if (njobs == 1 && o->out && !is_dir(o->out))
-		return strdup(o->out);
-	if (njobs == 1) {
-		if (asprintf(&r, "%s.pb.gz", stem) < 0)
-			return NULL;
-		return r;
-	}
-	bool heaps = false, dumps = false;
-	for (size_t i = 1; i < njobs; i++) {
-		heaps |= strcmp(jobs[i].heap, jobs[0].heap) != 0;
-		dumps |= jobs[i].dump != jobs[0].dump;
-	}
-	char id[48], heap[140] = "", dump[32] = "";
-	procid_format(procs, nprocs, j->proc, id, sizeof(id));
-	if (heaps) {
-		snprintf(heap, sizeof(heap), ".%s", j->heap);
-		for (char *c = heap; *c; c++)
-			if (*c == '/')
-				*c = '_';
-	}
-	if (j->dump == 0)
-		snprintf(dump, sizeof(dump), ".window");
-	else if (dumps)
-		snprintf(dump, sizeof(dump), ".dump%zu", j->dump);
-	size_t n = strlen(stem);
-	int keep =
-	        n > 6 && !strcmp(stem + n - 6, ".pb.gz") ? (int)n - 6 : (int)n;
-	if (asprintf(&r, "%.*s.%s%s%s.pb.gz", keep, stem, id, heap, dump) < 0)
-		return NULL;
-	return r;
-}
-
 /* ---- writing ------------------------------------------------------------ */
-
-static int write_window(sqlite3 *db, const struct rd_stacks *s,
-                        const struct pprof_opts *o, const struct rd_process *p,
-                        const struct job *j, const char *path);
 
 static int write_job(sqlite3 *db, const struct rd_stacks *s,
                      const struct pprof_opts *o, const struct rd_process *p,
-                     const struct proc_dumps *pd, const struct job *j,
+                     const struct proc_dumps *pd, const struct ppf_job *j,
                      const char *path)
 {
-	if (j->dump == 0)
-		return write_window(db, s, o, p, j, path);
-	const struct rd_dump *d = &pd->d[j->dump - 1];
-	struct pp_profile *pp = pp_new(p->interval);
-	char *c1 = NULL, *c2 = NULL;
+	if (j->dump == 0) {
+		struct ppf_window w;
+		int err = ppf_write_window(db, s, o->file, p, j->heap, &o->win,
+		                           path, SUBSYS, &w);
+		if (!err)
+			printf("wrote %s: process %s, heap %s, window %+.6f s "
+			       "to"
+			       " %+.6f s%s, %zu samples\n",
+			       path, j->id, j->heap, w.from, w.to,
+			       w.incomplete ? " (trace incomplete)" : "",
+			       w.nsamples);
+		return err;
+	}
+	struct ppf_dump x = {.file = o->file,
+	                     .db = db,
+	                     .s = s,
+	                     .proc = p,
+	                     .dump = &pd->d[j->dump - 1],
+	                     .index = j->dump,
+	                     .ndumps = j->ndumps};
 	size_t n = 0;
-	int err = pp ? 0 : -ENOMEM;
-
-	if (!err && asprintf(&c1,
-	                     "heapprof profile %s: process %" PRId64
-	                     " (%s), heap %s, dump %zu of %zu (%s)",
-	                     o->file, p->pid, p->name, j->heap, j->dump,
-	                     j->ndumps, d->reason) < 0) {
-		c1 = NULL;
-		err = -ENOMEM;
-	}
-	if (!err && asprintf(&c2, "command line: %s", p->cmdline) < 0) {
-		c2 = NULL;
-		err = -ENOMEM;
-	}
-	if (!err)
-		err = pp_add_comment(pp, c1);
-	if (!err)
-		err = pp_add_comment(pp, c2);
-	if (err)
-		hp_err(SUBSYS, "out of memory");
-	if (!err) {
-		pp_set_time(pp, pp_wall_time(db, d->ts), d->ts - p->start_ts);
-		err = pp_add_dump(pp, db, s, p->upid, j->heap, d->ts, 0, &n,
-		                  SUBSYS);
-	}
-	if (!err)
-		err = pp_write_gz(pp, path, SUBSYS);
+	int err = ppf_write_dump(&x, j->heap, path, SUBSYS, &n);
 	if (!err)
 		printf("wrote %s: process %s, heap %s, dump %zu of %zu, %zu "
 		       "samples\n",
 		       path, j->id, j->heap, j->dump, j->ndumps, n);
-	free(c1);
-	free(c2);
-	pp_free(pp);
-	return err;
-}
-
-/* ---- a window of the trace ---------------------------------------------- */
-
-/*
- * The window of o in boot time for process p: [from, to), `to` at most
- * the end of what was recorded (so the comments name a real time).
- * Without --from it starts with the trace, which may be a little before
- * the process's recorded start.
- */
-static void window_bounds(const struct pprof_opts *o,
-                          const struct rd_process *p, const struct tr_info *t,
-                          int64_t *from, int64_t *to)
-{
-	int64_t end = t->last_ts + 1;
-	int64_t begin = t->first_ts && t->first_ts < p->start_ts ? t->first_ts
-	                                                         : p->start_ts;
-
-	if (p->has_end && p->end_ts > end)
-		end = p->end_ts;
-	*from = o->have_from ? p->start_ts + o->from_ns : begin;
-	*to = o->have_to ? p->start_ts + o->to_ns : end;
-	if (o->have_to && *to > end)
-		*to = end;
-	if (*to < *from)
-		*to = *from;
-}
-
-/* What a window's numbers are worth: comments for pprof -comments. */
-static char *trace_comment(const struct rd_process *p, const struct tr_info *t,
-                           int64_t from, int64_t to)
-{
-	char *r = NULL;
-	int64_t left = tr_left_out(t);
-	int ring_short = t->overwritten && t->first_ts > from;
-
-	if (!left) {
-		if (asprintf(&r,
-		             "trace: %s, complete (every allocation and"
-		             " free of the window is in it)",
-		             t->mode[0] ? t->mode : "?") < 0)
-			r = NULL;
-		return r;
-	}
-	if (asprintf(&r,
-	             "trace: %s, INCOMPLETE: %" PRId64 " events left out"
-	             " (%" PRId64 " allocations and %" PRId64
-	             " frees dropped, %" PRId64 " overwritten, %" PRId64
-	             " never finished)%s%+.3f s; values may miss allocations"
-	             " and frees",
-	             t->mode[0] ? t->mode : "?", left, t->dropped_allocs,
-	             t->dropped_frees, t->overwritten, t->incomplete,
-	             ring_short ? "; the events kept start at "
-	             : t->full_ts && t->full_ts < to ? "; the buffer filled at "
-	                                             : "; the trace ends at ",
-	             (double)((ring_short                      ? t->first_ts
-	                       : t->full_ts && t->full_ts < to ? t->full_ts
-	                                                       : t->last_ts) -
-	                      p->start_ts) /
-	                     1e9) < 0)
-		r = NULL;
-	return r;
-}
-
-static int write_window(sqlite3 *db, const struct rd_stacks *s,
-                        const struct pprof_opts *o, const struct rd_process *p,
-                        const struct job *j, const char *path)
-{
-	struct tr_info t;
-	struct tr_heap w;
-	int64_t from, to;
-	char *c[4] = {NULL, NULL, NULL, NULL};
-	struct pp_profile *pp = NULL;
-	int err;
-
-	if (tr_load_info(db, SUBSYS, p->upid, &t) < 0)
-		return -EIO;
-	window_bounds(o, p, &t, &from, &to);
-	if ((err = tr_window(db, SUBSYS, p->upid, j->heap, from, to, &w)) < 0)
-		return err;
-	double f = (double)(from - p->start_ts) / 1e9;
-	double e = (double)(to - p->start_ts) / 1e9;
-	if (asprintf(&c[0],
-	             "heapprof profile %s: process %" PRId64 " (%s), heap %s,"
-	             " window %+.6f s to %+.6f s since the process started",
-	             o->file, p->pid, p->name, j->heap, f, e) < 0)
-		c[0] = NULL;
-	if (asprintf(&c[1], "alloc_space, alloc_objects: allocations made in"
-	                    " the window; space, objects: those of them still"
-	                    " live at its end (no free before it)") < 0)
-		c[1] = NULL;
-	c[2] = trace_comment(p, &t, from, to);
-	if (asprintf(&c[3], "command line: %s", p->cmdline) < 0)
-		c[3] = NULL;
-	pp = pp_new(p->interval);
-	err = pp && c[0] && c[1] && c[2] && c[3] ? 0 : -ENOMEM;
-	for (int k = 0; !err && k < 4; k++)
-		err = pp_add_comment(pp, c[k]);
-	if (!err) {
-		pp_set_time(pp, pp_wall_time(db, from), to - from);
-		for (size_t i = 0; !err && i < w.n; i++)
-			err = pp_add_sample(pp, s, w.s[i].callsite, w.s[i].v,
-			                    NULL, NULL);
-	}
-	if (err)
-		hp_err(SUBSYS, "out of memory");
-	if (!err)
-		err = pp_write_gz(pp, path, SUBSYS);
-	if (!err)
-		printf("wrote %s: process %s, heap %s, window %+.6f s to %+.6f "
-		       "s%s, %zu samples\n",
-		       path, j->id, j->heap, f, e,
-		       tr_left_out(&t) ? " (trace incomplete)" : "",
-		       pp_nsamples(pp));
-	for (int k = 0; k < 4; k++)
-		free(c[k]);
-	pp_free(pp);
-	tr_heap_free(&w);
 	return err;
 }
 
 static int write_all_jobs(sqlite3 *db, const struct rd_stacks *s,
                           const struct pprof_opts *o,
                           const struct rd_process *procs, size_t nprocs,
-                          const struct proc_dumps *pd, struct job *jobs,
+                          const struct proc_dumps *pd, struct ppf_job *jobs,
                           size_t njobs)
 {
-	char *stem = out_stem(o);
+	char *stem = ppf_out_stem(o->file, o->out);
 	int err = stem ? 0 : -ENOMEM;
 
 	for (size_t i = 0; i < njobs; i++)
@@ -603,7 +338,7 @@ static int write_all_jobs(sqlite3 *db, const struct rd_stacks *s,
 	if (!paths)
 		err = -ENOMEM;
 	for (size_t i = 0; !err && i < njobs; i++) {
-		paths[i] = out_path(o, stem, jobs, njobs, i, procs, nprocs);
+		paths[i] = ppf_out_path(o->out, stem, jobs, njobs, i);
 		if (!paths[i]) {
 			err = -ENOMEM;
 			break;
@@ -635,7 +370,7 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 	struct rd_stacks s;
 	struct rd_process *procs = NULL;
 	struct proc_dumps *pd = NULL;
-	struct job *jobs = NULL;
+	struct ppf_job *jobs = NULL;
 	size_t nprocs = 0, njobs = 0, nsel = 0;
 	int heap_found = 0, traced = 0, err;
 
@@ -648,14 +383,15 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 	}
 	/* --from/--to: refused at once (one message) when no selected process
 	 * has a trace; the others are skipped with a note. */
-	for (size_t i = 0; !err && o->window && !traced && i < nprocs; i++) {
+	for (size_t i = 0; !err && o->win.window && !traced && i < nprocs;
+	     i++) {
 		struct tr_info t;
 		if (o->have_pid && !procsel_match(&o->pid, procs, nprocs, i))
 			continue;
 		err = tr_load_info(db, SUBSYS, procs[i].upid, &t);
 		traced = t.present;
 	}
-	if (!err && o->window && !traced) {
+	if (!err && o->win.window && !traced) {
 		hp_err(SUBSYS,
 		       "%s: --from/--to need an event trace (heapprof record"
 		       " --trace), and %s has none",
@@ -685,7 +421,7 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 	}
 	if (!err)
 		err = write_all_jobs(db, &s, o, procs, nprocs, pd, jobs, njobs);
-	jobs_free(jobs, njobs);
+	ppf_jobs_free(jobs, njobs);
 	for (size_t i = 0; pd && i < nprocs; i++)
 		reader_free_dumps(pd[i].d, pd[i].n);
 	free(pd);

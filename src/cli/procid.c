@@ -1,6 +1,8 @@
 /*
  * Process ids shared by the commands that read profiles (procid.h).
  */
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,32 +10,6 @@
 #include "cli/options.h"
 #include "cli/procid.h"
 #include "util/err.h"
-
-/* Which of pid's processes procs[i] is (1-based), and how many there are. */
-static void nth_of(const struct rd_process *procs, size_t n, size_t i,
-                   long *nth, long *count)
-{
-	*nth = 0;
-	*count = 0;
-	for (size_t k = 0; k < n; k++) {
-		if (procs[k].pid != procs[i].pid)
-			continue;
-		++*count;
-		if (k <= i)
-			++*nth;
-	}
-}
-
-void procid_format(const struct rd_process *procs, size_t n, size_t i,
-                   char *buf, size_t len)
-{
-	long nth, count;
-	nth_of(procs, n, i, &nth, &count);
-	if (count > 1)
-		snprintf(buf, len, "%lld.%ld", (long long)procs[i].pid, nth);
-	else
-		snprintf(buf, len, "%lld", (long long)procs[i].pid);
-}
 
 int procsel_parse(const char *cmd, const char *v, struct procsel *out)
 {
@@ -74,7 +50,7 @@ bool procsel_match(const struct procsel *sel, const struct rd_process *procs,
 	if (!sel->nth)
 		return true;
 	long nth, count;
-	nth_of(procs, n, i, &nth, &count);
+	procid_nth(procs, n, i, &nth, &count);
 	return nth == sel->nth;
 }
 
@@ -84,4 +60,44 @@ void procsel_format(const struct procsel *sel, char *buf, size_t len)
 		snprintf(buf, len, "%ld.%ld", sel->pid, sel->nth);
 	else
 		snprintf(buf, len, "%ld", sel->pid);
+}
+
+long procid_pick_one(const char *cmd, const char *file,
+                     const struct procsel *sel, const struct rd_process *procs,
+                     size_t n)
+{
+	long one = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (sel && !procsel_match(sel, procs, n, i))
+			continue;
+		if (one >= 0) {
+			hp_err(cmd,
+			       "%s holds several processes%s; choose one with "
+			       "--pid%s",
+			       file, sel ? " of that pid" : "",
+			       sel ? " PID.N" : "");
+			return -1;
+		}
+		one = (long)i;
+	}
+	if (one < 0 && sel) {
+		char buf[48];
+		procsel_format(sel, buf, sizeof(buf));
+		hp_err(cmd, "%s: no process with pid %s", file, buf);
+	} else if (one < 0) {
+		hp_err(cmd, "%s: no processes in this profile", file);
+	}
+	return one;
+}
+
+long procid_pick_dump(const char *cmd, const char *file,
+                      const struct rd_process *p, const struct rd_dump *d,
+                      size_t n, const struct dump_ref *ref)
+{
+	char who[PATH_MAX + 64];
+
+	snprintf(who, sizeof(who), "%s%sprocess %" PRId64, file ? file : "",
+	         file ? ": " : "", p->pid);
+	return opt_pick_dump(cmd, who, d, n, ref);
 }

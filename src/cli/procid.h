@@ -1,10 +1,8 @@
 /*
- * How every command names a process of a profile (report, pprof,
- * flamegraph): its pid when the profile has one process of that pid, else
- * PID.N, the N-th of them (1-based, in the order they started: upid
- * order).  A pid has several when it exec'd under --follow-exec (a row per
- * image) or was reused.  `--pid PID` selects every process of PID,
- * `--pid PID.N` one of them.
+ * The processes of a profile on the command line: `--pid PID` selects
+ * every process of PID, `--pid PID.N` one of them (the ids of
+ * profile/procid.h), and the choice of one process and of one of its
+ * dumps, with the messages every command prints.
  */
 #ifndef HEAPPROF_CLI_PROCID_H
 #define HEAPPROF_CLI_PROCID_H
@@ -12,11 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cli/options.h"
+#include "profile/procid.h"
 #include "profile/reader.h"
-
-/* The id of procs[i] among procs[0..n) into buf ("8681" or "8681.2"). */
-void procid_format(const struct rd_process *procs, size_t n, size_t i,
-                   char *buf, size_t len);
 
 /* A --pid value. */
 struct procsel {
@@ -33,5 +29,24 @@ bool procsel_match(const struct procsel *sel, const struct rd_process *procs,
 
 /* sel as the user wrote it ("8681" or "8681.2"). */
 void procsel_format(const struct procsel *sel, char *buf, size_t len);
+
+/*
+ * The one process of procs[0..n) that sel selects (any when sel is NULL):
+ * its index, or -1 with "heapprof: <cmd>: FILE holds several processes;
+ * choose one with --pid", "FILE: no process with pid P" or "FILE: no
+ * processes in this profile" printed.
+ */
+long procid_pick_one(const char *cmd, const char *file,
+                     const struct procsel *sel, const struct rd_process *procs,
+                     size_t n);
+
+/*
+ * The dump ref picks among d[0..n), the dumps of process p: its 0-based
+ * index, or -1 with "heapprof: <cmd>: [FILE: ]process PID: ..." printed
+ * (opt_pick_dump; file NULL: not named).
+ */
+long procid_pick_dump(const char *cmd, const char *file,
+                      const struct rd_process *p, const struct rd_dump *d,
+                      size_t n, const struct dump_ref *ref);
 
 #endif

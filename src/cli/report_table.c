@@ -1,0 +1,274 @@
+/*
+ * `heapprof report`'s tables of functions (cmd_report.c): the top
+ * functions by self or inclusive amount of profile/aggregate.h, with the
+ * call path of each self entry's heaviest stack, and the formatting every
+ * part of the report shares.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/report.h"
+#include "util/err.h"
+#include "util/human.h"
+
+#define PATH_FRAMES 4  /* callers shown under a top self entry */
+#define NAME_MAX_W  70 /* function names are cut to this width in tables */
+
+const char *const report_view_help[RD_NVIEWS] = {
+        "allocated and not freed at the dump",
+        "allocated since the start, freed or not",
+        "objects allocated and not freed at the dump",
+        "objects allocated since the start, freed or not",
+};
+
+/* ---- small formatting helpers ------------------------------------------- */
+
+char *rep_fmt_value(char *buf, size_t len, enum rd_view v, int64_t x)
+{
+	if (v == RD_SPACE || v == RD_ALLOC_SPACE)
+		return hp_fmt_bytes(buf, len, x);
+	snprintf(buf, len, "%" PRId64, x);
+	return buf;
+}
+
+char *rep_fmt_pct(char *buf, size_t len, int64_t part, int64_t total)
+{
+	if (total <= 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f%%", 100.0 * (double)part / total);
+	return buf;
+}
+
+/* Seconds from ns, for boot-time timestamps and durations. */
+double rep_secs(int64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+/* Print s cut to at most w bytes (with "..."), then pad to w if pad. */
+void rep_put_cut(const char *s, int w, int pad)
+{
+	int n = (int)strlen(s);
+
+	if (n > w)
+		printf("%.*s...", w - 3, s);
+	else
+		printf("%s%*s", s, pad ? w - n : 0, "");
+}
+
+/* ---- tables ------------------------------------------------------------- */
+
+/* ag_funcs_build, saying why it failed.  0 or -1. */
+int rep_build_funcs(struct ag_funcs *g, const struct rd_stacks *s,
+                    const struct rd_sample *leaves, size_t n, enum rd_view v,
+                    int v2)
+{
+	if (ag_funcs_build(g, s, leaves, n, v, v2) < 0) {
+		hp_err(SUBSYS, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Copy a C++ name with template arguments collapsed to "<...>", which
+ * keeps the class and method visible in a narrow column.  0 if the angle
+ * brackets do not balance (an operator< or a C name): dst untouched.
+ */
+static int collapse_templates(char *dst, size_t len, const char *src)
+{
+	size_t o = 0;
+	int depth = 0;
+
+	for (const char *p = src; *p && o + 6 < len; p++) {
+		if (*p == '<' && depth++ == 0) {
+			memcpy(dst + o, "<...>", 5);
+			o += 5;
+		} else if (*p == '>' && depth > 0) {
+			depth--;
+		} else if (depth == 0) {
+			dst[o++] = *p;
+		}
+	}
+	if (depth != 0)
+		return 0;
+	dst[o] = '\0';
+	return 1;
+}
+
+/* A function's name for a table: "0x<rel_pc>" if unknown. */
+static void fn_label(char *buf, size_t len, const char *name, int64_t rel_pc)
+{
+	if (!name)
+		snprintf(buf, len, "0x%" PRIx64, (uint64_t)rel_pc);
+	else if (strlen(name) <= NAME_MAX_W ||
+	         !collapse_templates(buf, len, name))
+		snprintf(buf, len, "%s", name);
+}
+
+/* The callers of the heaviest stack of a self entry, a few levels up. */
+static void print_path(const struct rd_stacks *s, const struct ag_fn *fn)
+{
+	const struct rd_callsite *c = rd_callsite_get(s, fn->best_callsite);
+	const struct rd_callsite *leaf = c;
+	char label[256];
+	int shown = 0, depth = 0, hidden = 0;
+
+	if (fn->nstacks > 1)
+		printf("         (%zu call stacks; the largest:)\n",
+		       fn->nstacks);
+	for (; c && depth < RD_MAX_DEPTH; depth++) {
+		const struct rd_frame *f = rd_frame_get(s, c->frame);
+		const struct rd_mapping *m =
+		        f ? rd_mapping_get(s, f->mapping) : NULL;
+		size_t nsym;
+		const struct rd_symbol *syms = rd_frame_symbols(s, f, &nsym);
+		/* The leaf's innermost function is the entry itself. */
+		for (size_t k = c == leaf ? 1 : 0; k < (nsym ? nsym : 1); k++) {
+			const struct rd_symbol *y = nsym ? &syms[k] : NULL;
+			if (shown >= PATH_FRAMES) {
+				hidden++;
+				continue;
+			}
+			fn_label(label, sizeof(label),
+			         y && y->name ? y->name
+			         : f          ? f->name
+			                      : NULL,
+			         f ? f->rel_pc : 0);
+			fputs("         <- ", stdout);
+			rep_put_cut(label, 90, 0);
+			printf("  (%s", ag_basename(m ? m->name : NULL));
+			if (y && y->source_file)
+				printf(" %s:%" PRId64,
+				       ag_basename(y->source_file), y->line);
+			printf(")%s\n", k + 1 < nsym ? " inlined" : "");
+			shown++;
+		}
+		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
+	}
+	if (hidden)
+		printf("         <- ... %d more frame%s\n", hidden,
+		       hidden == 1 ? "" : "s");
+}
+
+/* Widths of the value columns and the function column for the first
+ * `rows` entries. */
+static void top_widths(const struct ag_funcs *g, const size_t *order,
+                       size_t rows, const struct rep_table *t, int *val_w,
+                       int *val2_w, int *fn_w)
+{
+	char val[HP_FMT_BYTES_MAX], label[256];
+
+	*val_w = (int)strlen(t->col);
+	*val2_w = t->v2 >= 0 ? (int)strlen(t->col2) : 0;
+	*fn_w = (int)strlen("function");
+	for (size_t i = 0; i < rows; i++) {
+		const struct ag_fn *fn = &g->fns[order[i]];
+		int w = (int)strlen(rep_fmt_value(
+		        val, sizeof(val), t->v, t->self ? fn->self : fn->incl));
+		*val_w = w > *val_w ? w : *val_w;
+		if (t->v2 >= 0) {
+			w = (int)strlen(rep_fmt_value(val, sizeof(val),
+			                              (enum rd_view)t->v2,
+			                              fn->self2));
+			*val2_w = w > *val2_w ? w : *val2_w;
+		}
+		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
+		w = (int)strlen(label);
+		*fn_w = w > *fn_w ? w : *fn_w;
+	}
+	*fn_w = *fn_w > NAME_MAX_W ? NAME_MAX_W : *fn_w;
+}
+
+void rep_print_table(const struct rd_stacks *s, const struct ag_funcs *g,
+                     const struct rep_table *t)
+{
+	size_t n = 0;
+	size_t *order = ag_funcs_order(g, t->self, &n);
+	char val[HP_FMT_BYTES_MAX], pct[16], label[256];
+	int val_w, val2_w, fn_w;
+
+	if (!order) {
+		hp_err(SUBSYS, "out of memory");
+		return;
+	}
+	size_t rows = n < (size_t)t->top ? n : (size_t)t->top;
+	printf("\n%s:\n", t->heading);
+	top_widths(g, order, rows, t, &val_w, &val2_w, &fn_w);
+	if (n == 0) {
+		printf("    (none)\n");
+	} else {
+		printf("    %3s  %*s  %6s  ", "#", val_w, t->col, "%");
+		if (t->v2 >= 0)
+			printf("%*s  ", val2_w, t->col2);
+		printf("%-*s  %s\n", fn_w, "function", "module");
+	}
+	for (size_t i = 0; i < rows; i++) {
+		const struct ag_fn *fn = &g->fns[order[i]];
+		int64_t x = t->self ? fn->self : fn->incl;
+		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
+		printf("    %3zu  %*s  %6s  ", i + 1, val_w,
+		       rep_fmt_value(val, sizeof(val), t->v, x),
+		       rep_fmt_pct(pct, sizeof(pct), x, t->total));
+		if (t->v2 >= 0)
+			printf("%*s  ", val2_w,
+			       rep_fmt_value(val, sizeof(val),
+			                     (enum rd_view)t->v2, fn->self2));
+		rep_put_cut(label, fn_w, 1);
+		printf("  %s", ag_basename(fn->module));
+		if (fn->file)
+			printf("  %s:%" PRId64, ag_basename(fn->file),
+			       fn->line);
+		putchar('\n');
+		if (t->self)
+			print_path(s, fn);
+	}
+	if (n > rows)
+		printf("    ... %zu more\n", n - rows);
+	free(order);
+}
+
+void rep_print_top(const struct rd_stacks *s, const struct ag_funcs *g,
+                   enum rd_view v, int64_t total, long top, int self)
+{
+	char heading[160];
+
+	snprintf(heading, sizeof(heading), "  Top %ld by %s %s%s", top,
+	         self ? "self" : "inclusive", rd_view_names[v],
+	         self ? " (the function that called the allocator)"
+	              : " (the function anywhere on the stack)");
+	struct rep_table t = {.heading = heading,
+	                      .v = v,
+	                      .col = rd_view_names[v],
+	                      .v2 = -1,
+	                      .total = total,
+	                      .top = top,
+	                      .self = self};
+	rep_print_table(s, g, &t);
+}
+
+/* The top functions of h by view v, with v2 beside it. */
+int rep_print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
+                        const char *heading, enum rd_view v, const char *col,
+                        enum rd_view v2, const char *col2, long top)
+{
+	struct ag_funcs g;
+	int err = rep_build_funcs(&g, s, h->s, h->n, v, (int)v2);
+
+	if (!err) {
+		struct rep_table t = {.heading = heading,
+		                      .v = v,
+		                      .col = col,
+		                      .v2 = (int)v2,
+		                      .col2 = col2,
+		                      .total = h->tot[v],
+		                      .top = top,
+		                      .self = 1};
+		rep_print_table(s, &g, &t);
+	}
+	ag_funcs_free(&g);
+	return err;
+}

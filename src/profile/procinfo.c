@@ -1,0 +1,330 @@
+/*
+ * What `heapprof report` shows of a process besides its stacks (see
+ * procinfo.h): counters, heaps and their totals at a dump, the memory of
+ * the process, and the tree of the processes of a profile.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile/procinfo.h"
+#include "util/err.h"
+
+int64_t pi_stat(sqlite3 *db, int64_t upid, const char *name)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = 0;
+
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT value FROM heapprof_process_stats"
+	                       " WHERE upid = ? AND name = ?",
+	                       -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			v = sqlite3_column_int64(st, 0);
+	}
+	sqlite3_finalize(st);
+	return v;
+}
+
+int64_t pi_heap_interval(sqlite3 *db, int64_t upid, const char *heap)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t iv = -1;
+	if (sqlite3_prepare_v2(
+	            db,
+	            "SELECT max(sampling_interval) FROM heapprof_heap"
+	            " WHERE upid = ? AND name = ?",
+	            -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_text(st, 2, heap, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_type(st, 0) != SQLITE_NULL)
+			iv = sqlite3_column_int64(st, 0);
+	}
+	sqlite3_finalize(st);
+	return iv;
+}
+
+int pi_unselected_heaps(sqlite3 *db, int64_t upid, char ***out, size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	char **names = NULL;
+
+	*out = NULL;
+	*n = 0;
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT name FROM heapprof_heap WHERE upid = ?"
+	                       " AND sampling_interval = 0 ORDER BY heap_id",
+	                       -1, &st, NULL) != SQLITE_OK) {
+		sqlite3_finalize(st);
+		return 0;
+	}
+	sqlite3_bind_int64(st, 1, upid);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const unsigned char *name = sqlite3_column_text(st, 0);
+		char **a = realloc(names, (*n + 1) * sizeof(*a));
+		if (!a || !(a[*n] = strdup(name ? (const char *)name : "?"))) {
+			names = a ? a : names;
+			pi_free_names(names, *n);
+			*n = 0;
+			sqlite3_finalize(st);
+			return -ENOMEM;
+		}
+		names = a;
+		++*n;
+	}
+	sqlite3_finalize(st);
+	*out = names;
+	return 0;
+}
+
+void pi_free_names(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int pi_short_stacks(sqlite3 *db, int64_t upid, double *avg)
+{
+	sqlite3_stmt *st = NULL;
+	int most = 0;
+
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT count(*), sum(c.depth < 2),"
+	                       " avg(c.depth + 1) FROM stack_profile_callsite c"
+	                       " WHERE c.id IN (SELECT callsite_id FROM"
+	                       " heap_profile_allocation WHERE upid = ?)",
+	                       -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_int64(st, 0) > 0 &&
+		    2 * sqlite3_column_int64(st, 1) >
+		            sqlite3_column_int64(st, 0)) {
+			most = 1;
+			*avg = sqlite3_column_double(st, 2);
+		}
+	}
+	sqlite3_finalize(st);
+	return most;
+}
+
+/* ---- the memory of the process beside the profile ----------------------- */
+
+int pi_load_memory(sqlite3 *db, const char *subsys, int64_t upid, int64_t ts,
+                   struct pi_memory *m)
+{
+	sqlite3_stmt *st = NULL;
+
+	memset(m, 0, sizeof(*m));
+	if (!rd_has_table(db, "heapprof_dump_memory"))
+		return 0;
+	if (sqlite3_prepare_v2(
+	            db,
+	            "SELECT name, value, source FROM"
+	            " heapprof_dump_memory WHERE upid = ? AND ts = ?",
+	            -1, &st, NULL) != SQLITE_OK) {
+		hp_err(subsys, "reading process memory: %s",
+		       sqlite3_errmsg(db));
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, upid);
+	sqlite3_bind_int64(st, 2, ts);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *n = (const char *)sqlite3_column_text(st, 0);
+		const char *src = (const char *)sqlite3_column_text(st, 2);
+		int64_t v = sqlite3_column_int64(st, 1);
+		if (!n)
+			continue;
+		if (!strcmp(n, "rss")) {
+			m->rss = v;
+			m->have_rss = 1;
+			m->at_exit = src && !strcmp(src, "exit");
+		} else if (!strcmp(n, "rss_anon")) {
+			m->rss_anon = v;
+		} else if (!strcmp(n, "rss_peak")) {
+			m->rss_peak = v;
+			m->have_peak = 1;
+		} else if (!strcmp(n, "malloc_system")) {
+			m->m_system = v;
+			m->have_malloc = 1;
+		} else if (!strcmp(n, "malloc_foreign")) {
+			m->malloc_foreign = v != 0;
+		} else if (!strcmp(n, "malloc_in_use")) {
+			m->m_in_use = v;
+		} else if (!strcmp(n, "malloc_free")) {
+			m->m_free = v;
+		}
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* ---- heaps at a dump ---------------------------------------------------- */
+
+static int cmp_heaps(const void *a, const void *b)
+{
+	const struct pi_heap *x = a, *y = b;
+	return rd_heap_cmp(x->name, y->name);
+}
+
+ssize_t pi_load_heaps(sqlite3 *db, const char *subsys, int64_t upid, int64_t ts,
+                      struct pi_heap **out)
+{
+	sqlite3_stmt *st = NULL;
+	struct pi_heap *h = NULL;
+	size_t n = 0, last = 0;
+	int rc = sqlite3_prepare_v2(db,
+	                            "SELECT heap_name, size, count FROM"
+	                            " heap_profile_allocation"
+	                            " WHERE upid = ? AND ts <= ?",
+	                            -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, upid);
+		sqlite3_bind_int64(st, 2, ts);
+	}
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		if (!name)
+			name = ""; /* a bad file */
+		size_t i = last;
+		if (i >= n || strcmp(h[i].name, name))
+			for (i = 0; i < n && strcmp(h[i].name, name); i++)
+				;
+		if (i == n) {
+			struct pi_heap *a = realloc(h, (n + 1) * sizeof(*a));
+			if (!a || !(a[n].name = strdup(name))) {
+				h = a ? a : h;
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			h = a;
+			memset(h[n].t, 0, sizeof(h[n].t));
+			n++;
+		}
+		last = i;
+		struct rd_sample x;
+		memcpy(x.v, h[i].t, sizeof(x.v));
+		rd_sample_add(&x, sqlite3_column_int64(st, 1),
+		              sqlite3_column_int64(st, 2));
+		memcpy(h[i].t, x.v, sizeof(x.v));
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE && n > 1)
+		qsort(h, n, sizeof(*h), cmp_heaps);
+	if (rc != SQLITE_DONE) {
+		hp_err(subsys, "reading allocations: %s",
+		       rc == SQLITE_NOMEM ? "out of memory"
+		                          : sqlite3_errmsg(db));
+		for (size_t i = 0; i < n; i++)
+			free(h[i].name);
+		free(h);
+		return -1;
+	}
+	*out = h;
+	return (ssize_t)n;
+}
+
+void pi_free_heaps(struct pi_heap *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(h[i].name);
+	free(h);
+}
+
+/* ---- the processes as a tree -------------------------------------------- */
+
+void pi_tree(const struct rd_process *procs, size_t n, long *par, size_t *order,
+             int *depth)
+{
+	for (size_t i = 0; i < n; i++) {
+		par[i] = -1;
+		bool exec = !strcmp(procs[i].how, "exec");
+		for (size_t k = 0; k < n; k++) {
+			if (k == i)
+				continue;
+			if (exec ? (procs[k].pid != procs[i].pid || k > i)
+			         : (procs[i].ppid <= 0 ||
+			            procs[k].pid != procs[i].ppid ||
+			            (procs[k].start_ts > procs[i].start_ts &&
+			             procs[i].start_ts > 0)))
+				continue;
+			if (par[i] < 0 ||
+			    procs[k].start_ts >= procs[par[i]].start_ts)
+				par[i] = (long)k;
+		}
+	}
+	/* Depth-first from the roots; siblings by start time.  A cycle
+	 * (not possible from a recording, but the file is input) never
+	 * reaches a root: its members are appended as roots. */
+	size_t m = 0;
+	bool *done = calloc(n ? n : 1, sizeof(*done));
+	for (int pass = 0; pass < 2 && done; pass++)
+		for (;;) {
+			/* The next root: the earliest not done. */
+			long r = -1;
+			for (size_t i = 0; i < n; i++)
+				if (!done[i] && (pass || par[i] < 0) &&
+				    (r < 0 ||
+				     procs[i].start_ts < procs[r].start_ts))
+					r = (long)i;
+			if (r < 0)
+				break;
+			/* Preorder: the root, then each time the earliest
+			 * child not done of the deepest node that has one. */
+			size_t first = m;
+			done[r] = true;
+			order[m] = (size_t)r;
+			depth[m++] = 0;
+			for (size_t at = first; at < m;) {
+				long c = -1;
+				size_t p = order[at];
+				for (size_t i = 0; i < n; i++)
+					if (!done[i] && par[i] == (long)p &&
+					    (c < 0 ||
+					     procs[i].start_ts <
+					             procs[c].start_ts))
+						c = (long)i;
+				if (c < 0) {
+					/* Back up to the parent's entry. */
+					long up = par[p];
+					size_t k = at;
+					while (k > first &&
+					       (long)order[k] != up)
+						k--;
+					if ((long)order[k] != up)
+						break;
+					at = k;
+					continue;
+				}
+				/* Insert c right after p's subtree so far. */
+				size_t ins = at + 1;
+				while (ins < m && depth[ins] > depth[at])
+					ins++;
+				memmove(order + ins + 1, order + ins,
+				        (m - ins) * sizeof(*order));
+				memmove(depth + ins + 1, depth + ins,
+				        (m - ins) * sizeof(*depth));
+				order[ins] = (size_t)c;
+				depth[ins] = depth[at] + 1;
+				done[c] = true;
+				m++;
+				at = ins;
+			}
+		}
+	for (size_t i = 0; done && i < n; i++)
+		if (!done[i]) {
+			order[m] = i;
+			depth[m++] = 0;
+		}
+	if (!done)
+		for (size_t i = 0; i < n; i++) {
+			order[i] = i;
+			depth[i] = 0;
+		}
+	free(done);
+}

@@ -1,0 +1,79 @@
+/*
+ * What `heapprof report` shows of a process besides its stacks: its
+ * counters (heapprof_process_stats), its heaps and their totals at a dump,
+ * their sampling intervals, the memory of the process beside the profile
+ * (heapprof_dump_memory), and where it sits in the tree of the profile's
+ * processes.  Read from a profile opened with reader.h.
+ */
+#ifndef HEAPPROF_PROFILE_PROCINFO_H
+#define HEAPPROF_PROFILE_PROCINFO_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "profile/reader.h"
+
+/* Counter `name` of process upid (heapprof_process_stats); 0 if absent. */
+int64_t pi_stat(sqlite3 *db, int64_t upid, const char *name);
+
+/* A heap's sampling interval from heapprof_heap (-1: not known, e.g. a
+ * profile written before that table). */
+int64_t pi_heap_interval(sqlite3 *db, int64_t upid, const char *heap);
+
+/* Heaps the program registered that the session did not select, by
+ * heap_id ("?" for a NULL name; none when the table is absent).  0 or
+ * -ENOMEM. */
+int pi_unselected_heaps(sqlite3 *db, int64_t upid, char ***out, size_t *n);
+void pi_free_names(char **names, size_t n);
+
+/* 1 when most of the process's stacks (callsites with allocations) are
+ * under 2 frames deep, with *avg their average depth; else 0. */
+int pi_short_stacks(sqlite3 *db, int64_t upid, double *avg);
+
+/* ---- the memory of the process beside the profile ----------------------- */
+
+struct pi_memory {
+	int64_t rss, rss_anon, rss_peak, m_system, m_in_use, m_free;
+	unsigned have_rss : 1, have_peak : 1, have_malloc : 1, at_exit : 1;
+	unsigned malloc_foreign : 1;
+};
+
+/* The memory rows of one dump (profiles before this table have none).  0,
+ * or -1 ("heapprof: <subsys>: reading process memory: ..." printed). */
+int pi_load_memory(sqlite3 *db, const char *subsys, int64_t upid, int64_t ts,
+                   struct pi_memory *m);
+
+/* ---- heaps at a dump ---------------------------------------------------- */
+
+struct pi_heap {
+	char *name;
+	int64_t t[RD_NVIEWS];
+};
+
+/*
+ * Heaps with rows up to ts, libc.malloc first, with their totals.  Summed
+ * in C: rows come in runs of one heap, and SQL's GROUP BY on a column
+ * without an index sorts every row first.  Their number, or -1 (message
+ * printed); free with pi_free_heaps.
+ */
+ssize_t pi_load_heaps(sqlite3 *db, const char *subsys, int64_t upid, int64_t ts,
+                      struct pi_heap **out);
+void pi_free_heaps(struct pi_heap *h, size_t n);
+
+/* ---- the processes as a tree -------------------------------------------- */
+
+/*
+ * The processes of a profile as a tree: procs[par[i]] is the parent of
+ * procs[i], or par[i] = -1 for a root.  An exec'd image (how = exec) is
+ * the child of the image it replaced (the row of the same pid before it);
+ * any other process the child of the row of its parent pid that was
+ * running when it started (the newest of them that started before it).
+ * order[] gets the processes parent first, children by start time
+ * (upid on ties), depth[] their depth.
+ */
+void pi_tree(const struct rd_process *procs, size_t n, long *par, size_t *order,
+             int *depth);
+
+#endif
