@@ -24,13 +24,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "collector/collector.h"
+#include "collector/contents.h"
 #include "export/pprof.h"
 #include "profile/blocks.h"
 #include "profile/profile.h"
@@ -657,229 +657,12 @@ static int find_by_name(const char *name, pid_t *out)
 	return 0;
 }
 
-/* ---- --contents-dir ------------------------------------------------------ */
-
-#define CONTENTS_BUF   (4u << 20)
-#define CONTENTS_IOVS  1024
-#define CONTENTS_DENY  1 /* ptrace access denied */
-#define CONTENTS_GONE  2 /* the process is gone */
-#define CONTENTS_ERROR 3 /* a local error, printed */
-
-struct seg {
-	size_t block;
-	uint64_t off;
-	size_t len;
-};
-
-struct contents {
-	pid_t pid;
-	int dfd;
-	const struct prof_block *b;
-	size_t nb;
-	uint8_t *failed; /* per block: not readable (or not written) */
-	uint8_t *buf;
-	struct iovec local[CONTENTS_IOVS], remote[CONTENTS_IOVS];
-	struct seg seg[CONTENTS_IOVS];
-	size_t nseg, used;
-	/* The block whose file is open (its segments so far written). */
-	size_t cur;
-	int cur_fd;
-	size_t written, unreadable, custom;
-	int status; /* CONTENTS_*; 0 ok */
-	int err;    /* errno of a local error */
-};
+/* ---- the pprof of a dump ------------------------------------------------- */
 
 static void block_name(char *buf, size_t len, uint64_t addr)
 {
 	snprintf(buf, len, "0x%" PRIx64, addr);
 }
-
-/* Closes the open block file; drops it if the block turned out
- * unreadable. */
-static void close_cur(struct contents *c)
-{
-	if (c->cur_fd < 0)
-		return;
-	close(c->cur_fd);
-	c->cur_fd = -1;
-	if (c->failed[c->cur]) {
-		char name[32];
-		block_name(name, sizeof(name), c->b[c->cur].address);
-		unlinkat(c->dfd, name, 0);
-	}
-}
-
-static int write_full(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Opens the file of block i (truncated).  0 or a negative errno. */
-static int open_block(struct contents *c, size_t i)
-{
-	char name[32];
-
-	block_name(name, sizeof(name), c->b[i].address);
-	int fd = openat(c->dfd, name,
-	                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	                0600);
-	if (fd < 0)
-		return -errno;
-	c->cur = i;
-	c->cur_fd = fd;
-	return 0;
-}
-
-/* Reads the pending segments in as few calls as the process allows, then
- * writes the ones read whole to their files. */
-static void flush_segs(struct contents *c)
-{
-	size_t i = 0;
-
-	while (i < c->nseg && !c->status) {
-		ssize_t r = process_vm_readv(c->pid, &c->local[i], c->nseg - i,
-		                             &c->remote[i], c->nseg - i, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EPERM || errno == EACCES)) {
-			c->status = CONTENTS_DENY;
-			break;
-		}
-		if (r < 0 && errno == ESRCH) {
-			c->status = CONTENTS_GONE;
-			break;
-		}
-		if (r < 0 && errno != EFAULT) {
-			c->status = CONTENTS_ERROR;
-			c->err = errno;
-			break;
-		}
-		/* Whole segments only: the first one not read is a block
-		 * freed (and unmapped) meanwhile, or not memory at all. */
-		size_t got = r < 0 ? 0 : (size_t)r;
-		while (i < c->nseg && got >= c->seg[i].len) {
-			got -= c->seg[i].len;
-			i++;
-		}
-		if (i < c->nseg)
-			c->failed[c->seg[i++].block] = 1;
-	}
-	for (size_t k = 0; k < c->nseg && !c->status; k++) {
-		const struct seg *sg = &c->seg[k];
-		if (c->cur_fd >= 0 && c->cur != sg->block)
-			close_cur(c);
-		if (c->failed[sg->block])
-			continue;
-		int err = 0;
-		if (c->cur_fd < 0)
-			err = open_block(c, sg->block);
-		if (!err)
-			err = write_full(c->cur_fd, c->local[k].iov_base,
-			                 sg->len);
-		if (err) {
-			c->status = CONTENTS_ERROR;
-			c->err = -err;
-		}
-	}
-	c->nseg = 0;
-	c->used = 0;
-}
-
-static void add_seg(struct contents *c, size_t block, uint64_t off, size_t len)
-{
-	if (c->nseg == CONTENTS_IOVS || c->used + len > CONTENTS_BUF)
-		flush_segs(c);
-	if (c->status)
-		return;
-	size_t k = c->nseg++;
-	c->seg[k] = (struct seg){block, off, len};
-	c->local[k] = (struct iovec){c->buf + c->used, len};
-	c->remote[k] = (struct iovec){
-	        (void *)(uintptr_t)(c->b[block].address + off), len};
-	c->used += len;
-}
-
-/* Writes the bytes of every block of the libc heap to dir/0xADDRESS. */
-static void read_contents(struct contents *c, const char *dir)
-{
-	struct stat sb;
-
-	c->cur_fd = -1;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		c->status = CONTENTS_ERROR;
-		c->err = errno;
-		return;
-	}
-	c->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (c->dfd < 0 || fstat(c->dfd, &sb) < 0) {
-		c->status = CONTENTS_ERROR;
-		c->err = errno;
-		if (c->dfd >= 0)
-			close(c->dfd);
-		c->dfd = -1;
-		return;
-	}
-	c->failed = calloc(c->nb ? c->nb : 1, 1);
-	c->buf = malloc(CONTENTS_BUF);
-	if (!c->failed || !c->buf) {
-		c->status = CONTENTS_ERROR;
-		c->err = ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < c->nb && !c->status; i++) {
-		const struct prof_block *b = &c->b[i];
-		/* A custom heap's live key is the id it reported: not an
-		 * address in the process. */
-		if (b->heap_id != 0) {
-			c->failed[i] = 1;
-			c->custom++;
-			continue;
-		}
-		if (b->size == 0) {
-			flush_segs(c);
-			int err = c->status ? 0 : open_block(c, i);
-			if (err) {
-				c->status = CONTENTS_ERROR;
-				c->err = -err;
-			}
-			close_cur(c);
-			continue;
-		}
-		for (uint64_t off = 0; off < b->size && !c->status;) {
-			uint64_t left = b->size - off;
-			size_t len = left < CONTENTS_BUF ? (size_t)left
-			                                 : CONTENTS_BUF;
-			add_seg(c, i, off, len);
-			off += len;
-		}
-	}
-	if (!c->status)
-		flush_segs(c);
-	close_cur(c);
-	for (size_t i = 0; i < c->nb; i++) {
-		if (c->b[i].heap_id != 0)
-			continue;
-		if (c->failed[i])
-			c->unreadable++;
-		else if (!c->status)
-			c->written++;
-	}
-out:
-	free(c->failed);
-	free(c->buf);
-	close(c->dfd);
-}
-
-/* ---- the pprof of a dump ------------------------------------------------- */
 
 struct pprof_job {
 	sqlite3 *db;
@@ -1190,7 +973,8 @@ static void print_summary(pid_t pid, const struct snapshot *snap,
 }
 
 /* Says what --contents-dir did; 0 if every block was written, else 1. */
-static int report_contents(const struct contents *c, const char *dir)
+static int report_contents(const struct contents_result *c, pid_t pid,
+                           const char *dir)
 {
 	switch (c->status) {
 	case CONTENTS_DENY:
@@ -1198,13 +982,13 @@ static int report_contents(const struct contents *c, const char *dir)
 		       "cannot read the memory of pid %d: ptrace access denied "
 		       "(same user and kernel.yama.ptrace_scope=0, or "
 		       "CAP_SYS_PTRACE); no contents written",
-		       (int)c->pid);
+		       (int)pid);
 		return 1;
 	case CONTENTS_GONE:
 		hp_err(SUBSYS,
 		       "cannot read the memory of pid %d: the process is "
 		       "gone; no contents written",
-		       (int)c->pid);
+		       (int)pid);
 		return 1;
 	case CONTENTS_ERROR:
 		hp_err(SUBSYS, "--contents-dir %s: %s", dir, strerror(c->err));
@@ -1257,17 +1041,12 @@ static int run_live(const struct snap_opts *o)
 		goto out;
 	}
 	/* The contents right after the table: the process may run on. */
-	struct contents *ct = NULL;
-	if (o->contents) {
-		ct = calloc(1, sizeof(*ct));
-		if (!ct) {
-			hp_err(SUBSYS, "out of memory");
-			goto out;
-		}
-		ct->pid = pid;
-		ct->b = snap.dump.blocks;
-		ct->nb = snap.dump.nblocks;
-		read_contents(ct, o->contents);
+	struct contents_result ct = {0};
+	if (o->contents &&
+	    contents_write(pid, snap.dump.blocks, snap.dump.nblocks,
+	                   o->contents, &ct) < 0) {
+		hp_err(SUBSYS, "out of memory");
+		goto out;
 	}
 	/* asprintf leaves its pointer undefined on failure: each is reset
 	 * on its own, and db_path freed if only out failed. */
@@ -1282,7 +1061,6 @@ static int run_live(const struct snap_opts *o)
 	}
 	if (!db_path) {
 		hp_err(SUBSYS, "out of memory");
-		free(ct);
 		goto out;
 	}
 	uint64_t interval = first->r.hdr->sampling_interval;
@@ -1290,15 +1068,12 @@ static int run_live(const struct snap_opts *o)
 		interval = snap.dump.interval_used;
 	size_t nsamples = 0;
 	if (write_db(o, db_path, pid, first, nr, rs, &snap, ts, wall) < 0 ||
-	    pprof_of_db(o, db_path, out, wall, &nsamples) < 0) {
-		free(ct);
+	    pprof_of_db(o, db_path, out, wall, &nsamples) < 0)
 		goto out;
-	}
 	print_summary(pid, &snap, interval);
 	printf("wrote %s and %s (%zu sample%s)\n", db_path, out, nsamples,
 	       nsamples == 1 ? "" : "s");
-	rc = ct ? report_contents(ct, o->contents) : 0;
-	free(ct);
+	rc = o->contents ? report_contents(&ct, pid, o->contents) : 0;
 out:
 	snapshot_free(&snap);
 	scan_free(sc);
