@@ -11,26 +11,24 @@
  *                               anything.  Writes a profile database and a
  *                               gzipped pprof; --contents-dir also copies
  *                               each block's bytes (process_vm_readv).
+ *                               The engine: src/collector/live_snapshot.c,
+ *                               contents.c.
  *   snapshot --list FILE        the named snapshots of a profile
  *   snapshot --name NAME FILE   one of them as pprof
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "collector/collector.h"
 #include "collector/contents.h"
+#include "collector/live_snapshot.h"
+#include "collector/snapshot_proc.h"
 #include "export/pprof.h"
 #include "profile/blocks.h"
 #include "profile/profile.h"
@@ -39,16 +37,6 @@
 #include "util/human.h"
 
 #define SUBSYS "snapshot"
-
-/* What the client names its region's memfd (collector.c), as
- * /proc/PID/fd shows it. */
-#define REGION_LINK "/memfd:heapprof-region (deleted)"
-/* The most heapprof regions of one process we look at (several attaches,
- * GROW regions). */
-#define MAX_CANDIDATES 32
-/* heapprof_meta key: CLOCK_REALTIME - CLOCK_BOOTTIME (ns) when the
- * snapshot was taken, so --name gives the pprof its exact wall time. */
-#define META_CLOCK_OFFSET "realtime_minus_boottime_ns"
 
 struct snap_opts {
 	long pid;              /* -p */
@@ -232,141 +220,7 @@ static int parse_args(int argc, char **argv, struct snap_opts *o)
 	return 0;
 }
 
-/* ---- the process's regions ---------------------------------------------- */
-
-struct candidate {
-	void *base;
-	uint64_t size;
-	struct hp_region r;
-	dev_t dev;
-	ino_t ino;
-	uint64_t session, attach_ts;
-	uint32_t index; /* ext->region_index; 0 in v1 */
-	uint32_t state, stop_reason;
-	bool stop_asked; /* its session set control = STOP */
-	int pid;         /* the header's */
-};
-
-struct scan {
-	struct candidate c[MAX_CANDIDATES];
-	int n;
-	int links;   /* fds naming a heapprof region */
-	int corrupt; /* of them, failing region_bind */
-	int bind_err;
-	int denied;  /* errno of a refused open, 0 if none */
-	int map_err; /* errno of a failed mmap, 0 if none */
-};
-
-static void scan_free(struct scan *s)
-{
-	for (int i = 0; i < s->n; i++)
-		munmap(s->c[i].base, s->c[i].size);
-	s->n = 0;
-}
-
-static bool seen(const struct scan *s, dev_t dev, ino_t ino)
-{
-	for (int i = 0; i < s->n; i++)
-		if (s->c[i].dev == dev && s->c[i].ino == ino)
-			return true;
-	return false;
-}
-
-/* Maps and binds the region behind /proc/PID/fd/NAME (dfd: that
- * directory). */
-static void take_fd(struct scan *s, int dfd, const char *name)
-{
-	struct stat sb;
-	/* Through /proc: a new open file of the same memfd, read-only. */
-	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == EACCES || errno == EPERM)
-			s->denied = errno;
-		return; /* closed meanwhile: not ours to count */
-	}
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-	    seen(s, sb.st_dev, sb.st_ino) || s->n == MAX_CANDIDATES) {
-		close(fd);
-		return;
-	}
-	s->links++;
-	uint64_t size = (uint64_t)sb.st_size;
-	/* The collector seals its regions against shrinking: a file that
-	 * could shrink under our mapping (SIGBUS) is not one of them. */
-	int seals = fcntl(fd, F_GET_SEALS);
-	void *base = MAP_FAILED;
-	int rc = -EINVAL;
-	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-		rc = -EPERM;
-	} else if (size >= sizeof(struct hp_header_v1)) {
-		base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-		if (base == MAP_FAILED)
-			s->map_err = errno;
-	}
-	close(fd);
-	struct candidate *c = &s->c[s->n];
-	memset(c, 0, sizeof(*c));
-	if (base != MAP_FAILED)
-		rc = region_bind(&c->r, base, size);
-	else if (s->map_err)
-		return; /* not corrupt: we could not map it */
-	if (rc) {
-		if (base != MAP_FAILED)
-			munmap(base, size);
-		s->corrupt++;
-		s->bind_err = rc;
-		return;
-	}
-	c->base = base;
-	c->size = size;
-	c->dev = sb.st_dev;
-	c->ino = sb.st_ino;
-	struct hp_header_v1 *h = c->r.hdr;
-	c->session = h->session_id;
-	c->attach_ts = atomic_load(&h->attach_time_ns);
-	c->index = c->r.ext ? c->r.ext->region_index : 0;
-	c->state = atomic_load(&h->client_state);
-	c->stop_reason = atomic_load(&h->stop_reason);
-	c->stop_asked = atomic_load(&h->control) == HP_CONTROL_STOP;
-	c->pid = h->pid;
-	s->n++;
-}
-
-/*
- * Every heapprof region among pid's descriptors.  0, or -ESRCH (no such
- * process) / -EACCES (its descriptors are not ours to read), messages
- * left to the caller.
- */
-static int scan_fds(pid_t pid, struct scan *s)
-{
-	char path[64], link[128];
-
-	memset(s, 0, sizeof(*s));
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(path);
-	if (!d) {
-		if (errno == ENOENT)
-			return -ESRCH;
-		return errno == EACCES || errno == EPERM ? -EACCES : -errno;
-	}
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		ssize_t n =
-		        readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
-		if (n < 0) {
-			if (errno == EACCES || errno == EPERM)
-				s->denied = errno;
-			continue;
-		}
-		link[n] = '\0';
-		if (!strcmp(link, REGION_LINK))
-			take_fd(s, dirfd(d), e->d_name);
-	}
-	closedir(d);
-	return 0;
-}
+/* ---- why not --------------------------------------------------------- */
 
 static const char *state_str(uint32_t st)
 {
@@ -398,233 +252,103 @@ static const char *stop_str(uint32_t r)
 	return "no reason given";
 }
 
-/*
- * Recording now: the client says so, and its session has not asked it to
- * stop (a client notices that at its next allocation, so an idle program
- * still says active; its table is no longer kept up to date).
- */
-static bool active(const struct candidate *c, pid_t pid)
-{
-	return c->pid == pid && c->state == HP_STATE_ACTIVE && !c->stop_asked;
-}
-
-static int cand_cmp(const void *a, const void *b)
-{
-	const struct candidate *x = *(const struct candidate *const *)a;
-	const struct candidate *y = *(const struct candidate *const *)b;
-	if (x->index != y->index)
-		return x->index < y->index ? -1 : 1;
-	/* The same index twice: the newer attach first. */
-	if (x->attach_ts != y->attach_ts)
-		return x->attach_ts > y->attach_ts ? -1 : 1;
-	return 0;
-}
-
 #define HINT "run it under 'heapprof record -i 1 -- CMD'"
 
 /*
- * Whether pid has libheapprof mapped: then `record -p` can profile it
- * as it runs (through heapprofd), and a hint to restart it under
- * `record -- CMD` would send the user the long way round.
+ * The hint for a running process that no session profiles now: with
+ * libheapprof mapped, `record -p` can profile it as it runs (through
+ * heapprofd), and a hint to restart it under `record -- CMD` would send
+ * the user the long way round.
  */
-static bool has_lib(pid_t pid)
+static const char *attach_hint(const struct live_snapshot *ls, const char *comm,
+                               char *buf, size_t len)
 {
-	char path[64], line[512];
-	bool found = false;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		const char *slash = strrchr(line, '/');
-		found = slash && !strncmp(slash + 1, "libheapprof.so", 14);
-	}
-	fclose(f);
-	return found;
-}
-
-/* The hint for a running process that no session profiles now. */
-static const char *attach_hint(pid_t pid, const char *comm, char *buf,
-                               size_t len)
-{
-	if (!has_lib(pid))
+	if (!ls->has_lib)
 		return HINT;
 	snprintf(buf, len,
 	         "it has libheapprof loaded: profile it with 'heapprof "
 	         "record -i 1 -p %d' (or -n %s) and take the snapshot while "
 	         "that session runs",
-	         (int)pid, comm);
+	         (int)ls->pid, comm);
 	return buf;
 }
 
-/*
- * The regions of pid's active attach, in region_index order, into rs[]
- * (at most TARGET_MAX_REGIONS); *first is the candidate of index 0 (or
- * the lowest).  0 or -1 with the message printed.
- */
-static int pick_regions(pid_t pid, struct scan *s, const struct hp_region **rs,
-                        int *nr, const struct candidate **first)
+/* Says why live_snapshot_open found no region to read. */
+static void say_why(const struct live_snapshot *ls)
 {
 	char comm[64], hint[256];
-	int rc = scan_fds(pid, s);
+	int pid = (int)ls->pid;
 
-	if (rc == -ESRCH) {
-		hp_err(SUBSYS, "no process with pid %d", (int)pid);
-		return -1;
+	if (ls->why == LIVE_SNAPSHOT_NO_PROCESS) {
+		hp_err(SUBSYS, "no process with pid %d", pid);
+		return;
 	}
-	proc_comm(pid, comm, sizeof(comm));
-	if (rc == -EACCES || (s->links == 0 && s->denied)) {
+	proc_comm(ls->pid, comm, sizeof(comm));
+	switch (ls->why) {
+	case LIVE_SNAPSHOT_DENIED:
 		hp_err(SUBSYS,
 		       "cannot read the descriptors of pid %d (%s): permission "
 		       "denied (run as the same user as the process, or with "
 		       "ptrace rights over it: CAP_SYS_PTRACE)",
-		       (int)pid, comm);
-		return -1;
-	}
-	if (rc < 0) {
-		hp_err(SUBSYS, "pid %d: reading /proc/%d/fd: %s", (int)pid,
-		       (int)pid, strerror(-rc));
-		return -1;
-	}
-	if (s->links == 0) {
+		       pid, comm);
+		break;
+	case LIVE_SNAPSHOT_FD_ERROR:
+		hp_err(SUBSYS, "pid %d: reading /proc/%d/fd: %s", pid, pid,
+		       strerror(ls->err));
+		break;
+	case LIVE_SNAPSHOT_NOT_PROFILED:
 		hp_err(SUBSYS,
 		       "pid %d (%s) is not profiled by heapprof: it has no "
 		       "heapprof region (%s)",
-		       (int)pid, comm,
-		       attach_hint(pid, comm, hint, sizeof(hint)));
-		return -1;
-	}
-	if (s->n == 0 && s->map_err) {
+		       pid, comm, attach_hint(ls, comm, hint, sizeof(hint)));
+		break;
+	case LIVE_SNAPSHOT_MAP_FAILED:
 		hp_err(SUBSYS,
-		       "pid %d (%s): cannot map its heapprof region: %s",
-		       (int)pid, comm, strerror(s->map_err));
-		return -1;
-	}
-	if (s->n == 0) {
+		       "pid %d (%s): cannot map its heapprof region: %s", pid,
+		       comm, strerror(ls->err));
+		break;
+	case LIVE_SNAPSHOT_CORRUPT:
 		hp_err(SUBSYS,
 		       "pid %d (%s): its heapprof region is corrupt (%s); "
 		       "cannot read it",
-		       (int)pid, comm,
-		       s->bind_err == -EPROTO ? "bad magic or layout version"
-		       : s->bind_err == -EINVAL
-		               ? "bad table geometry"
-		               : "not sealed against shrinking");
-		return -1;
-	}
-	/* The active attach: the newest active region's session. */
-	const struct candidate *newest = NULL;
-	const struct candidate *last = &s->c[0];
-	for (int i = 0; i < s->n; i++) {
-		const struct candidate *c = &s->c[i];
-		if (c->attach_ts >= last->attach_ts)
-			last = c;
-		if (!active(c, pid))
-			continue;
-		if (!newest || c->attach_ts > newest->attach_ts)
-			newest = c;
-	}
-	if (!newest) {
-		if (last->state == HP_STATE_ACTIVE)
+		       pid, comm,
+		       ls->err == EPROTO   ? "bad magic or layout version"
+		       : ls->err == EINVAL ? "bad table geometry"
+		                           : "not sealed against shrinking");
+		break;
+	case LIVE_SNAPSHOT_ENDED:
+		if (ls->state == HP_STATE_ACTIVE)
 			hp_err(SUBSYS,
 			       "pid %d (%s) is not profiled any more: its "
 			       "heapprof session ended; %s",
-			       (int)pid, comm,
-			       attach_hint(pid, comm, hint, sizeof(hint)));
+			       pid, comm,
+			       attach_hint(ls, comm, hint, sizeof(hint)));
 		else
 			hp_err(SUBSYS,
 			       "pid %d (%s) is not profiled any more: its "
 			       "heapprof session ended (client %s: %s); %s",
-			       (int)pid, comm, state_str(last->state),
-			       stop_str(last->stop_reason),
-			       attach_hint(pid, comm, hint, sizeof(hint)));
-		return -1;
+			       pid, comm, state_str(ls->state),
+			       stop_str(ls->stop_reason),
+			       attach_hint(ls, comm, hint, sizeof(hint)));
+		break;
+	default:
+		break;
 	}
-	const struct candidate *pick[MAX_CANDIDATES] = {NULL};
-	int np = 0;
-	for (int i = 0; i < s->n; i++) {
-		const struct candidate *c = &s->c[i];
-		if (active(c, pid) && c->session == newest->session)
-			pick[np++] = c;
-	}
-	qsort(pick, (size_t)np, sizeof(pick[0]), cand_cmp);
-	*nr = 0;
-	for (int i = 0; i < np && *nr < TARGET_MAX_REGIONS; i++) {
-		if (i > 0 && pick[i]->index == pick[i - 1]->index)
-			continue;
-		rs[(*nr)++] = &pick[i]->r;
-	}
-	*first = pick[0];
-	return 0;
-}
-
-/* ---- -n NAME ------------------------------------------------------------- */
-
-/* Whether pid has a descriptor naming a heapprof region. */
-static bool has_region(pid_t pid)
-{
-	char path[64], link[128];
-	bool found = false;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	struct dirent *e;
-	while (!found && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		ssize_t n =
-		        readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
-		if (n > 0) {
-			link[n] = '\0';
-			found = !strcmp(link, REGION_LINK);
-		}
-	}
-	closedir(d);
-	return found;
 }
 
 /* The one process of ours named name with a heapprof region.  0 or -1
  * (message printed). */
 static int find_by_name(const char *name, pid_t *out)
 {
-	DIR *d = opendir("/proc");
-	pid_t found[16];
+	pid_t found[SNAPSHOT_PROC_BY_NAME_MAX];
 	int n = 0;
 	bool lib = false; /* one of that name has libheapprof loaded */
-	uid_t me = getuid();
-	/* /proc/PID/comm keeps 15 bytes of the name. */
-	char want[16];
+	int err = snapshot_proc_by_name(name, found, &n, &lib);
 
-	if (!d) {
-		hp_err(SUBSYS, "/proc: %s", strerror(errno));
+	if (err) {
+		hp_err(SUBSYS, "/proc: %s", strerror(-err));
 		return -1;
 	}
-	snprintf(want, sizeof(want), "%s", name);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0 || pid == getpid())
-			continue;
-		char path[64], comm[64];
-		struct stat sb;
-		snprintf(path, sizeof(path), "/proc/%ld", pid);
-		if (stat(path, &sb) < 0 || (me != 0 && sb.st_uid != me))
-			continue;
-		proc_comm((pid_t)pid, comm, sizeof(comm));
-		if (strcmp(comm, want) != 0)
-			continue;
-		if (!has_region((pid_t)pid)) {
-			lib = lib || has_lib((pid_t)pid);
-			continue;
-		}
-		if (n < (int)(sizeof(found) / sizeof(found[0])))
-			found[n] = (pid_t)pid;
-		n++;
-	}
-	closedir(d);
 	if (n == 0 && lib)
 		hp_err(SUBSYS,
 		       "no process of yours named '%s' is profiled by heapprof "
@@ -642,7 +366,9 @@ static int find_by_name(const char *name, pid_t *out)
 	if (n > 1) {
 		char list[256] = "";
 		size_t len = 0;
-		int shown = n < 16 ? n : 16;
+		int shown = n < SNAPSHOT_PROC_BY_NAME_MAX
+		                    ? n
+		                    : SNAPSHOT_PROC_BY_NAME_MAX;
 		for (int i = 0; i < shown && len < sizeof(list); i++)
 			len += (size_t)snprintf(list + len, sizeof(list) - len,
 			                        "%s%d", i ? ", " : "",
@@ -749,7 +475,8 @@ static int64_t wall_of(sqlite3 *db, int64_t ts)
 	if (sqlite3_prepare_v2(db,
 	                       "SELECT value FROM heapprof_meta WHERE key = ?",
 	                       -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, META_CLOCK_OFFSET, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 1, LIVE_SNAPSHOT_META_CLOCK_OFFSET, -1,
+		                  SQLITE_STATIC);
 		if (sqlite3_step(st) == SQLITE_ROW) {
 			const char *v =
 			        (const char *)sqlite3_column_text(st, 0);
@@ -841,61 +568,6 @@ static char *joined_args(int argc, char **argv)
 		strcat(s, argv[i]);
 	}
 	return s;
-}
-
-/* The snapshot as a profile database at path.  0 or -1 (printed). */
-static int write_db(const struct snap_opts *o, const char *path, pid_t pid,
-                    const struct candidate *first, int nr,
-                    const struct hp_region *const *rs, struct snapshot *snap,
-                    uint64_t ts, uint64_t wall)
-{
-	char comm[64], off[32];
-	char *cmdline = proc_cmdline(pid), *me = joined_args(o->argc, o->argv);
-	const struct hp_header_v1 *h = first->r.hdr;
-	uint64_t shmem = 0;
-	int64_t upid = 0;
-	int err = cmdline && me ? 0 : -ENOMEM;
-
-	for (int i = 0; i < nr; i++)
-		shmem += rs[i]->size;
-	proc_comm(pid, comm, sizeof(comm));
-	pid_t ppid = proc_ppid(pid);
-	struct prof_process pi = {
-	        .pid = pid,
-	        .name = comm,
-	        .cmdline = cmdline ? cmdline : "",
-	        .sampling_interval = h->sampling_interval,
-	        .unwind = h->unwind_mode == HP_UNWIND_FP ? "fp" : "dwarf",
-	        .max_frames = h->max_frames,
-	        .shmem_size = shmem,
-	        .start_ts_ns = first->attach_ts,
-	        .how = "snapshot",
-	        .ppid = ppid > 0 ? ppid : 0,
-	        .session_id = h->session_id,
-	};
-	struct profile *prof = err ? NULL : profile_create(path, me);
-	if (!err && !prof)
-		err = -EIO;
-	if (!err)
-		err = profile_begin_process(prof, &pi, &upid);
-	snap->dump.ts_ns = ts;
-	snap->dump.reason = "snapshot";
-	snap->dump.name = "snapshot";
-	snap->dump.blocks_in_flight = snap->blocks_in_flight;
-	snapshot_memory(rs[0], pid, true, &snap->dump.memory);
-	if (!err)
-		err = profile_write_dump(prof, upid, &snap->dump);
-	snprintf(off, sizeof(off), "%" PRId64, (int64_t)(wall - ts));
-	if (!err)
-		err = profile_set_meta(prof, META_CLOCK_OFFSET, off);
-	int cerr = prof ? profile_close(prof) : 0;
-	if (!err)
-		err = cerr;
-	if (err == -ENOMEM)
-		hp_err(SUBSYS, "out of memory");
-	free(cmdline);
-	free(me);
-	return err ? -1 : 0;
 }
 
 /* The pprof of the database just written (its one process and dump). */
@@ -1014,27 +686,21 @@ static int report_contents(const struct contents_result *c, pid_t pid,
 static int run_live(const struct snap_opts *o)
 {
 	pid_t pid = (pid_t)o->pid;
-	struct scan *sc = calloc(1, sizeof(*sc));
-	const struct hp_region *rs[TARGET_MAX_REGIONS];
-	const struct candidate *first = NULL;
-	struct snapshot snap;
-	char *db_path = NULL, *out = NULL;
-	int nr = 0, rc = 1;
+	struct live_snapshot ls;
+	char *db_path = NULL, *out = NULL, *me = NULL;
+	int rc = 1;
 
-	memset(&snap, 0, sizeof(snap));
-	if (!sc) {
-		hp_err(SUBSYS, "out of memory");
-		return 1;
-	}
+	memset(&ls, 0, sizeof(ls));
 	if (o->proc_name && find_by_name(o->proc_name, &pid) < 0)
 		goto out;
-	if (pick_regions(pid, sc, rs, &nr, &first) < 0)
+	int err = live_snapshot_open(pid, &ls);
+	if (err == -ENOMEM)
+		hp_err(SUBSYS, "out of memory");
+	else if (err)
+		say_why(&ls);
+	if (err)
 		goto out;
-	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
-	uint64_t wall = hp_clock_ns(CLOCK_REALTIME);
-	int err = snapshot_take_live(rs, nr, &snap);
-	if (!err)
-		err = snapshot_resolve_paths(&snap, pid, true, NULL);
+	err = live_snapshot_take(&ls);
 	if (err) {
 		hp_err(SUBSYS, "pid %d: reading its region: %s", (int)pid,
 		       strerror(-err));
@@ -1043,7 +709,7 @@ static int run_live(const struct snap_opts *o)
 	/* The contents right after the table: the process may run on. */
 	struct contents_result ct = {0};
 	if (o->contents &&
-	    contents_write(pid, snap.dump.blocks, snap.dump.nblocks,
+	    contents_write(pid, ls.snap.dump.blocks, ls.snap.dump.nblocks,
 	                   o->contents, &ct) < 0) {
 		hp_err(SUBSYS, "out of memory");
 		goto out;
@@ -1059,27 +725,26 @@ static int run_live(const struct snap_opts *o)
 		free(db_path);
 		db_path = out = NULL;
 	}
-	if (!db_path) {
+	if (!db_path || !(me = joined_args(o->argc, o->argv))) {
 		hp_err(SUBSYS, "out of memory");
 		goto out;
 	}
-	uint64_t interval = first->r.hdr->sampling_interval;
-	if (snap.dump.interval_used > interval)
-		interval = snap.dump.interval_used;
+	uint64_t interval = live_snapshot_interval(&ls);
 	size_t nsamples = 0;
-	if (write_db(o, db_path, pid, first, nr, rs, &snap, ts, wall) < 0 ||
-	    pprof_of_db(o, db_path, out, wall, &nsamples) < 0)
+	err = live_snapshot_write_db(&ls, db_path, me);
+	if (err == -ENOMEM)
+		hp_err(SUBSYS, "out of memory");
+	if (err || pprof_of_db(o, db_path, out, ls.wall, &nsamples) < 0)
 		goto out;
-	print_summary(pid, &snap, interval);
+	print_summary(pid, &ls.snap, interval);
 	printf("wrote %s and %s (%zu sample%s)\n", db_path, out, nsamples,
 	       nsamples == 1 ? "" : "s");
 	rc = o->contents ? report_contents(&ct, pid, o->contents) : 0;
 out:
-	snapshot_free(&snap);
-	scan_free(sc);
-	free(sc);
+	live_snapshot_close(&ls);
 	free(db_path);
 	free(out);
+	free(me);
 	return rc;
 }
 
