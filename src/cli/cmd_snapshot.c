@@ -29,7 +29,7 @@
 #include "collector/contents.h"
 #include "collector/live_snapshot.h"
 #include "collector/snapshot_proc.h"
-#include "export/pprof.h"
+#include "export/snapshot_pprof.h"
 #include "profile/blocks.h"
 #include "profile/profile.h"
 #include "profile/reader.h"
@@ -383,175 +383,6 @@ static int find_by_name(const char *name, pid_t *out)
 	return 0;
 }
 
-/* ---- the pprof of a dump ------------------------------------------------- */
-
-static void block_name(char *buf, size_t len, uint64_t addr)
-{
-	snprintf(buf, len, "0x%" PRIx64, addr);
-}
-
-struct pprof_job {
-	sqlite3 *db;
-	const struct rd_stacks *s;
-	const struct rd_process *p;
-	const struct rd_dump *d;
-	size_t dump_index, ndumps; /* 1-based, for the comment */
-	const char *file;          /* the profile, for the comment */
-	const char *heap;
-	int with_tags;
-	int64_t wall_ns; /* 0: from the file */
-	const char *path;
-	/* results */
-	size_t nsamples;
-	int from_blocks;
-	struct rd_block_summary sum;
-};
-
-/* One sample per leaf callsite: the blocks summed. */
-static int add_aggregated(struct pp_profile *pp, const struct pprof_job *j,
-                          const struct rd_block *b, size_t n)
-{
-	int err = 0;
-
-	for (size_t i = 0; !err && i < n;) {
-		int64_t bytes = 0, objs_fp = 0;
-		size_t k = i;
-		for (; k < n && b[k].callsite == b[i].callsite; k++) {
-			bytes += b[k].charged;
-			objs_fp += b[k].objects_fp;
-		}
-		int64_t objs = blocks_objects(objs_fp);
-		int64_t v[RD_NVIEWS] = {[RD_SPACE] = bytes,
-		                        [RD_ALLOC_SPACE] = bytes,
-		                        [RD_OBJECTS] = objs,
-		                        [RD_ALLOC_OBJECTS] = objs};
-		err = pp_add_sample(pp, j->s, b[i].callsite, v, NULL, NULL);
-		i = k;
-	}
-	return err;
-}
-
-/* One sample per block, labelled address, timestamp and thread. */
-static int add_tagged(struct pp_profile *pp, const struct pprof_job *j,
-                      const struct rd_block *b, size_t n)
-{
-	int err = 0;
-
-	for (size_t i = 0; !err && i < n; i++) {
-		char addr[32];
-		struct pp_label l[3];
-		size_t nl = 0;
-		block_name(addr, sizeof(addr), b[i].address);
-		l[nl++] = (struct pp_label){.key = "address", .str = addr};
-		/* 0: unknown (a v1 region): no label rather than a wrong
-		 * one. */
-		if (b[i].ts)
-			l[nl++] = (struct pp_label){.key = "timestamp",
-			                            .num = b[i].ts,
-			                            .num_unit = "nanoseconds"};
-		if (b[i].tid)
-			l[nl++] = (struct pp_label){.key = "thread",
-			                            .num = b[i].tid};
-		int64_t objs = blocks_objects(b[i].objects_fp);
-		int64_t v[RD_NVIEWS] = {[RD_SPACE] = b[i].charged,
-		                        [RD_ALLOC_SPACE] = b[i].charged,
-		                        [RD_OBJECTS] = objs,
-		                        [RD_ALLOC_OBJECTS] = objs};
-		/* A zero-byte block still counts as one object. */
-		if (!b[i].charged && !objs)
-			v[RD_OBJECTS] = v[RD_ALLOC_OBJECTS] = 1;
-		err = pp_add_sample_labels(pp, j->s, b[i].callsite, v, l, nl);
-	}
-	return err;
-}
-
-/* The wall-clock time of the file's boot-time ts: exact when the file
- * says how the clocks relate (a snapshot's), else pp_wall_time. */
-static int64_t wall_of(sqlite3 *db, int64_t ts)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t t = 0;
-
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT value FROM heapprof_meta WHERE key = ?",
-	                       -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, LIVE_SNAPSHOT_META_CLOCK_OFFSET, -1,
-		                  SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			const char *v =
-			        (const char *)sqlite3_column_text(st, 0);
-			long long off = v ? strtoll(v, NULL, 10) : 0;
-			if (off > 0)
-				t = ts + off;
-		}
-	}
-	sqlite3_finalize(st);
-	return t ? t : pp_wall_time(db, ts);
-}
-
-/*
- * Writes the pprof of dump j->d: from its blocks when it kept them, else
- * from the per-stack counters at the dump (as `heapprof pprof --dump`).
- * 0 or -1 (message printed).
- */
-static int write_pprof(struct pprof_job *j)
-{
-	const char *heap = j->heap ? j->heap : "libc.malloc";
-	struct rd_block *b = NULL;
-	size_t nb = 0;
-	char *c1 = NULL, *c2 = NULL;
-	int err = blocks_summary(j->db, SUBSYS, j->d->id, &j->sum);
-	struct pp_profile *pp = err ? NULL : pp_new(j->p->interval);
-
-	if (!err && !pp)
-		err = -ENOMEM;
-	j->from_blocks = !err && j->sum.nblocks > 0;
-	if (!err && j->from_blocks)
-		err = blocks_load(j->db, SUBSYS, j->d->id, heap, &b, &nb);
-	if (!err && j->with_tags && !j->from_blocks)
-		fprintf(stderr,
-		        "heapprof: %s: this dump kept no blocks: the pprof has "
-		        "one sample per call stack, without tags\n",
-		        SUBSYS);
-	if (!err &&
-	    (asprintf(&c1,
-	              "heapprof snapshot%s%s%s of process %" PRId64
-	              " (%s), heap %s: dump %zu of %zu in %s",
-	              j->d->name ? " '" : "", j->d->name ? j->d->name : "",
-	              j->d->name ? "'" : "", j->p->pid, j->p->name, heap,
-	              j->dump_index, j->ndumps, j->file) < 0 ||
-	     asprintf(&c2, "command line: %s", j->p->cmdline) < 0)) {
-		c1 = c2 = NULL;
-		err = -ENOMEM;
-	}
-	if (!err)
-		err = pp_add_comment(pp, c1);
-	if (!err)
-		err = pp_add_comment(pp, c2);
-	if (!err) {
-		int64_t wall =
-		        j->wall_ns ? j->wall_ns : wall_of(j->db, j->d->ts);
-		pp_set_time(pp, wall, j->d->ts - j->p->start_ts);
-	}
-	if (!err && j->from_blocks)
-		err = j->with_tags ? add_tagged(pp, j, b, nb)
-		                   : add_aggregated(pp, j, b, nb);
-	else if (!err)
-		err = pp_add_dump(pp, j->db, j->s, j->p->upid, heap, j->d->ts,
-		                  0, NULL, SUBSYS);
-	if (err == -ENOMEM)
-		hp_err(SUBSYS, "out of memory");
-	if (!err)
-		j->nsamples = pp_nsamples(pp);
-	if (!err)
-		err = pp_write_gz(pp, j->path, SUBSYS);
-	free(b);
-	free(c1);
-	free(c2);
-	pp_free(pp);
-	return err ? -1 : 0;
-}
-
 /* ---- snapshot -p / -n --------------------------------------------------- */
 
 static char *joined_args(int argc, char **argv)
@@ -568,53 +399,6 @@ static char *joined_args(int argc, char **argv)
 		strcat(s, argv[i]);
 	}
 	return s;
-}
-
-/* The pprof of the database just written (its one process and dump). */
-static int pprof_of_db(const struct snap_opts *o, const char *db_path,
-                       const char *out, uint64_t wall, size_t *nsamples)
-{
-	sqlite3 *db = reader_open(db_path, SUBSYS);
-	struct rd_stacks s;
-	struct rd_process *procs = NULL;
-	struct rd_dump *d = NULL;
-	size_t np = 0, nd = 0;
-	int err = db ? 0 : -1;
-
-	memset(&s, 0, sizeof(s));
-	if (!err)
-		err = reader_load_stacks(db, SUBSYS, &s);
-	if (!err)
-		err = reader_load_processes(db, SUBSYS, &procs, &np);
-	if (!err && np == 1)
-		err = reader_load_dumps(db, SUBSYS, procs[0].upid, &d, &nd);
-	if (!err && (np != 1 || nd != 1)) {
-		hp_err(SUBSYS, "%s: unexpected contents", db_path);
-		err = -1;
-	}
-	if (!err) {
-		struct pprof_job j = {
-		        .db = db,
-		        .s = &s,
-		        .p = &procs[0],
-		        .d = &d[0],
-		        .dump_index = 1,
-		        .ndumps = 1,
-		        .file = db_path,
-		        .heap = o->heap,
-		        .with_tags = o->with_tags,
-		        .wall_ns = (int64_t)wall,
-		        .path = out,
-		};
-		err = write_pprof(&j);
-		*nsamples = j.nsamples;
-	}
-	reader_free_dumps(d, nd);
-	reader_free_processes(procs, np);
-	reader_free_stacks(&s);
-	if (db)
-		sqlite3_close(db);
-	return err ? -1 : 0;
 }
 
 static void print_summary(pid_t pid, const struct snapshot *snap,
@@ -734,7 +518,8 @@ static int run_live(const struct snap_opts *o)
 	err = live_snapshot_write_db(&ls, db_path, me);
 	if (err == -ENOMEM)
 		hp_err(SUBSYS, "out of memory");
-	if (err || pprof_of_db(o, db_path, out, ls.wall, &nsamples) < 0)
+	if (err || snapshot_pprof_of_db(db_path, out, o->heap, o->with_tags,
+	                                ls.wall, &nsamples, SUBSYS) < 0)
 		goto out;
 	print_summary(pid, &ls.snap, interval);
 	printf("wrote %s and %s (%zu sample%s)\n", db_path, out, nsamples,
@@ -917,7 +702,7 @@ static int run_name(sqlite3 *db, const struct snap_opts *o)
 		err = -1;
 	}
 	if (!err) {
-		struct pprof_job j = {
+		struct snapshot_pprof_job j = {
 		        .db = db,
 		        .s = &s,
 		        .p = pick,
@@ -929,7 +714,7 @@ static int run_name(sqlite3 *db, const struct snap_opts *o)
 		        .with_tags = o->with_tags,
 		        .path = out,
 		};
-		err = write_pprof(&j);
+		err = snapshot_pprof_write(&j, SUBSYS);
 		if (!err)
 			printf("wrote %s: process %" PRId64
 			       ", snapshot '%s' (dump %ld of %zu), %zu "
