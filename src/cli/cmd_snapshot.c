@@ -33,6 +33,7 @@
 #include "profile/blocks.h"
 #include "profile/profile.h"
 #include "profile/reader.h"
+#include "profile/snapshots.h"
 #include "util/err.h"
 #include "util/human.h"
 
@@ -535,74 +536,31 @@ out:
 
 /* ---- --list / --name ----------------------------------------------------- */
 
-/* Live objects and bytes of every heap at ts, from the counters. */
-static void counter_totals(sqlite3 *db, int64_t upid, int64_t ts, int64_t *objs,
-                           int64_t *bytes)
+/* One line of --list; the header before the first. */
+static void list_row(void *ctx, const struct snapshot_row *r)
 {
-	sqlite3_stmt *st = NULL;
+	size_t *shown = ctx;
+	char in_flight[24] = "-";
 
-	*objs = *bytes = 0;
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT coalesce(sum(count), 0),"
-	                       " coalesce(sum(size), 0) FROM"
-	                       " heap_profile_allocation WHERE upid = ?1 AND"
-	                       " ts <= ?2",
-	                       -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, upid);
-		sqlite3_bind_int64(st, 2, ts);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			*objs = sqlite3_column_int64(st, 0);
-			*bytes = sqlite3_column_int64(st, 1);
-		}
-	}
-	sqlite3_finalize(st);
+	if (!(*shown)++)
+		printf("%-8s %5s  %-24s %12s %10s %14s  %s\n", "PID", "DUMP",
+		       "NAME", "TIME", "BLOCKS", "BYTES", "IN FLIGHT");
+	if (r->in_flight >= 0)
+		snprintf(in_flight, sizeof(in_flight), "%" PRId64,
+		         r->in_flight);
+	printf("%-8" PRId64 " %5zu  %-24s %10.3f s %10" PRId64 " %14" PRId64
+	       "  %s\n",
+	       r->p->pid, r->dump, r->d->name,
+	       (double)(r->d->ts - r->p->start_ts) / 1e9, r->nblocks, r->bytes,
+	       in_flight);
 }
 
 static int run_list(sqlite3 *db, const struct snap_opts *o)
 {
-	struct rd_process *procs = NULL;
-	size_t np = 0, shown = 0, nsel = 0;
-	int err = reader_load_processes(db, SUBSYS, &procs, &np);
+	size_t shown = 0, nsel = 0;
+	long pid = o->have_pid_filter ? o->pid_filter : 0;
 
-	for (size_t i = 0; !err && i < np; i++) {
-		const struct rd_process *p = &procs[i];
-		struct rd_dump *d = NULL;
-		size_t nd = 0;
-		if (o->have_pid_filter && p->pid != o->pid_filter)
-			continue;
-		nsel++;
-		if ((err = reader_load_dumps(db, SUBSYS, p->upid, &d, &nd)))
-			break;
-		for (size_t k = 0; !err && k < nd; k++) {
-			if (!d[k].name)
-				continue;
-			struct rd_block_summary sum;
-			err = blocks_summary(db, SUBSYS, d[k].id, &sum);
-			if (err)
-				break;
-			int64_t nblocks = sum.nblocks, bytes = sum.bytes;
-			/* No blocks kept (or none live): the counters. */
-			if (!nblocks)
-				counter_totals(db, p->upid, d[k].ts, &nblocks,
-				               &bytes);
-			if (!shown++)
-				printf("%-8s %5s  %-24s %12s %10s %14s  %s\n",
-				       "PID", "DUMP", "NAME", "TIME", "BLOCKS",
-				       "BYTES", "IN FLIGHT");
-			char in_flight[24] = "-";
-			if (sum.in_flight >= 0)
-				snprintf(in_flight, sizeof(in_flight),
-				         "%" PRId64, sum.in_flight);
-			printf("%-8" PRId64 " %5zu  %-24s %10.3f s %10" PRId64
-			       " %14" PRId64 "  %s\n",
-			       p->pid, k + 1, d[k].name,
-			       (double)(d[k].ts - p->start_ts) / 1e9, nblocks,
-			       bytes, in_flight);
-		}
-		reader_free_dumps(d, nd);
-	}
-	reader_free_processes(procs, np);
-	if (err)
+	if (snapshots_list(db, SUBSYS, pid, list_row, &shown, &nsel))
 		return 1;
 	if (o->have_pid_filter && nsel == 0) {
 		hp_err(SUBSYS, "%s: no process with pid %ld", o->file,
@@ -635,63 +593,28 @@ static char *name_output(const char *file, const char *name)
 static int run_name(sqlite3 *db, const struct snap_opts *o)
 {
 	struct rd_stacks s;
-	struct rd_process *procs = NULL;
-	struct rd_dump *dumps = NULL, *d = NULL;
-	size_t np = 0, nd = 0, pick_nd = 0, nsel = 0;
-	long pick_k = -1;
-	const struct rd_process *pick = NULL;
-	char pids[256] = "";
-	size_t plen = 0, nmatch = 0;
+	struct snapshot_pick pk;
 	char *out = NULL;
-	int err;
 
 	memset(&s, 0, sizeof(s));
-	err = reader_load_processes(db, SUBSYS, &procs, &np);
-	for (size_t i = 0; !err && i < np; i++) {
-		const struct rd_process *p = &procs[i];
-		if (o->have_pid_filter && p->pid != o->pid_filter)
-			continue;
-		nsel++;
-		if ((err = reader_load_dumps(db, SUBSYS, p->upid, &d, &nd)))
-			break;
-		/* The last of that name, as --dump NAME picks it. */
-		long k = -1;
-		for (size_t x = nd; x-- > 0 && k < 0;)
-			if (d[x].name && !strcmp(d[x].name, o->snap_name))
-				k = (long)x;
-		if (k < 0) {
-			reader_free_dumps(d, nd);
-			continue;
-		}
-		if (plen < sizeof(pids))
-			plen += (size_t)snprintf(
-			        pids + plen, sizeof(pids) - plen, "%s%" PRId64,
-			        nmatch ? ", " : "", p->pid);
-		if (nmatch++ == 0) {
-			pick = p;
-			pick_k = k;
-			dumps = d;
-			pick_nd = nd;
-		} else {
-			reader_free_dumps(d, nd);
-		}
-	}
-	if (!err && o->have_pid_filter && nsel == 0) {
+	int err = snapshots_pick(db, SUBSYS, o->snap_name,
+	                         o->have_pid_filter ? o->pid_filter : 0, &pk);
+	if (!err && o->have_pid_filter && pk.nsel == 0) {
 		hp_err(SUBSYS, "%s: no process with pid %ld", o->file,
 		       o->pid_filter);
 		err = -1;
-	} else if (!err && nmatch == 0) {
+	} else if (!err && pk.nmatch == 0) {
 		hp_err(SUBSYS,
 		       "%s: no snapshot named '%s'%s (heapprof snapshot --list "
 		       "%s shows them)",
 		       o->file, o->snap_name,
 		       o->have_pid_filter ? " in that process" : "", o->file);
 		err = -1;
-	} else if (!err && nmatch > 1) {
+	} else if (!err && pk.nmatch > 1) {
 		hp_err(SUBSYS,
 		       "%s: processes %s have a snapshot named '%s': choose "
 		       "one with --pid",
-		       o->file, pids, o->snap_name);
+		       o->file, pk.pids, o->snap_name);
 		err = -1;
 	}
 	if (!err)
@@ -705,10 +628,10 @@ static int run_name(sqlite3 *db, const struct snap_opts *o)
 		struct snapshot_pprof_job j = {
 		        .db = db,
 		        .s = &s,
-		        .p = pick,
-		        .d = &dumps[pick_k],
-		        .dump_index = (size_t)pick_k + 1,
-		        .ndumps = pick_nd,
+		        .p = pk.p,
+		        .d = &pk.dumps[pk.k],
+		        .dump_index = (size_t)pk.k + 1,
+		        .ndumps = pk.ndumps,
 		        .file = o->file,
 		        .heap = o->heap,
 		        .with_tags = o->with_tags,
@@ -719,15 +642,15 @@ static int run_name(sqlite3 *db, const struct snap_opts *o)
 			printf("wrote %s: process %" PRId64
 			       ", snapshot '%s' (dump %ld of %zu), %zu "
 			       "sample%s, from %s\n",
-			       out, pick->pid, o->snap_name, pick_k + 1,
-			       pick_nd, j.nsamples, j.nsamples == 1 ? "" : "s",
+			       out, pk.p->pid, o->snap_name, pk.k + 1,
+			       pk.ndumps, j.nsamples,
+			       j.nsamples == 1 ? "" : "s",
 			       j.from_blocks ? "its blocks"
 			                     : "per-stack counters");
 	}
 	free(out);
 	reader_free_stacks(&s);
-	reader_free_dumps(dumps, pick_nd);
-	reader_free_processes(procs, np);
+	snapshots_pick_free(&pk);
 	return err ? 1 : 0;
 }
 
