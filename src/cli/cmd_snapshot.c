@@ -28,7 +28,6 @@
 #include "collector/collector.h"
 #include "collector/contents.h"
 #include "collector/live_snapshot.h"
-#include "collector/snapshot_proc.h"
 #include "export/snapshot_pprof.h"
 #include "profile/blocks.h"
 #include "profile/profile.h"
@@ -221,169 +220,6 @@ static int parse_args(int argc, char **argv, struct snap_opts *o)
 	return 0;
 }
 
-/* ---- why not --------------------------------------------------------- */
-
-static const char *state_str(uint32_t st)
-{
-	switch (st) {
-	case HP_STATE_OFFERED:
-		return "not started";
-	case HP_STATE_ACTIVE:
-		return "active";
-	case HP_STATE_STOPPED:
-		return "stopped";
-	}
-	return "unknown";
-}
-
-static const char *stop_str(uint32_t r)
-{
-	switch (r) {
-	case HP_STOP_REQUESTED:
-		return "its session stopped it";
-	case HP_STOP_EXEC:
-		return "it ran exec";
-	case HP_STOP_INTERNAL:
-		return "internal error";
-	case HP_STOP_EXIT:
-		return "it is exiting";
-	case HP_STOP_COLLECTOR_GONE:
-		return "its collector went away";
-	}
-	return "no reason given";
-}
-
-#define HINT "run it under 'heapprof record -i 1 -- CMD'"
-
-/*
- * The hint for a running process that no session profiles now: with
- * libheapprof mapped, `record -p` can profile it as it runs (through
- * heapprofd), and a hint to restart it under `record -- CMD` would send
- * the user the long way round.
- */
-static const char *attach_hint(const struct live_snapshot *ls, const char *comm,
-                               char *buf, size_t len)
-{
-	if (!ls->has_lib)
-		return HINT;
-	snprintf(buf, len,
-	         "it has libheapprof loaded: profile it with 'heapprof "
-	         "record -i 1 -p %d' (or -n %s) and take the snapshot while "
-	         "that session runs",
-	         (int)ls->pid, comm);
-	return buf;
-}
-
-/* Says why live_snapshot_open found no region to read. */
-static void say_why(const struct live_snapshot *ls)
-{
-	char comm[64], hint[256];
-	int pid = (int)ls->pid;
-
-	if (ls->why == LIVE_SNAPSHOT_NO_PROCESS) {
-		hp_err(SUBSYS, "no process with pid %d", pid);
-		return;
-	}
-	proc_comm(ls->pid, comm, sizeof(comm));
-	switch (ls->why) {
-	case LIVE_SNAPSHOT_DENIED:
-		hp_err(SUBSYS,
-		       "cannot read the descriptors of pid %d (%s): permission "
-		       "denied (run as the same user as the process, or with "
-		       "ptrace rights over it: CAP_SYS_PTRACE)",
-		       pid, comm);
-		break;
-	case LIVE_SNAPSHOT_FD_ERROR:
-		hp_err(SUBSYS, "pid %d: reading /proc/%d/fd: %s", pid, pid,
-		       strerror(ls->err));
-		break;
-	case LIVE_SNAPSHOT_NOT_PROFILED:
-		hp_err(SUBSYS,
-		       "pid %d (%s) is not profiled by heapprof: it has no "
-		       "heapprof region (%s)",
-		       pid, comm, attach_hint(ls, comm, hint, sizeof(hint)));
-		break;
-	case LIVE_SNAPSHOT_MAP_FAILED:
-		hp_err(SUBSYS,
-		       "pid %d (%s): cannot map its heapprof region: %s", pid,
-		       comm, strerror(ls->err));
-		break;
-	case LIVE_SNAPSHOT_CORRUPT:
-		hp_err(SUBSYS,
-		       "pid %d (%s): its heapprof region is corrupt (%s); "
-		       "cannot read it",
-		       pid, comm,
-		       ls->err == EPROTO   ? "bad magic or layout version"
-		       : ls->err == EINVAL ? "bad table geometry"
-		                           : "not sealed against shrinking");
-		break;
-	case LIVE_SNAPSHOT_ENDED:
-		if (ls->state == HP_STATE_ACTIVE)
-			hp_err(SUBSYS,
-			       "pid %d (%s) is not profiled any more: its "
-			       "heapprof session ended; %s",
-			       pid, comm,
-			       attach_hint(ls, comm, hint, sizeof(hint)));
-		else
-			hp_err(SUBSYS,
-			       "pid %d (%s) is not profiled any more: its "
-			       "heapprof session ended (client %s: %s); %s",
-			       pid, comm, state_str(ls->state),
-			       stop_str(ls->stop_reason),
-			       attach_hint(ls, comm, hint, sizeof(hint)));
-		break;
-	default:
-		break;
-	}
-}
-
-/* The one process of ours named name with a heapprof region.  0 or -1
- * (message printed). */
-static int find_by_name(const char *name, pid_t *out)
-{
-	pid_t found[SNAPSHOT_PROC_BY_NAME_MAX];
-	int n = 0;
-	bool lib = false; /* one of that name has libheapprof loaded */
-	int err = snapshot_proc_by_name(name, found, &n, &lib);
-
-	if (err) {
-		hp_err(SUBSYS, "/proc: %s", strerror(-err));
-		return -1;
-	}
-	if (n == 0 && lib)
-		hp_err(SUBSYS,
-		       "no process of yours named '%s' is profiled by heapprof "
-		       "(it has libheapprof loaded: profile it with 'heapprof "
-		       "record -i 1 -n %s' and take the snapshot while that "
-		       "session runs)",
-		       name, name);
-	else if (n == 0)
-		hp_err(SUBSYS,
-		       "no process of yours named '%s' is profiled by heapprof "
-		       "(%s)",
-		       name, HINT);
-	if (n == 0)
-		return -1;
-	if (n > 1) {
-		char list[256] = "";
-		size_t len = 0;
-		int shown = n < SNAPSHOT_PROC_BY_NAME_MAX
-		                    ? n
-		                    : SNAPSHOT_PROC_BY_NAME_MAX;
-		for (int i = 0; i < shown && len < sizeof(list); i++)
-			len += (size_t)snprintf(list + len, sizeof(list) - len,
-			                        "%s%d", i ? ", " : "",
-			                        (int)found[i]);
-		hp_err(SUBSYS,
-		       "%d processes named '%s' are profiled (pids %s%s): "
-		       "choose one with -p",
-		       n, name, list, n > shown ? ", ..." : "");
-		return -1;
-	}
-	*out = found[0];
-	return 0;
-}
-
 /* ---- snapshot -p / -n --------------------------------------------------- */
 
 static char *joined_args(int argc, char **argv)
@@ -476,13 +312,14 @@ static int run_live(const struct snap_opts *o)
 	int rc = 1;
 
 	memset(&ls, 0, sizeof(ls));
-	if (o->proc_name && find_by_name(o->proc_name, &pid) < 0)
+	if (o->proc_name &&
+	    live_snapshot_find(o->proc_name, &pid, ls.why, sizeof(ls.why))) {
+		hp_err(SUBSYS, "%s", ls.why);
 		goto out;
+	}
 	int err = live_snapshot_open(pid, &ls);
-	if (err == -ENOMEM)
-		hp_err(SUBSYS, "out of memory");
-	else if (err)
-		say_why(&ls);
+	if (err)
+		hp_err(SUBSYS, "%s", err == -ENOMEM ? "out of memory" : ls.why);
 	if (err)
 		goto out;
 	err = live_snapshot_take(&ls);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,15 +151,117 @@ static int cand_cmp(const void *a, const void *b)
 	return 0;
 }
 
-static int fail(struct live_snapshot *ls, enum live_snapshot_why why, int err)
+/* ---- why not ------------------------------------------------------------ */
+
+static const char *state_str(uint32_t st)
 {
-	ls->why = why;
-	ls->err = err;
+	switch (st) {
+	case HP_STATE_OFFERED:
+		return "not started";
+	case HP_STATE_ACTIVE:
+		return "active";
+	case HP_STATE_STOPPED:
+		return "stopped";
+	}
+	return "unknown";
+}
+
+static const char *stop_str(uint32_t r)
+{
+	switch (r) {
+	case HP_STOP_REQUESTED:
+		return "its session stopped it";
+	case HP_STOP_EXEC:
+		return "it ran exec";
+	case HP_STOP_INTERNAL:
+		return "internal error";
+	case HP_STOP_EXIT:
+		return "it is exiting";
+	case HP_STOP_COLLECTOR_GONE:
+		return "its collector went away";
+	}
+	return "no reason given";
+}
+
+#define HINT "run it under 'heapprof record -i 1 -- CMD'"
+
+/* The hint for a running process that no session profiles now. */
+static const char *attach_hint(pid_t pid, const char *comm, char *buf,
+                               size_t len)
+{
+	if (!snapshot_proc_has_lib(pid))
+		return HINT;
+	snprintf(buf, len,
+	         "it has libheapprof loaded: profile it with 'heapprof "
+	         "record -i 1 -p %d' (or -n %s) and take the snapshot while "
+	         "that session runs",
+	         (int)pid, comm);
+	return buf;
+}
+
+/* Says why in ls->why; -1. */
+__attribute__((format(printf, 2, 3))) static int fail(struct live_snapshot *ls,
+                                                      const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ls->why, sizeof(ls->why), fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
+int live_snapshot_find(const char *name, pid_t *pid, char *why, size_t len)
+{
+	pid_t found[SNAPSHOT_PROC_BY_NAME_MAX];
+	int n = 0;
+	bool lib = false; /* one of that name has libheapprof loaded */
+	int err = snapshot_proc_by_name(name, found, &n, &lib);
+
+	if (err) {
+		snprintf(why, len, "/proc: %s", strerror(-err));
+		return -1;
+	}
+	if (n == 0 && lib)
+		snprintf(why, len,
+		         "no process of yours named '%s' is profiled by "
+		         "heapprof (it has libheapprof loaded: profile it with "
+		         "'heapprof record -i 1 -n %s' and take the snapshot "
+		         "while that session runs)",
+		         name, name);
+	else if (n == 0)
+		snprintf(why, len,
+		         "no process of yours named '%s' is profiled by "
+		         "heapprof (%s)",
+		         name, HINT);
+	if (n == 0)
+		return -1;
+	if (n > 1) {
+		char list[256] = "";
+		size_t used = 0;
+		int shown = n < SNAPSHOT_PROC_BY_NAME_MAX
+		                    ? n
+		                    : SNAPSHOT_PROC_BY_NAME_MAX;
+		for (int i = 0; i < shown && used < sizeof(list); i++)
+			used += (size_t)snprintf(list + used,
+			                         sizeof(list) - used, "%s%d",
+			                         i ? ", " : "", (int)found[i]);
+		snprintf(why, len,
+		         "%d processes named '%s' are profiled (pids %s%s): "
+		         "choose one with -p",
+		         n, name, list, n > shown ? ", ..." : "");
+		return -1;
+	}
+	*pid = found[0];
+	return 0;
+}
+
+/* ---- the active attach's regions ---------------------------------------- */
+
 int live_snapshot_open(pid_t pid, struct live_snapshot *ls)
 {
+	char comm[64], hint[256];
+
 	memset(ls, 0, sizeof(*ls));
 	ls->pid = pid;
 	struct live_scan *s = ls->scan = calloc(1, sizeof(*s));
@@ -167,19 +270,38 @@ int live_snapshot_open(pid_t pid, struct live_snapshot *ls)
 	int rc = scan_fds(pid, s);
 
 	if (rc == -ESRCH)
-		return fail(ls, LIVE_SNAPSHOT_NO_PROCESS, 0);
+		return fail(ls, "no process with pid %d", (int)pid);
+	proc_comm(pid, comm, sizeof(comm));
 	if (rc == -EACCES || (s->links == 0 && s->denied))
-		return fail(ls, LIVE_SNAPSHOT_DENIED, 0);
+		return fail(ls,
+		            "cannot read the descriptors of pid %d (%s): "
+		            "permission denied (run as the same user as the "
+		            "process, or with ptrace rights over it: "
+		            "CAP_SYS_PTRACE)",
+		            (int)pid, comm);
 	if (rc < 0)
-		return fail(ls, LIVE_SNAPSHOT_FD_ERROR, -rc);
-	if (s->links == 0) {
-		ls->has_lib = snapshot_proc_has_lib(pid);
-		return fail(ls, LIVE_SNAPSHOT_NOT_PROFILED, 0);
-	}
+		return fail(ls, "pid %d: reading /proc/%d/fd: %s", (int)pid,
+		            (int)pid, strerror(-rc));
+	if (s->links == 0)
+		return fail(ls,
+		            "pid %d (%s) is not profiled by heapprof: it has "
+		            "no heapprof region (%s)",
+		            (int)pid, comm,
+		            attach_hint(pid, comm, hint, sizeof(hint)));
 	if (s->n == 0 && s->map_err)
-		return fail(ls, LIVE_SNAPSHOT_MAP_FAILED, s->map_err);
+		return fail(ls,
+		            "pid %d (%s): cannot map its heapprof region: %s",
+		            (int)pid, comm, strerror(s->map_err));
 	if (s->n == 0)
-		return fail(ls, LIVE_SNAPSHOT_CORRUPT, -s->bind_err);
+		return fail(ls,
+		            "pid %d (%s): its heapprof region is corrupt (%s); "
+		            "cannot read it",
+		            (int)pid, comm,
+		            s->bind_err == -EPROTO
+		                    ? "bad magic or layout version"
+		            : s->bind_err == -EINVAL
+		                    ? "bad table geometry"
+		                    : "not sealed against shrinking");
 	/* The active attach: the newest active region's session. */
 	const struct live_candidate *newest = NULL;
 	const struct live_candidate *last = &s->c[0];
@@ -192,12 +314,19 @@ int live_snapshot_open(pid_t pid, struct live_snapshot *ls)
 		if (!newest || c->attach_ts > newest->attach_ts)
 			newest = c;
 	}
-	if (!newest) {
-		ls->state = last->state;
-		ls->stop_reason = last->stop_reason;
-		ls->has_lib = snapshot_proc_has_lib(pid);
-		return fail(ls, LIVE_SNAPSHOT_ENDED, 0);
-	}
+	if (!newest && last->state == HP_STATE_ACTIVE)
+		return fail(ls,
+		            "pid %d (%s) is not profiled any more: its "
+		            "heapprof session ended; %s",
+		            (int)pid, comm,
+		            attach_hint(pid, comm, hint, sizeof(hint)));
+	if (!newest)
+		return fail(ls,
+		            "pid %d (%s) is not profiled any more: its "
+		            "heapprof session ended (client %s: %s); %s",
+		            (int)pid, comm, state_str(last->state),
+		            stop_str(last->stop_reason),
+		            attach_hint(pid, comm, hint, sizeof(hint)));
 	const struct live_candidate *pick[MAX_CANDIDATES] = {NULL};
 	int np = 0;
 	for (int i = 0; i < s->n; i++) {

@@ -12,7 +12,8 @@
  *   live_snapshot_write_db  writes the copy as a profile database
  *   live_snapshot_close   unmaps and frees
  *
- * Messages are the caller's: these functions print nothing.
+ * These functions print nothing: what went wrong is the caller's to say
+ * (why the process cannot be read comes as text, as hp_err takes it).
  */
 #ifndef HEAPPROF_COLLECTOR_LIVE_SNAPSHOT_H
 #define HEAPPROF_COLLECTOR_LIVE_SNAPSHOT_H
@@ -27,33 +28,14 @@
  * snapshot was taken, so a pprof of it gets its exact wall time. */
 #define LIVE_SNAPSHOT_META_CLOCK_OFFSET "realtime_minus_boottime_ns"
 
-/* Why live_snapshot_open found no region to read. */
-enum live_snapshot_why {
-	LIVE_SNAPSHOT_OK = 0,
-	LIVE_SNAPSHOT_NO_PROCESS,   /* no process with that pid */
-	LIVE_SNAPSHOT_DENIED,       /* its descriptors are not ours to read */
-	LIVE_SNAPSHOT_FD_ERROR,     /* reading /proc/PID/fd failed: err */
-	LIVE_SNAPSHOT_NOT_PROFILED, /* no heapprof region */
-	LIVE_SNAPSHOT_MAP_FAILED,   /* none could be mapped: err */
-	LIVE_SNAPSHOT_CORRUPT,      /* none bound: err is region_bind's */
-	LIVE_SNAPSHOT_ENDED,        /* none active: its session ended */
-};
-
 struct live_scan;
 struct live_candidate;
 
 struct live_snapshot {
 	pid_t pid;
-	/* live_snapshot_open: why not, with */
-	enum live_snapshot_why why;
-	int err; /* FD_ERROR, MAP_FAILED: the errno; CORRUPT: region_bind's
-	          * (EPROTO: bad magic or version, EINVAL: bad geometry,
-	          * EPERM: not sealed against shrinking) */
-	/* ENDED: the newest region's client state and stop reason */
-	uint32_t state, stop_reason;
-	/* NOT_PROFILED, ENDED: it has libheapprof mapped (then `record -p`
-	 * can profile it as it runs) */
-	bool has_lib;
+	/* live_snapshot_open: why there is nothing to read, for the caller
+	 * to print (hp_err's size) */
+	char why[1024];
 	/* The regions of the active attach, in region_index order. */
 	const struct hp_region *rs[TARGET_MAX_REGIONS];
 	int nr;
@@ -66,9 +48,18 @@ struct live_snapshot {
 };
 
 /*
+ * The one process of ours named name (its first 15 bytes, as
+ * /proc/PID/comm keeps it) that has a heapprof region, into *pid.  0, or
+ * -1 with why (len bytes) saying why not: none, or several.
+ */
+int live_snapshot_find(const char *name, pid_t *pid, char *why, size_t len);
+
+/*
  * Finds pid's regions and keeps those of its active attach (the newest
  * active region's session) in ls->rs.  0; -1 with ls->why saying why
- * not; -ENOMEM.  live_snapshot_close ls in every case.
+ * not (no such process, not ours to read, not profiled, its session
+ * ended: with a hint how to profile it); -ENOMEM.  live_snapshot_close
+ * ls in every case.
  */
 int live_snapshot_open(pid_t pid, struct live_snapshot *ls);
 
