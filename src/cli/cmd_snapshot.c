@@ -11,10 +11,13 @@
  *                               anything.  Writes a profile database and a
  *                               gzipped pprof; --contents-dir also copies
  *                               each block's bytes (process_vm_readv).
- *                               The engine: src/collector/live_snapshot.c,
- *                               contents.c.
  *   snapshot --list FILE        the named snapshots of a profile
  *   snapshot --name NAME FILE   one of them as pprof
+ *
+ * Here: the options and what is said.  The work: src/collector/
+ * live_snapshot.c (the regions found, copied and written as a database),
+ * contents.c (--contents-dir), src/export/snapshot_pprof.c (the pprof)
+ * and src/profile/snapshots.c (--list, --name).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,8 +32,6 @@
 #include "collector/contents.h"
 #include "collector/live_snapshot.h"
 #include "export/snapshot_pprof.h"
-#include "profile/blocks.h"
-#include "profile/profile.h"
 #include "profile/reader.h"
 #include "profile/snapshots.h"
 #include "util/err.h"
