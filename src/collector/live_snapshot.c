@@ -365,6 +365,8 @@ uint64_t live_snapshot_interval(const struct live_snapshot *ls)
 	return interval;
 }
 
+/* ---- the database ------------------------------------------------------- */
+
 int live_snapshot_write_db(struct live_snapshot *ls, const char *path,
                            const char *record_cmdline)
 {

@@ -44,7 +44,7 @@ struct live_snapshot {
 	uint64_t ts, wall; /* CLOCK_BOOTTIME, CLOCK_REALTIME */
 	/* private */
 	struct live_scan *scan;
-	const struct live_candidate *first; /* of region index 0 */
+	const struct live_candidate *first; /* region index 0 (or the lowest) */
 };
 
 /*

@@ -12,6 +12,8 @@
 #include "export/snapshot_pprof.h"
 #include "util/err.h"
 
+/* A block's address label: "0x" and hex, as --contents-dir names the
+ * block's file (collector/contents.c). */
 static void block_name(char *buf, size_t len, uint64_t addr)
 {
 	snprintf(buf, len, "0x%" PRIx64, addr);
