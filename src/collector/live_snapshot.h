@@ -7,6 +7,7 @@
  * in it is trusted), keep the regions of the process's active attach and
  * copy them with snapshot_take_live.
  *
+ *   live_snapshot_find    the one profiled process of a name (-n NAME)
  *   live_snapshot_open    finds and maps the regions (or says why not)
  *   live_snapshot_take    copies them: every live block, stacks, modules
  *   live_snapshot_write_db  writes the copy as a profile database
