@@ -4,16 +4,15 @@
  * the geometry the collector itself planned; nothing is trusted twice.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "collector/collector.h"
+#include "collector/snapshot_proc.h"
 #include "util/grow.h"
 
 static uint64_t clamp(uint64_t v, uint64_t cap)
@@ -387,36 +386,6 @@ static bool relative_path(const char *path)
 	return path[0] && path[0] != '/' && path[0] != '[' && strchr(path, '/');
 }
 
-/* The absolute path of the file /proc/PID/maps shows mapped at addr, into
- * out (size PATH_MAX); false if none. */
-static bool mapped_path(pid_t pid, uint64_t addr, char *out)
-{
-	char name[64], line[PATH_MAX + 128];
-	bool found = false;
-	snprintf(name, sizeof(name), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(name, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi;
-		int at = 0;
-		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi,
-		           &at) < 2 ||
-		    !at || addr < lo || addr >= hi || line[at] != '/')
-			continue;
-		size_t len = strcspn(line + at, "\n");
-		const char *del = " (deleted)";
-		size_t dlen = strlen(del);
-		if (len > dlen && !memcmp(line + at + len - dlen, del, dlen))
-			len -= dlen;
-		memcpy(out, line + at, len);
-		out[len] = '\0';
-		found = true;
-	}
-	fclose(f);
-	return found;
-}
-
 /* Whether the file at path has rel's file name: what maps shows at a
  * module's address after the module was unloaded may be another file. (A
  * name that is a symbolic link does not match: cwd_path resolves it.) */
@@ -504,7 +473,8 @@ int snapshot_resolve_paths(struct snapshot *s, pid_t pid, bool alive,
 		bool found = cached_path(pid, &mods[i], path);
 		if (!found) {
 			found = (alive &&
-			         mapped_path(pid, mods[i].start, path) &&
+			         snapshot_proc_mapped_path(pid, mods[i].start,
+			                                   path) &&
 			         same_file_name(path, mods[i].path)) ||
 			        cwd_path(cwd, mods[i].path, path);
 			if (found)
@@ -540,51 +510,6 @@ void snapshot_free(struct snapshot *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* The value in kB of "Key:   123 kB" in a /proc status text, in bytes. */
-static int status_field(const char *text, const char *key, uint64_t *out)
-{
-	size_t klen = strlen(key);
-
-	for (const char *l = text; l && *l;
-	     l = strchr(l, '\n'), l = l ? l + 1 : l) {
-		if (strncmp(l, key, klen) != 0 || l[klen] != ':')
-			continue;
-		char *end;
-		unsigned long long kb = strtoull(l + klen + 1, &end, 10);
-		if (end == l + klen + 1)
-			return -1;
-		*out = (uint64_t)kb * 1024;
-		return 0;
-	}
-	return -1;
-}
-
-static int proc_memory(pid_t pid, struct prof_memory *m)
-{
-	char path[64], buf[4096];
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* A zombie has no VmRSS: it is gone for our purpose. */
-	if (status_field(buf, "VmRSS", &m->rss) < 0)
-		return -1;
-	m->have_rss = 1;
-	m->rss_source = "proc";
-	status_field(buf, "RssAnon", &m->rss_anon);
-	status_field(buf, "RssFile", &m->rss_file);
-	status_field(buf, "RssShmem", &m->rss_shmem);
-	if (status_field(buf, "VmHWM", &m->rss_peak) == 0)
-		m->have_peak = 1;
-	return 0;
-}
-
 void snapshot_memory(const struct hp_region *r, pid_t pid, bool alive,
                      struct prof_memory *out)
 {
@@ -593,7 +518,7 @@ void snapshot_memory(const struct hp_region *r, pid_t pid, bool alive,
 
 	memset(out, 0, sizeof(*out));
 	if (alive && pid > 0)
-		proc_memory(pid, out);
+		snapshot_proc_memory(pid, out);
 	/* The client's reading at exit, if it finished writing one. */
 	for (int tries = 0; tries < 4; tries++) {
 		uint64_t s1 =

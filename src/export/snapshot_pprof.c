@@ -1,0 +1,208 @@
+/*
+ * The pprof of a snapshot (snapshot_pprof.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/live_snapshot.h"
+#include "export/pprof.h"
+#include "export/snapshot_pprof.h"
+#include "util/err.h"
+
+/* A block's address label: "0x" and hex, as --contents-dir names the
+ * block's file (collector/contents.c). */
+static void block_name(char *buf, size_t len, uint64_t addr)
+{
+	snprintf(buf, len, "0x%" PRIx64, addr);
+}
+
+/* One sample per leaf callsite: the blocks summed. */
+static int add_aggregated(struct pp_profile *pp,
+                          const struct snapshot_pprof_job *j,
+                          const struct rd_block *b, size_t n)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < n;) {
+		int64_t bytes = 0, objs_fp = 0;
+		size_t k = i;
+		for (; k < n && b[k].callsite == b[i].callsite; k++) {
+			bytes += b[k].charged;
+			objs_fp += b[k].objects_fp;
+		}
+		int64_t objs = blocks_objects(objs_fp);
+		int64_t v[RD_NVIEWS] = {[RD_SPACE] = bytes,
+		                        [RD_ALLOC_SPACE] = bytes,
+		                        [RD_OBJECTS] = objs,
+		                        [RD_ALLOC_OBJECTS] = objs};
+		err = pp_add_sample(pp, j->s, b[i].callsite, v, NULL, NULL);
+		i = k;
+	}
+	return err;
+}
+
+/* One sample per block, labelled address, timestamp and thread. */
+static int add_tagged(struct pp_profile *pp, const struct snapshot_pprof_job *j,
+                      const struct rd_block *b, size_t n)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < n; i++) {
+		char addr[32];
+		struct pp_label l[3];
+		size_t nl = 0;
+		block_name(addr, sizeof(addr), b[i].address);
+		l[nl++] = (struct pp_label){.key = "address", .str = addr};
+		/* 0: unknown (a v1 region): no label rather than a wrong
+		 * one. */
+		if (b[i].ts)
+			l[nl++] = (struct pp_label){.key = "timestamp",
+			                            .num = b[i].ts,
+			                            .num_unit = "nanoseconds"};
+		if (b[i].tid)
+			l[nl++] = (struct pp_label){.key = "thread",
+			                            .num = b[i].tid};
+		int64_t objs = blocks_objects(b[i].objects_fp);
+		int64_t v[RD_NVIEWS] = {[RD_SPACE] = b[i].charged,
+		                        [RD_ALLOC_SPACE] = b[i].charged,
+		                        [RD_OBJECTS] = objs,
+		                        [RD_ALLOC_OBJECTS] = objs};
+		/* A zero-byte block still counts as one object. */
+		if (!b[i].charged && !objs)
+			v[RD_OBJECTS] = v[RD_ALLOC_OBJECTS] = 1;
+		err = pp_add_sample_labels(pp, j->s, b[i].callsite, v, l, nl);
+	}
+	return err;
+}
+
+/* The wall-clock time of the file's boot-time ts: exact when the file
+ * says how the clocks relate (a snapshot's), else pp_wall_time. */
+static int64_t wall_of(sqlite3 *db, int64_t ts)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t t = 0;
+
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT value FROM heapprof_meta WHERE key = ?",
+	                       -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, LIVE_SNAPSHOT_META_CLOCK_OFFSET, -1,
+		                  SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			const char *v =
+			        (const char *)sqlite3_column_text(st, 0);
+			long long off = v ? strtoll(v, NULL, 10) : 0;
+			if (off > 0)
+				t = ts + off;
+		}
+	}
+	sqlite3_finalize(st);
+	return t ? t : pp_wall_time(db, ts);
+}
+
+int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
+{
+	const char *heap = j->heap ? j->heap : "libc.malloc";
+	struct rd_block *b = NULL;
+	size_t nb = 0;
+	char *c1 = NULL, *c2 = NULL;
+	int err = blocks_summary(j->db, subsys, j->d->id, &j->sum);
+	struct pp_profile *pp = err ? NULL : pp_new(j->p->interval);
+
+	if (!err && !pp)
+		err = -ENOMEM;
+	j->from_blocks = !err && j->sum.nblocks > 0;
+	if (!err && j->from_blocks)
+		err = blocks_load(j->db, subsys, j->d->id, heap, &b, &nb);
+	if (!err && j->with_tags && !j->from_blocks)
+		fprintf(stderr,
+		        "heapprof: %s: this dump kept no blocks: the pprof has "
+		        "one sample per call stack, without tags\n",
+		        subsys);
+	if (!err &&
+	    (asprintf(&c1,
+	              "heapprof snapshot%s%s%s of process %" PRId64
+	              " (%s), heap %s: dump %zu of %zu in %s",
+	              j->d->name ? " '" : "", j->d->name ? j->d->name : "",
+	              j->d->name ? "'" : "", j->p->pid, j->p->name, heap,
+	              j->dump_index, j->ndumps, j->file) < 0 ||
+	     asprintf(&c2, "command line: %s", j->p->cmdline) < 0)) {
+		c1 = c2 = NULL;
+		err = -ENOMEM;
+	}
+	if (!err)
+		err = pp_add_comment(pp, c1);
+	if (!err)
+		err = pp_add_comment(pp, c2);
+	if (!err) {
+		int64_t wall =
+		        j->wall_ns ? j->wall_ns : wall_of(j->db, j->d->ts);
+		pp_set_time(pp, wall, j->d->ts - j->p->start_ts);
+	}
+	if (!err && j->from_blocks)
+		err = j->with_tags ? add_tagged(pp, j, b, nb)
+		                   : add_aggregated(pp, j, b, nb);
+	else if (!err)
+		err = pp_add_dump(pp, j->db, j->s, j->p->upid, heap, j->d->ts,
+		                  0, NULL, subsys);
+	if (err == -ENOMEM)
+		hp_err(subsys, "out of memory");
+	if (!err)
+		j->nsamples = pp_nsamples(pp);
+	if (!err)
+		err = pp_write_gz(pp, j->path, subsys);
+	free(b);
+	free(c1);
+	free(c2);
+	pp_free(pp);
+	return err ? -1 : 0;
+}
+
+int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
+                         int with_tags, uint64_t wall, size_t *nsamples,
+                         const char *subsys)
+{
+	sqlite3 *db = reader_open(db_path, subsys);
+	struct rd_stacks s;
+	struct rd_process *procs = NULL;
+	struct rd_dump *d = NULL;
+	size_t np = 0, nd = 0;
+	int err = db ? 0 : -1;
+
+	memset(&s, 0, sizeof(s));
+	if (!err)
+		err = reader_load_stacks(db, subsys, &s);
+	if (!err)
+		err = reader_load_processes(db, subsys, &procs, &np);
+	if (!err && np == 1)
+		err = reader_load_dumps(db, subsys, procs[0].upid, &d, &nd);
+	if (!err && (np != 1 || nd != 1)) {
+		hp_err(subsys, "%s: unexpected contents", db_path);
+		err = -1;
+	}
+	if (!err) {
+		struct snapshot_pprof_job j = {
+		        .db = db,
+		        .s = &s,
+		        .p = &procs[0],
+		        .d = &d[0],
+		        .dump_index = 1,
+		        .ndumps = 1,
+		        .file = db_path,
+		        .heap = heap,
+		        .with_tags = with_tags,
+		        .wall_ns = (int64_t)wall,
+		        .path = out,
+		};
+		err = snapshot_pprof_write(&j, subsys);
+		*nsamples = j.nsamples;
+	}
+	reader_free_dumps(d, nd);
+	reader_free_processes(procs, np);
+	reader_free_stacks(&s);
+	if (db)
+		sqlite3_close(db);
+	return err ? -1 : 0;
+}
