@@ -117,28 +117,15 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 
 	if ((v = opt_value(argc, argv, i, "--view", &missing)))
 		return opt_parse_view(SUBSYS, v, &o->view);
-	if ((v = opt_value(argc, argv, i, "--top", &missing))) {
-		if (opt_parse_long(v, &o->top) < 0 || o->top < 1) {
-			hp_err(SUBSYS,
-			       "invalid --top '%s' (want a positive number)",
-			       v);
-			return -1;
-		}
-		return 0;
-	}
+	if ((v = opt_value(argc, argv, i, "--top", &missing)))
+		return opt_parse_top(SUBSYS, v, &o->top);
 	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
 		o->heap = v;
 		return 0;
 	}
 	if ((v = opt_value(argc, argv, i, "-o", &missing)) ||
-	    (v = opt_value(argc, argv, i, "--output", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty output path");
-			return -1;
-		}
-		o->out = v;
-		return 0;
-	}
+	    (v = opt_value(argc, argv, i, "--output", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty output path", &o->out);
 	if ((v = opt_value(argc, argv, i, "--dumps", &missing))) {
 		const char *comma = strchr(v, ',');
 		char *buf = o->dumps_buf;

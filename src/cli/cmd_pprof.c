@@ -102,14 +102,8 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 	const char *v;
 
 	if ((v = opt_value(argc, argv, i, "-o", &missing)) ||
-	    (v = opt_value(argc, argv, i, "--output", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty output path");
-			return -1;
-		}
-		o->out = v;
-		return 0;
-	}
+	    (v = opt_value(argc, argv, i, "--output", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty output path", &o->out);
 	if ((v = opt_value(argc, argv, i, "--dump", &missing)))
 		return opt_parse_dump(SUBSYS, v, &o->dump);
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
@@ -124,14 +118,8 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		o->win.window = o->win.have_to = 1;
 		return opt_parse_offset(SUBSYS, "--to", v, &o->win.to_ns);
 	}
-	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty --heap");
-			return -1;
-		}
-		o->heap = v;
-		return 0;
-	}
+	if ((v = opt_value(argc, argv, i, "--heap", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty --heap", &o->heap);
 	if (missing) {
 		hp_err(SUBSYS, "option '%s' needs a value", argv[*i]);
 		return -1;

@@ -86,16 +86,8 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 
 	if ((v = opt_value(argc, argv, i, "--view", &missing)))
 		return opt_parse_view(SUBSYS, v, &o->view);
-	if ((v = opt_value(argc, argv, i, "--top", &missing))) {
-		if (opt_parse_long(v, &o->top) < 0 || o->top < 1) {
-			hp_err(SUBSYS,
-			       "invalid --top '%s' (want a positive "
-			       "number)",
-			       v);
-			return -1;
-		}
-		return 0;
-	}
+	if ((v = opt_value(argc, argv, i, "--top", &missing)))
+		return opt_parse_top(SUBSYS, v, &o->top);
 	if ((v = opt_value(argc, argv, i, "--dump", &missing)))
 		return opt_parse_dump(SUBSYS, v, &o->dump);
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {

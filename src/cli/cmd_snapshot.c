@@ -110,47 +110,19 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		}
 		return 0;
 	}
-	if ((v = opt_value(argc, argv, i, "-n", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty process name");
-			return -1;
-		}
-		o->proc_name = v;
-		return 0;
-	}
+	if ((v = opt_value(argc, argv, i, "-n", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty process name",
+		                    &o->proc_name);
 	if ((v = opt_value(argc, argv, i, "-o", &missing)) ||
-	    (v = opt_value(argc, argv, i, "--output", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty output path");
-			return -1;
-		}
-		o->out = v;
-		return 0;
-	}
-	if ((v = opt_value(argc, argv, i, "--db", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty --db path");
-			return -1;
-		}
-		o->db = v;
-		return 0;
-	}
-	if ((v = opt_value(argc, argv, i, "--contents-dir", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty --contents-dir");
-			return -1;
-		}
-		o->contents = v;
-		return 0;
-	}
-	if ((v = opt_value(argc, argv, i, "--heap", &missing))) {
-		if (!v[0]) {
-			hp_err(SUBSYS, "empty --heap");
-			return -1;
-		}
-		o->heap = v;
-		return 0;
-	}
+	    (v = opt_value(argc, argv, i, "--output", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty output path", &o->out);
+	if ((v = opt_value(argc, argv, i, "--db", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty --db path", &o->db);
+	if ((v = opt_value(argc, argv, i, "--contents-dir", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty --contents-dir",
+		                    &o->contents);
+	if ((v = opt_value(argc, argv, i, "--heap", &missing)))
+		return opt_nonempty(SUBSYS, v, "empty --heap", &o->heap);
 	if ((v = opt_value(argc, argv, i, "--name", &missing))) {
 		if (!v[0] || strlen(v) >= HP_SNAPSHOT_NAME_MAX) {
 			hp_err(SUBSYS, "invalid --name '%s' (1 to %d bytes)", v,

@@ -78,6 +78,26 @@ int opt_parse_long(const char *s, long *out)
 	return 0;
 }
 
+int opt_parse_top(const char *cmd, const char *v, long *out)
+{
+	if (opt_parse_long(v, out) < 0 || *out < 1) {
+		hp_err(cmd, "invalid --top '%s' (want a positive number)", v);
+		return -1;
+	}
+	return 0;
+}
+
+int opt_nonempty(const char *cmd, const char *v, const char *empty,
+                 const char **out)
+{
+	if (!v[0]) {
+		hp_err(cmd, "%s", empty);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 int opt_parse_view(const char *cmd, const char *v, enum rd_view *out)
 {
 	for (int i = 0; i < RD_NVIEWS; i++)

@@ -32,6 +32,13 @@ const char *opt_value(int argc, char **argv, int *i, const char *name,
 
 /* A whole decimal long (sign allowed); 0, or -1 without a message. */
 int opt_parse_long(const char *s, long *out);
+/* --top N: N a positive number, else a message (cmd: the command's
+ * prefix) and -1. */
+int opt_parse_top(const char *cmd, const char *v, long *out);
+/* A string option that must not be empty: *out = v and 0, or the message
+ * `empty` and -1. */
+int opt_nonempty(const char *cmd, const char *v, const char *empty,
+                 const char **out);
 
 /* A view name (space, alloc_space, objects, alloc_objects); on error
  * prints "heapprof: <cmd>: invalid --view ..." and returns -1. */
