@@ -8,10 +8,7 @@
  * Every bad value is one line naming the flag and the reason, and exit
  * status 2, before anything runs.
  */
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +16,9 @@
 #include "cli/commands.h"
 #include "collector/config.h"
 #include "cli/options.h"
+#include "cli/record_values.h"
 #include "collector/session.h"
 #include "layout/region.h"
-#include "util/size.h"
 
 #define PFX "heapprof: record: "
 
@@ -153,186 +150,42 @@ static void record_usage(FILE *f)
 	      f);
 }
 
-static int bad(const char *flag, const char *val, const char *why)
-{
-	fprintf(stderr, PFX "invalid %s '%s': %s\n", flag, val, why);
-	return 2;
-}
-
-/* A whole decimal number in [min, max]; 0 or 2 (message printed). */
-static int parse_u64(const char *flag, const char *s, uint64_t min,
-                     uint64_t max, uint64_t *out)
-{
-	char why[96];
-	if (!*s)
-		return bad(flag, s, "empty value");
-	if (*s == '-')
-		return bad(flag, s, "must be positive");
-	if (!isdigit((unsigned char)*s))
-		return bad(flag, s, "not a number");
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (*end)
-		return bad(flag, s, "not a number");
-	if (errno == ERANGE || v > max || v < min) {
-		snprintf(why, sizeof(why), "out of range: %llu to %llu",
-		         (unsigned long long)min, (unsigned long long)max);
-		return bad(flag, s, why);
-	}
-	*out = v;
-	return 0;
-}
-
-/* A size in bytes (4096, 4k, 64M, 1GiB: hp_parse_size) in [min, max];
- * 0 or 2 (message printed). */
-static int parse_size(const char *flag, const char *s, uint64_t min,
-                      uint64_t max, uint64_t *out)
-{
-	char why[96];
-	const char *reason;
-	uint64_t v;
-	if (hp_parse_size(s, &v, &reason) < 0)
-		return bad(flag, s, reason);
-	if (v > max || v < min) {
-		snprintf(why, sizeof(why), "out of range: %llu to %llu",
-		         (unsigned long long)min, (unsigned long long)max);
-		return bad(flag, s, why);
-	}
-	*out = v;
-	return 0;
-}
-
-/* Digits, then optionally '.' and digits, then `tail`: strtod alone would
- * take "1e3", "0x10", "inf" and "5." too. */
-static bool plain_decimal(const char *s, const char *tail)
-{
-	const char *p = s;
-	while (isdigit((unsigned char)*p))
-		p++;
-	if (p == s)
-		return false;
-	if (*p == '.') {
-		const char *f = ++p;
-		while (isdigit((unsigned char)*p))
-			p++;
-		if (p == f)
-			return false;
-	}
-	return strcmp(p, tail) == 0;
-}
-
-/* -d SECONDS: a positive decimal, at least a millisecond. */
-static int parse_seconds(const char *flag, const char *s, uint64_t *ms)
-{
-	if (!*s)
-		return bad(flag, s, "empty value");
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (*end || end == s || !plain_decimal(s, ""))
-		return bad(flag, s, "not a number of seconds");
-	if (!isfinite(v) || errno == ERANGE || v * 1000.0 > (double)CFG_MS_MAX)
-		return bad(flag, s, "too long: at most 100 days");
-	uint64_t m = (uint64_t)llround(v * 1000.0);
-	if (m == 0)
-		return bad(flag, s, "too short: at least 0.001 s");
-	*ms = m;
-	return 0;
-}
-
-/* --adaptive=T: a fraction (0.9) or a percentage (90%). */
-static int parse_threshold(const char *flag, const char *s, uint32_t *pct)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	bool percent = *end == '%' && end[1] == '\0';
-	if (end == s || (*end && !percent) || !isfinite(v) ||
-	    !plain_decimal(s, percent ? "%" : ""))
-		return bad(flag, s,
-		           "want a fraction (0.9) or a percentage "
-		           "(90%)");
-	if (!percent)
-		v *= 100.0;
-	if (v <= 0.0 || v > 100.0 + 1e-9)
-		return bad(flag, s,
-		           "out of range: above 0 and at most 1 "
-		           "(100%)");
-	/* The client counts in whole percent: 0.001 is not 0.1%. */
-	if (v < 1.0 - 1e-9)
-		return bad(flag, s,
-		           "too small: at least 0.01 (1%), in steps of "
-		           "0.01");
-	long r = lround(v);
-	*pct = (uint32_t)r;
-	return 0;
-}
-
-/* Calls add(item) for each comma-separated item of list. */
-static int each_item(const char *flag, const char *list,
-                     int (*add)(struct session_config *, const char *,
-                                const char *),
-                     struct session_config *c)
-{
-	char *copy = strdup(list);
-	if (!copy)
-		return bad(flag, list, "out of memory");
-	int rc = 0;
-	char *p = copy;
-	for (;;) {
-		char *comma = strchr(p, ',');
-		if (comma)
-			*comma = '\0';
-		if (!*p) {
-			rc = bad(flag, list, "empty item in the list");
-			break;
-		}
-		rc = add(c, flag, p);
-		if (rc || !comma)
-			break;
-		p = comma + 1;
-	}
-	free(copy);
-	return rc;
-}
-
 static int add_pid(struct session_config *c, const char *flag, const char *s)
 {
 	uint64_t v;
-	if (parse_u64(flag, s, 1, CFG_PID_MAX, &v))
+	if (rec_parse_u64(flag, s, 1, CFG_PID_MAX, &v))
 		return 2;
 	const char *why = config_add_pid(c, (long)v);
-	return why ? bad(flag, s, why) : 0;
+	return why ? rec_bad(flag, s, why) : 0;
 }
 
 static int add_name(struct session_config *c, const char *flag, const char *s)
 {
 	const char *why = config_add_name(c, s);
-	return why ? bad(flag, s, why) : 0;
+	return why ? rec_bad(flag, s, why) : 0;
 }
 
 static int add_heap(struct session_config *c, const char *flag, const char *s)
 {
 	const char *why = config_add_heap(c, s);
-	return why ? bad(flag, s, why) : 0;
+	return why ? rec_bad(flag, s, why) : 0;
 }
 
 static int add_exclude(struct session_config *c, const char *flag,
                        const char *s)
 {
 	const char *why = config_add_exclude_heap(c, s);
-	return why ? bad(flag, s, why) : 0;
+	return why ? rec_bad(flag, s, why) : 0;
 }
 
 static int add_heap_interval(struct session_config *c, const char *flag,
                              const char *s)
 {
 	uint64_t v;
-	if (parse_size(flag, s, 1, CFG_INTERVAL_MAX, &v))
+	if (rec_parse_size(flag, s, 1, CFG_INTERVAL_MAX, &v))
 		return 2;
 	const char *why = config_add_heap_interval(c, v);
-	return why ? bad(flag, s, why) : 0;
+	return why ? rec_bad(flag, s, why) : 0;
 }
 
 enum {
@@ -396,7 +249,8 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	uint64_t v;
 	switch (opt) {
 	case 'i':
-		if (parse_size("-i/--interval", arg, 1, CFG_INTERVAL_MAX, &v))
+		if (rec_parse_size("-i/--interval", arg, 1, CFG_INTERVAL_MAX,
+		                   &v))
 			return 2;
 		c->interval = v;
 		return 0;
@@ -411,27 +265,27 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	case OPT_UNWIND: {
 		int m = config_unwind_mode(arg);
 		if (m < 0)
-			return bad("--unwind", arg, "use dwarf or fp");
+			return rec_bad("--unwind", arg, "use dwarf or fp");
 		c->unwind_mode = (uint32_t)m;
 		return 0;
 	}
 	case OPT_MAXF:
-		if (parse_u64("--max-frames", arg, 1, HP_MAX_FRAMES, &v))
+		if (rec_parse_u64("--max-frames", arg, 1, HP_MAX_FRAMES, &v))
 			return 2;
 		c->max_frames = (uint32_t)v;
 		return 0;
 	case OPT_SHMEM:
-		if (parse_size("--shmem-size", arg, CFG_SHMEM_MIN,
-		               CFG_SHMEM_MAX, &v))
+		if (rec_parse_size("--shmem-size", arg, CFG_SHMEM_MIN,
+		                   CFG_SHMEM_MAX, &v))
 			return 2;
 		c->shmem_size = v;
 		return 0;
 	case 'p':
-		return each_item("-p/--pid", arg, add_pid, c);
+		return rec_each_item("-p/--pid", arg, add_pid, c);
 	case 'n':
-		return each_item("-n/--name", arg, add_name, c);
+		return rec_each_item("-n/--name", arg, add_name, c);
 	case 'd':
-		return parse_seconds("-d/--duration", arg, &c->duration_ms);
+		return rec_parse_seconds("-d/--duration", arg, &c->duration_ms);
 	case OPT_NO_STARTUP:
 		c->no_startup = true;
 		return 0;
@@ -445,20 +299,20 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		c->follow_exec = true;
 		return 0;
 	case OPT_DUMP_INTERVAL:
-		return parse_u64("--dump-interval", arg,
-		                 CFG_DUMP_INTERVAL_MIN_MS, CFG_MS_MAX,
-		                 &c->dump_interval_ms);
+		return rec_parse_u64("--dump-interval", arg,
+		                     CFG_DUMP_INTERVAL_MIN_MS, CFG_MS_MAX,
+		                     &c->dump_interval_ms);
 	case OPT_DUMP_PHASE:
-		return parse_u64("--dump-phase", arg, 0, CFG_MS_MAX,
-		                 &c->dump_phase_ms);
+		return rec_parse_u64("--dump-phase", arg, 0, CFG_MS_MAX,
+		                     &c->dump_phase_ms);
 	case OPT_DUMP_AT_MAX:
 		c->dump_at_max = true;
 		return 0;
 	case OPT_BLOCK:
 		c->block_client = true;
 		if (arg) {
-			if (parse_u64("--block-client", arg, 1,
-			              CFG_BLOCK_TIMEOUT_MAX_MS, &v))
+			if (rec_parse_u64("--block-client", arg, 1,
+			                  CFG_BLOCK_TIMEOUT_MAX_MS, &v))
 				return 2;
 			c->block_timeout_ms = (uint32_t)v;
 		}
@@ -466,21 +320,23 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	case OPT_ADAPTIVE:
 		c->adaptive = true;
 		if (arg)
-			return parse_threshold("--adaptive", arg,
-			                       &c->adaptive_threshold_pct);
+			return rec_parse_threshold("--adaptive", arg,
+			                           &c->adaptive_threshold_pct);
 		return 0;
 	case OPT_ADAPTIVE_MAX:
-		return parse_size("--adaptive-max-interval", arg, 1,
-		                  CFG_INTERVAL_MAX, &c->adaptive_max_interval);
+		return rec_parse_size("--adaptive-max-interval", arg, 1,
+		                      CFG_INTERVAL_MAX,
+		                      &c->adaptive_max_interval);
 	case OPT_HEAPS:
-		return each_item("--heaps", arg, add_heap, c);
+		return rec_each_item("--heaps", arg, add_heap, c);
 	case OPT_ALL_HEAPS:
 		c->all_heaps = true;
 		return 0;
 	case OPT_EXCLUDE_HEAPS:
-		return each_item("--exclude-heaps", arg, add_exclude, c);
+		return rec_each_item("--exclude-heaps", arg, add_exclude, c);
 	case OPT_HEAP_INTERVALS:
-		return each_item("--heap-intervals", arg, add_heap_interval, c);
+		return rec_each_item("--heap-intervals", arg, add_heap_interval,
+		                     c);
 	case 'c':
 		return config_load(c, arg) == 0 ? 0 : 2;
 	case OPT_PRINT_CONFIG:
@@ -489,14 +345,14 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 	case OPT_TRACE: {
 		int m = arg ? config_trace_mode(arg) : HP_TRACE_STREAMING;
 		if (m < 0)
-			return bad("--trace", arg,
-			           "use streaming, oneshot or ring");
+			return rec_bad("--trace", arg,
+			               "use streaming, oneshot or ring");
 		c->trace_mode = (uint32_t)m;
 		return 0;
 	}
 	case OPT_TRACE_BUFFER:
-		return parse_size("--trace-buffer", arg, HP_TRACE_MIN_BYTES,
-		                  HP_TRACE_MAX_BYTES, &c->trace_bytes);
+		return rec_parse_size("--trace-buffer", arg, HP_TRACE_MIN_BYTES,
+		                      HP_TRACE_MAX_BYTES, &c->trace_bytes);
 	default:
 		return 2;
 	}
