@@ -22,8 +22,6 @@
  */
 #include "daemon/daemon.h"
 
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -47,6 +45,7 @@
 #include "layout/layout_v2.h"
 #include "layout/paths.h"
 #include "layout/wire_v1.h"
+#include "util/proc.h"
 
 #define CONN_DEADLINE_MS  2000  /* first complete message of a peer */
 #define MSG_DEADLINE_MS   2000  /* rest of a later message, once begun */
@@ -136,196 +135,50 @@ static int64_t now_ms(void)
 /* ---- /proc ---------------------------------------------------------------
  */
 
-struct procinfo {
-	char name[64]; /* status Name: (comm, escaped by the kernel) */
-	unsigned uids[4];
-	int nuids;
-	int ppid;
-	uint64_t sigcgt;
-};
-
-/* Reads /proc/PID/status.  0, or -errno (-ENOENT: no such process). */
-static int read_status(int pid, struct procinfo *pi)
+/* /proc/PID/status with its four uids: 0, or -errno (-ENOENT: no such
+ * process). */
+static int read_status(int pid, struct proc_status *pi)
 {
-	char path[64], buf[4096];
-	memset(pi, 0, sizeof(*pi));
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
-	size_t got = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (got == sizeof(buf) - 1)
-			break;
-	}
-	close(fd);
-	buf[got] = '\0';
-	if (!got)
-		return -ENOENT; /* a zombie being reaped */
-	int have_uid = 0;
-	for (char *l = buf; l && *l;) {
-		char *nl = strchr(l, '\n');
-		if (nl)
-			*nl = '\0';
-		if (!strncmp(l, "Name:", 5)) {
-			const char *v = l + 5;
-			while (*v == ' ' || *v == '\t')
-				v++;
-			snprintf(pi->name, sizeof(pi->name), "%s", v);
-		} else if (!strncmp(l, "PPid:", 5)) {
-			pi->ppid = atoi(l + 5);
-		} else if (!strncmp(l, "Uid:", 4)) {
-			char *p = l + 4, *e;
-			while (pi->nuids < 4) {
-				unsigned long u = strtoul(p, &e, 10);
-				if (e == p)
-					break;
-				pi->uids[pi->nuids++] = (unsigned)u;
-				p = e;
-			}
-			have_uid = pi->nuids == 4;
-		} else if (!strncmp(l, "SigCgt:", 7)) {
-			pi->sigcgt = strtoull(l + 7, NULL, 16);
-		}
-		l = nl ? nl + 1 : NULL;
-	}
-	return have_uid ? 0 : -EPROTO;
+	if (proc_status(pid, pi))
+		return -errno;
+	return pi->have & PROC_HAVE_UID ? 0 : -EPROTO;
 }
 
-static int all_uids_ours(const struct procinfo *pi)
+static int all_uids_ours(const struct proc_status *pi)
 {
-	unsigned me = (unsigned)getuid();
-	for (int i = 0; i < pi->nuids; i++)
-		if (pi->uids[i] != me)
+	uid_t me = getuid();
+	for (int i = 0; i < 4; i++)
+		if (pi->uid[i] != me)
 			return 0;
-	return pi->nuids == 4;
+	return (pi->have & PROC_HAVE_UID) != 0;
 }
 
-/* Start time (field 22 of /proc/PID/stat) and ppid (field 4); 0 or -errno.
- * A pid plus its start time names one process even across pid reuse. */
+/* Start time and ppid from /proc/PID/stat; 0 or -errno.  A pid plus its
+ * start time names one process even across pid reuse. */
 static int read_stat(int pid, uint64_t *start, int *ppid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
-	ssize_t n;
-	do
-		n = read(fd, buf, sizeof(buf) - 1);
-	while (n < 0 && errno == EINTR);
-	close(fd);
-	if (n <= 0)
-		return -ENOENT;
-	buf[n] = '\0';
-	/* comm may hold spaces and parentheses: fields follow the last ')'. */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -EPROTO;
-	p++;
-	char *save = NULL;
-	int field = 2;
-	uint64_t st = 0;
-	int pp = 0, ok = 0;
-	for (char *tok = strtok_r(p, " ", &save); tok;
-	     tok = strtok_r(NULL, " ", &save)) {
-		field++;
-		if (field == 4)
-			pp = atoi(tok);
-		if (field == 22) {
-			st = strtoull(tok, NULL, 10);
-			ok = 1;
-			break;
-		}
-	}
-	if (!ok)
-		return -EPROTO;
+	struct proc_stat st = {0};
+	int rc = proc_stat(pid, &st) ? -errno : 0;
 	if (start)
-		*start = st;
+		*start = st.start_time;
 	if (ppid)
-		*ppid = pp;
-	return 0;
-}
-
-/* The kernel's ptrace-read check, as seen by us: can we open its maps?
- * 0, or -errno.  Also says whether libheapprof is mapped. */
-static int check_maps(int pid, int *has_lib)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	*has_lib = 0;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	char line[4096];
-	int rc = 0;
-	/* Bounded: a process has at most vm.max_map_count mappings. */
-	while (fgets(line, sizeof(line), f)) {
-		char *slash = strrchr(line, '/');
-		if (slash && !strncmp(slash + 1, "libheapprof", 11)) {
-			*has_lib = 1;
-			break;
-		}
-	}
-	if (ferror(f))
-		rc = -EIO;
-	fclose(f);
-	/* An empty read (EACCES shows up at read time on some kernels) is
-	 * caught by ferror. */
+		*ppid = st.ppid;
 	return rc;
 }
 
-/* The start of /proc/PID/<file> (bounded, NUL-terminated); "" when
- * unreadable. */
-static void read_proc_small(int pid, const char *file, char *out, size_t len)
+static int is_lib(void *ctx, const struct proc_map *m)
 {
-	char path[64];
-	out[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n;
-	do
-		n = read(fd, out, len - 1);
-	while (n < 0 && errno == EINTR);
-	close(fd);
-	out[n > 0 ? n : 0] = '\0';
+	const char *slash = strrchr(m->path, '/');
+	return slash && !strncmp(slash + 1, "libheapprof", 11);
 }
 
-/* argv[0] of a process: cmdline up to its first NUL. */
-static void read_argv0(int pid, char *out, size_t len)
+/* The kernel's ptrace-read check, as seen by us: can we read its maps?
+ * 0, or -errno.  Also says whether libheapprof is mapped. */
+static int check_maps(int pid, int *has_lib)
 {
-	read_proc_small(pid, "cmdline", out, len);
-}
-
-/* comm, without its newline. */
-static void read_comm(int pid, char *out, size_t len)
-{
-	read_proc_small(pid, "comm", out, len);
-	char *nl = strchr(out, '\n');
-	if (nl)
-		*nl = '\0';
-}
-
-/* Does NAME match: the basename of argv[0], argv[0] itself, or comm? */
-static int name_matches(const char *name, const char *argv0, const char *comm)
-{
-	if (!name[0])
-		return 0;
-	if (argv0[0]) {
-		const char *b = strrchr(argv0, '/');
-		b = b ? b + 1 : argv0;
-		if (!strcmp(name, argv0) || !strcmp(name, b))
-			return 1;
-	}
-	return comm[0] && !strcmp(name, comm);
+	int rc = proc_maps(pid, is_lib, NULL);
+	*has_lib = rc > 0;
+	return rc < 0 ? -errno : 0;
 }
 
 static int pidfd_open_(int pid)
@@ -698,7 +551,7 @@ static int session_wants_name(const struct session *s, const char *argv0,
                               const char *comm)
 {
 	for (uint32_t i = 0; i < s->nnames; i++)
-		if (name_matches(s->names[i], argv0, comm))
+		if (proc_name_matches(s->names[i], argv0, comm))
 			return 1;
 	return 0;
 }
@@ -710,7 +563,7 @@ static int session_wants_name(const struct session *s, const char *argv0,
  */
 static void try_target(struct session *s, int pid, int explicit)
 {
-	struct procinfo pi;
+	struct proc_status pi;
 	char comm[64] = "";
 	if (pid == getpid()) {
 		send_target(s, pid, HP_TGT_DENIED, "heapprofd",
@@ -736,7 +589,8 @@ static void try_target(struct session *s, int pid, int explicit)
 	if (!all_uids_ours(&pi)) {
 		send_target(s, pid, HP_TGT_DENIED, pi.name,
 		            "%s (pid %d) runs as uid %u, not as uid %u",
-		            pi.name, pid, pi.uids[1], (unsigned)getuid());
+		            pi.name, pid, (unsigned)pi.uid[1],
+		            (unsigned)getuid());
 		return;
 	}
 	int has_lib = 0;
@@ -749,7 +603,7 @@ static void try_target(struct session *s, int pid, int explicit)
 		            strerror(-rc));
 		return;
 	}
-	read_comm(pid, comm, sizeof(comm));
+	proc_comm(pid, comm, sizeof(comm));
 	const char *nm = comm[0] ? comm : pi.name;
 	if (!has_lib) {
 		send_target(s, pid, HP_TGT_NO_CLIENT, nm,
@@ -804,57 +658,50 @@ static void try_target(struct session *s, int pid, int explicit)
 	            nm, pid);
 }
 
+/* One process of /proc for scan_names's session. */
+static int scan_one(void *ctx, pid_t p)
+{
+	struct session *s = ctx;
+	int pid = (int)p;
+	if (pid == getpid() || is_session_pid(pid))
+		return 0;
+	int named = 0; /* already reported as an explicit -p */
+	for (uint32_t i = 0; i < s->npids && !named; i++)
+		named = s->pids[i] == pid;
+	if (named)
+		return 0;
+	struct proc_status pi;
+	if (read_status(pid, &pi))
+		return 0;
+	if (!all_uids_ours(&pi)) {
+		/* Nothing else is read from another uid's process; its
+		 * name (status) tells the user why it was left out. */
+		if (session_wants_name(s, "", pi.name))
+			send_target(s, pid, HP_TGT_DENIED, pi.name,
+			            "%s (pid %d) runs as uid %u, not as uid %u",
+			            pi.name, pid, (unsigned)pi.uid[1],
+			            (unsigned)getuid());
+		return 0;
+	}
+	int has_lib;
+	if (check_maps(pid, &has_lib)) {
+		if (session_wants_name(s, "", pi.name))
+			try_target(s, pid, 0); /* says DENIED */
+		return 0;
+	}
+	char argv0[4096], comm[64];
+	proc_argv0(pid, argv0, sizeof(argv0));
+	proc_comm(pid, comm, sizeof(comm));
+	if (session_wants_name(s, argv0, comm))
+		try_target(s, pid, 0);
+	return 0;
+}
+
 /* Every running process whose name the session wants. */
 static void scan_names(struct session *s)
 {
-	DIR *d = opendir("/proc");
-	if (!d) {
+	if (proc_pids(scan_one, s) < 0)
 		dlog("cannot open /proc: %s", strerror(errno));
-		return;
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		if (*end || pid <= 0 || pid > 0x7fffffff)
-			continue;
-		if (pid == getpid() || is_session_pid((int)pid))
-			continue;
-		int named = 0; /* already reported as an explicit -p */
-		for (uint32_t i = 0; i < s->npids && !named; i++)
-			named = s->pids[i] == pid;
-		if (named)
-			continue;
-		struct procinfo pi;
-		if (read_status((int)pid, &pi))
-			continue;
-		if (!all_uids_ours(&pi)) {
-			/* Nothing else is read from another uid's process;
-			 * its name (status) tells the user why it was left
-			 * out. */
-			if (session_wants_name(s, "", pi.name))
-				send_target(s, (int)pid, HP_TGT_DENIED, pi.name,
-				            "%s (pid %ld) runs as uid %u, not "
-				            "as uid %u",
-				            pi.name, pid, pi.uids[1],
-				            (unsigned)getuid());
-			continue;
-		}
-		int has_lib;
-		if (check_maps((int)pid, &has_lib)) {
-			if (session_wants_name(s, "", pi.name))
-				try_target(s, (int)pid, 0); /* says DENIED */
-			continue;
-		}
-		char argv0[4096], comm[64];
-		read_argv0((int)pid, argv0, sizeof(argv0));
-		read_comm((int)pid, comm, sizeof(comm));
-		if (session_wants_name(s, argv0, comm))
-			try_target(s, (int)pid, 0);
-	}
-	closedir(d);
 }
 
 /* ---- sessions ------------------------------------------------------------
@@ -1207,7 +1054,7 @@ static void handle_hello(struct conn *c, const struct hp_hello *h)
 	}
 	uint64_t start;
 	int ppid;
-	struct procinfo pi;
+	struct proc_status pi;
 	if (read_stat(pid, &start, &ppid) || read_status(pid, &pi) ||
 	    !all_uids_ours(&pi) || pid == getpid() || is_session_pid(pid)) {
 		answer_client(c, HP_WELCOME_NOT_TARGET);
@@ -1217,8 +1064,8 @@ static void handle_hello(struct conn *c, const struct hp_hello *h)
 
 	if (fl & HP_HELLO_BUSY) {
 		char argv0[4096], comm[64];
-		read_argv0(pid, argv0, sizeof(argv0));
-		read_comm(pid, comm, sizeof(comm));
+		proc_argv0(pid, argv0, sizeof(argv0));
+		proc_comm(pid, comm, sizeof(comm));
 		if (!comm[0])
 			snprintf(comm, sizeof(comm), "%s", pi.name);
 		for (size_t i = 0; i < D.nsessions; i++) {
@@ -1283,8 +1130,8 @@ static void handle_hello(struct conn *c, const struct hp_hello *h)
 			return;
 		}
 		char argv0[4096], comm[64];
-		read_argv0(pid, argv0, sizeof(argv0));
-		read_comm(pid, comm, sizeof(comm));
+		proc_argv0(pid, argv0, sizeof(argv0));
+		proc_comm(pid, comm, sizeof(comm));
 		struct session *winner = NULL;
 		/* A session that has it pending (signalled while it was
 		 * starting) wanted it first. */
@@ -1605,7 +1452,7 @@ static void check_timers(void)
 			target_remove(i);
 			continue;
 		}
-		read_comm(t->pid, comm, sizeof(comm));
+		proc_comm(t->pid, comm, sizeof(comm));
 		send_target(t->s, t->pid, HP_TGT_TIMEOUT, comm,
 		            "%s (pid %d) did not attach within %d s", comm,
 		            t->pid, TARGET_TIMEOUT_MS / 1000);
