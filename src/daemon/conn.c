@@ -205,8 +205,7 @@ static void handle_ctl(struct conn *c, uint16_t type, const uint8_t *p,
 	}
 }
 
-/* ---- connections
- * ---------------------------------------------------------
+/* ---- connections ---------------------------------------------------------
  */
 
 void conn_free(struct conn *c)

@@ -50,6 +50,7 @@ int read_stat(int pid, uint64_t *start, int *ppid)
 	return rc;
 }
 
+/* Whether m maps a file named libheapprof*. */
 static int is_lib(void *ctx, const struct proc_map *m)
 {
 	const char *slash = strrchr(m->path, '/');
@@ -108,6 +109,9 @@ static int send_attach_signal(int pid, uint64_t start)
 	return rc ? -errno : 0;
 }
 
+/* ---- targets -------------------------------------------------------------
+ */
+
 void send_target(struct session *s, int pid, uint32_t status, const char *name,
                  const char *fmt, ...)
 {
@@ -122,9 +126,6 @@ void send_target(struct session *s, int pid, uint32_t status, const char *name,
 	va_end(ap);
 	conn_send(s->c, HP_CTL_TARGET, &t, sizeof(t), -1);
 }
-
-/* ---- targets -------------------------------------------------------------
- */
 
 void target_remove(size_t i)
 {
