@@ -15,6 +15,7 @@
 #include "daemon/ctl.h"
 #include "daemon/daemon.h"
 #include "util/err.h"
+#include "util/proc.h"
 
 #define SUBSYS "daemon"
 
@@ -75,16 +76,7 @@ static int gone(int pid)
 {
 	if (kill(pid, 0) != 0 && errno == ESRCH)
 		return 1;
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+	return !proc_alive(pid);
 }
 
 static int stop(void)

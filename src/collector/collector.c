@@ -29,6 +29,7 @@
 
 #include "collector/collector.h"
 #include "util/human.h"
+#include "util/proc.h"
 
 uint64_t boottime_ns(void)
 {
@@ -97,89 +98,6 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	}
 	c->listen_fd = fd;
 	return 0;
-}
-
-/* ---- /proc --------------------------------------------------------- */
-
-static ssize_t read_small(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = read(fd, buf + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	return (ssize_t)got;
-}
-
-void proc_comm(pid_t pid, char *buf, size_t len)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	ssize_t n = len ? read_small(path, buf, len - 1) : -1;
-	if (n < 0)
-		n = 0;
-	if (len) {
-		buf[n] = '\0';
-		char *nl = strchr(buf, '\n');
-		if (nl)
-			*nl = '\0';
-	}
-}
-
-char *proc_cmdline(pid_t pid)
-{
-	char path[64];
-	size_t cap = 4096;
-	char *buf = malloc(cap + 1);
-	if (!buf)
-		return NULL;
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	ssize_t n = read_small(path, buf, cap);
-	if (n < 0)
-		n = 0;
-	/* Arguments are NUL-separated; the last NUL ends them. */
-	while (n > 0 && buf[n - 1] == '\0')
-		n--;
-	for (ssize_t i = 0; i < n; i++)
-		if (buf[i] == '\0')
-			buf[i] = ' ';
-	buf[n] = '\0';
-	return buf;
-}
-
-static void proc_exe(pid_t pid, char *buf, size_t len)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	ssize_t n = len ? readlink(path, buf, len - 1) : -1;
-	if (len)
-		buf[n > 0 ? n : 0] = '\0';
-}
-
-pid_t proc_ppid(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	ssize_t n = read_small(path, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* "pid (comm) S ppid ...": comm may hold spaces and parentheses,
-	 * so parse from the last ')'. */
-	char *p = strrchr(buf, ')');
-	int ppid;
-	char state;
-	if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2)
-		return -1;
-	return ppid;
 }
 
 /* ---- writes to the profile (writeq.h) ------------------------------ */
@@ -559,10 +477,8 @@ static struct target *new_target(struct collector *c)
  * unreadable. */
 static void target_cwd(struct target *t, pid_t pid)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "/proc/%d/cwd", (int)pid);
-	ssize_t n = readlink(name, t->cwd, sizeof(t->cwd) - 1);
-	t->cwd[n > 0 && t->cwd[0] == '/' ? n : 0] = '\0';
+	if (proc_cwd(pid, t->cwd, sizeof(t->cwd)) || t->cwd[0] != '/')
+		t->cwd[0] = '\0';
 }
 
 int collector_answer(struct collector *c, int fd, const struct target_info *ti,
@@ -798,43 +714,43 @@ static void snapshot_request(struct collector *c, struct target *t)
 	dump_target(c, t, "snapshot", t->snap_name, 0, true, NULL, true);
 }
 
-/* The inode of the mapping that starts at base in /proc/PID/maps ("self"
- * for us), or 0; with want_ino, whether any mapping of that inode whose
- * path names a heapprof region is there. */
-static unsigned long maps_inode(const char *pid, const void *base,
+/* What maps_inode looks for: the mapping that starts at base, or (with
+ * want_ino) any mapping of that inode whose path names a heapprof
+ * region. */
+struct inode_find {
+	const void *base;
+	unsigned long want_ino;
+	unsigned long found;
+};
+
+static int inode_found(void *ctx, const struct proc_map *m)
+{
+	struct inode_find *f = ctx;
+	if (f->want_ino ? m->inode == f->want_ino && strstr(m->path, "heapprof")
+	                : m->start == (uint64_t)(uintptr_t)f->base)
+		f->found = m->inode;
+	return f->found != 0;
+}
+
+/* The inode of the mapping that starts at base in pid's maps, or 0; with
+ * want_ino, whether any mapping of that inode whose path names a
+ * heapprof region is there. */
+static unsigned long maps_inode(pid_t pid, const void *base,
                                 unsigned long want_ino)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%s/maps", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	char line[512];
-	unsigned long found = 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned long start, ino;
-		char rest[256] = "";
-		if (sscanf(line, "%lx-%*x %*s %*x %*s %lu %255[^\n]", &start,
-		           &ino, rest) < 2)
-			continue;
-		if (want_ino ? ino == want_ino && strstr(rest, "heapprof")
-		             : start == (unsigned long)(uintptr_t)base)
-			found = ino;
-	}
-	fclose(f);
-	return found;
+	struct inode_find f = {.base = base, .want_ino = want_ino};
+	proc_maps(pid, inode_found, &f);
+	return f.found;
 }
 
 bool collector_target_maps_region(const struct target *t)
 {
 	if (t->nreg < 1 || !t->reg[0].base)
 		return false;
-	unsigned long ino = maps_inode("self", t->reg[0].base, 0);
+	unsigned long ino = maps_inode(getpid(), t->reg[0].base, 0);
 	if (!ino)
 		return false;
-	char pid[16];
-	snprintf(pid, sizeof(pid), "%d", (int)t->pid);
-	return maps_inode(pid, NULL, ino) != 0;
+	return maps_inode(t->pid, NULL, ino) != 0;
 }
 
 void collector_poll_client(struct collector *c, struct target *t)
