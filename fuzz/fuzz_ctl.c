@@ -8,7 +8,8 @@
  * inputs also pass a descriptor with SCM_RIGHTS, which must be closed
  * unless the message may carry one); (b) as a control header checked by
  * ctl_check_hdr and, when it is a SESSION_START, its payload parsed by
- * ctl_parse_session exactly as the daemon does (daemon.c session_start).
+ * ctl_parse_session exactly as the daemon does (session_start, in
+ * src/daemon/sessions.c).
  * (What a profiled process sends its collector: fuzz_client.c.)
  * (A client hello is a fixed 56-byte struct whose magic and version are
  * compared; test_daemon.sh sends bad ones.)  The harness checks that no

@@ -36,6 +36,7 @@
 #include "profile/snapshots.h"
 #include "util/err.h"
 #include "util/human.h"
+#include "util/proc.h"
 
 #define SUBSYS "snapshot"
 

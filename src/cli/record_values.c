@@ -20,8 +20,8 @@ int rec_bad(const char *flag, const char *val, const char *why)
 }
 
 /* A whole decimal number in [min, max]; 0 or 2 (message printed). */
-int rec_parse_u64(const char *flag, const char *s, uint64_t min,
-                     uint64_t max, uint64_t *out)
+int rec_parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max,
+                  uint64_t *out)
 {
 	char why[96];
 	if (!*s)
@@ -46,8 +46,8 @@ int rec_parse_u64(const char *flag, const char *s, uint64_t min,
 
 /* A size in bytes (4096, 4k, 64M, 1GiB: hp_parse_size) in [min, max];
  * 0 or 2 (message printed). */
-int rec_parse_size(const char *flag, const char *s, uint64_t min,
-                      uint64_t max, uint64_t *out)
+int rec_parse_size(const char *flag, const char *s, uint64_t min, uint64_t max,
+                   uint64_t *out)
 {
 	char why[96];
 	const char *reason;
@@ -111,19 +111,19 @@ int rec_parse_threshold(const char *flag, const char *s, uint32_t *pct)
 	if (end == s || (*end && !percent) || !isfinite(v) ||
 	    !plain_decimal(s, percent ? "%" : ""))
 		return rec_bad(flag, s,
-		           "want a fraction (0.9) or a percentage "
-		           "(90%)");
+		               "want a fraction (0.9) or a percentage "
+		               "(90%)");
 	if (!percent)
 		v *= 100.0;
 	if (v <= 0.0 || v > 100.0 + 1e-9)
 		return rec_bad(flag, s,
-		           "out of range: above 0 and at most 1 "
-		           "(100%)");
+		               "out of range: above 0 and at most 1 "
+		               "(100%)");
 	/* The client counts in whole percent: 0.001 is not 0.1%. */
 	if (v < 1.0 - 1e-9)
 		return rec_bad(flag, s,
-		           "too small: at least 0.01 (1%), in steps of "
-		           "0.01");
+		               "too small: at least 0.01 (1%), in steps of "
+		               "0.01");
 	long r = lround(v);
 	*pct = (uint32_t)r;
 	return 0;
@@ -131,9 +131,9 @@ int rec_parse_threshold(const char *flag, const char *s, uint32_t *pct)
 
 /* Calls add(item) for each comma-separated item of list. */
 int rec_each_item(const char *flag, const char *list,
-                     int (*add)(struct session_config *, const char *,
-                                const char *),
-                     struct session_config *c)
+                  int (*add)(struct session_config *, const char *,
+                             const char *),
+                  struct session_config *c)
 {
 	char *copy = strdup(list);
 	if (!copy)

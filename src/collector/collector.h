@@ -357,9 +357,6 @@ uint64_t boottime_ns(void);
  * those) and before the command is reaped.
  */
 void collector_note_exec(const struct collector *c, struct target *t);
-void proc_comm(pid_t pid, char *buf, size_t len);
-char *proc_cmdline(pid_t pid); /* malloc'd, never NULL unless OOM */
-pid_t proc_ppid(pid_t pid);
 
 /* snapshot.c: copies regions into a prof_dump (arrays owned by snap). */
 struct snapshot {

@@ -17,6 +17,7 @@
 
 #include "collector/live_snapshot.h"
 #include "collector/snapshot_proc.h"
+#include "util/proc.h"
 
 /* The most heapprof regions of one process we look at (several attaches,
  * GROW regions). */

@@ -34,6 +34,7 @@
 
 #include "collector/session_int.h"
 #include "daemon/ctl.h"
+#include "util/proc.h"
 
 int session_status_code(int st)
 {

@@ -17,6 +17,7 @@
 
 #include "collector/session_int.h"
 #include "daemon/ctl.h"
+#include "util/proc.h"
 
 /* The daemon answers SESSION_START at once; this bounds a broken one. */
 #define SESSION_OK_MS 5000

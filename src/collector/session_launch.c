@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "collector/session_int.h"
+#include "util/proc.h"
 
 /* Tells the client to keep LD_PRELOAD and HEAPPROF_* in the program's
  * environment (src/client/client.c reads it, env_scrub). */
@@ -32,10 +33,8 @@ int session_find_library(char *out, size_t len)
 		return 0;
 	}
 	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
+	if (proc_exe(getpid(), self, sizeof(self)) < 0 || !self[0])
 		return -1;
-	self[n] = '\0';
 	char *dir = dirname(self);
 	const char *cands[] = {"%s/libheapprof.so", "%s/../lib/libheapprof.so"};
 	for (size_t i = 0; i < 2; i++) {
@@ -71,19 +70,11 @@ char *session_join_args(char *const *argv)
 	return s;
 }
 
-/* "Seccomp_filters:" of /proc/self/status (0 if none or unknown). */
+/* "Seccomp_filters:" of our status (0 if none or unknown). */
 static long seccomp_filters_of_self(void)
 {
-	FILE *f = fopen("/proc/self/status", "re");
-	if (!f)
-		return 0;
-	char line[256];
-	long n = 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Seccomp_filters: %ld", &n) == 1)
-			break;
-	fclose(f);
-	return n;
+	struct proc_status st;
+	return proc_status(getpid(), &st) == 0 ? st.seccomp : 0;
 }
 
 int session_setup_child_env(const char *path, const char *sock, bool follow)

@@ -3,9 +3,7 @@
  * image, the command), who is a target on the embedded socket, and, with
  * --follow-fork, when a `-- CMD` session is over.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +11,7 @@
 #include <unistd.h>
 
 #include "collector/session_int.h"
+#include "util/proc.h"
 
 /* A target whose connection closed may be exec'ing: with --follow-exec,
  * its new image gets this long to say hello before the old one is
@@ -213,81 +212,39 @@ uint32_t session_want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 
 /* ---- --follow-fork with -- CMD: the end of the session -------------- */
 
-/* The state letter of /proc/PID/stat (0: gone) and its ppid. */
-static char proc_state(pid_t pid, pid_t *ppid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	char st;
-	int pp;
-	if (!p || sscanf(p + 1, " %c %d", &st, &pp) != 2)
-		return 0;
-	if (ppid)
-		*ppid = pp;
-	return st;
-}
-
-static bool running(pid_t pid)
-{
-	char st = proc_state(pid, NULL);
-	return st && st != 'Z' && st != 'X';
-}
-
 /* Record's children that run (not zombies): with --follow-fork these are
  * descendants of the command whose parents are gone.  From
  * /proc/self/task/TID/children, else (a kernel without them) by a scan of
  * /proc; -1 if neither can tell. */
+struct child_count {
+	pid_t self;
+	int n;
+};
+
+static int count_running(void *ctx, pid_t pid)
+{
+	((struct child_count *)ctx)->n += proc_alive(pid);
+	return 0;
+}
+
+static int count_running_orphans(void *ctx, pid_t pid)
+{
+	struct child_count *cc = ctx;
+	struct proc_stat st;
+	cc->n += proc_stat(pid, &st) == 0 && st.ppid == cc->self &&
+	         st.state != 'Z' && st.state != 'X';
+	return 0;
+}
+
 static int running_children(void)
 {
-	int n = 0;
-	bool found = false;
-	DIR *d = opendir("/proc/self/task");
-	if (d) {
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			if (e->d_name[0] == '.')
-				continue;
-			char path[300];
-			snprintf(path, sizeof(path),
-			         "/proc/self/task/%s/children", e->d_name);
-			FILE *f = fopen(path, "re");
-			if (!f)
-				continue;
-			found = true;
-			int pid;
-			while (fscanf(f, "%d", &pid) == 1)
-				n += running(pid);
-			fclose(f);
-		}
-		closedir(d);
-	}
-	if (found)
-		return n;
-	d = opendir("/proc");
-	if (!d)
+	struct child_count cc = {.self = getpid(), .n = 0};
+	if (proc_children(cc.self, count_running, &cc) == 0)
+		return cc.n;
+	cc.n = 0;
+	if (proc_pids(count_running_orphans, &cc) < 0)
 		return -1;
-	pid_t self = getpid();
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		pid_t pp = 0;
-		if (*end || pid <= 0)
-			continue;
-		char st = proc_state((pid_t)pid, &pp);
-		n += pp == self && st && st != 'Z' && st != 'X';
-	}
-	closedir(d);
-	return n;
+	return cc.n;
 }
 
 /* Once: the command is gone and the session goes on for the processes it
@@ -301,7 +258,7 @@ static void say_waiting(struct session *s)
 		/* (A connection whose end is not read yet may be of a
 		 * process that is gone already.) */
 		if (t->retired || t->disconnected || session_is_command(s, t) ||
-		    !running(t->pid))
+		    !proc_alive(t->pid))
 			continue;
 		if (n++ < PIDS_SAID && o < sizeof(pids))
 			o += (size_t)snprintf(pids + o, sizeof(pids) - o,

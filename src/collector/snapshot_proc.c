@@ -1,61 +1,65 @@
 /*
- * The snapshot code's reads of /proc (snapshot_proc.h).
+ * The snapshot code's reads of /proc (snapshot_proc.h), through
+ * util/proc.h.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/collector.h"
 #include "collector/snapshot_proc.h"
+#include "util/proc.h"
 
 /* What the client names its region's memfd (collector.c), as
  * /proc/PID/fd shows it. */
 #define REGION_LINK "/memfd:heapprof-region (deleted)"
 
+struct region_fds {
+	void (*take)(void *ctx, int fd);
+	void *ctx;
+	int *denied;
+};
+
+static int take_region_fd(void *ctx, const struct proc_fd *f)
+{
+	struct region_fds *r = ctx;
+	if (!f->target) {
+		if (f->err == EACCES || f->err == EPERM)
+			*r->denied = f->err;
+		return 0;
+	}
+	if (strcmp(f->target, REGION_LINK) != 0)
+		return 0;
+	/* Through /proc: a new open file of the same memfd, read-only. */
+	int fd = proc_fd_open(f, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == EACCES || errno == EPERM)
+			*r->denied = errno;
+		return 0; /* closed meanwhile: not ours to count */
+	}
+	r->take(r->ctx, fd);
+	return 0;
+}
+
 int snapshot_proc_region_fds(pid_t pid, void (*take)(void *ctx, int fd),
                              void *ctx, int *denied)
 {
-	char path[64], link[128];
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(path);
-	if (!d) {
+	struct region_fds r = {take, ctx, denied};
+	if (proc_fds(pid, take_region_fd, &r) < 0) {
 		if (errno == ENOENT)
 			return -ESRCH;
 		return errno == EACCES || errno == EPERM ? -EACCES : -errno;
 	}
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		ssize_t n =
-		        readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
-		if (n < 0) {
-			if (errno == EACCES || errno == EPERM)
-				*denied = errno;
-			continue;
-		}
-		link[n] = '\0';
-		if (strcmp(link, REGION_LINK) != 0)
-			continue;
-		/* Through /proc: a new open file of the same memfd,
-		 * read-only. */
-		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EACCES || errno == EPERM)
-				*denied = errno;
-			continue; /* closed meanwhile: not ours to count */
-		}
-		take(ctx, fd);
-	}
-	closedir(d);
 	return 0;
+}
+
+static int is_lib_map(void *ctx, const struct proc_map *m)
+{
+	(void)ctx;
+	const char *slash = strrchr(m->path, '/');
+	return slash && !strncmp(slash + 1, "libheapprof.so", 14);
 }
 
 /*
@@ -65,155 +69,111 @@ int snapshot_proc_region_fds(pid_t pid, void (*take)(void *ctx, int fd),
  */
 bool snapshot_proc_has_lib(pid_t pid)
 {
-	char path[64], line[512];
-	bool found = false;
+	return proc_maps(pid, is_lib_map, NULL) == 1;
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		const char *slash = strrchr(line, '/');
-		found = slash && !strncmp(slash + 1, "libheapprof.so", 14);
-	}
-	fclose(f);
-	return found;
+static int is_region_fd(void *ctx, const struct proc_fd *f)
+{
+	(void)ctx;
+	return f->target && !strcmp(f->target, REGION_LINK);
 }
 
 /* Whether pid has a descriptor naming a heapprof region. */
 static bool has_region(pid_t pid)
 {
-	char path[64], link[128];
-	bool found = false;
+	return proc_fds(pid, is_region_fd, NULL) == 1;
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	struct dirent *e;
-	while (!found && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		ssize_t n =
-		        readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
-		if (n > 0) {
-			link[n] = '\0';
-			found = !strcmp(link, REGION_LINK);
-		}
+struct by_name {
+	uid_t me;
+	pid_t self;
+	char want[16]; /* /proc/PID/comm keeps 15 bytes of the name */
+	pid_t *found;
+	int *n;
+	bool *lib;
+};
+
+static int match_name(void *ctx, pid_t pid)
+{
+	struct by_name *b = ctx;
+	char comm[64];
+	uid_t owner;
+	if (pid == b->self || proc_owner(pid, &owner) < 0 ||
+	    (b->me != 0 && owner != b->me))
+		return 0;
+	proc_comm(pid, comm, sizeof(comm));
+	if (strcmp(comm, b->want) != 0)
+		return 0;
+	if (!has_region(pid)) {
+		*b->lib = *b->lib || snapshot_proc_has_lib(pid);
+		return 0;
 	}
-	closedir(d);
-	return found;
+	if (*b->n < SNAPSHOT_PROC_BY_NAME_MAX)
+		b->found[*b->n] = pid;
+	(*b->n)++;
+	return 0;
 }
 
 int snapshot_proc_by_name(const char *name,
                           pid_t found[SNAPSHOT_PROC_BY_NAME_MAX], int *n,
                           bool *lib)
 {
-	DIR *d = opendir("/proc");
-	uid_t me = getuid();
-	/* /proc/PID/comm keeps 15 bytes of the name. */
-	char want[16];
-
+	struct by_name b = {.me = getuid(),
+	                    .self = getpid(),
+	                    .found = found,
+	                    .n = n,
+	                    .lib = lib};
 	*n = 0;
 	*lib = false; /* one of that name has libheapprof loaded */
-	if (!d)
+	snprintf(b.want, sizeof(b.want), "%s", name);
+	if (proc_pids(match_name, &b) < 0)
 		return -errno;
-	snprintf(want, sizeof(want), "%s", name);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0 || pid == getpid())
-			continue;
-		char path[64], comm[64];
-		struct stat sb;
-		snprintf(path, sizeof(path), "/proc/%ld", pid);
-		if (stat(path, &sb) < 0 || (me != 0 && sb.st_uid != me))
-			continue;
-		proc_comm((pid_t)pid, comm, sizeof(comm));
-		if (strcmp(comm, want) != 0)
-			continue;
-		if (!has_region((pid_t)pid)) {
-			*lib = *lib || snapshot_proc_has_lib((pid_t)pid);
-			continue;
-		}
-		if (*n < SNAPSHOT_PROC_BY_NAME_MAX)
-			found[*n] = (pid_t)pid;
-		(*n)++;
-	}
-	closedir(d);
 	return 0;
+}
+
+struct mapped_at {
+	uint64_t addr;
+	char *out;
+};
+
+static int path_at(void *ctx, const struct proc_map *m)
+{
+	struct mapped_at *a = ctx;
+	if (a->addr < m->start || a->addr >= m->end || m->path[0] != '/')
+		return 0;
+	size_t len = strlen(m->path);
+	const char *del = " (deleted)";
+	size_t dlen = strlen(del);
+	if (len > dlen && !memcmp(m->path + len - dlen, del, dlen))
+		len -= dlen;
+	if (len >= PATH_MAX)
+		len = PATH_MAX - 1;
+	memcpy(a->out, m->path, len);
+	a->out[len] = '\0';
+	return 1;
 }
 
 bool snapshot_proc_mapped_path(pid_t pid, uint64_t addr, char *out)
 {
-	char name[64], line[PATH_MAX + 128];
-	bool found = false;
-	snprintf(name, sizeof(name), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(name, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi;
-		int at = 0;
-		if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi,
-		           &at) < 2 ||
-		    !at || addr < lo || addr >= hi || line[at] != '/')
-			continue;
-		size_t len = strcspn(line + at, "\n");
-		const char *del = " (deleted)";
-		size_t dlen = strlen(del);
-		if (len > dlen && !memcmp(line + at + len - dlen, del, dlen))
-			len -= dlen;
-		memcpy(out, line + at, len);
-		out[len] = '\0';
-		found = true;
-	}
-	fclose(f);
-	return found;
-}
-
-/* The value in kB of "Key:   123 kB" in a /proc status text, in bytes. */
-static int status_field(const char *text, const char *key, uint64_t *out)
-{
-	size_t klen = strlen(key);
-
-	for (const char *l = text; l && *l;
-	     l = strchr(l, '\n'), l = l ? l + 1 : l) {
-		if (strncmp(l, key, klen) != 0 || l[klen] != ':')
-			continue;
-		char *end;
-		unsigned long long kb = strtoull(l + klen + 1, &end, 10);
-		if (end == l + klen + 1)
-			return -1;
-		*out = (uint64_t)kb * 1024;
-		return 0;
-	}
-	return -1;
+	struct mapped_at a = {addr, out};
+	return proc_maps(pid, path_at, &a) == 1;
 }
 
 int snapshot_proc_memory(pid_t pid, struct prof_memory *m)
 {
-	char path[64], buf[4096];
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
+	struct proc_status st;
 	/* A zombie has no VmRSS: it is gone for our purpose. */
-	if (status_field(buf, "VmRSS", &m->rss) < 0)
+	if (proc_status(pid, &st) < 0 || !(st.have & PROC_HAVE_RSS))
 		return -1;
+	m->rss = st.rss;
 	m->have_rss = 1;
 	m->rss_source = "proc";
-	status_field(buf, "RssAnon", &m->rss_anon);
-	status_field(buf, "RssFile", &m->rss_file);
-	status_field(buf, "RssShmem", &m->rss_shmem);
-	if (status_field(buf, "VmHWM", &m->rss_peak) == 0)
+	m->rss_anon = st.rss_anon;
+	m->rss_file = st.rss_file;
+	m->rss_shmem = st.rss_shmem;
+	if (st.have & PROC_HAVE_HWM) {
+		m->rss_peak = st.rss_peak;
 		m->have_peak = 1;
+	}
 	return 0;
 }

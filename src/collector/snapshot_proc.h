@@ -2,8 +2,8 @@
  * What the snapshot code reads from /proc, in one place: a process's
  * descriptors that lead to heapprof regions, whether it has libheapprof
  * mapped, the file mapped at an address, its memory from status, and the
- * processes of a name.  (collector.c's proc_comm, proc_cmdline and
- * proc_ppid are the others it uses.)
+ * processes of a name, through util/proc.h (which the rest of the
+ * snapshot code also calls for a process's name and command line).
  */
 #ifndef HEAPPROF_COLLECTOR_SNAPSHOT_PROC_H
 #define HEAPPROF_COLLECTOR_SNAPSHOT_PROC_H
