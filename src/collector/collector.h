@@ -305,7 +305,6 @@ void collector_trace_stats(struct target *t, struct prof_trace *out);
 /* Whether the session should wake often for t: streaming, or oneshot not
  * yet full (its "full" line is said at once). */
 bool collector_trace_active(const struct target *t);
-const char *collector_trace_mode_name(uint32_t mode);
 /* One dump of every target that is not retired (pid 0), or of pid's.
  * Returns the number of processes dumped (queued); *errors counts
  * failures known at once. */

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "collector/collector.h"
+#include "collector/config.h"
 
 /* At the end, how long in all we wait for writers to finish events they
  * reserved: a live process's are writing now; a process whose connection
@@ -33,20 +34,6 @@
 /* Events queued for the writer past which a streaming trace is left in
  * the client's buffer for a turn. */
 #define TRACE_QUEUE_MAX (64ull << 20)
-
-const char *collector_trace_mode_name(uint32_t mode)
-{
-	switch (mode) {
-	case HP_TRACE_STREAMING:
-		return "streaming";
-	case HP_TRACE_ONESHOT:
-		return "oneshot";
-	case HP_TRACE_RING:
-		return "ring";
-	default:
-		return "off";
-	}
-}
 
 /* The client's counts, copied while the region is mapped. */
 static void refresh(struct target *t)
@@ -342,7 +329,7 @@ void collector_trace_stats(struct target *t, struct prof_trace *out)
 {
 	refresh(t);
 	memset(out, 0, sizeof(*out));
-	out->mode = collector_trace_mode_name(t->tr.mode);
+	out->mode = config_trace_mode_name(t->tr.mode);
 	out->buffer_bytes = t->tr.bytes;
 	uint64_t lost = atomic_load_explicit(&t->tr.lost, memory_order_relaxed);
 	out->events = t->tr.events > lost ? t->tr.events - lost : 0;
