@@ -35,6 +35,7 @@
 #include "profile/reader.h"
 #include "profile/snapshots.h"
 #include "util/err.h"
+#include "util/args.h"
 #include "util/human.h"
 #include "util/proc.h"
 
@@ -196,22 +197,6 @@ static int parse_args(int argc, char **argv, struct snap_opts *o)
 
 /* ---- snapshot -p / -n --------------------------------------------------- */
 
-static char *joined_args(int argc, char **argv)
-{
-	size_t len = sizeof("heapprof");
-	for (int i = 0; i < argc; i++)
-		len += strlen(argv[i]) + 1;
-	char *s = malloc(len);
-	if (!s)
-		return NULL;
-	strcpy(s, "heapprof");
-	for (int i = 0; i < argc; i++) {
-		strcat(s, " ");
-		strcat(s, argv[i]);
-	}
-	return s;
-}
-
 static void print_summary(pid_t pid, const struct snapshot *snap,
                           uint64_t interval)
 {
@@ -321,7 +306,7 @@ static int run_live(const struct snap_opts *o)
 		free(db_path);
 		db_path = out = NULL;
 	}
-	if (!db_path || !(me = joined_args(o->argc, o->argv))) {
+	if (!db_path || !(me = hp_join_args("heapprof", o->argc, o->argv))) {
 		hp_err(SUBSYS, "out of memory");
 		goto out;
 	}

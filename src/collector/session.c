@@ -34,6 +34,7 @@
 
 #include "collector/session_int.h"
 #include "daemon/ctl.h"
+#include "util/args.h"
 #include "util/proc.h"
 
 int session_status_code(int st)
@@ -362,7 +363,7 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 	setpgid(pid, pid); /* as the child does: whichever runs first */
 	s->child = pid;
 	s->cmd_name = cfg->argv[0];
-	s->cmdline = session_join_args(cfg->argv);
+	s->cmdline = hp_join_args(NULL, -1, cfg->argv);
 
 	s->out = cfg->output ? strdup(cfg->output) : default_output(cfg, pid);
 	s->col.profile = s->out ? profile_create(s->out, record_cmdline) : NULL;
@@ -497,7 +498,7 @@ static char *config_text(const struct session_config *cfg)
 int session_run(const struct session_config *cfg, char *const *record_argv)
 {
 	char *text = config_text(cfg);
-	char *record_cmdline = session_join_args(record_argv);
+	char *record_cmdline = hp_join_args(NULL, -1, record_argv);
 	struct session s = {.cfg = cfg,
 	                    .trace_timeout = -1,
 	                    .follow_timeout = -1,

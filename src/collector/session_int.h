@@ -96,7 +96,6 @@ void session_trace_summary(struct session *s);
 
 /* session_launch.c: record -- CMD started */
 int session_find_library(char *out, size_t len);
-char *session_join_args(char *const *argv);
 int session_setup_child_env(const char *path, const char *sock, bool follow);
 void session_child_run(const struct session *s, int go_fd, int err_fd,
                        const sigset_t *oldmask, char *const *argv);

@@ -53,23 +53,6 @@ int session_find_library(char *out, size_t len)
 	return -1;
 }
 
-char *session_join_args(char *const *argv)
-{
-	size_t len = 1;
-	for (char *const *p = argv; *p; p++)
-		len += strlen(*p) + 1;
-	char *s = malloc(len);
-	if (!s)
-		return NULL;
-	s[0] = '\0';
-	for (char *const *p = argv; *p; p++) {
-		if (p != argv)
-			strcat(s, " ");
-		strcat(s, *p);
-	}
-	return s;
-}
-
 /* "Seccomp_filters:" of our status (0 if none or unknown). */
 static long seccomp_filters_of_self(void)
 {

@@ -14,6 +14,7 @@
 
 #include "collector/config.h"
 #include "cli/options.h"
+#include "util/args.h"
 #include "util/size.h"
 #include "util/suggest.h"
 #include "unit.h"
@@ -853,6 +854,27 @@ static void test_suggest(void)
 	CHECK(hp_suggest("--completely-different", opts, no) == NULL);
 }
 
+/* The command lines the profile records (util/args.c). */
+static void test_join_args(void)
+{
+	char *const argv[] = {"sqlite3", "", "-cmd", ".read x", NULL};
+	char *s;
+
+	CHECK((s = hp_join_args(NULL, -1, argv)) &&
+	      !strcmp(s, "sqlite3  -cmd .read x"));
+	free(s);
+	CHECK((s = hp_join_args(NULL, 1, argv)) && !strcmp(s, "sqlite3"));
+	free(s);
+	CHECK((s = hp_join_args("heapprof", 2, argv + 2)) &&
+	      !strcmp(s, "heapprof -cmd .read x"));
+	free(s);
+	CHECK((s = hp_join_args("heapprof", 0, argv)) &&
+	      !strcmp(s, "heapprof"));
+	free(s);
+	CHECK((s = hp_join_args(NULL, -1, argv + 4)) && !strcmp(s, ""));
+	free(s);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -867,6 +889,7 @@ int main(void)
 	        {"load", test_load},
 	        {"sizes", test_sizes},
 	        {"suggest", test_suggest},
+	        {"join_args", test_join_args},
 	        {NULL, NULL},
 	};
 	return unit_main("config", tests);
