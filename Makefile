@@ -190,6 +190,47 @@ $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h tests/unit/unwin
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJS) $(CLI_LIBS)
 
+# test_got (src/client/got.c): got.c in a library of its own with hooks
+# that count (the one object got.c leaves alone, as libheapprof.so), and
+# libraries that reach the allocator through their PLT (lazy and -z now),
+# their GOT and pointers in data (-fno-plt), or an allocator of their own.
+GOT_DIR  := $(BUILD)/tests/got
+GOT_SO   := $(CC) -std=gnu11 -O1 -g -fPIC -shared -fno-builtin
+GOT_LIBS := $(GOT_DIR)/libgot_hooks.so $(GOT_DIR)/libgot_plt.so \
+            $(GOT_DIR)/libgot_plt_now.so $(GOT_DIR)/libgot_gd.so \
+            $(GOT_DIR)/libgot_own.so $(GOT_DIR)/libgot_user.so \
+            $(GOT_DIR)/libgot_user_lazy.so
+
+$(GOT_DIR)/libgot_hooks.so: tests/unit/got/hooks.c src/client/got.c src/client/got.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -ldl
+
+$(GOT_DIR)/libgot_plt.so: tests/unit/got/lib_plt.c
+	@mkdir -p $(dir $@)
+	$(GOT_SO) -Wl,-z,lazy -o $@ $<
+
+$(GOT_DIR)/libgot_plt_now.so: tests/unit/got/lib_plt.c
+	@mkdir -p $(dir $@)
+	$(GOT_SO) -Wl,-z,now -o $@ $<
+
+$(GOT_DIR)/libgot_gd.so: tests/unit/got/lib_gd.c
+	@mkdir -p $(dir $@)
+	$(GOT_SO) -fno-plt -Wl,-z,now -o $@ $<
+
+$(GOT_DIR)/libgot_own.so: tests/unit/got/lib_own.c
+	@mkdir -p $(dir $@)
+	$(GOT_SO) -o $@ $<
+
+$(GOT_DIR)/libgot_user.so: tests/unit/got/lib_user.c $(GOT_DIR)/libgot_own.so
+	$(GOT_SO) -Wl,-z,now -o $@ $< -L$(GOT_DIR) -lgot_own -Wl,-rpath,'$$ORIGIN'
+
+$(GOT_DIR)/libgot_user_lazy.so: tests/unit/got/lib_user.c $(GOT_DIR)/libgot_own.so
+	$(GOT_SO) -Wl,-z,lazy -o $@ $< -L$(GOT_DIR) -lgot_own -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/tests/test_got: tests/unit/test_got.c tests/unit/unit.h $(GOT_LIBS)
+	$(CC) $(BASE_CFLAGS) -fno-builtin -Itests/unit -o $@ $< -L$(GOT_DIR) \
+	  -lgot_hooks -lgot_plt -lgot_gd -Wl,-rpath,'$$ORIGIN/got' -ldl -pthread
+
 # The flame graph page's template, embedded by src/flamegraph/assets.c.
 $(BUILD)/obj/src/flamegraph/assets.o: src/flamegraph/flamegraph.html \
   src/flamegraph/flamegraph.css src/flamegraph/flamegraph.js

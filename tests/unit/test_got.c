@@ -1,0 +1,370 @@
+/*
+ * src/client/got.c: routing a process's allocation calls to hooks by its
+ * relocation slots, as in a process the collector injected the client
+ * into.  got.c lives in libgot_hooks.so here (tests/unit/got/hooks.c:
+ * hooks that count their calls and forward to the real functions), and
+ * this program calls malloc, free, calloc and realloc through the
+ * objects it links or loads: itself (PLT), libgot_plt.so (lazy PLT, two
+ * slots not bound yet), libgot_gd.so (-fno-plt GOT, pointers in data and
+ * in RELRO), libc's own GOT (strdup), libgot_plt_now.so (-z now, loaded
+ * after the pass: got_patch_new), libgot_user.so and libgot_user_lazy.so
+ * (RTLD_DEEPBIND next to an allocator of their own: skipped, counted).  Then
+ * the lazy binder's overwrite and got_verify, got_restore and a second attach,
+ * and four threads in malloc/free while got_patch_all runs.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../src/client/got.h"
+#include "unit.h"
+
+enum { T_MALLOC, T_FREE, T_CALLOC, T_REALLOC, T_KINDS };
+
+/* libgot_hooks.so */
+const struct got_entry *test_got_table(size_t *n);
+unsigned long test_got_calls(int kind);
+unsigned long test_got_thread_calls(int kind);
+void *test_got_real(int kind);
+int test_got_unpatch_lazy(const char *name);
+unsigned test_got_recorded(void);
+/* libgot_plt.so */
+void plt_warm(void);
+void plt_sequence(void);
+/* libgot_gd.so */
+void gd_sequence(void);
+void gd_pointers(void);
+
+static void *volatile sink;
+
+struct counts {
+	unsigned long n[T_KINDS];
+};
+
+static struct counts now(void)
+{
+	struct counts c;
+	for (int k = 0; k < T_KINDS; k++)
+		c.n[k] = test_got_calls(k);
+	return c;
+}
+
+/* The calls counted since `before`, each kind equal to the expected. */
+static int delta_is(struct counts before, unsigned long m, unsigned long f,
+                    unsigned long c, unsigned long r)
+{
+	struct counts a = now();
+	unsigned long want[T_KINDS] = {m, f, c, r};
+	int ok = 1;
+	for (int k = 0; k < T_KINDS; k++) {
+		if (a.n[k] - before.n[k] != want[k]) {
+			fprintf(stderr, "kind %d: %lu calls, want %lu\n", k,
+			        a.n[k] - before.n[k], want[k]);
+			ok = 0;
+		}
+	}
+	return ok;
+}
+
+/* The executable's own calls, through its PLT. */
+__attribute__((noinline)) static void exe_sequence(void)
+{
+	void *p = malloc(11);
+	sink = p;
+	void *q = calloc(3, 5);
+	sink = q;
+	q = realloc(q, 200);
+	sink = q;
+	free(p);
+	free(q);
+}
+
+/* libc calling its own malloc through its GOT. */
+__attribute__((noinline)) static void libc_sequence(void)
+{
+	char *s = strdup("through libc's GOT");
+	sink = s;
+	free(s);
+}
+
+/* Every known sequence, counted (patched) or not. */
+static int all_counted(void)
+{
+	struct counts b = now();
+	exe_sequence();
+	int ok = delta_is(b, 1, 2, 1, 1);
+	b = now();
+	plt_sequence();
+	ok &= delta_is(b, 1, 2, 1, 1);
+	b = now();
+	gd_sequence();
+	gd_pointers();
+	ok &= delta_is(b, 2, 2, 0, 0);
+	b = now();
+	libc_sequence();
+	ok &= delta_is(b, 1, 1, 0, 0);
+	return ok;
+}
+
+static int none_counted_but_plt(void)
+{
+	struct counts b = now();
+	exe_sequence();
+	gd_sequence();
+	gd_pointers();
+	libc_sequence();
+	return delta_is(b, 0, 0, 0, 0);
+}
+
+static int none_counted(void)
+{
+	struct counts b = now();
+	exe_sequence();
+	plt_sequence();
+	gd_sequence();
+	gd_pointers();
+	libc_sequence();
+	return delta_is(b, 0, 0, 0, 0);
+}
+
+static void test_before_patch(void)
+{
+	/* libgot_plt.so: malloc and free bound; calloc and realloc not
+	 * (plt_sequence is not called before the pass). */
+	plt_warm();
+	CHECK(none_counted_but_plt());
+}
+
+static void test_patch_all(void)
+{
+	size_t n;
+	const struct got_entry *tab = test_got_table(&n);
+	struct got_stats st;
+	dlerror();
+	CHECK(got_patch_all(tab, n, &st) == 0);
+	/* The name no object defines was not asked of dlsym (a failed
+	 * dlsym allocates its message). */
+	CHECK(dlerror() == NULL);
+	CHECK_EQ_U64(st.undefined, 1);
+	CHECK(st.objects >= 4); /* the program, libc, plt, gd at least */
+	CHECK(st.patched >= 12);
+	CHECK(st.lazy >= 2); /* libgot_plt.so's calloc and realloc */
+	CHECK_EQ_U64(st.failed, 0);
+	CHECK_EQ_U64(st.unrecorded, 0);
+	CHECK_EQ_U64(test_got_recorded(), st.patched);
+	/* The reals are the definitions: libc's. */
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	CHECK(libc != NULL);
+	CHECK(test_got_real(T_MALLOC) == dlsym(libc, "malloc"));
+	CHECK(test_got_real(T_FREE) == dlsym(libc, "free"));
+	CHECK(test_got_real(T_CALLOC) == dlsym(libc, "calloc"));
+	CHECK(test_got_real(T_REALLOC) == dlsym(libc, "realloc"));
+	CHECK(all_counted());
+	CHECK(all_counted()); /* the lazy slots patched stay ours */
+
+	/* A second pass finds every slot ours. */
+	CHECK(got_patch_all(tab, n, &st) == 0);
+	CHECK_EQ_U64(st.patched, 0);
+	CHECK(st.already >= 12);
+	CHECK(all_counted());
+	/* Nothing new since: got_patch_new returns at once. */
+	CHECK(got_patch_new(&st) == 0);
+	CHECK_EQ_U64(st.objects, 0);
+}
+
+static void test_verify(void)
+{
+	struct got_stats st;
+	CHECK(got_verify(&st) == 0);
+	CHECK_EQ_U64(st.repatched, 0);
+	CHECK_EQ_U64(st.changed, 0);
+	/* The loader's lazy binding stores the definition over a patch. */
+	CHECK(test_got_unpatch_lazy("calloc") == 1);
+	struct counts b = now();
+	plt_sequence(); /* its calloc binds again: not counted */
+	CHECK(delta_is(b, 1, 2, 0, 1));
+	CHECK(got_verify(&st) == 0);
+	CHECK_EQ_U64(st.repatched, 1);
+	CHECK_EQ_U64(st.changed, 0);
+	b = now();
+	plt_sequence();
+	CHECK(delta_is(b, 1, 2, 1, 1));
+	CHECK(got_verify(&st) == 0);
+	CHECK_EQ_U64(st.repatched, 0);
+}
+
+typedef void (*fn)(void);
+
+static void test_dlopen_after(void)
+{
+	void *h = dlopen("libgot_plt_now.so", RTLD_NOW | RTLD_LOCAL);
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	fn seq = (fn)dlsym(h, "plt_sequence");
+	CHECK(seq != NULL && seq != plt_sequence);
+	struct counts b = now();
+	seq();
+	CHECK(delta_is(b, 0, 0, 0, 0)); /* bound to libc at load */
+	struct got_stats st;
+	CHECK(got_patch_new(&st) == 0);
+	CHECK_EQ_U64(st.objects, 1);
+	CHECK_EQ_U64(st.patched, 4);
+	CHECK_EQ_U64(st.lazy, 0);
+	CHECK_EQ_U64(st.foreign, 0);
+	b = now();
+	seq();
+	CHECK(delta_is(b, 1, 2, 1, 1));
+	CHECK(got_patch_new(&st) == 0);
+	CHECK_EQ_U64(st.objects, 0);
+	CHECK(all_counted());
+}
+
+/* An allocator of its own, in the local scope of libraries loaded
+ * RTLD_DEEPBIND: their malloc and free slots hold its functions (-z now),
+ * or PLT entries not bound yet that would bind to it (lazy). */
+static void test_foreign(void)
+{
+	int flags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+	void *h = dlopen("libgot_user.so", flags);
+	CHECK(h != NULL);
+	flags = RTLD_LAZY | RTLD_LOCAL | RTLD_DEEPBIND;
+	void *hl = dlopen("libgot_user_lazy.so", flags);
+	CHECK(hl != NULL);
+	if (!h || !hl)
+		return;
+	fn seq = (fn)dlsym(h, "user_sequence");
+	fn seq_lazy = (fn)dlsym(hl, "user_sequence");
+	CHECK(seq != NULL && seq_lazy != NULL && seq != seq_lazy);
+	struct got_stats st;
+	CHECK(got_patch_new(&st) == 0);
+	/* libgot_user.so, libgot_user_lazy.so, libgot_own.so */
+	CHECK_EQ_U64(st.objects, 3);
+	CHECK_EQ_U64(st.foreign, 4);
+	CHECK_EQ_U64(st.patched, 0);
+	struct counts b = now();
+	seq();
+	seq_lazy();
+	CHECK(delta_is(b, 0, 0, 0, 0));
+	CHECK(all_counted());
+}
+
+static void test_restore(void)
+{
+	unsigned recorded = test_got_recorded();
+	size_t restored = got_restore();
+	CHECK_EQ_U64(restored, recorded);
+	CHECK_EQ_U64(test_got_recorded(), 0);
+	CHECK(none_counted());
+	struct got_stats st;
+	CHECK(got_patch_new(&st) == -1); /* forgotten until the next pass */
+	CHECK(got_verify(&st) == 0);
+	CHECK_EQ_U64(st.repatched, 0);
+	CHECK(none_counted());
+	/* Attached again. */
+	size_t n;
+	const struct got_entry *tab = test_got_table(&n);
+	CHECK(got_patch_all(tab, n, &st) == 0);
+	CHECK(st.patched >= 12);
+	CHECK_EQ_U64(st.already, 0);
+	CHECK(all_counted());
+	CHECK_EQ_U64(got_restore(), st.patched);
+	CHECK(none_counted());
+}
+
+/* ---- threads in malloc/free while the pass runs ------------------------ */
+
+#define THREADS 4
+#define AFTER   20000 /* iterations each thread makes after the pass */
+
+static _Atomic unsigned long iters[THREADS];
+static _Atomic int patched;
+
+struct result {
+	unsigned long total, m, f;
+};
+
+static void *storm(void *arg)
+{
+	int id = (int)(long)arg;
+	struct result *r = calloc(1, sizeof(*r));
+	unsigned long after = 0;
+	while (after < AFTER) {
+		int done = atomic_load(&patched);
+		void *p = malloc(16 + (size_t)id);
+		sink = p;
+		free(p);
+		atomic_fetch_add(&iters[id], 1);
+		if (done)
+			after++;
+	}
+	r->total = atomic_load(&iters[id]);
+	r->m = test_got_thread_calls(T_MALLOC);
+	r->f = test_got_thread_calls(T_FREE);
+	return r;
+}
+
+static double seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void test_threads(void)
+{
+	pthread_t t[THREADS];
+	for (long i = 0; i < THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, storm, (void *)i) == 0);
+	/* Every thread in its loop, unpatched, before the pass (10 s at
+	 * most). */
+	double end = seconds() + 10;
+	for (int i = 0; i < THREADS; i++)
+		while (atomic_load(&iters[i]) < 1000 && seconds() < end)
+			sched_yield();
+	for (int i = 0; i < THREADS; i++)
+		CHECK(atomic_load(&iters[i]) >= 1000);
+	size_t n;
+	const struct got_entry *tab = test_got_table(&n);
+	struct got_stats st;
+	CHECK(got_patch_all(tab, n, &st) == 0);
+	CHECK(st.patched >= 12);
+	atomic_store(&patched, 1);
+	for (int i = 0; i < THREADS; i++) {
+		void *rv = NULL;
+		CHECK(pthread_join(t[i], &rv) == 0);
+		struct result *r = rv;
+		if (!r)
+			continue;
+		/* Every call after the pass was seen, none before it. */
+		CHECK(r->m >= AFTER && r->m <= r->total);
+		CHECK(r->f >= AFTER && r->f <= r->total);
+		/* A pair split by the pass: malloc before, free after. */
+		CHECK(r->f - r->m <= 1);
+		/* calloc above ran before the pass: the real one's block. */
+		free(r);
+	}
+	CHECK(got_verify(&st) == 0);
+	CHECK(all_counted());
+	got_restore();
+	CHECK(none_counted());
+}
+
+int main(void)
+{
+	static const struct unit_test tests[] = {
+	        {"before_patch", test_before_patch},
+	        {"patch_all", test_patch_all},
+	        {"verify_lazy_rebind", test_verify},
+	        {"dlopen_after", test_dlopen_after},
+	        {"foreign_skipped", test_foreign},
+	        {"restore_and_again", test_restore},
+	        {"threads", test_threads},
+	        {NULL, NULL},
+	};
+	return unit_main("got", tests);
+}
