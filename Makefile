@@ -197,7 +197,8 @@ $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h tests/unit/unwin
 GOT_DIR  := $(BUILD)/tests/got
 GOT_SO   := $(CC) -std=gnu11 -O1 -g -fPIC -shared -fno-builtin
 GOT_LIBS := $(GOT_DIR)/libgot_hooks.so $(GOT_DIR)/libgot_plt.so \
-            $(GOT_DIR)/libgot_plt_now.so $(GOT_DIR)/libgot_gd.so \
+            $(GOT_DIR)/libgot_plt_now.so $(GOT_DIR)/libgot_plt_late.so \
+            $(GOT_DIR)/libgot_gd.so \
             $(GOT_DIR)/libgot_own.so $(GOT_DIR)/libgot_user.so \
             $(GOT_DIR)/libgot_user_lazy.so
 
@@ -209,7 +210,7 @@ $(GOT_DIR)/libgot_plt.so: tests/unit/got/lib_plt.c
 	@mkdir -p $(dir $@)
 	$(GOT_SO) -Wl,-z,lazy -o $@ $<
 
-$(GOT_DIR)/libgot_plt_now.so: tests/unit/got/lib_plt.c
+$(GOT_DIR)/libgot_plt_now.so $(GOT_DIR)/libgot_plt_late.so: tests/unit/got/lib_plt.c
 	@mkdir -p $(dir $@)
 	$(GOT_SO) -Wl,-z,now -o $@ $<
 

@@ -34,8 +34,8 @@
  * static table, for got_verify (lazy binding in another thread may store
  * the definition over a fresh patch: _dl_fixup had read the slot before)
  * and got_restore.  Objects are kept by identity (load address, program
- * headers); when the loader's dlpi_subs moved, those gone are marked
- * dead with their slots, which are never touched again.
+ * headers); when the loader's dlpi_subs moved, those gone are forgotten
+ * with their slots before any slot is read again.
  *
  * No allocation: dlsym is asked only for a name some object other than
  * ours defines (a failing dlsym allocates its error message).  No
@@ -67,7 +67,6 @@
 struct got_obj {
 	uintptr_t base;
 	const void *phdr;
-	bool dead;
 };
 
 struct got_slot {
@@ -89,24 +88,55 @@ static struct got_obj objs[GOT_MAX_OBJECTS];
 static uint32_t nobjs;
 static struct got_slot slots[GOT_MAX_SLOTS];
 static uint32_t nslots;
-static unsigned long long seen_adds, seen_subs;
-static atomic_flag busy = ATOMIC_FLAG_INIT;
+/* The loader's counters at the last patch pass, and when forget_gone
+ * last looked for objects gone. */
+static unsigned long long pass_adds, pass_subs, gone_subs;
 static uintptr_t page_size;
 
-static void enter(void)
+/*
+ * One entry point at a time.  got_patch_all and got_restore wait for the
+ * one running (attach and detach: no loader lock held).  got_patch_new
+ * never waits: it may run in a dlopen nested in a library constructor,
+ * with the loader's lock held, while the pass running waits for that lock
+ * in dlsym; it leaves its work to that pass (`rerun`), which does it
+ * before it lets go.  got_verify skips a turn.
+ */
+static atomic_flag busy = ATOMIC_FLAG_INIT;
+static _Atomic int rerun;
+
+static bool try_enter(void)
 {
-	while (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire))
-		sched_yield();
+	if (atomic_flag_test_and_set(&busy))
+		return false;
 	if (!page_size) {
 		page_size = getauxval(AT_PAGESZ);
 		if (!page_size)
 			page_size = 4096;
 	}
+	return true;
 }
+
+static void enter(void)
+{
+	while (!try_enter())
+		sched_yield();
+}
+
+static void new_pass(struct got_stats *st);
 
 static void leave(void)
 {
-	atomic_flag_clear_explicit(&busy, memory_order_release);
+	for (;;) {
+		if (atomic_exchange(&rerun, 0)) {
+			struct got_stats st;
+			memset(&st, 0, sizeof(st));
+			new_pass(&st);
+			continue;
+		}
+		atomic_flag_clear(&busy);
+		if (!atomic_load(&rerun) || !try_enter())
+			return;
+	}
 }
 
 /* ---- one object's dynamic section --------------------------------------- */
@@ -345,7 +375,7 @@ static bool is_skipped(const struct dl_phdr_info *info)
 static int obj_find(const struct dl_phdr_info *info)
 {
 	for (uint32_t i = 0; i < nobjs; i++)
-		if (!objs[i].dead && objs[i].base == info->dlpi_addr &&
+		if (objs[i].base == info->dlpi_addr &&
 		    objs[i].phdr == (const void *)info->dlpi_phdr)
 			return (int)i;
 	return -1;
@@ -435,18 +465,22 @@ static int slot_prot(const struct obj_view *v, uintptr_t a, bool *ok)
 	return prot;
 }
 
-static bool write_slot(_Atomic uintptr_t *a, uintptr_t val, int prot)
+/* The slot from *expect to val, atomically (a thread calling through it
+ * reads one or the other; the loader's lazy binding or the program may
+ * store meanwhile): 1, or 0 with *expect the value found, or -1 if the
+ * page could not be made writable.  A page that was not is given its
+ * protection back. */
+static int write_slot(_Atomic uintptr_t *a, uintptr_t *expect, uintptr_t val,
+                      int prot)
 {
-	if (prot & PROT_WRITE) {
-		atomic_store_explicit(a, val, memory_order_release);
-		return true;
-	}
 	void *page = (void *)((uintptr_t)a & ~(page_size - 1));
-	if (mprotect(page, page_size, prot | PROT_WRITE) != 0)
-		return false;
-	atomic_store_explicit(a, val, memory_order_release);
-	mprotect(page, page_size, prot);
-	return true;
+	if (!(prot & PROT_WRITE) &&
+	    mprotect(page, page_size, prot | PROT_WRITE) != 0)
+		return -1;
+	bool ok = atomic_compare_exchange_strong(a, expect, val);
+	if (!(prot & PROT_WRITE))
+		mprotect(page, page_size, prot);
+	return ok;
 }
 
 /* ---- the pass ----------------------------------------------------------- */
@@ -505,27 +539,33 @@ static void patch_rela(const struct obj_view *v, const Elf64_Rela *r,
 	}
 	_Atomic uintptr_t *slot = (_Atomic uintptr_t *)a;
 	uintptr_t cur = atomic_load_explicit(slot, memory_order_acquire);
-	uintptr_t hook = (uintptr_t)tab[e].hook;
-	if (cur == hook) {
-		st->already++;
-		return;
-	}
+	uintptr_t hook = (uintptr_t)tab[e].hook, old = 0;
 	bool lazy = false;
-	if (cur != defs[e]) {
+	int done = 0;
+	/* Again if the slot changed under us (bound by the loader). */
+	for (int tries = 0; !done && tries < 3; tries++) {
+		if (cur == hook) {
+			st->already++;
+			return;
+		}
 		/* Not bound yet: it will bind to the definition if that is
 		 * the only one, or if it is this object's own. */
-		lazy = type == R_X86_64_JUMP_SLOT && plt_index >= 0 &&
-		       in_load(v->info, cur, PF_X, NULL) &&
+		lazy = cur != defs[e] && type == R_X86_64_JUMP_SLOT &&
+		       plt_index >= 0 && in_load(v->info, cur, PF_X, NULL) &&
 		       in_load(v->info, cur + 8, PF_X, NULL) &&
 		       lazy_stub(cur, (uint64_t)plt_index) &&
 		       (ndefs[e] == 1 || in_load(v->info, defs[e], 0, NULL));
-		if (!lazy) {
-			st->foreign++;
+		if (cur != defs[e] && !lazy)
+			break;
+		old = cur;
+		done = write_slot(slot, &cur, hook, prot);
+		if (done < 0) {
+			st->failed++;
 			return;
 		}
 	}
-	if (!write_slot(slot, hook, prot)) {
-		st->failed++;
+	if (!done) {
+		st->foreign++;
 		return;
 	}
 	st->patched++;
@@ -536,7 +576,7 @@ static void patch_rela(const struct obj_view *v, const Elf64_Rela *r,
 		return;
 	}
 	slots[nslots++] = (struct got_slot){.addr = slot,
-	                                    .old = cur,
+	                                    .old = old,
 	                                    .entry = (uint16_t)e,
 	                                    .obj = (uint16_t)obj,
 	                                    .prot = prot};
@@ -546,8 +586,8 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct patch_walk *w = arg;
 	if (has_counters(size)) {
-		seen_adds = info->dlpi_adds;
-		seen_subs = info->dlpi_subs;
+		pass_adds = info->dlpi_adds;
+		pass_subs = info->dlpi_subs;
 	}
 	if (is_skipped(info))
 		return 0;
@@ -600,20 +640,35 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the first object is enough */
 }
 
-/* Marks dead the objects unloaded since the last pass, and their slots. */
+/* Forgets the objects unloaded since it last looked, and their slots:
+ * before any slot is read or written. */
 static void forget_gone(void)
 {
-	unsigned long long c[2] = {seen_adds, seen_subs + 1};
+	unsigned long long c[2] = {0, gone_subs + 1};
 	dl_iterate_phdr(counters_cb, c);
-	if (c[1] == seen_subs)
+	if (c[1] == gone_subs)
 		return;
 	struct live_walk w;
 	memset(&w, 0, sizeof(w));
 	dl_iterate_phdr(live_cb, &w);
-	for (uint32_t i = 0; i < nobjs; i++)
-		if (!w.live[i])
-			objs[i].dead = true;
-	seen_subs = w.subs;
+	/* The objects gone leave both tables. */
+	uint16_t to[GOT_MAX_OBJECTS];
+	uint32_t n = 0, k = 0;
+	for (uint32_t i = 0; i < nobjs; i++) {
+		to[i] = w.live[i] ? (uint16_t)n : UINT16_MAX;
+		if (w.live[i])
+			objs[n++] = objs[i];
+	}
+	nobjs = n;
+	for (uint32_t i = 0; i < nslots; i++) {
+		uint16_t o = to[slots[i].obj];
+		if (o == UINT16_MAX)
+			continue;
+		slots[k] = slots[i];
+		slots[k++].obj = o;
+	}
+	nslots = k;
+	gone_subs = w.subs;
 }
 
 /* ---- entry points ------------------------------------------------------- */
@@ -625,6 +680,11 @@ int got_patch_all(const struct got_entry *t, size_t n, struct got_stats *st)
 		return -1;
 	enter();
 	if (t != tab || n != ntab) {
+		if (nslots) {
+			/* The slots recorded name the other table's hooks. */
+			leave();
+			return -1;
+		}
 		tab = t;
 		ntab = n;
 		memset(defs, 0, sizeof(defs));
@@ -637,50 +697,61 @@ int got_patch_all(const struct got_entry *t, size_t n, struct got_stats *st)
 	return 0;
 }
 
+/* The objects new since the last pass; all of them if one was unloaded
+ * since (a library loaded again at the same address is the same object
+ * to obj_find). */
+static void new_pass(struct got_stats *st)
+{
+	if (!tab)
+		return;
+	unsigned long long c[2] = {pass_adds + 1, pass_subs};
+	dl_iterate_phdr(counters_cb, c);
+	if (c[0] == pass_adds && c[1] == pass_subs)
+		return;
+	bool unloaded = c[1] != pass_subs;
+	forget_gone();
+	find_defs(st);
+	struct patch_walk w = {.st = st, .only_new = !unloaded};
+	dl_iterate_phdr(patch_cb, &w);
+}
+
 int got_patch_new(struct got_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	enter();
-	if (!tab) {
-		leave();
-		return -1;
+	if (!try_enter()) {
+		atomic_store(&rerun, 1);
+		if (!try_enter())
+			return 1; /* the pass running does it */
+		atomic_store(&rerun, 0);
 	}
-	unsigned long long c[2] = {seen_adds + 1, seen_subs};
-	dl_iterate_phdr(counters_cb, c);
-	if (c[0] == seen_adds && c[1] == seen_subs) {
-		leave();
-		return 0;
-	}
-	forget_gone();
-	find_defs(st);
-	struct patch_walk w = {.st = st, .only_new = true};
-	dl_iterate_phdr(patch_cb, &w);
+	int rc = tab ? 0 : -1;
+	new_pass(st);
 	leave();
-	return 0;
+	return rc;
 }
 
 int got_verify(struct got_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	enter();
+	if (!try_enter())
+		return 1;
 	forget_gone();
 	for (uint32_t i = 0; i < nslots; i++) {
 		struct got_slot *s = &slots[i];
-		if (objs[s->obj].dead)
-			continue;
 		uintptr_t cur =
 		        atomic_load_explicit(s->addr, memory_order_acquire);
 		uintptr_t hook = (uintptr_t)tab[s->entry].hook;
 		if (cur == hook)
 			continue;
-		if (cur != s->old && cur != defs[s->entry]) {
-			st->changed++;
-			continue;
-		}
-		if (write_slot(s->addr, hook, s->prot))
+		int done = 0;
+		if (cur == s->old || cur == defs[s->entry])
+			done = write_slot(s->addr, &cur, hook, s->prot);
+		if (done > 0)
 			st->repatched++;
-		else
+		else if (done < 0)
 			st->failed++;
+		else
+			st->changed++;
 	}
 	leave();
 	return 0;
@@ -693,12 +764,8 @@ size_t got_restore(void)
 	forget_gone();
 	for (uint32_t i = 0; i < nslots; i++) {
 		struct got_slot *s = &slots[i];
-		if (objs[s->obj].dead)
-			continue;
 		uintptr_t hook = (uintptr_t)tab[s->entry].hook;
-		if (atomic_load_explicit(s->addr, memory_order_acquire) ==
-		            hook &&
-		    write_slot(s->addr, s->old, s->prot))
+		if (write_slot(s->addr, &hook, s->old, s->prot) > 0)
 			done++;
 	}
 	/* Forgotten: got_patch_new does nothing until got_patch_all. */

@@ -6,9 +6,9 @@
  * library got.c is in; see got.c for what it patches and what it cannot
  * catch.
  *
- * Runs at attach and after a dlopen, never on the allocation path: no
- * allocation, no descriptor; the entry points exclude each other with a
- * flag of their own (a second caller waits for the first to finish).
+ * Runs at attach, after a dlopen and at a dump, never on the allocation
+ * path: no allocation, no descriptor; the entry points exclude each other
+ * with a flag of their own (got.c, "One entry point at a time").
  */
 #ifndef HEAPPROF_CLIENT_GOT_H
 #define HEAPPROF_CLIENT_GOT_H
@@ -48,16 +48,20 @@ struct got_stats {
 
 /*
  * Patches every loaded object (but ld.so, the vdso and ours).  `tab` must
- * stay valid: got_patch_new and got_verify use it.  0, or -1 if n is
- * larger than GOT_MAX_ENTRIES (nothing done).
+ * stay valid: got_patch_new and got_verify use it.  0, or -1 (nothing
+ * done) if n is larger than GOT_MAX_ENTRIES or slots patched from another
+ * table were not restored.
  */
 int got_patch_all(const struct got_entry *tab, size_t n, struct got_stats *st);
 /* The objects loaded since the last pass only (a dlopen hook calls it
- * after the real dlopen returned): 0 at once when the loader's counters
- * did not move; -1 before got_patch_all. */
+ * after the real dlopen returned), all if one was unloaded since: 0 (at
+ * once when the loader's counters did not move); -1 before
+ * got_patch_all; 1 if another entry point was running: that one does it
+ * before it returns, st says nothing. */
 int got_patch_new(struct got_stats *st);
 /* Re-reads every patched slot of an object still loaded; patches again
- * those the loader's lazy binding overwrote (st->repatched). */
+ * those the loader's lazy binding overwrote (st->repatched).  0, or 1 if
+ * another entry point was running (nothing done). */
 int got_verify(struct got_stats *st);
 /* Gives every slot that still holds its hook its old value back and
  * forgets them all (got_patch_all may start again).  The reals stay

@@ -1,6 +1,7 @@
 /*
  * test_got's library that calls the allocator through its PLT (built
- * twice: lazy binding, libgot_plt.so, and -z now, libgot_plt_now.so).
+ * three times: lazy binding, libgot_plt.so; -z now, libgot_plt_now.so and
+ * libgot_plt_late.so).
  */
 #include <stdlib.h>
 
