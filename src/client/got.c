@@ -19,27 +19,31 @@
  * (recognised by its code: `push $index`), when that binds to the same
  * definition: the only one in the process, or the object's own (with
  * two, an object loaded RTLD_DEEPBIND may bind to the other).  Anything
- * else
- * belongs to someone else (jemalloc linked into a RTLD_DEEPBIND library,
- * another interposer, a program's own pointer) and is counted, not
- * touched.  The hook's "real" function is that definition, never a slot's
- * value: a slot may hold a PLT address that leads back into a patched
- * slot.
+ * else belongs to someone else (an allocator of its own in a library
+ * loaded RTLD_DEEPBIND, another interposer, a program's own pointer) and
+ * is counted, not touched.  The hook's "real" function is that
+ * definition, never a slot's value: a slot may hold a PLT address that
+ * leads back into a patched slot.
  *
- * Writing: an aligned 8-byte store (a thread calling through the slot
- * meanwhile reads the old or the new value, both valid); a page the
- * loader made read-only (PT_GNU_RELRO, as ld.so rounds it) or in a
- * read-only segment is made writable for the store and given its
- * protection back.  Every patched slot is kept (address, old value) in a
- * static table, for got_verify (lazy binding in another thread may store
- * the definition over a fresh patch: _dl_fixup had read the slot before)
- * and got_restore.  Objects are kept by identity (load address, program
- * headers); when the loader's dlpi_subs moved, those gone are forgotten
- * with their slots before any slot is read again.
+ * Writing: an aligned 8-byte compare-and-swap (a thread calling through
+ * the slot meanwhile reads the old or the new value, both valid; a store
+ * of the loader's or the program's meanwhile is not overwritten); a page
+ * the loader made read-only (PT_GNU_RELRO, as ld.so rounds it) or in a
+ * read-only segment is made writable for it and given its protection
+ * back.  Only objects the loader is done with (_dl_find_object knows
+ * them), and only from a dl_iterate_phdr callback for the object (it is
+ * not unmapped meanwhile).  Every patched slot is kept (address, old
+ * value) in a static table, for got_verify (lazy binding in another
+ * thread may store the definition over a fresh patch: _dl_fixup had read
+ * the slot before) and got_restore.  Objects are kept by identity (load
+ * address, program headers); those the loader no longer lists are
+ * forgotten with their slots.
  *
  * No allocation: dlsym is asked only for a name some object other than
  * ours defines (a failing dlsym allocates its error message).  No
- * descriptor.  The four entry points exclude each other with a flag.
+ * descriptor.  Locks: the loader's, taken by dl_iterate_phdr and dlsym
+ * as for any caller, and a flag of our own for the entry points ("One
+ * entry point at a time" below).
  *
  * Not caught (docs/ATTACH.md): a pointer to free or malloc the program
  * copied into memory of its own before the attach (R_X86_64_64 slots are
@@ -91,6 +95,8 @@ static uint32_t nslots;
 /* The loader's counters at the last patch pass, and when forget_gone
  * last looked for objects gone. */
 static unsigned long long pass_adds, pass_subs, gone_subs;
+/* The last pass met an object a dlopen was still loading. */
+static bool unfinished;
 static uintptr_t page_size;
 
 /*
@@ -372,6 +378,29 @@ static bool is_skipped(const struct dl_phdr_info *info)
 	return is_self(info);
 }
 
+/*
+ * Whether the loader is done with the object: dl_iterate_phdr lists an
+ * object as soon as a dlopen in another thread has mapped it, before it
+ * is relocated and its RELRO made read-only (a page we made read-only
+ * again under the loader's feet would fault its next relocation);
+ * _dl_find_object (lock-free) knows it only once it is.
+ */
+static bool loaded(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type != PT_LOAD)
+			continue;
+		struct dl_find_object fo;
+		if (_dl_find_object((void *)(info->dlpi_addr + p->p_vaddr),
+		                    &fo) != 0)
+			return false;
+		return fo.dlfo_link_map &&
+		       fo.dlfo_link_map->l_addr == info->dlpi_addr;
+	}
+	return false;
+}
+
 static int obj_find(const struct dl_phdr_info *info)
 {
 	for (uint32_t i = 0; i < nobjs; i++)
@@ -594,6 +623,10 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	int obj = obj_find(info);
 	if (obj >= 0 && w->only_new)
 		return 0;
+	if (!loaded(info)) {
+		unfinished = true; /* the next got_patch_new walks again */
+		return 0;
+	}
 	struct obj_view v;
 	if (!view_of(info, &v))
 		return 0;
@@ -610,24 +643,61 @@ static int patch_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* ---- objects gone ------------------------------------------------------- */
+/* ---- the slots recorded, object by object ------------------------------ */
 
-struct live_walk {
+/*
+ * Every slot recorded is read and written from a dl_iterate_phdr callback
+ * for the object it belongs to: while it runs the loader cannot take an
+ * object off its list, and it unmaps one only after that.  The objects
+ * not listed any more are forgotten with their slots.
+ */
+struct slot_walk {
 	bool live[GOT_MAX_OBJECTS];
-	unsigned long long adds, subs;
+	unsigned long long subs;
+	void (*fn)(struct got_slot *s, struct slot_walk *w); /* or NULL */
+	struct got_stats *st;
+	size_t done;
 };
 
-static int live_cb(struct dl_phdr_info *info, size_t size, void *arg)
+static int slot_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct live_walk *w = arg;
-	if (has_counters(size)) {
-		w->adds = info->dlpi_adds;
+	struct slot_walk *w = arg;
+	if (has_counters(size))
 		w->subs = info->dlpi_subs;
-	}
-	int i = obj_find(info);
-	if (i >= 0)
-		w->live[i] = true;
+	int o = obj_find(info);
+	if (o < 0)
+		return 0;
+	w->live[o] = true;
+	for (uint32_t i = 0; w->fn && i < nslots; i++)
+		if (slots[i].obj == o)
+			w->fn(&slots[i], w);
 	return 0;
+}
+
+static void for_each_slot(void (*fn)(struct got_slot *, struct slot_walk *),
+                          struct slot_walk *w)
+{
+	memset(w->live, 0, sizeof(w->live));
+	w->fn = fn;
+	dl_iterate_phdr(slot_cb, w);
+	/* The objects gone leave both tables. */
+	uint16_t to[GOT_MAX_OBJECTS];
+	uint32_t n = 0, k = 0;
+	for (uint32_t i = 0; i < nobjs; i++) {
+		to[i] = w->live[i] ? (uint16_t)n : UINT16_MAX;
+		if (w->live[i])
+			objs[n++] = objs[i];
+	}
+	nobjs = n;
+	for (uint32_t i = 0; i < nslots; i++) {
+		uint16_t o = to[slots[i].obj];
+		if (o == UINT16_MAX)
+			continue;
+		slots[k] = slots[i];
+		slots[k++].obj = o;
+	}
+	nslots = k;
+	gone_subs = w->subs;
 }
 
 static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -640,35 +710,40 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the first object is enough */
 }
 
-/* Forgets the objects unloaded since it last looked, and their slots:
- * before any slot is read or written. */
+/* Forgets the objects unloaded since it last looked, and their slots. */
 static void forget_gone(void)
 {
 	unsigned long long c[2] = {0, gone_subs + 1};
 	dl_iterate_phdr(counters_cb, c);
 	if (c[1] == gone_subs)
 		return;
-	struct live_walk w;
+	struct slot_walk w;
 	memset(&w, 0, sizeof(w));
-	dl_iterate_phdr(live_cb, &w);
-	/* The objects gone leave both tables. */
-	uint16_t to[GOT_MAX_OBJECTS];
-	uint32_t n = 0, k = 0;
-	for (uint32_t i = 0; i < nobjs; i++) {
-		to[i] = w.live[i] ? (uint16_t)n : UINT16_MAX;
-		if (w.live[i])
-			objs[n++] = objs[i];
-	}
-	nobjs = n;
-	for (uint32_t i = 0; i < nslots; i++) {
-		uint16_t o = to[slots[i].obj];
-		if (o == UINT16_MAX)
-			continue;
-		slots[k] = slots[i];
-		slots[k++].obj = o;
-	}
-	nslots = k;
-	gone_subs = w.subs;
+	for_each_slot(NULL, &w);
+}
+
+static void verify_slot(struct got_slot *s, struct slot_walk *w)
+{
+	uintptr_t cur = atomic_load_explicit(s->addr, memory_order_acquire);
+	uintptr_t hook = (uintptr_t)tab[s->entry].hook;
+	if (cur == hook)
+		return;
+	int done = 0;
+	if (cur == s->old || cur == defs[s->entry])
+		done = write_slot(s->addr, &cur, hook, s->prot);
+	if (done > 0)
+		w->st->repatched++;
+	else if (done < 0)
+		w->st->failed++;
+	else
+		w->st->changed++;
+}
+
+static void restore_slot(struct got_slot *s, struct slot_walk *w)
+{
+	uintptr_t hook = (uintptr_t)tab[s->entry].hook;
+	if (write_slot(s->addr, &hook, s->old, s->prot) > 0)
+		w->done++;
 }
 
 /* ---- entry points ------------------------------------------------------- */
@@ -689,6 +764,7 @@ int got_patch_all(const struct got_entry *t, size_t n, struct got_stats *st)
 		ntab = n;
 		memset(defs, 0, sizeof(defs));
 	}
+	unfinished = false;
 	forget_gone();
 	find_defs(st);
 	struct patch_walk w = {.st = st, .only_new = false};
@@ -706,9 +782,10 @@ static void new_pass(struct got_stats *st)
 		return;
 	unsigned long long c[2] = {pass_adds + 1, pass_subs};
 	dl_iterate_phdr(counters_cb, c);
-	if (c[0] == pass_adds && c[1] == pass_subs)
+	if (c[0] == pass_adds && c[1] == pass_subs && !unfinished)
 		return;
 	bool unloaded = c[1] != pass_subs;
+	unfinished = false;
 	forget_gone();
 	find_defs(st);
 	struct patch_walk w = {.st = st, .only_new = !unloaded};
@@ -735,39 +812,21 @@ int got_verify(struct got_stats *st)
 	memset(st, 0, sizeof(*st));
 	if (!try_enter())
 		return 1;
-	forget_gone();
-	for (uint32_t i = 0; i < nslots; i++) {
-		struct got_slot *s = &slots[i];
-		uintptr_t cur =
-		        atomic_load_explicit(s->addr, memory_order_acquire);
-		uintptr_t hook = (uintptr_t)tab[s->entry].hook;
-		if (cur == hook)
-			continue;
-		int done = 0;
-		if (cur == s->old || cur == defs[s->entry])
-			done = write_slot(s->addr, &cur, hook, s->prot);
-		if (done > 0)
-			st->repatched++;
-		else if (done < 0)
-			st->failed++;
-		else
-			st->changed++;
-	}
+	struct slot_walk w;
+	memset(&w, 0, sizeof(w));
+	w.st = st;
+	for_each_slot(verify_slot, &w);
 	leave();
 	return 0;
 }
 
 size_t got_restore(void)
 {
-	size_t done = 0;
 	enter();
-	forget_gone();
-	for (uint32_t i = 0; i < nslots; i++) {
-		struct got_slot *s = &slots[i];
-		uintptr_t hook = (uintptr_t)tab[s->entry].hook;
-		if (write_slot(s->addr, &hook, s->old, s->prot) > 0)
-			done++;
-	}
+	struct slot_walk w;
+	memset(&w, 0, sizeof(w));
+	for_each_slot(restore_slot, &w);
+	size_t done = w.done;
 	/* Forgotten: got_patch_new does nothing until got_patch_all. */
 	nslots = 0;
 	nobjs = 0;
