@@ -88,6 +88,8 @@ static uintptr_t defs[GOT_MAX_ENTRIES]; /* 0: none found */
  * lazy slot may bind to another than the global definition (an object
  * loaded RTLD_DEEPBIND next to an allocator of its own). */
 static uint32_t ndefs[GOT_MAX_ENTRIES];
+/* A canonical PLT entry standing for the definition (is_def), or 0. */
+static uintptr_t aliases[GOT_MAX_ENTRIES];
 static struct got_obj objs[GOT_MAX_OBJECTS];
 static uint32_t nobjs;
 static struct got_slot slots[GOT_MAX_SLOTS];
@@ -304,9 +306,9 @@ static bool exported_def(const struct obj_view *v, uint32_t i)
 	return !v->versym || !(v->versym[i] & 0x8000);
 }
 
-/* Whether the object defines and exports `name` (its hash table: only
- * defined symbols are in a GNU one). */
-static bool defines(const struct obj_view *v, const char *name)
+/* The index of the object's exported definition of `name`, or 0 (its
+ * hash table: only defined symbols are in a GNU one). */
+static uint32_t lookup(const struct obj_view *v, const char *name)
 {
 	if (v->gnu_hash) {
 		const uint32_t *h = v->gnu_hash;
@@ -314,7 +316,7 @@ static bool defines(const struct obj_view *v, const char *name)
 		const uint32_t *buckets = h + 4 + (size_t)bloom * 2;
 		const uint32_t *chain = buckets + nbuckets;
 		if (!nbuckets)
-			return false;
+			return 0;
 		uint32_t hash = 5381;
 		for (const unsigned char *c = (const unsigned char *)name; *c;
 		     c++)
@@ -325,18 +327,18 @@ static bool defines(const struct obj_view *v, const char *name)
 			const char *s = sym_name(v, i);
 			if ((ch | 1) == (hash | 1) && s && !strcmp(s, name) &&
 			    exported_def(v, i))
-				return true;
+				return i;
 			if (ch & 1)
 				break;
 		}
-		return false;
+		return 0;
 	}
 	if (v->sysv_hash) {
 		uint32_t nbucket = v->sysv_hash[0];
 		const uint32_t *bucket = v->sysv_hash + 2;
 		const uint32_t *chain = bucket + nbucket;
 		if (!nbucket)
-			return false;
+			return 0;
 		uint32_t hash = 0;
 		for (const unsigned char *c = (const unsigned char *)name; *c;
 		     c++) {
@@ -350,10 +352,10 @@ static bool defines(const struct obj_view *v, const char *name)
 		     i = chain[i]) {
 			const char *s = sym_name(v, i);
 			if (s && !strcmp(s, name) && exported_def(v, i))
-				return true;
+				return i;
 		}
 	}
-	return false;
+	return 0;
 }
 
 /* ---- which objects ------------------------------------------------------ */
@@ -420,6 +422,13 @@ static bool has_counters(size_t size)
 
 struct def_walk {
 	uint32_t found[GOT_MAX_ENTRIES];
+	/* The first definition in load order (0: none, or an IFUNC's). */
+	uintptr_t first[GOT_MAX_ENTRIES];
+	/* is_def: the address to look for, and whether an object defines
+	 * the name there. */
+	const char *name;
+	uintptr_t at;
+	bool there;
 };
 
 /* Our own span: from the lowest to the highest PT_LOAD. */
@@ -449,10 +458,46 @@ static int def_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (!view_of(info, &v))
 		return 0;
-	for (size_t i = 0; i < ntab; i++)
-		if (defines(&v, tab[i].name))
-			w->found[i]++;
+	for (size_t i = 0; i < ntab; i++) {
+		uint32_t k = lookup(&v, tab[i].name);
+		if (!k)
+			continue;
+		if (!w->found[i]++ &&
+		    ELF64_ST_TYPE(v.sym[k].st_info) != STT_GNU_IFUNC)
+			w->first[i] = v.base + v.sym[k].st_value;
+	}
 	return 0;
+}
+
+static int is_def_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct def_walk *w = arg;
+	struct obj_view v;
+	if (is_self(info) || !in_load(info, w->at, 0, NULL) ||
+	    !view_of(info, &v))
+		return 0;
+	uint32_t k = lookup(&v, w->name);
+	w->there = k && v.base + v.sym[k].st_value == w->at;
+	return 1;
+}
+
+/*
+ * What dlsym(RTLD_DEFAULT) returned, `d`, when it is not the first
+ * definition in load order: the definition of an object earlier in the
+ * global scope (kept), or the PLT entry of a non-PIE executable that
+ * takes the function's address in its code (a "canonical PLT": every
+ * GLOB_DAT of the name holds it, the executable's own JUMP_SLOT holds the
+ * function).  Calling that entry from a hook would jump through the
+ * executable's slot, patched, back into the hook: the real function is
+ * then the first definition, and slots holding either are patched.
+ */
+static bool is_def(struct def_walk *w, const char *name, uintptr_t d)
+{
+	w->name = name;
+	w->at = d;
+	w->there = false;
+	dl_iterate_phdr(is_def_cb, w);
+	return w->there;
 }
 
 /* The definitions not known yet; their reals stored (before any slot is
@@ -465,17 +510,24 @@ static void find_defs(struct got_stats *st)
 	for (size_t i = 0; i < ntab; i++) {
 		ndefs[i] = w.found[i];
 		if (!defs[i] && w.found[i]) {
-			void *d = dlsym(RTLD_DEFAULT, tab[i].name);
+			uintptr_t d =
+			        (uintptr_t)dlsym(RTLD_DEFAULT, tab[i].name);
 			/* Ours (when the global scope has none, the lookup
 			 * goes on in our own) is none. */
-			if (d && !(self_lo <= (uintptr_t)d &&
-			           (uintptr_t)d < self_hi)) {
-				defs[i] = (uintptr_t)d;
-				if (tab[i].real)
-					__atomic_store_n(tab[i].real, d,
-					                 __ATOMIC_RELEASE);
+			if (!d || (self_lo <= d && d < self_hi))
+				goto next;
+			aliases[i] = 0;
+			if (w.first[i] && d != w.first[i] &&
+			    !is_def(&w, tab[i].name, d)) {
+				aliases[i] = d;
+				d = w.first[i];
 			}
+			defs[i] = d;
+			if (tab[i].real)
+				__atomic_store_n(tab[i].real, (void *)d,
+				                 __ATOMIC_RELEASE);
 		}
+	next:
 		if (!defs[i])
 			st->undefined++;
 	}
@@ -545,6 +597,12 @@ static bool lazy_stub(uintptr_t a, uint64_t index)
 	return c[0] == 0x68 && imm == index;
 }
 
+/* Whether a slot's value is entry e's definition (or what stands for it). */
+static bool is_current(int e, uintptr_t v)
+{
+	return v == defs[e] || (aliases[e] && v == aliases[e]);
+}
+
 /* plt_index: the relocation's index in DT_JMPREL, -1 for DT_RELA. */
 static void patch_rela(const struct obj_view *v, const Elf64_Rela *r,
                        long plt_index, int obj, struct got_stats *st)
@@ -577,14 +635,15 @@ static void patch_rela(const struct obj_view *v, const Elf64_Rela *r,
 			st->already++;
 			return;
 		}
+		bool def = is_current(e, cur);
 		/* Not bound yet: it will bind to the definition if that is
 		 * the only one, or if it is this object's own. */
-		lazy = cur != defs[e] && type == R_X86_64_JUMP_SLOT &&
-		       plt_index >= 0 && in_load(v->info, cur, PF_X, NULL) &&
+		lazy = !def && type == R_X86_64_JUMP_SLOT && plt_index >= 0 &&
+		       in_load(v->info, cur, PF_X, NULL) &&
 		       in_load(v->info, cur + 8, PF_X, NULL) &&
 		       lazy_stub(cur, (uint64_t)plt_index) &&
 		       (ndefs[e] == 1 || in_load(v->info, defs[e], 0, NULL));
-		if (cur != defs[e] && !lazy)
+		if (!def && !lazy)
 			break;
 		old = cur;
 		done = write_slot(slot, &cur, hook, prot);
@@ -729,7 +788,7 @@ static void verify_slot(struct got_slot *s, struct slot_walk *w)
 	if (cur == hook)
 		return;
 	int done = 0;
-	if (cur == s->old || cur == defs[s->entry])
+	if (cur == s->old || is_current(s->entry, cur))
 		done = write_slot(s->addr, &cur, hook, s->prot);
 	if (done > 0)
 		w->st->repatched++;
@@ -763,6 +822,7 @@ int got_patch_all(const struct got_entry *t, size_t n, struct got_stats *st)
 		tab = t;
 		ntab = n;
 		memset(defs, 0, sizeof(defs));
+		memset(aliases, 0, sizeof(aliases));
 	}
 	unfinished = false;
 	forget_gone();

@@ -20,7 +20,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../src/client/got.h"
 #include "unit.h"
@@ -440,6 +442,29 @@ static void test_threads(void)
 	CHECK(none_counted());
 }
 
+/* The non-PIE program of tests/unit/got/canon.c, on its own. */
+static void test_canonical_plt(void)
+{
+	char path[4096];
+	ssize_t k = readlink("/proc/self/exe", path, sizeof(path) - 32);
+	CHECK(k > 0);
+	if (k <= 0)
+		return;
+	path[k] = 0;
+	strcpy(strrchr(path, '/') + 1, "got/got_canon");
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		execl(path, path, (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid); /* it has alarm(10) */
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+		return; /* the toolchain made no canonical PLT entry */
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -452,6 +477,7 @@ int main(void)
 	        {"foreign_skipped", test_foreign},
 	        {"restore_and_again", test_restore},
 	        {"threads", test_threads},
+	        {"canonical_plt", test_canonical_plt},
 	        {NULL, NULL},
 	};
 	return unit_main("got", tests);
