@@ -228,13 +228,22 @@ $(GOT_DIR)/libgot_user.so: tests/unit/got/lib_user.c $(GOT_DIR)/libgot_own.so
 $(GOT_DIR)/libgot_user_lazy.so: tests/unit/got/lib_user.c $(GOT_DIR)/libgot_own.so
 	$(GOT_SO) -Wl,-z,lazy -o $@ $< -L$(GOT_DIR) -lgot_own -Wl,-rpath,'$$ORIGIN'
 
+# got.c with room for 4 slots, and a program that patches 8.
+$(GOT_DIR)/libgot_hooks_small.so: tests/unit/got/hooks.c src/client/got.c src/client/got.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -DGOT_MAX_SLOTS=4 -fPIC -shared -o $@ $< -ldl
+
+$(GOT_DIR)/got_small: tests/unit/got/small.c src/client/got.h $(GOT_DIR)/libgot_hooks_small.so
+	$(CC) -std=gnu11 -O1 -g -fno-builtin -Isrc -o $@ $< -L$(GOT_DIR) \
+	  -lgot_hooks_small -Wl,-rpath,'$$ORIGIN'
+
 # Not a PIE, and malloc's address taken in code: a canonical PLT entry.
 $(GOT_DIR)/got_canon: tests/unit/got/canon.c src/client/got.h $(GOT_DIR)/libgot_hooks.so
 	$(CC) -std=gnu11 -O1 -g -fno-builtin -fno-pie -no-pie -Isrc -o $@ $< \
 	  -L$(GOT_DIR) -lgot_hooks -Wl,-rpath,'$$ORIGIN' -ldl
 
 $(BUILD)/tests/test_got: tests/unit/test_got.c tests/unit/unit.h $(GOT_LIBS) \
-  $(GOT_DIR)/got_canon
+  $(GOT_DIR)/got_canon $(GOT_DIR)/got_small
 	$(CC) $(BASE_CFLAGS) -fno-builtin -Itests/unit -o $@ $< -L$(GOT_DIR) \
 	  -lgot_hooks -lgot_plt -lgot_gd -Wl,-rpath,'$$ORIGIN/got' -ldl -pthread
 

@@ -41,8 +41,11 @@ struct got_stats {
 	uint32_t restored;   /* got_restore: given their old value back */
 };
 
-/* Slots and objects remembered (static tables). */
-#define GOT_MAX_SLOTS   4096u
+/* Slots and objects remembered (static tables; a test makes the first
+ * small). */
+#ifndef GOT_MAX_SLOTS
+#define GOT_MAX_SLOTS 4096u
+#endif
 #define GOT_MAX_OBJECTS 1024u
 #define GOT_MAX_ENTRIES 64u
 

@@ -11,8 +11,10 @@
  * libgot_plt_late.so while another pass runs), libgot_user.so and
  * libgot_user_lazy.so (RTLD_DEEPBIND next to an allocator of their own:
  * skipped, counted).  Then the lazy binder's overwrite and got_verify,
- * got_restore and a second attach, and four threads in malloc/free while
- * got_patch_all runs.
+ * got_restore and a second attach, four threads in malloc/free while
+ * got_patch_all runs; and two programs of their own: a non-PIE one whose
+ * malloc has a canonical PLT entry (got/canon.c), one with a slot table
+ * too small (got/small.c).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -152,6 +154,23 @@ static void test_before_patch(void)
 	CHECK(none_counted_but_plt());
 }
 
+/* Whether the mapping holding p has these permissions (/proc/self/maps). */
+static int page_perms(const void *p, const char *want)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f || !p)
+		return 0;
+	char line[512], perms[8];
+	unsigned long lo, hi;
+	int ok = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+		    (uintptr_t)p >= lo && (uintptr_t)p < hi)
+			ok = !strcmp(perms, want);
+	fclose(f);
+	return ok;
+}
+
 static void test_patch_all(void)
 {
 	size_t n;
@@ -179,6 +198,10 @@ static void test_patch_all(void)
 	CHECK(test_got_real(T_REALLOC) == dlsym(libc, "realloc"));
 	CHECK(all_counted());
 	CHECK(all_counted()); /* the lazy slots patched stay ours */
+	/* The RELRO pages written are read-only again. */
+	void *gd = dlopen("libgot_gd.so", RTLD_NOW | RTLD_NOLOAD);
+	CHECK(gd != NULL);
+	CHECK(page_perms(gd ? dlsym(gd, "gd_const_free") : NULL, "r--p"));
 
 	/* A second pass finds every slot ours. */
 	CHECK(got_patch_all(tab, n, &st) == 0);
@@ -442,27 +465,41 @@ static void test_threads(void)
 	CHECK(none_counted());
 }
 
-/* The non-PIE program of tests/unit/got/canon.c, on its own. */
-static void test_canonical_plt(void)
+/* Runs BUILD/tests/got/NAME; its exit status (-1: not exited; each
+ * program has alarm(10)). */
+static int run_prog(const char *name)
 {
 	char path[4096];
-	ssize_t k = readlink("/proc/self/exe", path, sizeof(path) - 32);
-	CHECK(k > 0);
+	ssize_t k = readlink("/proc/self/exe", path, sizeof(path) - 64);
 	if (k <= 0)
-		return;
+		return -1;
 	path[k] = 0;
-	strcpy(strrchr(path, '/') + 1, "got/got_canon");
+	snprintf(strrchr(path, '/') + 1, 64, "got/%s", name);
 	pid_t pid = fork();
-	CHECK(pid >= 0);
+	if (pid < 0)
+		return -1;
 	if (pid == 0) {
 		execl(path, path, (char *)NULL);
 		_exit(127);
 	}
 	int status = 0;
-	CHECK(waitpid(pid, &status, 0) == pid); /* it has alarm(10) */
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
-		return; /* the toolchain made no canonical PLT entry */
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* The non-PIE program of got/canon.c. */
+static void test_canonical_plt(void)
+{
+	int rc = run_prog("got_canon");
+	/* 2: the toolchain made no canonical PLT entry. */
+	CHECK(rc == 0 || rc == 2);
+}
+
+/* The full slot table of got/small.c. */
+static void test_table_full(void)
+{
+	CHECK(run_prog("got_small") == 0);
 }
 
 int main(void)
@@ -478,6 +515,7 @@ int main(void)
 	        {"restore_and_again", test_restore},
 	        {"threads", test_threads},
 	        {"canonical_plt", test_canonical_plt},
+	        {"table_full", test_table_full},
 	        {NULL, NULL},
 	};
 	return unit_main("got", tests);
