@@ -742,10 +742,12 @@ static void for_each_slot(void (*fn)(struct got_slot *, struct slot_walk *),
 	/* The objects gone leave both tables. */
 	uint16_t to[GOT_MAX_OBJECTS];
 	uint32_t n = 0, k = 0;
+	memset(to, 0xff, sizeof(to)); /* UINT16_MAX: gone */
 	for (uint32_t i = 0; i < nobjs; i++) {
-		to[i] = w->live[i] ? (uint16_t)n : UINT16_MAX;
-		if (w->live[i])
-			objs[n++] = objs[i];
+		if (!w->live[i])
+			continue;
+		to[i] = (uint16_t)n;
+		objs[n++] = objs[i];
 	}
 	nobjs = n;
 	for (uint32_t i = 0; i < nslots; i++) {

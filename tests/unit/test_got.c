@@ -12,9 +12,9 @@
  * libgot_user_lazy.so (RTLD_DEEPBIND next to an allocator of their own:
  * skipped, counted).  Then the lazy binder's overwrite and got_verify,
  * got_restore and a second attach, four threads in malloc/free while
- * got_patch_all runs; and two programs of their own: a non-PIE one whose
- * malloc has a canonical PLT entry (got/canon.c), one with a slot table
- * too small (got/small.c).
+ * got_patch_all runs, and while got_restore runs; and two programs of their
+ * own: a non-PIE one whose malloc has a canonical PLT entry (got/canon.c), one
+ * with a slot table too small (got/small.c).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -465,6 +465,64 @@ static void test_threads(void)
 	CHECK(none_counted());
 }
 
+/* Four threads in malloc/free while got_restore runs. */
+static _Atomic int stop;
+static _Atomic unsigned long loops[THREADS];
+
+static void *storm_on(void *arg)
+{
+	int id = (int)(long)arg;
+	while (!atomic_load(&stop)) {
+		void *p = malloc(24 + (size_t)id);
+		sink = p;
+		free(p);
+		atomic_fetch_add(&loops[id], 1);
+	}
+	return NULL;
+}
+
+/* Until every thread made `more` loops more (10 s at most). */
+static int wait_loops(unsigned long more)
+{
+	unsigned long want[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		want[i] = atomic_load(&loops[i]) + more;
+	double end = seconds() + 10;
+	int ok = 1;
+	for (int i = 0; i < THREADS; i++) {
+		while (atomic_load(&loops[i]) < want[i] && seconds() < end)
+			sched_yield();
+		ok &= atomic_load(&loops[i]) >= want[i];
+	}
+	return ok;
+}
+
+static void test_threads_restore(void)
+{
+	size_t n;
+	const struct got_entry *tab = test_got_table(&n);
+	struct got_stats st;
+	CHECK(got_patch_all(tab, n, &st) == 0);
+	pthread_t t[THREADS];
+	for (long i = 0; i < THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, storm_on, (void *)i) == 0);
+	CHECK(wait_loops(1000));
+	unsigned long m = test_got_calls(T_MALLOC);
+	CHECK(wait_loops(1000));
+	CHECK(test_got_calls(T_MALLOC) - m >= THREADS * 1000);
+	CHECK_EQ_U64(got_restore(), st.patched);
+	/* At most a call per thread under way through a slot read before. */
+	m = test_got_calls(T_MALLOC);
+	unsigned long f = test_got_calls(T_FREE);
+	CHECK(wait_loops(1000));
+	atomic_store(&stop, 1);
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	CHECK(test_got_calls(T_MALLOC) - m <= THREADS);
+	CHECK(test_got_calls(T_FREE) - f <= THREADS);
+	CHECK(none_counted());
+}
+
 /* Runs BUILD/tests/got/NAME; its exit status (-1: not exited; each
  * program has alarm(10)). */
 static int run_prog(const char *name)
@@ -514,6 +572,7 @@ int main(void)
 	        {"foreign_skipped", test_foreign},
 	        {"restore_and_again", test_restore},
 	        {"threads", test_threads},
+	        {"threads_restore", test_threads_restore},
 	        {"canonical_plt", test_canonical_plt},
 	        {"table_full", test_table_full},
 	        {NULL, NULL},
