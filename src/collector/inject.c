@@ -367,7 +367,7 @@ static int check_libc(pid_t pid, const struct tmaps *m, char *why)
 	uint64_t v;
 	int rc = 0;
 	if (!ielf_has_version(&e, "GLIBC_2.34") ||
-	    ielf_sym(&e, "dlopen", &v, NULL))
+	    ielf_sym(&e, "dlopen", &v, NULL, NULL))
 		rc = fail(
 		        why,
 		        "%d runs a glibc older than 2.34 (%s has no dlopen of "
@@ -1025,9 +1025,21 @@ int inject_libc_symbol(struct inject_ctx *c, const char *name, uint64_t *addr,
                        char *why)
 {
 	uint64_t v;
-	if (ielf_sym(&c->libc, name, &v, NULL))
+	int type = 0;
+	if (ielf_sym(&c->libc, name, &v, NULL, &type))
 		return fail(why, "the libc of %d has no %s", (int)c->pid, name);
 	*addr = c->libc_bias + v;
+	if (type != STT_GNU_IFUNC)
+		return 0;
+	/* An IFUNC (strlen, memcpy...): its value is the resolver, which
+	 * returns the implementation for this CPU; it takes no lock. */
+	uint64_t impl = 0;
+	if (inject_remote_call(c, *addr, NULL, &impl, why))
+		return -1;
+	if (!impl)
+		return fail(why, "the resolver of %s in %d returned NULL", name,
+		            (int)c->pid);
+	*addr = impl;
 	return 0;
 }
 
@@ -1192,7 +1204,7 @@ static int find_link_map(pid_t pid, const struct tmaps *m, uint64_t bias,
 		return fail(why, "cannot read the loader of %d: %s", (int)pid,
 		            err);
 	uint64_t v;
-	int rc = ielf_sym(&e, "_r_debug", &v, NULL);
+	int rc = ielf_sym(&e, "_r_debug", &v, NULL, NULL);
 	uint64_t r_debug = ld->start - e.load_min + v;
 	ielf_close(&e);
 	if (rc)
@@ -1348,11 +1360,17 @@ int inject_symbol_addr(pid_t pid, uint64_t handle, const char *symbol,
 		            "cannot read the library of link_map %#llx: %s",
 		            (unsigned long long)handle, err);
 	uint64_t v;
-	int rc = ielf_sym(&e, symbol, &v, NULL);
+	int type = 0;
+	int rc = ielf_sym(&e, symbol, &v, NULL, &type);
 	ielf_close(&e);
 	if (rc)
 		return fail(why, "%s does not export %s",
 		            name[0] ? name : "the executable", symbol);
+	if (type == STT_GNU_IFUNC)
+		return fail(why,
+		            "%s in %s is an IFUNC (its address is chosen at "
+		            "load time): not supported",
+		            symbol, name[0] ? name : "the executable");
 	*addr = w[0] + v;
 	return 0;
 }

@@ -110,7 +110,8 @@ int inject_write(struct inject_ctx *c, const void *buf, size_t len,
 /* Reads len bytes at addr in the target. */
 int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* The address of a function of the target's libc, by its .dynsym name
- * (the default version). */
+ * (the default version); an IFUNC's resolver is called (remotely) for
+ * the implementation. */
 int inject_libc_symbol(struct inject_ctx *c, const char *name, uint64_t *addr,
                        char *why);
 /* Puts back the mask, the extended state and the registers, re-delivers

@@ -135,7 +135,7 @@ static bool defined(const Elf64_Sym *s)
 }
 
 int ielf_sym(const struct ielf *e, const char *name, uint64_t *value,
-             uint64_t *size)
+             uint64_t *size, int *type)
 {
 	const Elf64_Sym *syms = e->dynsym;
 	int found = -1;
@@ -149,6 +149,8 @@ int ielf_sym(const struct ielf *e, const char *name, uint64_t *value,
 			*value = syms[i].st_value;
 			if (size)
 				*size = syms[i].st_size;
+			if (type)
+				*type = ELF64_ST_TYPE(syms[i].st_info);
 			found = 0;
 			if (!hidden)
 				break;

@@ -35,10 +35,11 @@ int ielf_open(const char *path, struct ielf *e, char *why, size_t len);
 void ielf_close(struct ielf *e);
 
 /* The defined symbol name of the default version (or the only one):
- * its value (an address relative to the load bias) and size.  -1 if
- * there is none. */
+ * its value (an address relative to the load bias), size and type
+ * (STT_FUNC, STT_GNU_IFUNC: the value is then its resolver's); size and
+ * type may be NULL.  -1 if there is none. */
 int ielf_sym(const struct ielf *e, const char *name, uint64_t *value,
-             uint64_t *size);
+             uint64_t *size, int *type);
 /* Every defined symbol called name, whatever its version: fn(ctx, value,
  * size) for each.  Returns how many. */
 int ielf_sym_each(const struct ielf *e, const char *name,
