@@ -190,6 +190,24 @@ $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h tests/unit/unwin
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJS) $(CLI_LIBS)
 
+# The injector's test (tests/unit/test_inject.c, src/collector/inject.c)
+# runs its target programs, so `make unit` builds them: inject_payload is
+# a shared object (the test dlopens it into inject_target), inject_static
+# the same target linked -static (a refusal), if the toolchain can (else
+# the test skips that case).
+INJECT_PROGS := $(BUILD)/progs/inject_target $(BUILD)/progs/inject_payload \
+                $(BUILD)/progs/inject_static
+$(BUILD)/tests/test_inject: $(INJECT_PROGS)
+
+$(BUILD)/progs/inject_payload: tests/integration/progs/inject_payload.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -g -shared -fPIC -o $@ $<
+
+$(BUILD)/progs/inject_static: tests/integration/progs/inject_target.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -g -static -pthread -o $@ $< || \
+	  { rm -f $@; echo "no static inject_target: $(CC) -static failed"; }
+
 # The flame graph page's template, embedded by src/flamegraph/assets.c.
 $(BUILD)/obj/src/flamegraph/assets.o: src/flamegraph/flamegraph.html \
   src/flamegraph/flamegraph.css src/flamegraph/flamegraph.js
