@@ -849,6 +849,13 @@ static int find_safe_thread(struct inject_ctx *c, char *why)
 					return r == TRY_SAFE ? 0 : -1;
 			}
 		}
+		if (now_ms() >= end && !c->tries)
+			return fail(
+			        why,
+			        "no thread of %d could be stopped within %d "
+			        "ms: each of its %d threads is stopped, in "
+			        "uninterruptible sleep or exiting",
+			        (int)c->pid, c->o.budget_ms, t.n);
 		if (now_ms() >= end)
 			return fail(
 			        why,

@@ -18,8 +18,11 @@
  *
  * Every function that can fail returns -1 and writes one line saying why
  * (no newline) into why[INJECT_WHY]; nothing here prints.  The caller
- * runs in the collector: it may allocate.  Not thread-safe per target:
- * one injection into a process at a time (ptrace allows one tracer).
+ * runs in the collector: it may allocate.  One injection into a process
+ * at a time (ptrace allows one tracer).  The thread that injects becomes
+ * the tracer and waits for the target's threads by their ids: no other
+ * thread of the caller's process may waitpid(-1) (or wait with __WALL)
+ * meanwhile, or it could take a stop meant for the injector.
  */
 #ifndef HEAPPROF_COLLECTOR_INJECT_H
 #define HEAPPROF_COLLECTOR_INJECT_H
