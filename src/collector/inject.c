@@ -98,6 +98,7 @@ struct inject_ctx {
 	uint64_t stack_low; /* the bottom of the thread's stack mapping */
 	bool in_sigdeliv;   /* the stop is the SIGSEGV of a returned call */
 	bool reissue;       /* an EINTR-only call: issue it again */
+	uint64_t tmpblk;    /* a temporary-mask call's own mask (SigBlk) */
 	bool stuck;         /* a call did not return in time */
 	bool gone;          /* the thread exited */
 	siginfo_t held[MAX_HELD];
@@ -615,8 +616,11 @@ static bool eintr_only(long nr)
 }
 
 /* Calls that run with a temporary signal mask (TIF_RESTORE_SIGMASK):
- * PTRACE_SETSIGMASK would drop it, so one no-op call first lets the
- * kernel put the real mask back. */
+ * at the stop the thread blocks the call's mask (SigBlk) and the
+ * program's own is saved aside.  PTRACE_GETSIGMASK returns the saved one
+ * then (kernel/ptrace.c; measured: it did for sigsuspend here), which is
+ * what inject_detach puts back; the restarted call installs its own
+ * again. */
 static bool temp_mask(long nr)
 {
 	switch (nr) {
@@ -648,6 +652,18 @@ static bool signal_pending(pid_t tid, uint64_t blocked)
 	if (proc_status(tid, &st))
 		return true;
 	return ((st.sigpnd | st.shdpnd) & ~blocked) != 0;
+}
+
+/* A signal pending that the call's temporary mask (tmp) blocks and the
+ * program's own (own) does not: at any stop of the thread it is
+ * delivered when the thread resumes, the kernel having restarted the call
+ * first (the handler runs, the call goes on waiting). */
+static bool temp_blocked_pending(pid_t tid, uint64_t tmp, uint64_t own)
+{
+	struct proc_status st;
+	if (proc_status(tid, &st))
+		return false;
+	return ((st.sigpnd | st.shdpnd) & tmp & ~own) != 0;
 }
 
 static void make_reissue(struct user_regs_struct *r)
@@ -786,6 +802,10 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 		c->tid = tid;
 		c->saved = r;
 		c->reissue = eintr;
+		struct proc_status ps;
+		if ((long long)r.orig_rax >= 0 && temp_mask((long)r.orig_rax) &&
+		    proc_status(tid, &ps) == 0)
+			c->tmpblk = ps.sigblk;
 		return TRY_SAFE;
 	}
 	if (eintr) {
@@ -809,9 +829,18 @@ static int rank(pid_t pid, pid_t tid)
 		return 9;
 	if (st.state == 'S') {
 		/* read returns EINTR to a stop only on inotify: a thread
-		 * in read is not put last for that. */
+		 * in read is not put last for that.  Nor is one in
+		 * sigsuspend (ppoll...) with a signal pending that its
+		 * temporary mask blocks: any stop runs that signal's
+		 * handler early. */
 		long nr = proc_task_syscall(pid, tid);
-		return nr >= 0 && nr != SYS_read && eintr_only(nr) ? 3 : 0;
+		if (nr >= 0 && nr != SYS_read && eintr_only(nr))
+			return 3;
+		struct proc_status ps;
+		if (nr >= 0 && temp_mask(nr) && proc_status(tid, &ps) == 0 &&
+		    ((ps.sigpnd | ps.shdpnd) & ps.sigblk))
+			return 3;
+		return 0;
 	}
 	if (st.state == 'R')
 		return 1;
@@ -1091,15 +1120,8 @@ int inject_attach(pid_t pid, const struct inject_opts *o,
 	c->scratch = (c->saved.rsp - RED_ZONE) & ~(uint64_t)15;
 	if (save_state(c, why))
 		goto undo;
-	/* A call with a temporary mask: one no-op call so that the kernel
-	 * puts the thread's own mask back before we read it. */
-	if ((long long)c->saved.orig_rax >= 0 &&
-	    temp_mask((long)c->saved.orig_rax)) {
-		uint64_t fn = 0, ret = 0;
-		if (inject_libc_symbol(c, "getpid", &fn, why) ||
-		    inject_remote_call(c, fn, NULL, &ret, why))
-			goto undo;
-	}
+	/* The program's own mask, also in sigsuspend and its kin (see
+	 * temp_mask): no call is needed first. */
 	uint64_t all = ~0ULL;
 	if (ptrace(PTRACE_GETSIGMASK, c->tid, (void *)sizeof(c->mask),
 	           &c->mask) < 0 ||
@@ -1142,7 +1164,7 @@ int inject_detach(struct inject_ctx *c, struct inject_stats *stats, char *why)
 	if (c->mask_set)
 		ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(c->mask),
 		       &c->mask);
-	if (c->xstate) {
+	if (c->xstate && c->xlen) {
 		struct iovec io = {c->xstate, c->xlen};
 		if (ptrace(PTRACE_SETREGSET, tid, (void *)(long)c->xnote, &io) <
 		    0)
@@ -1153,10 +1175,20 @@ int inject_detach(struct inject_ctx *c, struct inject_stats *stats, char *why)
 	}
 	struct user_regs_struct r = c->saved;
 	bool reissue = c->reissue && !c->nheld && !signal_pending(tid, c->mask);
+	/* A signal that the interrupted call's temporary mask held back is
+	 * delivered now (the mask is the program's own again): the call is
+	 * issued again behind it, as the kernel does after any stop, rather
+	 * than ending with EINTR. */
+	uint64_t held = 0;
+	for (int i = 0; i < c->nheld; i++)
+		held |= 1ULL << (c->held[i].si_signo - 1);
+	if (c->tmpblk && !reissue &&
+	    ((held & c->tmpblk & ~c->mask) ||
+	     temp_blocked_pending(tid, c->tmpblk, c->mask)))
+		reissue = true;
 	if (reissue)
 		make_reissue(&r);
-	else
-		c->reissue = false;
+	c->reissue = reissue;
 	if (ptrace(PTRACE_SETREGS, tid, 0, &r) < 0 && !rc)
 		rc = fail(why, "cannot put back the registers of thread %d: %s",
 		          (int)tid, strerror(errno));

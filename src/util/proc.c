@@ -189,6 +189,8 @@ int proc_status(pid_t pid, struct proc_status *st)
 				st->sigpnd = strtoull(v, NULL, 16);
 			} else if (!strcmp(k, "ShdPnd")) {
 				st->shdpnd = strtoull(v, NULL, 16);
+			} else if (!strcmp(k, "SigBlk")) {
+				st->sigblk = strtoull(v, NULL, 16);
 			} else if (!strcmp(k, "SigCgt")) {
 				st->sigcgt = strtoull(v, NULL, 16);
 			} else if (!strcmp(k, "Seccomp_filters")) {

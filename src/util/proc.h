@@ -55,6 +55,8 @@ struct proc_status {
 	uint64_t sigcgt;    /* SigCgt: bit n-1 set: signal n is caught */
 	uint64_t sigpnd;    /* SigPnd: pending for this thread */
 	uint64_t shdpnd;    /* ShdPnd: pending for the process */
+	uint64_t sigblk;    /* SigBlk: blocked now (in sigsuspend, ppoll...:
+	                       the call's temporary mask) */
 	long seccomp;       /* Seccomp_filters: (0 if none or unknown) */
 	uint64_t rss;       /* VmRSS:, bytes */
 	uint64_t rss_anon;  /* RssAnon:, bytes (0 if not shown) */

@@ -325,6 +325,63 @@ static void test_signal_during_injection(void)
 	              "sigsuspend: ret=-1 errno=Interrupted system call\n"));
 }
 
+/* sigsuspend with SIGUSR2 in its temporary mask and SIGUSR2 pending:
+ * any stop of the thread ends the call inside the kernel, and the
+ * program's own mask (which lets SIGUSR2 through) comes back.  The
+ * injector then issues the call again behind the handler, as the kernel
+ * does after a stop: the call goes on until SIGUSR1, no early EINTR. */
+static void run_pending_blocked(bool inject, char *out, size_t outlen, int *st,
+                                double *late_ms)
+{
+	struct tgt t;
+	char line[256], why[INJECT_WHY] = "";
+	CHECK(spawn(&t, target, "sigsuspend2", NULL) == 0);
+	CHECK(read_line(t.err, line, sizeof(line), WAIT_MS) == 0);
+	CHECK(wait_blocked(t.pid, SYS_rt_sigsuspend));
+	CHECK(kill(t.pid, SIGUSR2) == 0);
+	bool pending = false;
+	for (int i = 0; i < 5000 && !pending; i++) {
+		struct proc_status ps;
+		pending = proc_status(t.pid, &ps) == 0 &&
+		          ((ps.sigpnd | ps.shdpnd) & (1ULL << (SIGUSR2 - 1)));
+		if (!pending)
+			pause_ms(1);
+	}
+	CHECK(pending);
+	if (inject) {
+		uint64_t h = 0;
+		struct inject_stats s;
+		int rc = inject_dlopen(t.pid, payload, NULL, &h, &s, why);
+		if (rc)
+			fprintf(stderr, "inject: %s\n", why);
+		CHECK(rc == 0 && h);
+		print_stats("sigsuspend, a signal pending", &s);
+		CHECK(s.reissued == 1);
+		CHECK(wait_blocked(t.pid, SYS_rt_sigsuspend));
+	}
+	long long t_wake = now_ns(), t0 = 0, t1 = 0;
+	CHECK(kill(t.pid, SIGUSR1) == 0);
+	CHECK(read_line(t.err, line, sizeof(line), WAIT_MS) == 0 &&
+	      sscanf(line, "t_start=%lld t_end=%lld", &t0, &t1) == 2);
+	*late_ms = (double)(t1 - t_wake) / 1e6;
+	end_target(&t, out, outlen, st);
+}
+
+static void test_pending_blocked_signal(void)
+{
+	char bare[256], inj[256];
+	int st_bare, st_inj;
+	double late_bare, late_inj;
+	run_pending_blocked(false, bare, sizeof(bare), &st_bare, &late_bare);
+	run_pending_blocked(true, inj, sizeof(inj), &st_inj, &late_inj);
+	printf("  sigsuspend, a signal pending: bare '%.*s' late %.3f ms; "
+	       "injected '%.*s' late %.3f ms\n",
+	       (int)strcspn(bare, "\n"), bare, late_bare,
+	       (int)strcspn(inj, "\n"), inj, late_inj);
+	CHECK(st_bare == 0 && st_inj == 0 && bare[0] && !strcmp(bare, inj));
+	CHECK(late_inj >= 0 && late_inj <= LATE_MS);
+}
+
 /* The library is refused when dlopen fails: the target's dlerror() is
  * the reason, and the target runs on. */
 static void test_dlopen_error(void)
@@ -700,6 +757,7 @@ int main(void)
 	static const struct unit_test tests[] = {
 	        {"blocked_calls", test_blocked_calls},
 	        {"signal_during_injection", test_signal_during_injection},
+	        {"pending_blocked_signal", test_pending_blocked_signal},
 	        {"dlopen_error", test_dlopen_error},
 	        {"storm", test_storm},
 	        {"refuse_traced", test_refuse_traced},

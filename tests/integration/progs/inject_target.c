@@ -7,6 +7,8 @@
  * "t_start=NS t_end=NS" (CLOCK_MONOTONIC around the call) on stderr.
  *
  *   sigsuspend  sigsuspend(empty mask) until SIGUSR1 (a handler)
+ *   sigsuspend2 the same with SIGUSR2 blocked during the call (a handler
+ *               for it too, run when the call has returned)
  *   read        read(0, 1 byte)
  *   nanosleep   nanosleep(300 ms)
  *   poll        poll(stdin, 300 ms) with nothing written: 0
@@ -48,9 +50,12 @@ static long long now_ns(void)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+static volatile sig_atomic_t usr2_seen;
+
 static void on_usr1(int sig)
 {
-	(void)sig;
+	if (sig == SIGUSR2)
+		usr2_seen++;
 }
 
 #define STORM_THREADS 4
@@ -198,9 +203,12 @@ int main(int argc, char **argv)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_usr1;
 	sigaction(SIGUSR1, &sa, NULL);
-	if (!strcmp(mode, "sigsuspend")) {
+	sigaction(SIGUSR2, &sa, NULL);
+	if (!strcmp(mode, "sigsuspend") || !strcmp(mode, "sigsuspend2")) {
 		sigset_t s;
 		sigemptyset(&s);
+		if (mode[10])
+			sigaddset(&s, SIGUSR2);
 		fprintf(stderr, "ready\n");
 		t0 = now_ns();
 		r = sigsuspend(&s);
@@ -231,7 +239,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	t1 = now_ns();
-	printf("%s: ret=%ld errno=%s\n", mode, r, r < 0 ? strerror(e) : "-");
+	if (!strcmp(mode, "sigsuspend2"))
+		printf("%s: ret=%ld errno=%s usr2=%d\n", mode, r,
+		       r < 0 ? strerror(e) : "-", (int)usr2_seen);
+	else
+		printf("%s: ret=%ld errno=%s\n", mode, r,
+		       r < 0 ? strerror(e) : "-");
 	fprintf(stderr, "t_start=%lld t_end=%lld\n", t0, t1);
 	return 0;
 }
