@@ -1242,7 +1242,7 @@ static int find_link_map(pid_t pid, const struct tmaps *m, uint64_t bias,
 	if (ielf_open(path, &e, err, sizeof(err)))
 		return fail(why, "cannot read the loader of %d: %s", (int)pid,
 		            err);
-	uint64_t v;
+	uint64_t v = 0;
 	int rc = ielf_sym(&e, "_r_debug", &v, NULL, NULL);
 	uint64_t r_debug = ld->start - e.load_min + v;
 	ielf_close(&e);
