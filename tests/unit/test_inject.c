@@ -11,7 +11,8 @@
  * under ASan and TSan too (the targets are not instrumented, the
  * injector is).  Every wait is bounded: a target that does
  * not answer is killed and the check fails.  HEAPPROF_INJECT_STRESS=N
- * adds N more remote calls into the storm.
+ * adds N more remote calls into the storm, HEAPPROF_INJECT_STORMS=N N
+ * more storms, each with its own dlopen.
  *
  * Attach times are printed, not checked (timed tests are not allowed
  * here); docs/ATTACH.md has the numbers of a run.
@@ -486,6 +487,18 @@ static void test_storm(void)
 	       (int)strcspn(bare, "\n"), bare, (int)strcspn(inj, "\n"), inj);
 	CHECK(st_bare == 0 && st_inj == 0);
 	CHECK(strstr(bare, "checksum=") && !strcmp(bare, inj));
+	/* HEAPPROF_INJECT_STORMS=N: N more storms, each loaded anew. */
+	const char *e = getenv("HEAPPROF_INJECT_STORMS");
+	int runs = e ? atoi(e) : 0, same = 0;
+	for (int i = 0; i < runs; i++) {
+		run_storm(true, inj, sizeof(inj), &st_inj);
+		same += st_inj == 0 && !strcmp(bare, inj);
+	}
+	if (runs)
+		printf("  storm: %d more storms, %d ended with the bare "
+		       "checksum\n",
+		       runs, same);
+	CHECK(same == runs);
 }
 
 /* ---- refusals ---------------------------------------------------------- */
