@@ -247,6 +247,24 @@ $(BUILD)/tests/test_got: tests/unit/test_got.c tests/unit/unit.h $(GOT_LIBS) \
 	$(CC) $(BASE_CFLAGS) -fno-builtin -Itests/unit -o $@ $< -L$(GOT_DIR) \
 	  -lgot_hooks -lgot_plt -lgot_gd -Wl,-rpath,'$$ORIGIN/got' -ldl -pthread
 
+# The injector's test (tests/unit/test_inject.c, src/collector/inject.c)
+# runs its target programs, so `make unit` builds them: inject_payload is
+# a shared object (the test dlopens it into inject_target), inject_static
+# the same target linked -static (a refusal), if the toolchain can (else
+# the test skips that case).
+INJECT_PROGS := $(BUILD)/progs/inject_target $(BUILD)/progs/inject_payload \
+                $(BUILD)/progs/inject_static
+$(BUILD)/tests/test_inject: $(INJECT_PROGS)
+
+$(BUILD)/progs/inject_payload: tests/integration/progs/inject_payload.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -g -shared -fPIC -o $@ $<
+
+$(BUILD)/progs/inject_static: tests/integration/progs/inject_target.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O0 -g -static -pthread -o $@ $< || \
+	  { rm -f $@; echo "no static inject_target: $(CC) -static failed"; }
+
 # The flame graph page's template, embedded by src/flamegraph/assets.c.
 $(BUILD)/obj/src/flamegraph/assets.o: src/flamegraph/flamegraph.html \
   src/flamegraph/flamegraph.css src/flamegraph/flamegraph.js

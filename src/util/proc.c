@@ -169,6 +169,28 @@ int proc_status(pid_t pid, struct proc_status *st)
 				}
 				if (n == 4)
 					st->have |= PROC_HAVE_UID;
+			} else if (!strcmp(k, "Gid")) {
+				char *e;
+				int n = 0;
+				while (n < 4) {
+					unsigned long g = strtoul(v, &e, 10);
+					if (e == v)
+						break;
+					st->gid[n++] = (gid_t)g;
+					v = e;
+				}
+				if (n == 4)
+					st->have |= PROC_HAVE_GID;
+			} else if (!strcmp(k, "TracerPid")) {
+				st->tracer = (pid_t)atoi(v);
+			} else if (!strcmp(k, "Seccomp")) {
+				st->seccomp_mode = atoi(v);
+			} else if (!strcmp(k, "SigPnd")) {
+				st->sigpnd = strtoull(v, NULL, 16);
+			} else if (!strcmp(k, "ShdPnd")) {
+				st->shdpnd = strtoull(v, NULL, 16);
+			} else if (!strcmp(k, "SigBlk")) {
+				st->sigblk = strtoull(v, NULL, 16);
 			} else if (!strcmp(k, "SigCgt")) {
 				st->sigcgt = strtoull(v, NULL, 16);
 			} else if (!strcmp(k, "Seccomp_filters")) {
@@ -196,9 +218,13 @@ int proc_owner(pid_t pid, uid_t *uid)
 {
 	char path[64];
 	struct stat sb;
-	proc_path(path, sizeof(path), pid, "");
-	if (stat(path, &sb) < 0)
+	/* Its files, not the directory: some kernels keep the directory
+	 * owned by the real owner when the process is not dumpable. */
+	proc_path(path, sizeof(path), pid, "stat");
+	if (stat(path, &sb) < 0) {
+		errno = gone_errno(errno);
 		return -1;
+	}
 	*uid = sb.st_uid;
 	return 0;
 }
@@ -411,6 +437,57 @@ int proc_pids(int (*fn)(void *ctx, pid_t pid), void *ctx)
 	closedir(d);
 	errno = err;
 	return rc;
+}
+
+int proc_tasks(pid_t pid, int (*fn)(void *ctx, pid_t tid), void *ctx)
+{
+	char path[64];
+	proc_path(path, sizeof(path), pid, "task");
+	DIR *d = opendir(path);
+	if (!d) {
+		errno = gone_errno(errno);
+		return -1;
+	}
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d))) {
+		pid_t tid = name_pid(e->d_name);
+		if (tid)
+			rc = fn(ctx, tid);
+	}
+	int err = errno;
+	closedir(d);
+	errno = err;
+	return rc;
+}
+
+long proc_task_syscall(pid_t pid, pid_t tid)
+{
+	char path[96], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid,
+	         (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		errno = gone_errno(errno);
+		return -2;
+	}
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int err = errno;
+	close(fd);
+	if (n <= 0) {
+		errno = n < 0 ? gone_errno(err) : ENOENT;
+		return -2;
+	}
+	buf[n] = '\0';
+	if (!strncmp(buf, "running", 7) || buf[0] == '-')
+		return -1;
+	char *e;
+	long nr = strtol(buf, &e, 10);
+	if (e == buf) {
+		errno = EPROTO;
+		return -2;
+	}
+	return nr;
 }
 
 int proc_children(pid_t pid, int (*fn)(void *ctx, pid_t child), void *ctx)

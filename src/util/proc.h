@@ -41,6 +41,7 @@ enum {
 	PROC_HAVE_UID = 1 << 0, /* Uid: with its four values */
 	PROC_HAVE_RSS = 1 << 1, /* VmRSS: (a zombie has none) */
 	PROC_HAVE_HWM = 1 << 2, /* VmHWM: */
+	PROC_HAVE_GID = 1 << 3, /* Gid: with its four values */
 };
 struct proc_status {
 	unsigned have;      /* PROC_HAVE_* */
@@ -48,7 +49,14 @@ struct proc_status {
 	char state;         /* State: its letter */
 	pid_t ppid;         /* PPid: */
 	uid_t uid[4];       /* Uid: real, effective, saved, filesystem */
+	gid_t gid[4];       /* Gid: the same four */
+	pid_t tracer;       /* TracerPid: (0: not traced) */
+	int seccomp_mode;   /* Seccomp: 0 off, 1 strict, 2 filter */
 	uint64_t sigcgt;    /* SigCgt: bit n-1 set: signal n is caught */
+	uint64_t sigpnd;    /* SigPnd: pending for this thread */
+	uint64_t shdpnd;    /* ShdPnd: pending for the process */
+	uint64_t sigblk;    /* SigBlk: blocked now (in sigsuspend, ppoll...:
+	                       the call's temporary mask) */
 	long seccomp;       /* Seccomp_filters: (0 if none or unknown) */
 	uint64_t rss;       /* VmRSS:, bytes */
 	uint64_t rss_anon;  /* RssAnon:, bytes (0 if not shown) */
@@ -120,6 +128,15 @@ int proc_pids(int (*fn)(void *ctx, pid_t pid), void *ctx);
  * threads; -1 with ENOENT when no thread has that file (a kernel
  * without it: then walk proc_pids and compare proc_stat's ppid). */
 int proc_children(pid_t pid, int (*fn)(void *ctx, pid_t child), void *ctx);
+
+/* Every thread of pid (the names in /proc/PID/task), in directory
+ * order; -1 with errno if the directory cannot be opened. */
+int proc_tasks(pid_t pid, int (*fn)(void *ctx, pid_t tid), void *ctx);
+
+/* The system call thread tid of pid is blocked in, from
+ * /proc/PID/task/TID/syscall: its number, or -1 when it runs in user
+ * space ("running"); -2 on error (errno set; EACCES: not ours). */
+long proc_task_syscall(pid_t pid, pid_t tid);
 
 /* ---- by name -------------------------------------------------------- */
 

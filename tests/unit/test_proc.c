@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,6 +104,22 @@ static void test_status(void)
 	uid_t owner = (uid_t)-1;
 	CHECK(proc_owner(kid, &owner) == 0);
 	CHECK(owner == geteuid());
+	/* The lines the injector reads (src/collector/inject.c). */
+	CHECK(st.have & PROC_HAVE_GID);
+	CHECK(st.gid[0] == getgid() && st.gid[1] == getegid());
+	CHECK(st.tracer == 0);
+	CHECK(st.seccomp_mode == 0);
+	sigset_t blk, oldblk;
+	sigemptyset(&blk);
+	sigaddset(&blk, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &blk, &oldblk);
+	raise(SIGUSR1);
+	CHECK(proc_status(getpid(), &st) == 0);
+	CHECK(st.sigblk & (1ull << (SIGUSR1 - 1)));
+	CHECK((st.sigpnd | st.shdpnd) & (1ull << (SIGUSR1 - 1)));
+	signal(SIGUSR1, SIG_IGN); /* discards the pending one */
+	sigprocmask(SIG_SETMASK, &oldblk, NULL);
+	signal(SIGUSR1, SIG_DFL);
 }
 
 static void test_names(void)
@@ -270,6 +288,13 @@ static int count_pid(void *ctx, pid_t pid)
 	return 0;
 }
 
+static int find_kid_task(void *ctx, pid_t tid)
+{
+	if (tid == kid)
+		*(bool *)ctx = true;
+	return 0;
+}
+
 static void test_walks(void)
 {
 	int n = 0;
@@ -280,6 +305,17 @@ static void test_walks(void)
 	n = 0;
 	CHECK(proc_pids(count_pid, &n) == 0);
 	CHECK(n == 2);
+	/* The kid's main thread is one of its tasks (under TSan it has
+	 * the runtime's thread too), blocked in read. */
+	bool found = false;
+	CHECK(proc_tasks(kid, find_kid_task, &found) == 0 && found);
+	long nr = -3;
+	for (int i = 0; i < 2000 && nr != SYS_read; i++) {
+		nr = proc_task_syscall(kid, kid);
+		if (nr != SYS_read)
+			usleep(1000);
+	}
+	CHECK(nr == SYS_read);
 }
 
 static void test_gone(void)
