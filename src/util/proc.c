@@ -132,6 +132,20 @@ static bool kb_value(const char *v, uint64_t *out)
 	return true;
 }
 
+/* The four ids of a status "Uid:" or "Gid:" line (real, effective, saved,
+ * filesystem); false if there are fewer. */
+static bool four_ids(const char *v, unsigned long id[4])
+{
+	for (int n = 0; n < 4; n++) {
+		char *e;
+		id[n] = strtoul(v, &e, 10);
+		if (e == v)
+			return false;
+		v = e;
+	}
+	return true;
+}
+
 int proc_status(pid_t pid, struct proc_status *st)
 {
 	char buf[8192];
@@ -158,29 +172,19 @@ int proc_status(pid_t pid, struct proc_status *st)
 			} else if (!strcmp(k, "PPid")) {
 				st->ppid = (pid_t)atoi(v);
 			} else if (!strcmp(k, "Uid")) {
-				char *e;
-				int n = 0;
-				while (n < 4) {
-					unsigned long u = strtoul(v, &e, 10);
-					if (e == v)
-						break;
-					st->uid[n++] = (uid_t)u;
-					v = e;
-				}
-				if (n == 4)
+				unsigned long id[4];
+				if (four_ids(v, id)) {
+					for (int i = 0; i < 4; i++)
+						st->uid[i] = (uid_t)id[i];
 					st->have |= PROC_HAVE_UID;
-			} else if (!strcmp(k, "Gid")) {
-				char *e;
-				int n = 0;
-				while (n < 4) {
-					unsigned long g = strtoul(v, &e, 10);
-					if (e == v)
-						break;
-					st->gid[n++] = (gid_t)g;
-					v = e;
 				}
-				if (n == 4)
+			} else if (!strcmp(k, "Gid")) {
+				unsigned long id[4];
+				if (four_ids(v, id)) {
+					for (int i = 0; i < 4; i++)
+						st->gid[i] = (gid_t)id[i];
 					st->have |= PROC_HAVE_GID;
+				}
 			} else if (!strcmp(k, "TracerPid")) {
 				st->tracer = (pid_t)atoi(v);
 			} else if (!strcmp(k, "Seccomp")) {
