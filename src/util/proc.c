@@ -425,17 +425,20 @@ static pid_t name_pid(const char *s)
 	return (pid_t)pid;
 }
 
-int proc_pids(int (*fn)(void *ctx, pid_t pid), void *ctx)
+/* fn(ctx, id) for each entry of dir that is a number (a pid or a tid),
+ * in directory order, until fn returns non-zero; -1 with errno if dir
+ * cannot be opened. */
+static int walk_ids(const char *dir, int (*fn)(void *ctx, pid_t id), void *ctx)
 {
-	DIR *d = opendir("/proc");
+	DIR *d = opendir(dir);
 	if (!d)
 		return -1;
 	struct dirent *e;
 	int rc = 0;
 	while (!rc && (e = readdir(d))) {
-		pid_t pid = name_pid(e->d_name);
-		if (pid)
-			rc = fn(ctx, pid);
+		pid_t id = name_pid(e->d_name);
+		if (id)
+			rc = fn(ctx, id);
 	}
 	int err = errno;
 	closedir(d);
@@ -443,25 +446,18 @@ int proc_pids(int (*fn)(void *ctx, pid_t pid), void *ctx)
 	return rc;
 }
 
+int proc_pids(int (*fn)(void *ctx, pid_t pid), void *ctx)
+{
+	return walk_ids("/proc", fn, ctx);
+}
+
 int proc_tasks(pid_t pid, int (*fn)(void *ctx, pid_t tid), void *ctx)
 {
 	char path[64];
 	proc_path(path, sizeof(path), pid, "task");
-	DIR *d = opendir(path);
-	if (!d) {
+	int rc = walk_ids(path, fn, ctx);
+	if (rc < 0)
 		errno = gone_errno(errno);
-		return -1;
-	}
-	struct dirent *e;
-	int rc = 0;
-	while (!rc && (e = readdir(d))) {
-		pid_t tid = name_pid(e->d_name);
-		if (tid)
-			rc = fn(ctx, tid);
-	}
-	int err = errno;
-	closedir(d);
-	errno = err;
 	return rc;
 }
 
