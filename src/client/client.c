@@ -45,6 +45,7 @@
  * heapprof.h) ask the collector over the session's connection; they share
  * the one-request-at-a-time flag with GROW.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -61,6 +62,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "client/got.h"
 #include "heapprof/heapprof.h"
 #include "layout/paths.h"
 #include "layout/wire_v1.h"
@@ -506,6 +508,8 @@ static void retire_old(uint32_t gen)
  * run).  Returns 0 attached, 1 not a target (or refused), or -errno.
  * Async-signal-safe unless scan is true.
  */
+static int attach_on(int fd, const char *path, int timeout_ms, bool scan);
+
 static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
                       bool scan)
 {
@@ -517,11 +521,24 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 		timeout_ms = launched_by_collector() ? EMBEDDED_TIMEOUT_MS
 		                                     : NEW_PROCESS_TIMEOUT_MS;
 	attach_connected = true;
+	int rc = send_hello(fd, hello_flags);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return attach_on(fd, path, timeout_ms, scan);
+}
+
+/*
+ * The rest of an attach, once the hello is sent on fd (ours: closed or
+ * kept): the welcome, the region, publishing.  path (NULL: none) is where
+ * a forked child says hello.  Same returns as attach_via.
+ */
+static int attach_on(int fd, const char *path, int timeout_ms, bool scan)
+{
 	struct hp_welcome w;
 	int region_fd = -1;
-	int rc = send_hello(fd, hello_flags);
-	if (!rc)
-		rc = recv_welcome(fd, &w, &region_fd, timeout_ms, 0);
+	int rc = recv_welcome(fd, &w, &region_fd, timeout_ms, 0);
 	if (rc) {
 		close(fd);
 		return rc;
@@ -565,7 +582,7 @@ static int attach_via(const char *path, uint32_t hello_flags, int timeout_ms,
 	uint64_t dev = 0, ino = 0;
 	fd = sock_keep(fd, &dev, &ino);
 	sock_publish(fd, dev, ino);
-	if (path != collector_path) {
+	if (path && path != collector_path) {
 		size_t len = str_len(path);
 		if (len < sizeof(collector_path))
 			memcpy(collector_path, path, len + 1);
@@ -692,6 +709,157 @@ static void on_attach_signal(int sig, siginfo_t *si, void *uc)
 		atomic_store_explicit(&attaching, 0, memory_order_release);
 	}
 	errno = saved;
+}
+
+/* ---- attached by the collector's injector (issue 21) ----------------- */
+
+/* Loaded into a running process by the collector (dlopen, RTLD_LOCAL),
+ * not preloaded: our exported functions preempt nothing until route.c
+ * points the process's relocation slots at them. */
+static bool injected;
+
+/* The end of its socket pair heapprof_internal_attach_begin keeps, and the
+ * identity of both ends: the program's other threads run between the
+ * two calls, and may close a number and reuse it. */
+static int inj_fd = -1, inj_peer = -1;
+static uint64_t inj_dev, inj_ino, inj_peer_dev, inj_peer_ino;
+
+static bool fd_is(int fd, uint64_t dev, uint64_t ino)
+{
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
+}
+
+static void inj_drop(void)
+{
+	if (fd_is(inj_fd, inj_dev, inj_ino))
+		close(inj_fd);
+	if (fd_is(inj_peer, inj_peer_dev, inj_peer_ino))
+		close(inj_peer);
+	inj_fd = inj_peer = -1;
+}
+
+/* How long heapprof_internal_attach_finish waits for the welcome; the collector
+ * sent it before the call. */
+#define INJECT_WELCOME_MS 2000
+
+/*
+ * The first of the two calls the collector's injector makes here, on a
+ * thread it stopped at a safe point (outside the allocator and the
+ * loader): a socket pair, and our hello on one end.  Returns
+ * (peer << 32) | ours; the collector takes the peer with pidfd_getfd,
+ * answers the hello on it, and calls heapprof_internal_attach_finish.  Or
+ * -errno: -EALREADY when a session that is still connected profiles this
+ * process, -EBUSY when another attach is under way.  errno is kept.
+ */
+HP_EXPORT int64_t heapprof_internal_attach_begin(void)
+{
+	int saved = errno;
+	int zero = 0;
+	if (!atomic_compare_exchange_strong_explicit(&attaching, &zero, 1,
+	                                             memory_order_acquire,
+	                                             memory_order_relaxed)) {
+		errno = saved;
+		return -EBUSY;
+	}
+	int64_t ret;
+	int sv[2];
+	struct stat a, b;
+	inj_drop(); /* a begin whose finish never came */
+	if (profiled_and_alive()) {
+		ret = -EALREADY;
+	} else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		ret = -errno;
+	} else if ((ret = send_hello(sv[0],
+	                             HP_HELLO_LATE | HP_HELLO_INJECTED)) != 0 ||
+	           fstat(sv[0], &a) != 0 || fstat(sv[1], &b) != 0) {
+		ret = ret ? ret : -errno;
+		close(sv[0]);
+		close(sv[1]);
+	} else {
+		inj_fd = sv[0];
+		inj_dev = (uint64_t)a.st_dev;
+		inj_ino = (uint64_t)a.st_ino;
+		inj_peer = sv[1];
+		inj_peer_dev = (uint64_t)b.st_dev;
+		inj_peer_ino = (uint64_t)b.st_ino;
+		ret = ((int64_t)sv[1] << 32) | sv[0];
+	}
+	atomic_store_explicit(&attaching, 0, memory_order_release);
+	errno = saved;
+	return ret;
+}
+
+/*
+ * The second call: closes the peer's end here (the collector has its
+ * copy), takes the welcome and the region as any attach does, and, in a
+ * process we were injected into, routes the relocation slots (route.c).
+ * Returns (objects << 32) | slots routing our functions, 0 for a
+ * preloaded client (nothing to route), or -errno: -EBADF if the numbers
+ * are no longer the pair begin made, -ECONNREFUSED if the collector
+ * refused, -ENOEXEC if the slots could not be routed (the attach is
+ * undone).
+ */
+HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer)
+{
+	int saved = errno;
+	int zero = 0;
+	if (!atomic_compare_exchange_strong_explicit(&attaching, &zero, 1,
+	                                             memory_order_acquire,
+	                                             memory_order_relaxed)) {
+		errno = saved;
+		return -EBUSY;
+	}
+	int64_t ret = -EBADF;
+	if (ours != inj_fd || peer != inj_peer ||
+	    !fd_is(inj_fd, inj_dev, inj_ino)) {
+		inj_drop();
+		goto out;
+	}
+	if (fd_is(inj_peer, inj_peer_dev, inj_peer_ino))
+		close(inj_peer);
+	inj_fd = inj_peer = -1;
+	int rc = attach_on((int)ours, NULL, INJECT_WELCOME_MS, true);
+	if (rc) {
+		ret = rc < 0 ? rc : -ECONNREFUSED;
+		goto out;
+	}
+	ret = 0;
+	if (injected) {
+		struct got_stats st;
+		if (route_all(&st) != 0) {
+			struct client_slot *s = client_cur();
+			if (s)
+				client_stop(s, HP_STOP_INTERNAL);
+			ret = -ENOEXEC;
+			goto out;
+		}
+		ret = ((int64_t)st.objects << 32) | (st.patched + st.already);
+	}
+out:
+	atomic_store_explicit(&attaching, 0, memory_order_release);
+	errno = saved;
+	return ret;
+}
+
+/* Whether this library is in the global scope (preloaded, or linked by
+ * the program), by the loader's lookup of a name only we define on the
+ * main program's handle: the program, what it loaded at startup and with
+ * RTLD_GLOBAL.  (RTLD_DEFAULT would search our own local scope too.)  A
+ * failed dlsym leaves an error for dlerror: taken back at once. */
+static bool in_global_scope(void)
+{
+	void *main_h = dlopen(NULL, RTLD_NOW);
+	void *f =
+	        main_h ? dlsym(main_h, "heapprof_internal_attach_begin") : NULL;
+	if (!f) {
+		(void)dlerror();
+		return false;
+	}
+	Dl_info theirs, mine;
+	return dladdr(f, &theirs) && dladdr((void *)in_global_scope, &mine) &&
+	       theirs.dli_fbase == mine.dli_fbase;
 }
 
 /*
@@ -1190,6 +1358,12 @@ static void env_scrub(void)
 __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
+	/* Loaded into a running process by the injector: under the
+	 * loader's lock, in a thread the collector stopped.  Only what
+	 * needs no collector; the attach is the collector's next call. */
+	injected = !in_global_scope();
+	if (injected)
+		hooks_set_injected();
 	/* What the program allocated before this ran is kept (early.c);
 	 * from here on, nothing of ours is. */
 	early_end();
@@ -1204,6 +1378,13 @@ __attribute__((constructor)) static void client_init(void)
 	pthread_atfork(client_child_note, NULL, on_fork_child);
 	if (hp_daemon_paths(NULL, 0, daemon_path, sizeof(daemon_path)) != 0)
 		daemon_path[0] = '\0';
+	if (injected) {
+		/* No attach from here, no signal taken: the program's
+		 * dispositions are its own. */
+		early_finish();
+		errno = saved;
+		return;
+	}
 
 	atomic_store_explicit(&attaching, 1, memory_order_relaxed);
 	/* Our copy: env_scrub takes the variable out of environ. */

@@ -409,6 +409,17 @@ HP_HIDDEN bool recorder_replay(struct client_slot *s, uint64_t key, size_t size,
                                bool freed);
 /* hooks.c: p is heapprof's own (the bootstrap pool of the hooks). */
 HP_HIDDEN bool hooks_ours(const void *p);
+/* hooks.c, for a client the collector injected (route.c): set before the
+ * hooks resolve; where got.c stores the definition of a malloc-family
+ * name (NULL for the others); operator new/delete after the routing. */
+HP_HIDDEN void hooks_init(void);
+HP_HIDDEN void hooks_set_injected(void);
+HP_HIDDEN void **hooks_real_slot(const char *name);
+HP_HIDDEN void hooks_routed(void);
+/* route.c: routes every loaded object's slots of the functions this
+ * library exports to them (got.c): 0 and what was done, or -1. */
+struct got_stats;
+HP_HIDDEN int route_all(struct got_stats *st);
 
 /* unwind.c: the stack capture inside the program (no system call, no
  * lock, no allocation; see the file). */

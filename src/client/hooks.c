@@ -151,8 +151,16 @@ static bool foreign(void *fn)
 	       theirs.dli_fbase != mine.dli_fbase;
 }
 
+/* Set by the constructor of a client the collector injected (not in the
+ * global scope: our exported functions preempt nothing, and every global
+ * lookup of "malloc" is foreign to us without being the program's own
+ * allocator).  Read before the first resolve. */
+static bool injected;
+
 static void find_own_allocator(memalign_fn next_aligned)
 {
+	if (injected)
+		return; /* hooks_routed decides, from what got.c found */
 	void *m = dlsym(RTLD_DEFAULT, "malloc");
 	void *f = dlsym(RTLD_DEFAULT, "free");
 	if (!foreign(m) || !foreign(f))
@@ -206,6 +214,58 @@ HP_HIDDEN void hooks_init(void)
 {
 	if (real_malloc == boot_malloc)
 		hooks_resolve();
+}
+
+HP_HIDDEN void hooks_set_injected(void)
+{
+	injected = true;
+}
+
+/*
+ * Where got.c stores the definition of name, for the functions whose
+ * hooks call a real_* pointer (route.c): the real_* of the allocator the
+ * routed slots held, which in a program with an allocator of its own is
+ * not libc's.  NULL for the others (operator new and delete call malloc
+ * and free).
+ */
+HP_HIDDEN void **hooks_real_slot(const char *name)
+{
+	static const struct {
+		const char *name;
+		void **slot;
+	} reals[] = {
+	        {"malloc", (void **)&real_malloc},
+	        {"free", (void **)&real_free},
+	        {"calloc", (void **)&real_calloc},
+	        {"realloc", (void **)&real_realloc},
+	        {"memalign", (void **)&real_memalign},
+	        {"posix_memalign", (void **)&real_posix_memalign},
+	        {"aligned_alloc", (void **)&real_aligned_alloc},
+	        {"valloc", (void **)&real_valloc},
+	        {"pvalloc", (void **)&real_pvalloc},
+	};
+	for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++)
+		if (!strcmp(reals[i].name, name))
+			return reals[i].slot;
+	return NULL;
+}
+
+/*
+ * After got.c routed the slots of an injected client: when the malloc
+ * and free the slots held are not libc's (the executable or a library
+ * brings an allocator of its own), operator new and delete use that
+ * allocator, unrecorded, as find_own_allocator makes them do for a
+ * preloaded client; the C functions are recorded, through it.
+ */
+HP_HIDDEN void hooks_routed(void)
+{
+	void *libc_malloc = dlsym(RTLD_NEXT, "malloc");
+	if (!libc_malloc || (void *)real_malloc == libc_malloc ||
+	    (void *)real_malloc == (void *)boot_malloc)
+		return;
+	own_aligned_alloc = real_aligned_alloc;
+	own_free = real_free;
+	own_malloc = real_malloc;
 }
 
 static void *boot_malloc(size_t n)

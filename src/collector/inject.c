@@ -1304,6 +1304,45 @@ static int already_loaded(pid_t pid, const char *path, uint64_t *handle,
 	return rc;
 }
 
+int inject_loaded(pid_t pid, const char *path, uint64_t *handle, char *why)
+{
+	*handle = 0;
+	return already_loaded(pid, path, handle, why);
+}
+
+int inject_dlopen_in(struct inject_ctx *c, const char *path, uint64_t *handle,
+                     char *why)
+{
+	*handle = 0;
+	uint64_t dlopen_fn = 0, dlerror_fn = 0, str = 0, ret = 0;
+	const uint64_t none[6] = {0};
+	if (inject_libc_symbol(c, "dlopen", &dlopen_fn, why) ||
+	    inject_libc_symbol(c, "dlerror", &dlerror_fn, why) ||
+	    inject_write(c, path, strlen(path) + 1, &str, why))
+		return -1;
+	uint64_t args[6] = {str, RTLD_NOW, 0, 0, 0, 0};
+	if (inject_remote_call(c, dlopen_fn, args, &ret, why))
+		return -1;
+	if (ret) {
+		*handle = ret;
+		return 0;
+	}
+	uint64_t msg = 0;
+	char text[400] = "";
+	if (inject_remote_call(c, dlerror_fn, none, &msg, why))
+		return -1;
+	if (msg) {
+		/* Byte by byte would be slow; read what may be there. */
+		for (size_t n = sizeof(text) - 1; n >= 16; n /= 2)
+			if (inject_read(c->pid, msg, text, n) == 0) {
+				text[n] = '\0';
+				break;
+			}
+	}
+	return fail(why, "dlopen(%s) in %d failed: %s", path, (int)c->pid,
+	            text[0] ? text : "(no dlerror message)");
+}
+
 int inject_dlopen(pid_t pid, const char *path, const struct inject_opts *o,
                   uint64_t *handle, struct inject_stats *stats, char *why)
 {
@@ -1323,36 +1362,7 @@ int inject_dlopen(pid_t pid, const char *path, const struct inject_opts *o,
 	struct inject_ctx *c = NULL;
 	if (inject_attach(pid, o, &c, why) || !c)
 		return -1;
-	uint64_t dlopen_fn = 0, dlerror_fn = 0, str = 0, ret = 0;
-	const uint64_t none[6] = {0};
-	int rc = -1;
-	if (inject_libc_symbol(c, "dlopen", &dlopen_fn, why) ||
-	    inject_libc_symbol(c, "dlerror", &dlerror_fn, why) ||
-	    inject_write(c, abs, strlen(abs) + 1, &str, why))
-		goto out;
-	uint64_t args[6] = {str, RTLD_NOW, 0, 0, 0, 0};
-	if (inject_remote_call(c, dlopen_fn, args, &ret, why))
-		goto out;
-	if (ret) {
-		*handle = ret;
-		rc = 0;
-		goto out;
-	}
-	uint64_t msg = 0;
-	char text[400] = "";
-	if (inject_remote_call(c, dlerror_fn, none, &msg, why))
-		goto out;
-	if (msg) {
-		/* Byte by byte would be slow; read what may be there. */
-		for (size_t n = sizeof(text) - 1; n >= 16; n /= 2)
-			if (inject_read(pid, msg, text, n) == 0) {
-				text[n] = '\0';
-				break;
-			}
-	}
-	fail(why, "dlopen(%s) in %d failed: %s", abs, (int)pid,
-	     text[0] ? text : "(no dlerror message)");
-out:;
+	int rc = inject_dlopen_in(c, abs, handle, why);
 	char why2[INJECT_WHY] = "";
 	if (inject_detach(c, stats, rc ? why2 : why) && !rc)
 		rc = -1;

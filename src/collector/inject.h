@@ -110,6 +110,13 @@ int inject_remote_call(struct inject_ctx *c, uint64_t fn,
  * earlier writes), 16-byte aligned; *addr is where they are. */
 int inject_write(struct inject_ctx *c, const void *buf, size_t len,
                  uint64_t *addr, char *why);
+/* 1 and *handle (its link_map) if the file at path (absolute) is mapped
+ * in pid already, 0 if not, -1 on error.  Reads /proc only. */
+int inject_loaded(pid_t pid, const char *path, uint64_t *handle, char *why);
+/* dlopen(path, RTLD_NOW) on c's stopped thread (path absolute, as the
+ * target sees it); *handle is the link_map, or why has its dlerror. */
+int inject_dlopen_in(struct inject_ctx *c, const char *path, uint64_t *handle,
+                     char *why);
 /* Reads len bytes at addr in the target. */
 int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* The address of a function of the target's libc, by its .dynsym name

@@ -438,9 +438,15 @@ static int run_daemon(struct session *s, const char *record_cmdline)
 	char why[256];
 	s->dfd = ctl_connect_daemon(why, sizeof(why));
 	if (s->dfd < 0) {
-		fprintf(stderr, PFX "%s\n", why);
+		int e = -s->dfd;
 		s->dfd = -1;
-		return 1;
+		if (e != ENOENT && e != ECONNREFUSED && e != ENOTDIR) {
+			fprintf(stderr, PFX "%s\n", why);
+			return 1;
+		}
+		/* No daemon: each process is attached by injection. */
+		s->direct = true;
+		s->daemon_gone = true;
 	}
 	/* The daemon may go away at any time: a write to it must fail, not
 	 * kill us (SIGPIPE is ignored, session_run). */
@@ -456,22 +462,29 @@ static int run_daemon(struct session *s, const char *record_cmdline)
 		return 1;
 	for (int i = 0; i < cfg->npids; i++)
 		session_want_add(s, cfg->pids[i], true);
-	s->names_startup = cfg->nnames && !cfg->no_startup;
-	if (session_daemon_start(s) != 0) {
+	s->names_startup = cfg->nnames && !cfg->no_startup && !s->direct;
+	if (!s->direct && session_daemon_start(s) != 0) {
 		profile_close(s->col.profile);
 		s->col.profile = NULL;
 		unlink(s->out);
 		return 1;
 	}
+	if (s->direct) {
+		fprintf(stderr, PFX "session started (no heapprofd: attaching "
+		                    "directly)\n");
+		if (session_attach_direct(s) != 0)
+			s->stopping = true;
+	}
 	if (session_arm_timers(s) != 0) {
 		perror("heapprof: record: timerfd");
 		return 1;
 	}
-	fprintf(stderr, PFX "session %llu started%s\n",
-	        (unsigned long long)s->session_id,
-	        s->names_startup ? "; waiting for processes to start until "
-	                           "-d or Ctrl-C"
-	                         : "");
+	if (!s->direct)
+		fprintf(stderr, PFX "session %llu started%s\n",
+		        (unsigned long long)s->session_id,
+		        s->names_startup ? "; waiting for processes to start "
+		                           "until -d or Ctrl-C"
+		                         : "");
 
 	session_event_loop(s);
 	finish(s);

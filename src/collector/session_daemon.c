@@ -113,6 +113,13 @@ static void on_target_msg(struct session *s, const struct hp_ctl_msg *m)
 		        name[0] ? name : "?");
 		return;
 	}
+	if (t.status == HP_TGT_NO_CLIENT) {
+		/* No client, or one that does not catch the signal: the
+		 * injector reaches it all the same. */
+		if (!w || w->st != W_ATTACHED)
+			session_attach(s, t.pid, w && w->explicit_pid);
+		return;
+	}
 	/* A process that timed out may still attach later: a later CLIENT
 	 * makes it a target all the same. */
 	if (w && w->st != W_ATTACHED)

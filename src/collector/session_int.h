@@ -80,6 +80,9 @@ struct session {
 	size_t nwants, wants_cap;
 	bool daemon_gone;
 	bool names_startup; /* -n without --no-startup: wait for new ones */
+	/* No daemon: every process attached by injection (attach.h). */
+	bool direct;
+	char lib[4096]; /* the client library to inject ("" until needed) */
 };
 
 /* session.c */
@@ -127,5 +130,12 @@ void session_on_daemon(struct session *s);
 void session_on_signal_daemon(struct session *s,
                               const struct signalfd_siginfo *si);
 bool session_daemon_over(struct session *s);
+
+/* session_attach.c: record -p/-n of a process the daemon cannot reach
+ * (no client, or one that does not catch the signal) or with no daemon:
+ * the client is injected (attach.h).  Says what came of it. */
+void session_attach(struct session *s, pid_t pid, bool explicit_pid);
+/* No daemon: the -p pids, and the running processes -n names. */
+int session_attach_direct(struct session *s);
 
 #endif

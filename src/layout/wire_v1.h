@@ -31,6 +31,9 @@ enum hp_hello_flags {
 	HP_HELLO_BUSY = 0x4,
 	HP_HELLO_FORK_CHILD = 0x8, /* from a forked child (HP_CFG_FOLLOW_FORK);
 	                              ppid is the profiled parent */
+	/* From heapprof_internal_attach_begin: the collector's injector asked,
+	 * on a socket pair it takes from the process (pidfd_getfd). */
+	HP_HELLO_INJECTED = 0x10,
 };
 
 /*

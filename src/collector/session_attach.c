@@ -1,0 +1,91 @@
+/*
+ * `record -p/-n` by injection (session_int.h, attach.h): a process the
+ * daemon reports it cannot reach (no client loaded, or a client that does
+ * not catch the attach signal), and, with no daemon running, every
+ * process the session names.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collector/attach.h"
+#include "collector/session_int.h"
+#include "util/proc.h"
+
+/* Processes one -n may name without a daemon. */
+#define MAX_NAMED 256
+
+void session_attach(struct session *s, pid_t pid, bool explicit_pid)
+{
+	struct want *w = session_want_add(s, pid, explicit_pid);
+	if ((w && w->st == W_ATTACHED) || s->finished)
+		return;
+	char comm[64];
+	proc_comm(pid, comm, sizeof(comm));
+	if (!s->lib[0] && session_find_library(s->lib, sizeof(s->lib)) != 0) {
+		s->lib[0] = '\0';
+		if (w)
+			w->st = W_FAILED;
+		return;
+	}
+	char why[INJECT_WHY] = "";
+	struct attach_result r;
+	struct target *t = NULL;
+	int rc = attach_process(&s->col, pid, explicit_pid ? "pid" : "name",
+	                        s->lib, &t, &r, why);
+	if (rc) {
+		fprintf(stderr, PFX "pid %d (%s): not profiled: %s\n", (int)pid,
+		        comm[0] ? comm : "?", why);
+		if (w)
+			w->st = W_FAILED;
+		return;
+	}
+	if (w)
+		w->st = W_ATTACHED;
+	char routed[96] = "";
+	if (r.slots)
+		snprintf(routed, sizeof(routed),
+		         "; %u slots in %u objects routed", r.slots, r.objects);
+	fprintf(stderr,
+	        PFX "pid %d (%s): profiling (attached in %.1f ms, stopped "
+	            "%.1f ms%s%s)\n",
+	        (int)pid, comm[0] ? comm : "?", r.total_ms, r.stop.total_ms,
+	        r.loaded ? "; client loaded" : "", routed);
+}
+
+int session_attach_direct(struct session *s)
+{
+	const struct session_config *cfg = s->cfg;
+	for (int i = 0; i < cfg->npids; i++)
+		session_attach(s, cfg->pids[i], true);
+	for (int i = 0; i < cfg->nnames; i++) {
+		if (cfg->no_running)
+			break;
+		pid_t pids[MAX_NAMED];
+		int n = proc_find_by_name(cfg->names[i], pids, MAX_NAMED);
+		if (n < 0) {
+			fprintf(stderr, PFX "cannot read /proc: %s\n",
+			        strerror(errno));
+			return -1;
+		}
+		if (n > MAX_NAMED) {
+			fprintf(stderr,
+			        PFX "%d processes are named %s; the first %d "
+			            "are profiled\n",
+			        n, cfg->names[i], MAX_NAMED);
+			n = MAX_NAMED;
+		}
+		if (n == 0)
+			fprintf(stderr, PFX "no running process is named %s\n",
+			        cfg->names[i]);
+		for (int k = 0; k < n; k++)
+			session_attach(s, pids[k], false);
+	}
+	if (cfg->nnames && !cfg->no_startup)
+		fprintf(stderr,
+		        PFX "processes named %s that start from now on are not "
+		            "waited for: that takes heapprofd\n",
+		        cfg->names[0]);
+	return 0;
+}
