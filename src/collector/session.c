@@ -220,8 +220,10 @@ static int close_profile(struct session *s)
 			snprintf(path, sizeof(path), "%s%s", s->out, suffix[i]);
 			unlink(path);
 		}
-		fprintf(stderr, PFX "no process was profiled; no profile "
-		                    "written\n");
+		/* Without a daemon each process said why already. */
+		if (!s->direct)
+			fprintf(stderr, PFX "no process was profiled; no "
+			                    "profile written\n");
 		return -1;
 	}
 	if (rc != 0 || s->write_errors) {
@@ -469,12 +471,9 @@ static int run_daemon(struct session *s, const char *record_cmdline)
 		unlink(s->out);
 		return 1;
 	}
-	if (s->direct) {
-		fprintf(stderr, PFX "session started (no heapprofd: attaching "
-		                    "directly)\n");
-		if (session_attach_direct(s) != 0)
-			s->stopping = true;
-	}
+	/* Without a daemon, each process's line says it all. */
+	if (s->direct && session_attach_direct(s) != 0)
+		s->stopping = true;
 	if (session_arm_timers(s) != 0) {
 		perror("heapprof: record: timerfd");
 		return 1;

@@ -82,7 +82,7 @@ int session_attach_direct(struct session *s)
 		for (int k = 0; k < n; k++)
 			session_attach(s, pids[k], false);
 	}
-	if (cfg->nnames && !cfg->no_startup)
+	if (cfg->nnames && !cfg->no_startup && s->col.ntargets)
 		fprintf(stderr,
 		        PFX "processes named %s that start from now on are not "
 		            "waited for: that takes heapprofd\n",
