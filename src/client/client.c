@@ -795,13 +795,16 @@ HP_EXPORT int64_t heapprof_internal_attach_begin(void)
  * The second call: closes the peer's end here (the collector has its
  * copy), takes the welcome and the region as any attach does, and, in a
  * process we were injected into, routes the relocation slots (route.c).
+ * fork_path (NULL: none) is where a forked child of a --follow-fork
+ * session says hello.
  * Returns (objects << 32) | slots routing our functions, 0 for a
  * preloaded client (nothing to route), or -errno: -EBADF if the numbers
  * are no longer the pair begin made, -ECONNREFUSED if the collector
  * refused, -ENOEXEC if the slots could not be routed (the attach is
  * undone).
  */
-HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer)
+HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
+                                                  const char *fork_path)
 {
 	int saved = errno;
 	int zero = 0;
@@ -820,7 +823,11 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer)
 	if (fd_is(inj_peer, inj_peer_dev, inj_peer_ino))
 		close(inj_peer);
 	inj_fd = inj_peer = -1;
-	int rc = attach_on((int)ours, NULL, INJECT_WELCOME_MS, true);
+	/* Where a forked child says hello (--follow-fork): the collector's
+	 * socket, or the daemon's; NULL: none (children run unprofiled). */
+	if (fork_path && str_len(fork_path) >= sizeof(collector_path))
+		fork_path = NULL;
+	int rc = attach_on((int)ours, fork_path, INJECT_WELCOME_MS, true);
 	if (rc) {
 		ret = rc < 0 ? rc : -ECONNREFUSED;
 		goto out;

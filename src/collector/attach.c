@@ -136,8 +136,8 @@ static const char *begin_error(int64_t e)
 
 /* The client's two calls and the answer between them, on c's thread. */
 static int attach_calls(struct collector *col, struct inject_ctx *ic, pid_t pid,
-                        uint64_t handle, const char *how, struct target **out,
-                        struct attach_result *r, char *why)
+                        uint64_t handle, const char *how, const char *fork_path,
+                        struct target **out, struct attach_result *r, char *why)
 {
 	uint64_t begin = 0, finish = 0;
 	if (inject_symbol_addr(pid, handle, "heapprof_internal_attach_begin",
@@ -150,7 +150,10 @@ static int attach_calls(struct collector *col, struct inject_ctx *ic, pid_t pid,
 		            "use record -p through it",
 		            r->lib);
 	const uint64_t none[6] = {0};
-	uint64_t ret = 0;
+	uint64_t ret = 0, path = 0;
+	if (fork_path &&
+	    inject_write(ic, fork_path, strlen(fork_path) + 1, &path, why))
+		return -1;
 	if (inject_remote_call(ic, begin, none, &ret, why))
 		return -1;
 	if ((int64_t)ret < 0)
@@ -194,7 +197,7 @@ static int attach_calls(struct collector *col, struct inject_ctx *ic, pid_t pid,
 	                         .layout_version = h.layout_version};
 	struct target *t = NULL;
 	int arc = collector_answer(col, fd, &ti, &t);
-	uint64_t args[6] = {(uint64_t)ours, (uint64_t)peer};
+	uint64_t args[6] = {(uint64_t)ours, (uint64_t)peer, path};
 	char why2[INJECT_WHY] = "";
 	if (inject_remote_call(ic, finish, args, &ret, why2))
 		return fail(why, "%s", why2);
@@ -216,7 +219,7 @@ static int attach_calls(struct collector *col, struct inject_ctx *ic, pid_t pid,
 }
 
 int attach_process(struct collector *c, pid_t pid, const char *how,
-                   const char *lib, struct target **out,
+                   const char *lib, const char *fork_path, struct target **out,
                    struct attach_result *r, char *why)
 {
 	memset(r, 0, sizeof(*r));
@@ -251,7 +254,8 @@ int attach_process(struct collector *c, pid_t pid, const char *how,
 		r->loaded = rc == 0;
 	}
 	if (!rc)
-		rc = attach_calls(c, ic, pid, handle, how, out, r, why);
+		rc = attach_calls(c, ic, pid, handle, how, fork_path, out, r,
+		                  why);
 	char why2[INJECT_WHY] = "";
 	if (inject_detach(ic, &r->stop, why2) && !rc)
 		rc = fail(why, "%s", why2);

@@ -33,10 +33,11 @@ struct attach_result {
  * client.  0 and *out (may be NULL), or -1 with the one-line reason in
  * why[INJECT_WHY]; the process is left as it was.  Blocks for the time of
  * the stop (milliseconds); the calling thread becomes pid's tracer
- * meanwhile (inject.h: no waitpid(-1) elsewhere).
+ * meanwhile (inject.h: no waitpid(-1) elsewhere).  fork_path (NULL:
+ * none) is the socket a forked child says hello to (--follow-fork).
  */
 int attach_process(struct collector *c, pid_t pid, const char *how,
-                   const char *lib, struct target **out,
+                   const char *lib, const char *fork_path, struct target **out,
                    struct attach_result *r, char *why);
 
 /* Whether pid maps a heapprof client library; its path into lib. */

@@ -433,22 +433,25 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 static int run_daemon(struct session *s, const char *record_cmdline)
 {
 	const struct session_config *cfg = s->cfg;
-	struct collector_opts o;
-	collector_opts_of(cfg, &o);
-	if (collector_open(&s->col, &o, false) != 0)
-		return 1;
 	char why[256];
 	s->dfd = ctl_connect_daemon(why, sizeof(why));
-	if (s->dfd < 0) {
-		int e = -s->dfd;
+	int derr = s->dfd < 0 ? -s->dfd : 0;
+	if (derr) {
 		s->dfd = -1;
-		if (e != ENOENT && e != ECONNREFUSED && e != ENOTDIR) {
-			fprintf(stderr, PFX "%s\n", why);
-			return 1;
-		}
 		/* No daemon: each process is attached by injection. */
-		s->direct = true;
+		s->direct = derr == ENOENT || derr == ECONNREFUSED ||
+		            derr == ENOTDIR;
 		s->daemon_gone = true;
+	}
+	/* Without a daemon, a --follow-fork session's children say hello
+	 * on a socket of ours (session_attach.c). */
+	struct collector_opts o;
+	collector_opts_of(cfg, &o);
+	if (collector_open(&s->col, &o, s->direct && cfg->follow_fork) != 0)
+		return 1;
+	if (derr && !s->direct) {
+		fprintf(stderr, PFX "%s\n", why);
+		return 1;
 	}
 	/* The daemon may go away at any time: a write to it must fail, not
 	 * kill us (SIGPIPE is ignored, session_run). */

@@ -11,6 +11,7 @@
 
 #include "collector/attach.h"
 #include "collector/session_int.h"
+#include "layout/paths.h"
 #include "util/proc.h"
 
 /* Processes one -n may name without a daemon. */
@@ -32,8 +33,18 @@ void session_attach(struct session *s, pid_t pid, bool explicit_pid)
 	char why[INJECT_WHY] = "";
 	struct attach_result r;
 	struct target *t = NULL;
+	/* A forked child of a --follow-fork session says hello on our
+	 * socket (no daemon) or the daemon's, which hands it to us. */
+	const char *fork_path = NULL;
+	char dsock[108];
+	if (s->cfg->follow_fork) {
+		if (s->direct)
+			fork_path = s->col.path[0] ? s->col.path : NULL;
+		else if (hp_daemon_paths(NULL, 0, dsock, sizeof(dsock)) == 0)
+			fork_path = dsock;
+	}
 	int rc = attach_process(&s->col, pid, explicit_pid ? "pid" : "name",
-	                        s->lib, &t, &r, why);
+	                        s->lib, fork_path, &t, &r, why);
 	if (rc) {
 		fprintf(stderr, PFX "pid %d (%s): not profiled: %s\n", (int)pid,
 		        comm[0] ? comm : "?", why);
