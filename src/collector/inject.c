@@ -104,6 +104,11 @@ struct inject_ctx {
 	siginfo_t held[MAX_HELD];
 	int nheld;
 	uint64_t *stackbuf;
+	/* The thread's errno (its address, __errno_location's answer), put
+	 * back at the detach: the interrupted code may be about to read it,
+	 * and dlopen and our calls set it. */
+	uint64_t errno_addr;
+	int errno_val;
 	double t0, t_seize, t_safe;
 	int tries, threads;
 };
@@ -1131,6 +1136,17 @@ int inject_attach(pid_t pid, const struct inject_opts *o,
 		goto undo;
 	}
 	c->mask_set = true;
+	uint64_t errno_fn = 0;
+	const uint64_t none[6] = {0};
+	if (inject_libc_symbol(c, "__errno_location", &errno_fn, why) ||
+	    inject_remote_call(c, errno_fn, none, &c->errno_addr, why))
+		goto undo;
+	if (!c->errno_addr || inject_read(c->pid, c->errno_addr, &c->errno_val,
+	                                  sizeof(c->errno_val))) {
+		fail(why, "cannot read the errno of thread %d", (int)c->tid);
+		c->errno_addr = 0;
+		goto undo;
+	}
 	*out = c;
 	return 0;
 undo:;
@@ -1160,6 +1176,16 @@ int inject_detach(struct inject_ctx *c, struct inject_stats *stats, char *why)
 			goto out;
 		}
 		c->in_sigdeliv = (st >> 16) == 0;
+	}
+	if (c->errno_addr) {
+		struct iovec l = {&c->errno_val, sizeof(c->errno_val)};
+		struct iovec rm = {(void *)(uintptr_t)c->errno_addr,
+		                   sizeof(c->errno_val)};
+		if (process_vm_writev(tid, &l, 1, &rm, 1, 0) !=
+		            (ssize_t)sizeof(c->errno_val) &&
+		    !rc)
+			rc = fail(why, "cannot put back the errno of thread %d",
+			          (int)tid);
 	}
 	if (c->mask_set)
 		ptrace(PTRACE_SETSIGMASK, tid, (void *)sizeof(c->mask),

@@ -420,6 +420,37 @@ static void test_dlopen_error(void)
 	unlink(bad);
 }
 
+/* A thread stopped in its own code, between setting errno and reading
+ * it, gets it back as it was: the remote calls (here close(-1), which
+ * sets EBADF) must not leak theirs. */
+static void test_errno_kept(void)
+{
+	struct tgt t;
+	char line[256], out[256], why[INJECT_WHY] = "";
+	int st;
+	CHECK(spawn(&t, target, "errno", NULL) == 0);
+	CHECK(read_line(t.err, line, sizeof(line), WAIT_MS) == 0);
+	for (int i = 0; i < 3; i++) {
+		struct inject_ctx *c = NULL;
+		uint64_t close_fn = 0, ret = 0;
+		const uint64_t args[6] = {(uint64_t)-1};
+		CHECK(inject_attach(t.pid, NULL, &c, why) == 0 && c);
+		if (!c) {
+			printf("  attach: %s\n", why);
+			break;
+		}
+		CHECK(inject_libc_symbol(c, "close", &close_fn, why) == 0);
+		CHECK(inject_remote_call(c, close_fn, args, &ret, why) == 0);
+		CHECK((int)ret == -1); /* an int: eax */
+		CHECK(inject_detach(c, NULL, why) == 0);
+	}
+	CHECK(kill(t.pid, SIGUSR1) == 0);
+	end_target(&t, out, sizeof(out), &st);
+	CHECK(st == 0 && !strcmp(out, "errno: changed=0\n"));
+	if (strcmp(out, "errno: changed=0\n"))
+		printf("  errno target said: %s", out);
+}
+
 /* ---- the storm --------------------------------------------------------- */
 
 static void run_storm(bool inject, char *out, size_t outlen, int *st)
@@ -782,6 +813,7 @@ int main(void)
 	        {"signal_during_injection", test_signal_during_injection},
 	        {"pending_blocked_signal", test_pending_blocked_signal},
 	        {"dlopen_error", test_dlopen_error},
+	        {"errno_kept", test_errno_kept},
 	        {"storm", test_storm},
 	        {"refuse_traced", test_refuse_traced},
 	        {"refuse_static", test_refuse_static},

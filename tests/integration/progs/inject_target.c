@@ -21,6 +21,9 @@
  *   nodump      ARG: a uid to become, then not dumpable, then read
  *   mntns       ARG: a directory to hide under a tmpfs in a mount
  *               namespace of its own, then read
+ *   errno       errno = EDOM, then spins (running, in its own code)
+ *               checking that it stays EDOM until SIGUSR1; prints how
+ *               many times it found it changed (0 bare)
  *
  * Exits 0 (storm: 1 if a block or a checksum was wrong).  Built twice:
  * as build/progs/inject_target and linked -static as inject_static.
@@ -52,10 +55,14 @@ static long long now_ns(void)
 
 static volatile sig_atomic_t usr2_seen;
 
+static volatile sig_atomic_t usr1_seen;
+
 static void on_usr1(int sig)
 {
 	if (sig == SIGUSR2)
 		usr2_seen++;
+	else
+		usr1_seen = 1;
 }
 
 #define STORM_THREADS 4
@@ -204,6 +211,20 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_usr1;
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGUSR2, &sa, NULL);
+	if (!strcmp(mode, "errno")) {
+		/* The handler is the program's: it keeps errno itself. */
+		int changed = 0;
+		fprintf(stderr, "ready\n");
+		errno = EDOM;
+		while (!usr1_seen) {
+			if (errno != EDOM) {
+				changed++;
+				errno = EDOM;
+			}
+		}
+		printf("errno: changed=%d\n", changed);
+		return 0;
+	}
 	if (!strcmp(mode, "sigsuspend") || !strcmp(mode, "sigsuspend2")) {
 		sigset_t s;
 		sigemptyset(&s);
