@@ -763,6 +763,10 @@ HP_EXPORT int64_t heapprof_internal_attach_begin(void)
 		errno = saved;
 		return -EBUSY;
 	}
+	/* send is a cancellation point; a cancel pending in the thread the
+	 * collector chose stays pending for the program's own next one. */
+	int cancel;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	int64_t ret;
 	int sv[2];
 	struct stat a, b;
@@ -787,6 +791,7 @@ HP_EXPORT int64_t heapprof_internal_attach_begin(void)
 		ret = ((int64_t)sv[1] << 32) | sv[0];
 	}
 	atomic_store_explicit(&attaching, 0, memory_order_release);
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 	return ret;
 }
@@ -814,6 +819,9 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
 		errno = saved;
 		return -EBUSY;
 	}
+	/* poll and recvmsg are cancellation points (see begin). */
+	int cancel;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	int64_t ret = -EBADF;
 	if (ours != inj_fd || peer != inj_peer ||
 	    !fd_is(inj_fd, inj_dev, inj_ino)) {
@@ -846,6 +854,7 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
 	}
 out:
 	atomic_store_explicit(&attaching, 0, memory_order_release);
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 	return ret;
 }
