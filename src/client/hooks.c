@@ -259,9 +259,8 @@ HP_HIDDEN void **hooks_real_slot(const char *name)
  */
 HP_HIDDEN void hooks_routed(void)
 {
-	void *libc_malloc = dlsym(RTLD_NEXT, "malloc");
-	if (!libc_malloc || (void *)real_malloc == libc_malloc ||
-	    (void *)real_malloc == (void *)boot_malloc)
+	/* glibc's malloc is an alias of its __libc_malloc. */
+	if (real_malloc == __libc_malloc || real_malloc == boot_malloc)
 		return;
 	own_aligned_alloc = real_aligned_alloc;
 	own_free = real_free;
