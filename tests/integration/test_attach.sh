@@ -175,6 +175,32 @@ assert_eq "$PHASE_TOTAL" "$(total_views "$T_DIR/a2.db")" "the second profile: th
 assert_eq "0 0 0 0" "$(total_views "$T_DIR/a2a.db")" "the first profile: nothing (the program waited)"
 
 # ---------------------------------------------------------------------------
+t_begin "an attached process that exits ends the session by itself: exact to its end, disconnected"
+start_prog ex "$PROGS/attach_phase"
+start_record ex -p "$TPID" -i 1 -o "$T_DIR/ex.db"
+if wait_until 20 "profiling line" grep_q "$T_DIR/ex.err" "pid $TPID \(attach_phase\): profiling"; then
+	phase_go ex
+	phase_end ex
+	same_as_bare ex bare
+fi
+wait_record ex
+assert_eq 0 "$REC_RC" "record exit status"
+if db_valid "$T_DIR/ex.db"; then
+	# At its end the program freed everything it still held: the phase's
+	# live blocks are gone (-1 rows), and it made 100 more blocks of 64..163
+	# B in main, all freed: 100, 64*100 + 99*100/2 = 11350; 0, 0.  The two
+	# pre_alloc blocks left and the 6 freed in the phase: nowhere.
+	check_views "$T_DIR/ex.db" ph_malloc 30 30000 0 0
+	check_views "$T_DIR/ex.db" ph_memalign 6 12288 0 0
+	check_views "$T_DIR/ex.db" ph_realloc 5 1500 0 0
+	check_views "$T_DIR/ex.db" main 100 11350 0 0
+	assert_eq 0 "$(leaf_rows "$T_DIR/ex.db" pre_alloc)" "pre_alloc rows"
+	nothing_negative ex "$T_DIR/ex.db"
+	assert_eq "1|disconnect" "$(q "$T_DIR/ex.db" "SELECT h.disconnected, d.reason FROM heapprof_process h
+	  JOIN heapprof_dump d USING(upid);")" "disconnected, one last dump"
+fi
+
+# ---------------------------------------------------------------------------
 t_begin "a 4-thread malloc/free storm attached and detached 5 times: the bare checksum, samples in each profile"
 mkfifo "$W/storm.bare.in" "$W/storm.in"
 "$PROGS/inject_target" storm <"$W/storm.bare.in" >"$W/storm.bare.out" 2>"$W/storm.bare.err" &
