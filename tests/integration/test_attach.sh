@@ -201,6 +201,36 @@ if db_valid "$T_DIR/ex.db"; then
 fi
 
 # ---------------------------------------------------------------------------
+t_begin "record -n NAME: two bare processes of that name, each attached, each its own exact row"
+ln -s "$PROGS/attach_phase" "$W/hpattach2"
+start_prog n1 "$W/hpattach2"
+N1=$TPID
+start_prog n2 "$W/hpattach2"
+N2=$TPID
+start_record nn -n hpattach2 -i 1 -o "$T_DIR/nn.db"
+if wait_until 20 "two profiling lines" count_is "$T_DIR/nn.err" "\(hpattach2\): profiling" 2; then
+	assert_match "pid $N1 \(hpattach2\): $PROFILING_RE" "$(cat "$T_DIR/nn.err")" "the first one"
+	assert_match "pid $N2 \(hpattach2\): $PROFILING_RE" "$(cat "$T_DIR/nn.err")" "the second one"
+	TPID=$N1 phase_go n1
+	TPID=$N2 phase_go n2
+fi
+kill -INT "$RPID"
+wait_record nn
+assert_eq 0 "$REC_RC" "record exit status"
+TPID=$N1 phase_end n1
+same_as_bare n1 bare
+TPID=$N2 phase_end n2
+same_as_bare n2 bare
+if db_valid "$T_DIR/nn.db"; then
+	assert_eq "$N1 $N2 " "$(q "$T_DIR/nn.db" "SELECT p.pid FROM process p JOIN heapprof_process h USING(upid)
+	  WHERE h.how = 'name' ORDER BY p.pid;" | tr '\n' ' ')" "a row for each, how = name"
+	for u in $(q "$T_DIR/nn.db" "SELECT upid FROM process;"); do
+		assert_eq "$PHASE_TOTAL" "$(q "$T_DIR/nn.db" "SELECT $VIEWS_SQL FROM heap_profile_allocation a WHERE a.upid = $u;")" \
+			"process $u: the phase exactly"
+	done
+fi
+
+# ---------------------------------------------------------------------------
 t_begin "a 4-thread malloc/free storm attached and detached 5 times: the bare checksum, samples in each profile"
 mkfifo "$W/storm.bare.in" "$W/storm.in"
 "$PROGS/inject_target" storm <"$W/storm.bare.in" >"$W/storm.bare.out" 2>"$W/storm.bare.err" &
@@ -497,6 +527,19 @@ EOF
 else
 	t_skip "gcc -m32 cannot link here"
 fi
+
+t_begin "refused: a stopped process (SIGSTOP): no thread can be used; after SIGCONT it runs as bare"
+start_prog stp "$PROGS/attach_phase"
+kill -STOP "$TPID"
+stopped() { grep -Eq '^State:[[:space:]]+T' "/proc/$TPID/status"; }
+if wait_until 20 "stopped" stopped; then
+	refused stp "could be stopped"
+	assert_eq yes "$(stopped && echo yes)" "still stopped"
+fi
+kill -CONT "$TPID"
+phase_go stp
+phase_end stp
+same_as_bare stp bare
 
 t_begin "refused: a pid that does not exist"
 sh -c 'exit 0' &
