@@ -607,6 +607,31 @@ else
 fi
 
 # ---------------------------------------------------------------------------
+t_begin "a library dlopened between two sessions (idle hooks): routed at the next attach, its process exact"
+if [ -f "$LIBDLIB" ]; then
+	start_prog di "$PROGS/attach_phase" "$LIBDLIB"
+	hp_record di1 -p "$TPID" -i 1 -d 0.3 -o "$T_DIR/di1.db"
+	assert_eq 0 "$REC_RC" "first session's exit status"
+	phase_go di # the phase and the dlopen with the hooks idle
+	start_record di2 -p "$TPID" -i 1 -o "$T_DIR/di2.db"
+	if wait_until 20 "profiling line" grep_q "$T_DIR/di2.err" "pid $TPID \(attach_phase\): profiling"; then
+		o1=$(sed -n 's/.*slots in \([0-9]*\) objects routed.*/\1/p' "$T_DIR/di1.err")
+		o2=$(sed -n 's/.*slots in \([0-9]*\) objects routed.*/\1/p' "$T_DIR/di2.err")
+		assert_eq "$((o1 + 1))" "$o2" "one object more routed (libdlib.so): $(cat "$T_DIR/di1.err" "$T_DIR/di2.err")"
+		phase_end di
+	fi
+	wait_record di2
+	assert_eq 0 "$REC_RC" "second session's exit status (ended by the exit)"
+	same_as_bare di dlbare
+	# In the second session the program frees what it made meanwhile
+	# (unseen: no rows) and makes 100 blocks in main, all freed:
+	# 100, 64*100 + 99*100/2 = 11350; 0, 0.
+	check_views "$T_DIR/di2.db" main 100 11350 0 0
+	assert_eq "100 11350 0 0" "$(total_views "$T_DIR/di2.db")" "nothing else in the second profile"
+	assert_eq "0 0 0 0" "$(total_views "$T_DIR/di1.db")" "nothing in the first"
+fi
+
+# ---------------------------------------------------------------------------
 t_begin "C++ operator new/delete in an attached process: exact"
 bare_phase cxbare "$PROGS/attach_cxx"
 start_prog cx "$PROGS/attach_cxx"
