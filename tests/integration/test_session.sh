@@ -16,7 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/sess_target" "$PROGS/forker" \
-	"$PROGS/execer" "$PROGS/sess_many"
+	"$PROGS/execer" "$PROGS/sess_many" "$PROGS/inject_target"
 
 LIB="$BUILD/libheapprof.so"
 . "$HERE/session_helpers.sh"
@@ -274,19 +274,53 @@ check_views "$T_DIR/kd.db" attached_alloc 14 22000 10 10000
 start_daemon
 
 # ---------------------------------------------------------------------------
-t_begin "record -p: failures say why and exit 1, no profile"
+t_begin "record -p: failures say why and exit 1, no profile; a process without the client is attached (issue 21)"
+# A pid that is gone: exit 1, its reason, no profile (with the daemon;
+# without one, that line alone).
+sh -c 'exit 0' &
+GONE=$!
+wait "$GONE"
+hp_record ng -p "$GONE" -o "$T_DIR/ng.db"
+assert_eq 1 "$REC_RC" "exit status for a gone pid"
+# (Through the daemon the session's start and end have their lines too.)
+assert_eq 1 "$(grep -c "not profiled" "$T_DIR/ng.err")" "one reason: $(head -c 300 "$T_DIR/ng.err")"
+assert_match "pid $GONE .*not profiled: " "$(cat "$T_DIR/ng.err")" "says why"
+assert_eq no "$([ -e "$T_DIR/ng.db" ] && echo yes || echo no)" "no profile file"
+XDG_RUNTIME_DIR="$T_DIR/nodaemon" hp_record ngd -p "$GONE" -o "$T_DIR/ngd.db"
+assert_eq 1 "$REC_RC" "exit status for a gone pid without a daemon"
+assert_eq 1 "$(grep -c . "$T_DIR/ngd.err")" "one line without a daemon: $(head -c 300 "$T_DIR/ngd.err")"
+assert_match "^heapprof: record: pid $GONE \(\?\): not profiled: " "$(cat "$T_DIR/ngd.err")" "says why without a daemon"
+assert_eq no "$([ -e "$T_DIR/ngd.db" ] && echo yes || echo no)" "no profile file without a daemon"
+# A process with a seccomp filter cannot be injected: one line, exit 1.
+sleep 30 | "$PROGS/inject_target" seccomp 2>/dev/null &
+SCPID=$!
+TPIDS="$TPIDS $SCPID"
+wait_until 20 "inject_target" test "$(cat "/proc/$SCPID/comm" 2>/dev/null)" = inject_target
+wait_until 20 "the seccomp filter" grep_q "/proc/$SCPID/status" "^Seccomp:[[:space:]]+2"
+hp_record sc -p "$SCPID" -o "$T_DIR/sc.db"
+assert_eq 1 "$REC_RC" "exit status for a process with a seccomp filter"
+assert_eq 1 "$(grep -c "not profiled" "$T_DIR/sc.err")" "one reason: $(head -c 300 "$T_DIR/sc.err")"
+assert_match "pid $SCPID \(inject_target\): not profiled: .*seccomp" "$(cat "$T_DIR/sc.err")" "says seccomp"
+assert_eq no "$([ -e "$T_DIR/sc.db" ] && echo yes || echo no)" "no profile file"
+kill "$SCPID" 2>/dev/null
+# A plain process without the client (it was refused with (no_client)
+# before issue 21) is attached now, with the daemon and without one.
 sleep 30 &
 SPID=$!
 TPIDS="$TPIDS $SPID"
-hp_record nc -p "$SPID" -o "$T_DIR/nc.db"
-assert_eq 1 "$REC_RC" "exit status for a process without the client"
-assert_match "pid $SPID .*not profiled: .*\(no_client\)" "$(cat "$T_DIR/nc.err")" "says no client"
-assert_eq no "$([ -e "$T_DIR/nc.db" ] && echo yes || echo no)" "no profile file"
+wait_until 20 "sleep" test "$(cat "/proc/$SPID/comm" 2>/dev/null)" = sleep
+hp_record nc -p "$SPID" -d 0.3 -o "$T_DIR/nc.db"
+assert_eq 0 "$REC_RC" "exit status for a process without the client: $(head -c 300 "$T_DIR/nc.err")"
+assert_match "pid $SPID \(sleep\): profiling \(attached in .*client loaded" "$(cat "$T_DIR/nc.err")" "attached by injection"
+db_valid "$T_DIR/nc.db"
+XDG_RUNTIME_DIR="$T_DIR/nodaemon" hp_record nd -p "$SPID" -d 0.3 -o "$T_DIR/nd.db"
+assert_eq 0 "$REC_RC" "exit status without a daemon: $(head -c 300 "$T_DIR/nd.err")"
+assert_match "^heapprof: record: pid $SPID \(sleep\): profiling \(attached in " "$(head -n 1 "$T_DIR/nd.err")" \
+	"attached again without a daemon (the client is loaded already)"
+assert_no_match "no heapprofd is running" "$(cat "$T_DIR/nd.err")" "no daemon needed"
+db_valid "$T_DIR/nd.db"
+assert_eq yes "$(kill -0 "$SPID" 2>/dev/null && echo yes)" "sleep runs on"
 kill "$SPID" 2>/dev/null
-XDG_RUNTIME_DIR="$T_DIR/nodaemon" hp_record nd -p "$SPID" -o "$T_DIR/nd.db"
-assert_eq 1 "$REC_RC" "exit status without a daemon"
-assert_match "no heapprofd is running" "$(cat "$T_DIR/nd.err")" "says no daemon"
-assert_eq 1 "$(grep -c . "$T_DIR/nd.err")" "one line"
 
 # ---------------------------------------------------------------------------
 t_begin "--follow-fork with -- CMD: the child's own row, exact"
