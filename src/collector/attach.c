@@ -168,6 +168,7 @@ static int attach_calls(struct collector *col, struct inject_ctx *ic, pid_t pid,
 		errno = e;
 	}
 	struct hp_hello h;
+	memset(&h, 0, sizeof(h));
 	int rc = 0;
 	if (fd < 0)
 		rc = fail(why,
