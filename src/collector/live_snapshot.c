@@ -184,7 +184,9 @@ static const char *stop_str(uint32_t r)
 	return "no reason given";
 }
 
-#define HINT "run it under 'heapprof record -i 1 -- CMD'"
+#define HINT                                                                   \
+	"profile it with 'heapprof record -i 1 -p PID' or 'heapprof record "   \
+	"-i 1 -- CMD'"
 
 /* The hint for a running process that no session profiles now. */
 static const char *attach_hint(pid_t pid, const char *comm, char *buf,

@@ -438,9 +438,10 @@ static int run_daemon(struct session *s, const char *record_cmdline)
 	int derr = s->dfd < 0 ? -s->dfd : 0;
 	if (derr) {
 		s->dfd = -1;
-		/* No daemon: each process is attached by injection. */
+		/* No daemon we can reach (none, or its directory is not
+		 * ours): each process is attached by injection. */
 		s->direct = derr == ENOENT || derr == ECONNREFUSED ||
-		            derr == ENOTDIR;
+		            derr == ENOTDIR || derr == EACCES;
 		s->daemon_gone = true;
 	}
 	/* Without a daemon, a --follow-fork session's children say hello

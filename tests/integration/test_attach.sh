@@ -418,12 +418,19 @@ if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 	t_skip "needs root and setpriv"
 else
 	start_reader ou "$PROGS/inject_target" read
-	# nobody's own runtime directory: no daemon there either.
+	# A directory nobody can reach (the harness's temporary directory is
+	# root's own, 0700), with nobody's own runtime directory in it: no
+	# daemon there either.
+	SAVED_RDIR=$RDIR
+	RDIR=$(mktemp -d /tmp/hpattach-nobody.XXXXXX)
+	chmod 755 "$RDIR"
 	mkdir -m 700 "$RDIR/xdg-nobody"
-	chown 65534:65534 "$RDIR/xdg-nobody"
+	chown 65534:65534 "$RDIR/xdg-nobody" "$RDIR"
 	refused ou "runs as uid 0 and we are uid 65534" \
 		env XDG_RUNTIME_DIR="$RDIR/xdg-nobody" setpriv --reuid=65534 --regid=65534 --clear-groups
 	end_reader ou "$READ_LINE"
+	rm -rf "$RDIR"
+	RDIR=$SAVED_RDIR
 fi
 
 t_begin "refused: a process already traced (strace -p)"

@@ -225,7 +225,7 @@ if [ -n "$KPID" ]; then
 	fi
 	RPID=$K1RPID
 fi
-expect_error nm3 1 "^heapprof: snapshot: no process of yours named 'no_such_prog' is profiled by heapprof \(run it under 'heapprof record -i 1 -- CMD'\)$" \
+expect_error nm3 1 "^heapprof: snapshot: no process of yours named 'no_such_prog' is profiled by heapprof \(profile it with 'heapprof record -i 1 -p PID' or 'heapprof record -i 1 -- CMD'\)$" \
 	snapshot -n no_such_prog
 
 t_begin "snapshot: not ours to read"
@@ -315,7 +315,7 @@ sleep 30 &
 SPID=$!
 TPIDS="$TPIDS $SPID"
 wait_until 20 "sleep's exec" sh -c "grep -qx sleep /proc/$SPID/comm"
-expect_error e-notprof 1 "^heapprof: snapshot: pid $SPID \(sleep\) is not profiled by heapprof: it has no heapprof region \(run it under 'heapprof record -i 1 -- CMD'\)$" \
+expect_error e-notprof 1 "^heapprof: snapshot: pid $SPID \(sleep\) is not profiled by heapprof: it has no heapprof region \(profile it with 'heapprof record -i 1 -p PID' or 'heapprof record -i 1 -- CMD'\)$" \
 	snapshot -p "$SPID"
 kill "$SPID" 2>/dev/null
 wait "$SPID" 2>/dev/null
@@ -330,7 +330,7 @@ expect_error e-notprof-lib 1 "^heapprof: snapshot: pid $SPID \\($SLNAME\\) is no
 	snapshot -p "$SPID"
 expect_error e-notprof-libn 1 "^heapprof: snapshot: no process of yours named '$SLNAME' is profiled by heapprof \\(it has libheapprof loaded: profile it with 'heapprof record -i 1 -n $SLNAME' and take the snapshot while that session runs\\)$" \
 	snapshot -n "$SLNAME"
-expect_error e-notprof-n 1 "^heapprof: snapshot: no process of yours named 'nosuch$$' is profiled by heapprof \\(run it under 'heapprof record -i 1 -- CMD'\\)$" \
+expect_error e-notprof-n 1 "^heapprof: snapshot: no process of yours named 'nosuch$$' is profiled by heapprof \\(profile it with 'heapprof record -i 1 -p PID' or 'heapprof record -i 1 -- CMD'\\)$" \
 	snapshot -n "nosuch$$"
 kill "$SPID" 2>/dev/null
 wait "$SPID" 2>/dev/null

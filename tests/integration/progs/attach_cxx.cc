@@ -39,7 +39,10 @@ static Obj *pre[8], *objs[16];
 static char *nt[4];
 static Big *big[3];
 
-static void on_usr1(int) { usr1++; }
+static void on_usr1(int)
+{
+	usr1++;
+}
 
 NOINLINE void cx_pre()
 {
