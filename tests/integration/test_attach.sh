@@ -14,6 +14,10 @@
 #   dlib_alloc   8 35552 8 35552    (with LIB: libsrc/dlib.c, dlopened
 #                                    after the attach)
 #   pre_alloc    before the attach, 6 of 8 freed in the phase: no rows
+#   ch_child     4 20000 3 15000   (with ATTACH_PHASE_FORK: the forked
+#                                    child's, --follow-fork)
+# progs/api_attach (linked with libheapprof): pool_take 10 640 7 448 in
+#   attach.pool, api_malloc 1 100 1 100.
 # progs/attach_cxx: cx_new_obj() 16 1536 10 960, cx_new_arr() 5 5000 0 0,
 #   cx_nothrow() 4 1200 3 900, cx_aligned() 3 384 2 256.
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/helpers.sh"
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/attach_phase" "$PROGS/attach_cxx" \
-	"$PROGS/inject_target"
+	"$PROGS/inject_target" "$PROGS/api_attach"
 . "$HERE/session_helpers.sh"
 unset LD_PRELOAD
 
@@ -173,6 +177,55 @@ same_as_bare a2 bare
 check_expect "$T_DIR/a2.db" "$PHASE_EXPECT"
 assert_eq "$PHASE_TOTAL" "$(total_views "$T_DIR/a2.db")" "the second profile: the phase only"
 assert_eq "0 0 0 0" "$(total_views "$T_DIR/a2a.db")" "the first profile: nothing (the program waited)"
+
+# ---------------------------------------------------------------------------
+t_begin "--follow-fork: a child the attached process forks has its own exact row (forked), the parent's rows are the phase's"
+start_prog ff env ATTACH_PHASE_FORK=1 "$PROGS/attach_phase"
+start_record ff -p "$TPID" -i 1 --follow-fork -o "$T_DIR/ff.db"
+if wait_until 20 "profiling line" grep_q "$T_DIR/ff.err" "pid $TPID \(attach_phase\): profiling"; then
+	phase_go ff
+fi
+kill -INT "$RPID"
+wait_record ff
+assert_eq 0 "$REC_RC" "record exit status"
+phase_end ff
+same_as_bare ff bare
+if db_valid "$T_DIR/ff.db"; then
+	check_expect "$T_DIR/ff.db" "$PHASE_EXPECT"
+	check_views "$T_DIR/ff.db" ch_child 4 20000 3 15000
+	assert_eq "pid|0
+fork|1" "$(q "$T_DIR/ff.db" "SELECT h.how, h.ppid = $TPID FROM heapprof_process h ORDER BY upid;")" \
+		"the attached process, then its child (forked, its parent the attached one)"
+	assert_eq 0 "$(q "$T_DIR/ff.db" "SELECT count(*) FROM heap_profile_allocation a
+	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
+	  JOIN stack_profile_frame f ON c.frame_id = f.id
+	  JOIN process p ON a.upid = p.upid WHERE f.name = 'ch_child' AND p.pid = $TPID;")" \
+		"nothing of the child's in the parent's rows"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "a program linked with the custom allocator API, no collector at its start: record -p without a daemon, its heap exact"
+start_prog ap "$PROGS/api_attach"
+start_record ap -p "$TPID" -i 1 --all-heaps -o "$T_DIR/ap.db"
+if wait_until 20 "profiling line" grep_q "$T_DIR/ap.err" "pid $TPID \(api_attach\): profiling"; then
+	assert_match "profiling \(attached in [0-9.]+ ms, stopped [0-9.]+ ms\)$" "$(head -n 1 "$T_DIR/ap.err")" \
+		"the library it linked is used: nothing loaded, nothing routed"
+	kill -USR1 "$TPID"
+	wait_until 20 "phase done" grep_q "$W/ap.pout" ": phase done$"
+fi
+kill -INT "$RPID"
+wait_record ap
+assert_eq 0 "$REC_RC" "record exit status"
+kill -USR1 "$TPID"
+wait_child 20 "$TPID"
+assert_eq 0 "$WAIT_RC" "the program's exit status"
+if db_valid "$T_DIR/ap.db"; then
+	check_views "$T_DIR/ap.db" pool_take 10 640 7 448
+	check_views "$T_DIR/ap.db" api_malloc 1 100 1 100
+	assert_eq "attach.pool" "$(q "$T_DIR/ap.db" "SELECT DISTINCT a.heap_name FROM heap_profile_allocation a
+	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
+	  JOIN stack_profile_frame f ON c.frame_id = f.id WHERE f.name = 'pool_take';")" "pool_take's heap"
+fi
 
 # ---------------------------------------------------------------------------
 t_begin "an attached process that exits ends the session by itself: exact to its end, disconnected"

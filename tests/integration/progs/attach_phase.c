@@ -19,6 +19,10 @@
  *                        block of 500: 5 1500 1 500
  *        ph_memalign     6 x posix_memalign(64, 2048), 2 freed:
  *                        6 12288 4 8192
+ *      with ATTACH_PHASE_FORK set: ph_fork forks a child that runs
+ *      ch_child, 4 x malloc(5000), 1 freed: 4 20000 3 15000 in the
+ *      child's own process (--follow-fork), and exits; the parent waits
+ *      for it (nothing of the child's in the parent's rows).
  *      with LIB: dl_phase dlopens LIB (libsrc/dlib.c, RTLD_NOW), finds
  *      dlib_entry with dlsym and calls it: dlib_alloc, 8 x malloc(4444),
  *      live: 8 35552 8 35552; the library stays loaded.
@@ -35,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline, noclone))
 
@@ -108,6 +114,30 @@ NOINLINE void ph_memalign(void)
 	keep_a[0] = keep_a[1] = NULL;
 }
 
+NOINLINE void ch_child(void)
+{
+	void *p[4];
+	for (int i = 0; i < 4; i++) {
+		p[i] = malloc(5000);
+		touch(p[i], 5000, 6);
+	}
+	free(p[0]);
+}
+
+NOINLINE void ph_fork(void)
+{
+	pid_t c = fork();
+	if (c < 0)
+		abort();
+	if (c == 0) {
+		ch_child();
+		_exit(0);
+	}
+	int st;
+	if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st))
+		abort();
+}
+
 NOINLINE void dl_phase(const char *lib)
 {
 	void *h = dlopen(lib, RTLD_NOW);
@@ -155,6 +185,8 @@ int main(int argc, char **argv)
 	ph_calloc();
 	ph_realloc();
 	ph_memalign();
+	if (getenv("ATTACH_PHASE_FORK"))
+		ph_fork();
 	if (argc > 1)
 		dl_phase(argv[1]);
 	printf("attach_phase: phase done\n");
