@@ -380,7 +380,7 @@ bench-api: deps all $(BUILD)/bench/api_idle
 bench-scale: deps all $(BUILD)/bench/manystacks $(BUILD)/bench/runone
 	@bench/scale.sh $(BUILD)
 
-# About 1.5 minutes: the time `record -p` takes to attach to a running
+# 1.5 to 4 minutes: the time `record -p` takes to attach to a running
 # process that never loaded the library, idle and busy, against
 # `heaptrack -p` (gdb); BENCH_ATTACH_RUNS repetitions (default 10;
 # docs/PERFORMANCE.md, "Attaching to a running process").

@@ -50,7 +50,7 @@
 #   BENCH_ATTACH=0        leave out the last table: the time `record -p`
 #                         takes to attach to a running process, idle and
 #                         busy, against `heaptrack -p` (bench/attach.sh)
-#   BENCH_ATTACH_RUNS=N   its repetitions here (default 3, about 30 s;
+#   BENCH_ATTACH_RUNS=N   its repetitions here (default 2, 20 to 45 s;
 #                         alone, make bench-attach: 10)
 # Results: a table per workload on stdout, kept with the raw numbers in
 # BUILD/bench-results/: results-*.tsv, one line per run (workload mode rep
@@ -480,7 +480,7 @@ if [ "${BENCH_ATTACH:-1}" != 0 ]; then
 		say "== attaching to a running process: skipped: $BUILD/bench/attach_target missing (make bench builds it) =="
 	else
 		progress "attach: measuring"
-		[ "$QUICK" = 0 ] && def_attach=3 || def_attach=1
+		[ "$QUICK" = 0 ] && def_attach=2 || def_attach=1
 		BENCH_WORK=$WORK BENCH_ATTACH_RUNS=${BENCH_ATTACH_RUNS:-$def_attach} \
 			"$BENCH/attach.sh" "$BUILD" | tee -a "$REPORT"
 	fi
