@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #define THREADS 4
-#define SLOTS 512
+#define SLOTS   512
 
 static int pipefd[2];
 static atomic_int stop_flag;
@@ -96,8 +96,8 @@ static void report_gaps(void)
 		if (g[i] > max)
 			max = g[i];
 	}
-	n += snprintf(line + n, sizeof(line) - (size_t)n, "%.2f thread_max_ms=",
-	              (double)max / 1e6);
+	n += snprintf(line + n, sizeof(line) - (size_t)n,
+	              "%.2f thread_max_ms=", (double)max / 1e6);
 	for (int i = 0; i < THREADS; i++)
 		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s%.2f",
 		              i ? "," : "", (double)g[i] / 1e6);
@@ -126,7 +126,8 @@ static void *storm(void *arg)
 				uint64_t tag;
 				memcpy(&tag, p, sizeof(tag));
 				if (tag != (uint64_t)(uintptr_t)p ||
-				    p[size[i] - 1] != (unsigned char)(uintptr_t)p)
+				    p[size[i] - 1] !=
+				            (unsigned char)(uintptr_t)p)
 					w->errors++;
 				free(p);
 				slot[i] = NULL;
@@ -148,11 +149,12 @@ static void *storm(void *arg)
 		uint64_t t = now_ns();
 		uint64_t gap = t - last;
 		last = t;
-		if (gap > atomic_load_explicit(&w->gap_ns, memory_order_relaxed))
+		if (gap >
+		    atomic_load_explicit(&w->gap_ns, memory_order_relaxed))
 			atomic_store_explicit(&w->gap_ns, gap,
 			                      memory_order_relaxed);
-		if (w->ops > 200000 && !atomic_load_explicit(&w->warm,
-		                                             memory_order_relaxed))
+		if (w->ops > 200000 &&
+		    !atomic_load_explicit(&w->warm, memory_order_relaxed))
 			atomic_store(&w->warm, 1);
 		if (w->index == 0 && !ready) {
 			int all = 1;
