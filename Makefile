@@ -101,7 +101,7 @@ ABI_FILES := $(ABI_TREE)/lib/x86_64-linux-gnu/$(LIB_SONAME) \
 endif
 
 .PHONY: all deps test-deps test unit integration demo bench bench-cost bench-api \
-        bench-scale install uninstall clean format check-format lint
+        bench-scale bench-attach install uninstall clean format check-format lint
 all: $(BUILD)/heapprof $(BUILD)/heapprofd $(BUILD)/libheapprof.so $(EXAMPLE_BINS) \
      $(ABI_FILES)
 
@@ -379,6 +379,13 @@ bench-api: deps all $(BUILD)/bench/api_idle
 # (docs/BENCHMARKS.md, "Costs that grow with the work").
 bench-scale: deps all $(BUILD)/bench/manystacks $(BUILD)/bench/runone
 	@bench/scale.sh $(BUILD)
+
+# 1.5 to 4 minutes: the time `record -p` takes to attach to a running
+# process that never loaded the library, idle and busy, against
+# `heaptrack -p` (gdb); BENCH_ATTACH_RUNS repetitions (default 10;
+# docs/PERFORMANCE.md, "Attaching to a running process").
+bench-attach: deps all $(BUILD)/bench/attach_target
+	@bench/attach.sh $(BUILD)
 
 # The layout heapprof expects: the library in ../lib from the program
 # (src/collector/session_launch.c, session_find_library), the header as <heapprof/...>.  The

@@ -44,9 +44,14 @@
 #   BENCH_WORK=DIR        inputs, logs and scratch (default BUILD/bench-work)
 #   BENCH_ACCURACY=0      leave out the accuracy tables (bench/accuracy.sh;
 #                         alone: bench/accuracy.sh BUILD_DIR)
-#   BENCH_API=0           leave out the last table: the custom allocator
-#                         API's cost per call with no session (bench/api_idle,
-#                         a few seconds; alone: make bench-api)
+#   BENCH_API=0           leave out the custom allocator API's cost per
+#                         call with no session (bench/api_idle, a few
+#                         seconds; alone: make bench-api)
+#   BENCH_ATTACH=0        leave out the last table: the time `record -p`
+#                         takes to attach to a running process, idle and
+#                         busy, against `heaptrack -p` (bench/attach.sh)
+#   BENCH_ATTACH_RUNS=N   its repetitions here (default 2, 20 to 45 s;
+#                         alone, make bench-attach: 10)
 # Results: a table per workload on stdout, kept with the raw numbers in
 # BUILD/bench-results/: results-*.tsv, one line per run (workload mode rep
 # status seconds maxrss_kib cpu_seconds output_bytes why requests_per_s;
@@ -465,7 +470,24 @@ if [ "${BENCH_API:-1}" != 0 ]; then
 	say ""
 fi
 
+# ---- attaching to a running process -------------------------------------------
+
+# record -p into a process that never loaded the library, against
+# heaptrack -p (docs/PERFORMANCE.md); `make bench` builds the target.
 T3=$(date +%s)
-say "total time: $((T3 - T0)) s (speed $((T1 - T0)) s, accuracy $((T2 - T1)) s); load $(cut -d' ' -f1-3 /proc/loadavg) at end"
+if [ "${BENCH_ATTACH:-1}" != 0 ]; then
+	if [ ! -x "$BUILD/bench/attach_target" ]; then
+		say "== attaching to a running process: skipped: $BUILD/bench/attach_target missing (make bench builds it) =="
+	else
+		progress "attach: measuring"
+		[ "$QUICK" = 0 ] && def_attach=2 || def_attach=1
+		BENCH_WORK=$WORK BENCH_ATTACH_RUNS=${BENCH_ATTACH_RUNS:-$def_attach} \
+			"$BENCH/attach.sh" "$BUILD" | tee -a "$REPORT"
+	fi
+	say ""
+fi
+
+T4=$(date +%s)
+say "total time: $((T4 - T0)) s (speed $((T1 - T0)) s, accuracy $((T2 - T1)) s, attach $((T4 - T3)) s); load $(cut -d' ' -f1-3 /proc/loadavg) at end"
 say "raw numbers: $TSV"
 say "report:      $REPORT"
