@@ -110,6 +110,7 @@ struct inject_ctx {
 	uint64_t errno_addr;
 	int errno_val;
 	double t0, t_seize, t_safe;
+	double t_stop; /* the last thread tried stopped (the chosen one's) */
 	int tries, threads;
 };
 
@@ -784,8 +785,9 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 		/* A signal arrived first: let it through as it came. */
 		ptrace(PTRACE_CONT, tid, 0, (void *)(long)WSTOPSIG(st));
 	}
+	c->t_stop = now_ms();
 	if (!c->t_seize)
-		c->t_seize = now_ms();
+		c->t_seize = c->t_stop;
 	c->tries++;
 	struct user_regs_struct r;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &r) < 0) {
@@ -1245,6 +1247,7 @@ out:
 		stats->seize_ms = c->t_seize ? c->t_seize - c->t0 : 0;
 		stats->safe_ms = c->t_safe ? c->t_safe - c->t0 : 0;
 		stats->total_ms = end - c->t0;
+		stats->stopped_ms = c->t_safe ? end - c->t_stop : 0;
 		stats->reissued = c->reissue;
 		stats->held_signals = c->nheld;
 	}

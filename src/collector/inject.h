@@ -41,12 +41,15 @@ struct inject_opts {
 
 /* What the last attach took, for the caller's report (and the tests). */
 struct inject_stats {
-	pid_t tid;        /* the thread injected into */
-	int tries;        /* threads stopped until a safe one */
-	int threads;      /* threads the process had */
-	double seize_ms;  /* from the start to the first stop */
-	double safe_ms;   /* from the start to the safe point */
-	double total_ms;  /* from the start to the detach */
+	pid_t tid;       /* the thread injected into */
+	int tries;       /* threads stopped until a safe one */
+	int threads;     /* threads the process had */
+	double seize_ms; /* from the start to the first stop */
+	double safe_ms;  /* from the start to the safe point */
+	double total_ms; /* from the start to the detach */
+	/* The injected thread's own stop: from its stop to its detach (the
+	 * threads tried before it were each stopped only for a check). */
+	double stopped_ms;
 	int reissued;     /* 1: an EINTR-only call was issued again */
 	int held_signals; /* signals that arrived and were re-delivered */
 };

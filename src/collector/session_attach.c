@@ -61,7 +61,7 @@ void session_attach(struct session *s, pid_t pid, bool explicit_pid)
 	fprintf(stderr,
 	        PFX "pid %d (%s): profiling (attached in %.1f ms, stopped "
 	            "%.1f ms%s%s)\n",
-	        (int)pid, comm[0] ? comm : "?", r.total_ms, r.stop.total_ms,
+	        (int)pid, comm[0] ? comm : "?", r.total_ms, r.stop.stopped_ms,
 	        r.loaded ? "; client loaded" : "", routed);
 }
 
