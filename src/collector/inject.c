@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,8 @@ struct inject_ctx {
 	uint64_t errno_addr;
 	int errno_val;
 	double t0, t_seize, t_safe;
-	double t_stop; /* the last thread tried stopped (the chosen one's) */
+	double t_stop;   /* the last thread tried stopped (the chosen one's) */
+	int entry_traps; /* threads run to an allocator entry */
 	int tries, threads;
 };
 
@@ -684,10 +686,13 @@ static void make_reissue(struct user_regs_struct *r)
 /* Why the stopped thread is not at a safe point (a static string, or
  * buf), or NULL if it is. */
 static const char *unsafe(struct inject_ctx *c, pid_t tid,
-                          const struct user_regs_struct *r, char *buf,
-                          size_t len)
+                          const struct user_regs_struct *r, uint64_t entry_ok,
+                          const struct range **hit, char *buf, size_t len)
 {
-	const struct range *d = denied(c, r->rip);
+	/* At the first byte of an allocator entry (entry_ok, a breakpoint
+	 * there) the thread has run none of it. */
+	const struct range *d = r->rip == entry_ok ? NULL : denied(c, r->rip);
+	*hit = d;
 	if (d) {
 		snprintf(buf, len, "thread %d was in %s", (int)tid, d->what);
 		return buf;
@@ -724,6 +729,7 @@ static const char *unsafe(struct inject_ctx *c, pid_t tid,
 	for (ssize_t i = 0; i < got / 8; i++) {
 		d = denied(c, c->stackbuf[i]);
 		if (d) {
+			*hit = d;
 			snprintf(buf, len, "thread %d was inside %s", (int)tid,
 			         d->what);
 			return buf;
@@ -747,6 +753,123 @@ static int add_tid(void *ctx, pid_t tid)
 }
 
 enum { TRY_SAFE = 1, TRY_UNSAFE = 0, TRY_FATAL = -1 };
+
+/*
+ * A thread stopped inside the allocator (a malloc storm: most of the time
+ * every thread is) is let run to the next entry of malloc, free, calloc or
+ * realloc, where it holds none of the allocator's locks, instead of being
+ * let go: execute breakpoints in the debug registers (no code is written
+ * into the target), for at most ENTRY_WAIT_MS.  The program's own debug
+ * registers are left alone: only when DR7 is 0 (nothing armed), and every
+ * register is given back its value.  The breakpoint's SIGTRAP is never
+ * delivered: the thread stays in that stop for our calls, which resume it
+ * with no signal.  Returns 1 stopped at an entry (*r its registers,
+ * *entry the address), 0 not (the thread stopped again as it was, or
+ * still running if it could not be stopped: *gone), -1 not tried.
+ */
+#define ENTRY_WAIT_MS 15
+#define DR_OFF(i)     (offsetof(struct user, u_debugreg) + (i) * sizeof(long))
+
+static const char *const entry_names[] = {"malloc", "free", "calloc",
+                                          "realloc"};
+
+static int trap_at_entry(struct inject_ctx *c, pid_t tid,
+                         struct user_regs_struct *r, uint64_t *entry,
+                         bool *gone)
+{
+	*gone = false;
+	uint64_t at[4];
+	int n = 0;
+	for (size_t k = 0; k < 4; k++)
+		for (int i = 0; i < c->ndeny; i++)
+			if (!strcmp(c->deny[i].what, entry_names[k])) {
+				at[n++] = c->deny[i].lo;
+				break;
+			}
+	if (!n)
+		return -1;
+	errno = 0;
+	long dr7 = ptrace(PTRACE_PEEKUSER, tid, (void *)DR_OFF(7), 0);
+	if (errno || dr7 != 0)
+		return -1;
+	long old[4];
+	for (int i = 0; i < n; i++) {
+		errno = 0;
+		old[i] = ptrace(PTRACE_PEEKUSER, tid, (void *)DR_OFF(i), 0);
+		if (errno)
+			return -1;
+	}
+	long en = 0;
+	int set = 0;
+	for (; set < n; set++) {
+		if (ptrace(PTRACE_POKEUSER, tid, (void *)DR_OFF(set),
+		           (void *)(uintptr_t)at[set]) < 0)
+			break;
+		en |= 1L << (2 * set); /* Ln; R/W 00 (execute), LEN 00 */
+	}
+	int rc = 0;
+	if (set < n ||
+	    ptrace(PTRACE_POKEUSER, tid, (void *)DR_OFF(7), (void *)en) < 0) {
+		rc = -1;
+		goto restore;
+	}
+	if (ptrace(PTRACE_CONT, tid, 0, 0) < 0) {
+		rc = -1;
+		goto restore;
+	}
+	double end = now_ms() + ENTRY_WAIT_MS;
+	bool interrupted = false;
+	for (;;) {
+		double left = end - now_ms();
+		int st;
+		if (!interrupted && left <= 0) {
+			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+			interrupted = true;
+		}
+		if (wait_tid(tid, &st,
+		             interrupted ? STOP_WAIT_MS : (int)left + 1) < 0) {
+			if (errno == ETIMEDOUT && !interrupted)
+				continue;
+			*gone = errno != ETIMEDOUT;
+			rc = 0;
+			goto restore_running;
+		}
+		if (!WIFSTOPPED(st)) {
+			*gone = true;
+			return 0;
+		}
+		if ((st >> 16) == PTRACE_EVENT_STOP)
+			break; /* our interrupt (or a group stop): not there */
+		int sig = WSTOPSIG(st);
+		siginfo_t si;
+		if (sig == SIGTRAP &&
+		    ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 &&
+		    si.si_code == TRAP_HWBKPT &&
+		    ptrace(PTRACE_GETREGS, tid, 0, r) == 0) {
+			for (int i = 0; i < n; i++)
+				if (r->rip == at[i]) {
+					*entry = at[i];
+					rc = 1;
+				}
+			if (rc == 1)
+				break;
+			sig = 0; /* ours, but somewhere else: go on */
+		}
+		/* The program's own signal: delivered as it came. */
+		ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
+	}
+restore:
+	/* DR7 first: nothing armed while the addresses go back. */
+	ptrace(PTRACE_POKEUSER, tid, (void *)DR_OFF(7), 0);
+	ptrace(PTRACE_POKEUSER, tid, (void *)DR_OFF(6), 0);
+	for (int i = 0; i < set; i++)
+		ptrace(PTRACE_POKEUSER, tid, (void *)DR_OFF(i), (void *)old[i]);
+	return rc;
+restore_running:
+	/* Not stopped: the registers of a running thread cannot be
+	 * written; this thread stays seized until heapprof exits. */
+	return rc;
+}
 
 /* Seizes and stops tid; keeps it if it is at a safe point, else lets it
  * go as it was. */
@@ -803,7 +926,35 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 		         (int)tid, (long long)r.orig_rax);
 		bad = last;
 	} else {
-		bad = unsafe(c, tid, &r, last, lastlen);
+		const struct range *hit = NULL;
+		bad = unsafe(c, tid, &r, 0, &hit, last, lastlen);
+		bool alloc = false;
+		for (size_t k = 0;
+		     hit && k < sizeof(entry_names) / sizeof(entry_names[0]);
+		     k++)
+			alloc |= !strcmp(hit->what, entry_names[k]);
+		uint64_t entry = 0;
+		bool gone = false;
+		int t = alloc && !eintr
+		                ? trap_at_entry(c, tid, &r, &entry, &gone)
+		                : -1;
+		if (gone)
+			return TRY_UNSAFE;
+		if (t == 1) {
+			/* Its stop for us starts now: it ran meanwhile. */
+			c->t_stop = now_ms();
+			c->entry_traps++;
+			bad = unsafe(c, tid, &r, entry, &hit, last, lastlen);
+		} else if (t == 0) {
+			/* Stopped again by our interrupt, anywhere: let go
+			 * below as any unsafe stop (an EINTR-only call it
+			 * entered meanwhile issued again). */
+			if (ptrace(PTRACE_GETREGS, tid, 0, &r) < 0) {
+				ptrace(PTRACE_DETACH, tid, 0, 0);
+				return TRY_UNSAFE;
+			}
+			eintr = stopped_eintr(&r);
+		}
 	}
 	if (!bad) {
 		c->tid = tid;
@@ -1250,6 +1401,7 @@ out:
 		stats->stopped_ms = c->t_safe ? end - c->t_stop : 0;
 		stats->reissued = c->reissue;
 		stats->held_signals = c->nheld;
+		stats->entry_traps = c->entry_traps;
 	}
 	ctx_free(c);
 	return rc;

@@ -52,6 +52,8 @@ struct inject_stats {
 	double stopped_ms;
 	int reissued;     /* 1: an EINTR-only call was issued again */
 	int held_signals; /* signals that arrived and were re-delivered */
+	int entry_traps;  /* threads run from inside the allocator to its
+	                     next entry (a breakpoint) */
 };
 
 /* 0 if pid may be injected into; -1 with the one-line reason otherwise:

@@ -180,10 +180,12 @@ static long payload_count(pid_t pid, uint64_t handle)
 
 static void print_stats(const char *what, const struct inject_stats *s)
 {
-	printf("  %s: tid %d of %d threads, %d tries, first stop %.3f ms, "
-	       "safe point %.3f ms, detached %.3f ms%s%s\n",
-	       what, (int)s->tid, s->threads, s->tries, s->seize_ms, s->safe_ms,
-	       s->total_ms, s->reissued ? ", call re-issued" : "",
+	printf("  %s: tid %d of %d threads, %d tries (%d run to an allocator "
+	       "entry), first stop %.3f ms, safe point %.3f ms, detached "
+	       "%.3f ms, the thread stopped %.3f ms%s%s\n",
+	       what, (int)s->tid, s->threads, s->tries, s->entry_traps,
+	       s->seize_ms, s->safe_ms, s->total_ms, s->stopped_ms,
+	       s->reissued ? ", call re-issued" : "",
 	       s->held_signals ? ", signals held" : "");
 }
 
