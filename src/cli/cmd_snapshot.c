@@ -3,7 +3,7 @@
  * outside, and the named snapshots stored in a profile (docs/SNAPSHOT.md).
  *
  *   snapshot -p PID | -n NAME   reads the process's region directly: the
- *                               client keeps its memfd open (at fd >= 512),
+ *                               client keeps its memfd open (at a high fd),
  *                               so /proc/PID/fd leads to it; we map it
  *                               read-only and copy it with
  *                               snapshot_take_live.  Neither the process

@@ -201,6 +201,8 @@ static bool launched_by_collector(void)
 /* Where kept descriptors go (the connection, the regions' memfds): above
  * what programs usually use. */
 #define KEEP_FD_MIN 512
+/* The lowest number used: KEEP_FD_MIN, but see keep_min_injected. */
+static int keep_fd_min = KEEP_FD_MIN;
 
 /*
  * The program owns the descriptor table: it may close the connection's
@@ -214,7 +216,7 @@ static bool launched_by_collector(void)
  */
 static int sock_keep(int fd, uint64_t *dev, uint64_t *ino)
 {
-	int high = fcntl(fd, F_DUPFD_CLOEXEC, KEEP_FD_MIN);
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, keep_fd_min);
 	if (high >= 0) {
 		close(fd);
 		fd = high;
@@ -391,7 +393,7 @@ static struct client_slot *slot_claim(void)
 static void keep_region_fd(struct client_slot *s, int region_fd)
 {
 	s->keep_fd = -1;
-	int fd = fcntl(region_fd, F_DUPFD_CLOEXEC, KEEP_FD_MIN);
+	int fd = fcntl(region_fd, F_DUPFD_CLOEXEC, keep_fd_min);
 	if (fd < 0)
 		return;
 	struct stat st;
@@ -411,7 +413,7 @@ static void drop_region_fd(struct client_slot *s)
 {
 	int fd = s->keep_fd;
 	s->keep_fd = -1;
-	if (fd < KEEP_FD_MIN)
+	if (fd < 0)
 		return;
 	struct stat st;
 	if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == s->keep_dev &&
@@ -740,6 +742,27 @@ static void inj_drop(void)
 	inj_fd = inj_peer = -1;
 }
 
+/*
+ * Where the kept descriptors go in a process we were injected into.
+ * Giving a descriptor a number past the end of a table that threads share
+ * makes the kernel wait for an RCU grace period (expand_fdtable): 10 to
+ * 15 ms measured in a 4-thread malloc storm, with the thread the
+ * collector stopped waiting.  So a multi-threaded process whose table is
+ * smaller than KEEP_FD_MIN gets them at the top of the table it has
+ * ("FDSize:", the last 8 numbers), still out of the way of the numbers it
+ * gets first; identity is checked before every use as for any kept
+ * descriptor.
+ */
+static int keep_min_injected(void)
+{
+	const char *buf = proc_status_read();
+	long size = buf ? proc_status_field(buf, "\nFDSize:") : -1;
+	long threads = buf ? proc_status_field(buf, "\nThreads:") : -1;
+	if (threads <= 1 || size < 16 || size >= KEEP_FD_MIN)
+		return KEEP_FD_MIN;
+	return (int)size - 8;
+}
+
 /* How long heapprof_internal_attach_finish waits for the welcome; the collector
  * sent it before the call. */
 #define INJECT_WELCOME_MS 2000
@@ -835,6 +858,8 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
 	 * socket, or the daemon's; NULL: none (children run unprofiled). */
 	if (fork_path && str_len(fork_path) >= sizeof(collector_path))
 		fork_path = NULL;
+	if (injected)
+		keep_fd_min = keep_min_injected();
 	int rc = attach_on((int)ours, fork_path, INJECT_WELCOME_MS, true);
 	if (rc) {
 		ret = rc < 0 ? rc : -ECONNREFUSED;

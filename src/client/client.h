@@ -102,7 +102,8 @@ struct client_slot {
 	uint32_t trace_block_ms;
 	_Atomic uint64_t trace_stall_ns;
 
-	/* The region's memfd, kept open (>= 512, close-on-exec) so that
+	/* The region's memfd, kept open (at a high number, client.c
+	 * keep_fd_min; close-on-exec) so that
 	 * `heapprof snapshot -p PID` finds the region through /proc/PID/fd;
 	 * -1 without.  Closed with the slot only if it is still the same
 	 * file (the program may have closed the number and reused it). */

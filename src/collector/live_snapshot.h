@@ -2,10 +2,10 @@
  * A snapshot of a running process taken from the outside (`heapprof
  * snapshot -p PID`, docs/SNAPSHOT.md): neither the process (it may be
  * stopped) nor its collector does anything.  The client keeps each
- * region's memfd open at a descriptor >= 512, so /proc/PID/fd leads to
- * it: we map every region read-only, bind it like the collector (nothing
- * in it is trusted), keep the regions of the process's active attach and
- * copy them with snapshot_take_live.
+ * region's memfd open at a high descriptor (>= 512, client.c), so /proc/PID/fd
+ * leads to it: we map every region read-only, bind it like the collector
+ * (nothing in it is trusted), keep the regions of the process's active attach
+ * and copy them with snapshot_take_live.
  *
  *   live_snapshot_find    the one profiled process of a name (-n NAME)
  *   live_snapshot_open    finds and maps the regions (or says why not)
