@@ -35,8 +35,9 @@
 # neither broken nor interrupted).
 #
 # How long the target was stopped: heapprof prints a figure ("stopped Y
-# ms": from the start of its search for a safe point to the detach; the
-# search seizes and lets go threads one at a time).  The busy target also measures it from
+# ms": the injected thread's own stop, from its stop at the safe point to
+# its detach; threads tried before it were each stopped for a check
+# only).  The busy target also measures it from
 # inside: each thread notes the longest gap between two of its clock
 # checks (a few microseconds apart when it runs), and the table gives the
 # longest gap of any thread in the attach window (from the tool's start
@@ -481,6 +482,6 @@ for my $wl (@wls) {
 	print "\n";
 }
 ' "$TSV" | tee -a "$REPORT"
-say "stopped: heapprof's printed figure (its search for a safe point to the detach); gap: busy target only, the longest time any of its threads went without running, in the attach window and in an untouched window of ${HOLD_MS} ms before it"
+say "stopped: heapprof's printed figure (the injected thread's own stop, to its detach); gap: busy target only, the longest time any of its threads went without running, in the attach window and in an untouched window of ${HOLD_MS} ms before it"
 say "total time: $(ms_between "$T0" "$T1" | awk '{ printf "%.0f", $1 / 1000 }') s"
 say "raw numbers: $TSV"
