@@ -776,20 +776,37 @@ static int keep_min_injected(void)
  * -errno: -EALREADY when a session that is still connected profiles this
  * process, -EBUSY when another attach is under way.  errno is kept.
  */
-HP_EXPORT int64_t heapprof_internal_attach_begin(void)
+/*
+ * The two calls' way in and out: `attaching` taken (-EBUSY if another
+ * attach holds it), and cancellation disabled while they run: send, poll
+ * and recvmsg are cancellation points, and a cancel pending in the thread
+ * the collector chose stays pending for the program's own next one.
+ */
+static bool inj_enter(int *cancel)
 {
-	int saved = errno;
 	int zero = 0;
 	if (!atomic_compare_exchange_strong_explicit(&attaching, &zero, 1,
 	                                             memory_order_acquire,
-	                                             memory_order_relaxed)) {
+	                                             memory_order_relaxed))
+		return false;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, cancel);
+	return true;
+}
+
+static void inj_leave(int cancel)
+{
+	atomic_store_explicit(&attaching, 0, memory_order_release);
+	pthread_setcancelstate(cancel, NULL);
+}
+
+HP_EXPORT int64_t heapprof_internal_attach_begin(void)
+{
+	int saved = errno;
+	int cancel;
+	if (!inj_enter(&cancel)) {
 		errno = saved;
 		return -EBUSY;
 	}
-	/* send is a cancellation point; a cancel pending in the thread the
-	 * collector chose stays pending for the program's own next one. */
-	int cancel;
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	int64_t ret;
 	int sv[2];
 	struct stat a, b;
@@ -813,8 +830,7 @@ HP_EXPORT int64_t heapprof_internal_attach_begin(void)
 		inj_peer_ino = (uint64_t)b.st_ino;
 		ret = ((int64_t)sv[1] << 32) | sv[0];
 	}
-	atomic_store_explicit(&attaching, 0, memory_order_release);
-	pthread_setcancelstate(cancel, NULL);
+	inj_leave(cancel);
 	errno = saved;
 	return ret;
 }
@@ -835,16 +851,11 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
                                                   const char *fork_path)
 {
 	int saved = errno;
-	int zero = 0;
-	if (!atomic_compare_exchange_strong_explicit(&attaching, &zero, 1,
-	                                             memory_order_acquire,
-	                                             memory_order_relaxed)) {
+	int cancel;
+	if (!inj_enter(&cancel)) {
 		errno = saved;
 		return -EBUSY;
 	}
-	/* poll and recvmsg are cancellation points (see begin). */
-	int cancel;
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	int64_t ret = -EBADF;
 	if (ours != inj_fd || peer != inj_peer ||
 	    !fd_is(inj_fd, inj_dev, inj_ino)) {
@@ -878,8 +889,7 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
 		ret = ((int64_t)st.objects << 32) | (st.patched + st.already);
 	}
 out:
-	atomic_store_explicit(&attaching, 0, memory_order_release);
-	pthread_setcancelstate(cancel, NULL);
+	inj_leave(cancel);
 	errno = saved;
 	return ret;
 }
