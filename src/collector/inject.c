@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "collector/inject_elf.h"
+#include <elfutils/libdwfl.h>
 #include "util/proc.h"
 
 #define DEFAULT_BUDGET_MS 50
@@ -67,6 +68,7 @@
 struct range {
 	uint64_t lo, hi;
 	const char *what;
+	bool alloc; /* a function of the malloc family (alloc_free_call) */
 };
 
 struct seg {
@@ -113,6 +115,12 @@ struct inject_ctx {
 	double t0, t_seize, t_safe;
 	double t_stop;   /* the last thread tried stopped (the chosen one's) */
 	int entry_traps; /* threads run to an allocator entry */
+	int unwound;     /* stacks checked by unwinding, not scanning */
+	/* The target's objects for libdw's unwinder (unwind_check): NULL if
+	 * it could not be set up (then the stack is scanned word by word). */
+	Dwfl *dwfl;
+	pid_t unw_tid;
+	const struct user_regs_struct *unw_regs;
 	int tries, threads;
 };
 
@@ -545,14 +553,267 @@ static void add_range(struct inject_ctx *c, uint64_t lo, uint64_t hi,
                       const char *what)
 {
 	if (c->ndeny < MAX_DENY && hi > lo)
-		c->deny[c->ndeny++] = (struct range){lo, hi, what};
+		c->deny[c->ndeny++] = (struct range){lo, hi, what, false};
 }
+
+/* The malloc family of deny_names (up to "reallocarray"). */
+#define N_ALLOC_NAMES 17
 
 static void deny_sym(void *ctx, uint64_t value, uint64_t size)
 {
 	struct deny_add *d = ctx;
 	add_range(d->c, d->c->libc_bias + value,
 	          d->c->libc_bias + value + (size ? size : 1), d->name);
+	for (int k = 0; k < N_ALLOC_NAMES; k++)
+		if (d->name == deny_names[k] && d->c->ndeny)
+			d->c->deny[d->c->ndeny - 1].alloc = true;
+}
+
+/*
+ * System calls no allocator makes (glibc's, jemalloc, tcmalloc: they
+ * take locks with futex and get memory with mmap, munmap, madvise, brk;
+ * jemalloc reads a /proc file once at its start): a thread blocked in
+ * one of these is not inside malloc or free, whatever its stack holds.
+ * Stale words of earlier calls are common there (bash waiting in wait4
+ * keeps an old return address into free in a frame), and would make a
+ * sleeping thread look unsafe for ever.  The loader's ranges, fork's
+ * and a signal frame's (__restore_rt) still count.
+ */
+static bool alloc_free_call(long nr)
+{
+	switch (nr) {
+	case SYS_wait4:
+	case SYS_waitid:
+	case SYS_nanosleep:
+	case SYS_clock_nanosleep:
+	case SYS_poll:
+	case SYS_ppoll:
+	case SYS_select:
+	case SYS_pselect6:
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+	case SYS_pause:
+	case SYS_rt_sigsuspend:
+	case SYS_rt_sigtimedwait:
+	case SYS_accept:
+	case SYS_accept4:
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_recvmmsg:
+	case SYS_sendto:
+	case SYS_sendmsg:
+	case SYS_connect:
+	case SYS_msgrcv:
+	case SYS_msgsnd:
+	case SYS_semop:
+	case SYS_semtimedop:
+	case SYS_io_getevents:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int read_r_debug(pid_t pid, const struct tmaps *m, uint64_t *r_debug,
+                        char *why);
+
+/* ---- the precise stack check (libdw's CFI unwinder) ------------------- */
+
+/*
+ * Stale words are common on a stack (an old return address into free, or
+ * an old signal frame's __restore_rt, in a slot of a live frame that was
+ * never written again: bash waiting in wait4 shows both), and a word-by-
+ * word scan takes each for a live frame: such a thread looks unsafe for
+ * ever.  So the stopped thread is unwound by libdw with the target's own
+ * CFI (.eh_frame of each object, read through /proc/PID/root at the load
+ * bias the loader's list gives), and only its frames count.  An unwind
+ * that does not reach the outermost frame (code without CFI, the vdso, a
+ * read that failed) falls back to the scan: never less careful than it.
+ */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                        Dwarf_Addr base, const char *file_name,
+                        const char *debuglink_file, GElf_Word debuglink_crc,
+                        char **debuginfo_file_name)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+	return -1; /* .eh_frame is enough; no search, no debuginfod */
+}
+
+static const Dwfl_Callbacks unwind_dwfl_callbacks = {
+        .find_elf = dwfl_linux_proc_find_elf,
+        .find_debuginfo = no_debuginfo,
+};
+
+static void unwind_setup(struct inject_ctx *c)
+{
+	c->dwfl = dwfl_begin(&unwind_dwfl_callbacks);
+	if (c->dwfl)
+		dwfl_report_begin(c->dwfl);
+}
+
+static bool unw_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_arg)
+{
+	(void)dwfl;
+	struct inject_ctx *c = arg;
+	*thread_arg = c;
+	return tid == c->unw_tid;
+}
+
+static pid_t unw_next_thread(Dwfl *dwfl, void *arg, void **thread_arg)
+{
+	(void)dwfl, (void)arg, (void)thread_arg;
+	return 0;
+}
+
+static bool unw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
+                            void *arg)
+{
+	(void)dwfl;
+	struct inject_ctx *c = arg;
+	struct iovec l = {result, sizeof(*result)};
+	struct iovec rm = {(void *)(uintptr_t)addr, sizeof(*result)};
+	return process_vm_readv(c->unw_tid, &l, 1, &rm, 1, 0) ==
+	       (ssize_t)sizeof(*result);
+}
+
+static bool unw_set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	const struct user_regs_struct *r = ((struct inject_ctx *)arg)->unw_regs;
+	/* DWARF's x86-64 numbering: rax rdx rcx rbx rsi rdi rbp rsp r8..r15,
+	 * then the return address column (rip). */
+	Dwarf_Word regs[17] = {r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi,
+	                       r->rbp, r->rsp, r->r8,  r->r9,  r->r10, r->r11,
+	                       r->r12, r->r13, r->r14, r->r15, r->rip};
+	if (!dwfl_thread_state_registers(thread, 0, 17, regs))
+		return false;
+	dwfl_thread_state_register_pc(thread, r->rip);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks unwind_callbacks = {
+        .next_thread = unw_next_thread,
+        .get_thread = unw_get_thread,
+        .memory_read = unw_memory_read,
+        .set_initial_registers = unw_set_initial_registers,
+};
+
+static const struct range *denied(const struct inject_ctx *c, uint64_t a);
+
+struct unw_walk {
+	struct inject_ctx *c;
+	const struct range *hit;
+	bool no_alloc;
+	int frames;
+};
+
+static int unw_frame(Dwfl_Frame *f, void *arg)
+{
+	struct unw_walk *w = arg;
+	Dwarf_Addr pc;
+	bool act;
+	if (!dwfl_frame_pc(f, &pc, &act))
+		return DWARF_CB_ABORT;
+	if (w->frames++ == 0)
+		return DWARF_CB_OK; /* rip: checked already */
+	/* A return address (and the byte before it: a call that ends its
+	 * function, and the nop glibc puts before __restore_rt). */
+	const struct range *d = denied(w->c, pc);
+	if (!d && !act)
+		d = denied(w->c, pc - 1);
+	if (d && d->alloc && w->no_alloc)
+		d = NULL;
+	if (d) {
+		w->hit = d;
+		return DWARF_CB_ABORT;
+	}
+	return w->frames > 1024 ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+/* 1: unwound to the outermost frame, none denied; 0: a frame is denied
+ * (*hit); -1: not unwound (scan the stack instead). */
+static int unwind_check(struct inject_ctx *c, pid_t tid,
+                        const struct user_regs_struct *r, bool no_alloc,
+                        const struct range **hit)
+{
+	if (!c->dwfl)
+		return -1;
+	c->unw_tid = tid;
+	c->unw_regs = r;
+	struct unw_walk w = {c, NULL, no_alloc, 0};
+	int rc = dwfl_getthread_frames(c->dwfl, tid, unw_frame, &w);
+	if (w.hit) {
+		*hit = w.hit;
+		return 0;
+	}
+	return rc == 0 && w.frames > 1 ? 1 : -1;
+}
+
+/*
+ * A process whose malloc is not libc's (jemalloc, tcmalloc or mimalloc
+ * linked or preloaded, or the executable's own): the first object of the
+ * loader's list (the global scope's order) that defines malloc gets the
+ * deny ranges libc's allocator has, before libc's, so that the entry
+ * breakpoints (trap_at_entry) go to the allocator the program calls.
+ * Stops at libc.  Best effort: an object that cannot be read is skipped.
+ */
+static void unwind_setup(struct inject_ctx *c);
+
+static void deny_other_allocator(struct inject_ctx *c)
+{
+	uint64_t lm = 0;
+	char ignored[INJECT_WHY];
+	if (read_r_debug(c->pid, &c->m, &lm, ignored))
+		return;
+	bool found = false;
+	for (int i = 0; lm && i < 4096; i++) {
+		uint64_t w[4]; /* l_addr, l_name, l_ld, l_next */
+		if (inject_read(c->pid, lm, w, sizeof(w)))
+			return;
+		lm = w[3];
+		char name[PATH_MAX] = "";
+		if (w[1])
+			for (size_t n = sizeof(name) - 1; n >= 64; n /= 2)
+				if (inject_read(c->pid, w[1], name, n) == 0) {
+					name[n] = '\0';
+					break;
+				}
+		char file[PATH_IN_TARGET_MAX];
+		if (i == 0 && !name[0])
+			snprintf(file, sizeof(file), "/proc/%d/exe",
+			         (int)c->pid);
+		else if (name[0] == '/')
+			snprintf(file, sizeof(file), "/proc/%d/root%s",
+			         (int)c->pid, name);
+		else
+			continue; /* the vdso */
+		/* Every object (ld.so included) for the unwinder, at its
+		 * load bias, read as the target sees it. */
+		if (c->dwfl)
+			dwfl_report_elf(c->dwfl, name[0] ? name : "[exe]", file,
+			                -1, w[0], false);
+		if (found || strstr(name, "/ld-linux"))
+			continue;
+		struct ielf e;
+		char err[256];
+		if (ielf_open(file, &e, err, sizeof(err)))
+			continue;
+		uint64_t v;
+		bool defines = ielf_sym(&e, "malloc", &v, NULL, NULL) == 0;
+		bool is_libc = w[0] == c->libc_bias && strstr(name, "libc.so");
+		if (defines && !is_libc) {
+			uint64_t saved = c->libc_bias;
+			/* deny_sym adds libc_bias: this object's, for now. */
+			c->libc_bias = w[0]; /* l_addr */
+			for (int k = 0; k < N_ALLOC_NAMES; k++) {
+				struct deny_add d = {c, deny_names[k]};
+				ielf_sym_each(&e, deny_names[k], deny_sym, &d);
+			}
+			c->libc_bias = saved;
+		}
+		ielf_close(&e);
+		found = defines || is_libc;
+	}
 }
 
 static int load_target(struct inject_ctx *c, char *why)
@@ -568,6 +829,14 @@ static int load_target(struct inject_ctx *c, char *why)
 		return fail(why, "cannot read the libc of %d: %s", (int)c->pid,
 		            err);
 	c->libc_bias = lc->start - c->libc.load_min;
+	unwind_setup(c);
+	deny_other_allocator(c);
+	if (c->dwfl &&
+	    (dwfl_report_end(c->dwfl, NULL, NULL) != 0 ||
+	     !dwfl_attach_state(c->dwfl, NULL, c->pid, &unwind_callbacks, c))) {
+		dwfl_end(c->dwfl);
+		c->dwfl = NULL;
+	}
 	for (int i = 0; deny_names[i]; i++) {
 		struct deny_add d = {c, deny_names[i]};
 		ielf_sym_each(&c->libc, deny_names[i], deny_sym, &d);
@@ -715,6 +984,19 @@ static const char *unsafe(struct inject_ctx *c, pid_t tid,
 		         (unsigned long long)((r->rsp - s->start) / 1024));
 		return buf;
 	}
+	bool no_alloc = (long long)r->orig_rax >= 0 &&
+	                alloc_free_call((long)r->orig_rax);
+	int u = unwind_check(c, tid, r, no_alloc, hit);
+	if (u == 0) {
+		snprintf(buf, len, "thread %d was inside %s", (int)tid,
+		         (*hit)->what);
+		return buf;
+	}
+	if (u == 1) {
+		c->unwound++;
+		c->stack_low = grows ? r->rsp - STACK_ROOM_MIN : s->start;
+		return NULL;
+	}
 	uint64_t n = s->end - r->rsp;
 	if (n > STACK_SCAN_MAX)
 		n = STACK_SCAN_MAX;
@@ -728,6 +1010,8 @@ static const char *unsafe(struct inject_ctx *c, pid_t tid,
 	}
 	for (ssize_t i = 0; i < got / 8; i++) {
 		d = denied(c, c->stackbuf[i]);
+		if (d && d->alloc && no_alloc)
+			continue; /* a stale word (alloc_free_call) */
 		if (d) {
 			*hit = d;
 			snprintf(buf, len, "thread %d was inside %s", (int)tid,
@@ -1239,6 +1523,8 @@ int inject_libc_symbol(struct inject_ctx *c, const char *name, uint64_t *addr,
 
 static void ctx_free(struct inject_ctx *c)
 {
+	if (c->dwfl)
+		dwfl_end(c->dwfl);
 	maps_free(&c->m);
 	ielf_close(&c->libc);
 	free(c->xstate);
@@ -1402,6 +1688,7 @@ out:
 		stats->reissued = c->reissue;
 		stats->held_signals = c->nheld;
 		stats->entry_traps = c->entry_traps;
+		stats->unwound = c->unwound;
 	}
 	ctx_free(c);
 	return rc;
@@ -1409,10 +1696,10 @@ out:
 
 /* ---- loading a library ---------------------------------------------- */
 
-/* The link_map whose l_addr is bias, from ld.so's _r_debug list, read
- * without stopping anything. */
-static int find_link_map(pid_t pid, const struct tmaps *m, uint64_t bias,
-                         uint64_t *handle, char *why)
+/* The first link_map of ld.so's _r_debug list (r_map), read without
+ * stopping anything. */
+static int read_r_debug(pid_t pid, const struct tmaps *m, uint64_t *first,
+                        char *why)
 {
 	const struct seg *ld = maps_lib(m, "ld-linux-x86-64.so.2", false);
 	if (!ld)
@@ -1429,9 +1716,19 @@ static int find_link_map(pid_t pid, const struct tmaps *m, uint64_t bias,
 	ielf_close(&e);
 	if (rc)
 		return fail(why, "the loader of %d has no _r_debug", (int)pid);
-	uint64_t lm;
-	if (inject_read(pid, r_debug + 8, &lm, 8))
+	if (inject_read(pid, r_debug + 8, first, 8))
 		return fail(why, "cannot read _r_debug in %d", (int)pid);
+	return 0;
+}
+
+/* The link_map whose l_addr is bias, from ld.so's _r_debug list, read
+ * without stopping anything. */
+static int find_link_map(pid_t pid, const struct tmaps *m, uint64_t bias,
+                         uint64_t *handle, char *why)
+{
+	uint64_t lm;
+	if (read_r_debug(pid, m, &lm, why))
+		return -1;
 	for (int i = 0; lm && i < 65536; i++) {
 		uint64_t w[4]; /* l_addr, l_name, l_ld, l_next */
 		if (inject_read(pid, lm, w, sizeof(w)))

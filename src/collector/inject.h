@@ -54,6 +54,7 @@ struct inject_stats {
 	int held_signals; /* signals that arrived and were re-delivered */
 	int entry_traps;  /* threads run from inside the allocator to its
 	                     next entry (a breakpoint) */
+	int unwound;      /* stacks checked by unwinding (not scanned) */
 };
 
 /* 0 if pid may be injected into; -1 with the one-line reason otherwise:

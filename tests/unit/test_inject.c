@@ -181,10 +181,10 @@ static long payload_count(pid_t pid, uint64_t handle)
 static void print_stats(const char *what, const struct inject_stats *s)
 {
 	printf("  %s: tid %d of %d threads, %d tries (%d run to an allocator "
-	       "entry), first stop %.3f ms, safe point %.3f ms, detached "
-	       "%.3f ms, the thread stopped %.3f ms%s%s\n",
+	       "entry, %d unwound), first stop %.3f ms, safe point %.3f ms, "
+	       "detached %.3f ms, the thread stopped %.3f ms%s%s\n",
 	       what, (int)s->tid, s->threads, s->tries, s->entry_traps,
-	       s->seize_ms, s->safe_ms, s->total_ms, s->stopped_ms,
+	       s->unwound, s->seize_ms, s->safe_ms, s->total_ms, s->stopped_ms,
 	       s->reissued ? ", call re-issued" : "",
 	       s->held_signals ? ", signals held" : "");
 }
@@ -451,6 +451,28 @@ static void test_errno_kept(void)
 	CHECK(st == 0 && !strcmp(out, "errno: changed=0\n"));
 	if (strcmp(out, "errno: changed=0\n"))
 		printf("  errno target said: %s", out);
+}
+
+/* A thread blocked inside a signal handler is never a safe point (the
+ * handler may have interrupted anything): the stack is unwound through
+ * the signal frame (or scanned), __restore_rt found, the attach refused
+ * within its budget; the handler then returns as bare. */
+static void test_refuse_in_handler(void)
+{
+	struct tgt t;
+	char line[256], out[256], why[INJECT_WHY] = "";
+	int st;
+	CHECK(spawn(&t, target, "inhandler", NULL) == 0);
+	CHECK(read_line(t.err, line, sizeof(line), WAIT_MS) == 0);
+	CHECK(wait_blocked(t.pid, SYS_read));
+	struct inject_opts o = {.budget_ms = 100};
+	struct inject_ctx *c = NULL;
+	CHECK(inject_attach(t.pid, &o, &c, why) == -1 && !c);
+	printf("  refused (in a handler): %s\n", why);
+	CHECK(strstr(why, "__restore_rt") != NULL);
+	CHECK(write(t.in, "h", 1) == 1);
+	end_target(&t, out, sizeof(out), &st);
+	CHECK(st == 0 && !strcmp(out, "inhandler: byte=h\n"));
 }
 
 /* ---- the storm --------------------------------------------------------- */
@@ -816,6 +838,7 @@ int main(void)
 	        {"pending_blocked_signal", test_pending_blocked_signal},
 	        {"dlopen_error", test_dlopen_error},
 	        {"errno_kept", test_errno_kept},
+	        {"refuse_in_handler", test_refuse_in_handler},
 	        {"storm", test_storm},
 	        {"refuse_traced", test_refuse_traced},
 	        {"refuse_static", test_refuse_static},

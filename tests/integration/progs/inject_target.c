@@ -21,6 +21,9 @@
  *   nodump      ARG: a uid to become, then not dumpable, then read
  *   mntns       ARG: a directory to hide under a tmpfs in a mount
  *               namespace of its own, then read
+ *   inhandler   raises SIGUSR1, whose handler writes "ready" and blocks
+ *               in read(0) (a thread inside a signal handler: never a safe
+ *               point), then returns; prints the byte
  *   errno       errno = EDOM, then spins (running, in its own code)
  *               checking that it stays EDOM until SIGUSR1; prints how
  *               many times it found it changed (0 bare)
@@ -56,6 +59,17 @@ static long long now_ns(void)
 static volatile sig_atomic_t usr2_seen;
 
 static volatile sig_atomic_t usr1_seen;
+static volatile char handler_byte = '-';
+
+/* inhandler: blocks inside the handler until a byte comes. */
+static void in_handler(int sig)
+{
+	(void)sig;
+	char c;
+	write(2, "ready\n", 6);
+	if (read(0, &c, 1) == 1)
+		handler_byte = c;
+}
 
 static void on_usr1(int sig)
 {
@@ -211,6 +225,15 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_usr1;
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGUSR2, &sa, NULL);
+	if (!strcmp(mode, "inhandler")) {
+		struct sigaction h;
+		memset(&h, 0, sizeof(h));
+		h.sa_handler = in_handler;
+		sigaction(SIGUSR1, &h, NULL);
+		raise(SIGUSR1);
+		printf("inhandler: byte=%c\n", handler_byte);
+		return 0;
+	}
 	if (!strcmp(mode, "errno")) {
 		/* The handler is the program's: it keeps errno itself. */
 		int changed = 0;
