@@ -333,6 +333,43 @@ assert_eq "$SB_RC" "$WAIT_RC" "storm exit status as bare"
 assert_eq "$(cat "$W/storm.bare.out")" "$(cat "$W/storm.out")" "storm checksum as bare"
 
 # ---------------------------------------------------------------------------
+t_begin "Debian's bash waiting for its child (wait4), attached by pid: its allocations after the wait, named frames; its output as bare"
+# A shell blocked in wait4 keeps stale words on its stack (an old return
+# address into free, an old signal frame's __restore_rt): the unwind sees
+# its real frames only (inject.c, unwind_check).
+BASH_SCRIPT='a=""; for i in $(seq 1 50); do a="$a$i"; done; cat "$1" >/dev/null; for i in $(seq 1 2000); do b[$i]="value-$i-$a"; done; echo "bash: ${#b[@]} ${#a}"'
+mkfifo "$W/bash.bare.in" "$W/bash.in"
+bash -c "$BASH_SCRIPT" bash "$W/bash.bare.in" >"$W/bash.bare.out" 2>&1 &
+BBPID=$!
+echo go >"$W/bash.bare.in"
+wait_child 30 "$BBPID"
+BB_RC=$WAIT_RC
+bash -c "$BASH_SCRIPT" bash "$W/bash.in" >"$W/bash.out" 2>&1 &
+TPID=$!
+TPIDS="$TPIDS $TPID"
+# bash in wait4 (system call 61) for its cat, which waits for the FIFO.
+in_wait4() { [ "$(cut -d' ' -f1 "/proc/$TPID/syscall" 2>/dev/null)" = 61 ]; }
+wait_until 30 "bash waiting for its child" in_wait4
+start_record bs -p "$TPID" -i 1 -o "$T_DIR/bs.db"
+if wait_until 20 "profiling line" grep_q "$T_DIR/bs.err" "pid $TPID \(bash\): profiling"; then
+	assert_match "pid $TPID \(bash\): $PROFILING_RE" "$(cat "$T_DIR/bs.err")" "the profiling line"
+	echo go >"$W/bash.in"
+fi
+wait_record bs
+assert_eq 0 "$REC_RC" "record exit status (the shell's exit ends it)"
+wait_child 30 "$TPID"
+assert_eq "$BB_RC" "$WAIT_RC" "bash's exit status as bare"
+assert_eq "$(cat "$W/bash.bare.out")" "$(cat "$W/bash.out")" "bash's output as bare"
+if db_valid "$T_DIR/bs.db"; then
+	# 2000 array elements of bash's own (each a malloc in its code):
+	# at least that many allocations, under named frames of bash's.
+	assert_ge "$(total_views "$T_DIR/bs.db" | cut -d' ' -f1)" 2000 "bash's allocations after the wait"
+	n=$(q "$T_DIR/bs.db" "SELECT count(DISTINCT f.name) FROM stack_profile_frame f
+	  WHERE f.name IN ('xmalloc', 'sh_xmalloc', 'array_insert', 'assign_array_element', 'execute_command');")
+	assert_ge "$n" 1 "named frames of bash's"
+fi
+
+# ---------------------------------------------------------------------------
 t_begin "Debian's python3, started bare, attached by name: its allocations with named frames"
 PY=/usr/bin/python3
 if [ ! -x "$PY" ]; then
@@ -404,7 +441,7 @@ else
 	TPID=$!
 	TPIDS="$TPIDS $TPID"
 	rping() { [ "$(timeout 5 redis-cli -p "$RPORT" ping 2>/dev/null)" = PONG ]; }
-	wait_until 30 "redis PONG" rping
+	wait_until 30 "redis PONG" rping || t_note "redis said: $(tail -n 3 "$W/redis.pout" | tr '\n' '|')"
 	start_record rd -n hpattachredis -i 65536 -o "$T_DIR/rd.db"
 	if wait_until 20 "profiling line" grep_q "$T_DIR/rd.err" "pid $TPID \(hpattachredis\): profiling"; then
 		run_bounded 60 redis-benchmark -p "$RPORT" -t set -n 400 -d 100000 -r 1000 -q \
