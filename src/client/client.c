@@ -1409,15 +1409,15 @@ static void env_scrub(void)
 __attribute__((constructor)) static void client_init(void)
 {
 	int saved = errno;
+	/* What the program allocated before this ran is kept (early.c);
+	 * from here on, nothing of ours is (the lookups below included). */
+	early_end();
 	/* Loaded into a running process by the injector: under the
 	 * loader's lock, in a thread the collector stopped.  Only what
 	 * needs no collector; the attach is the collector's next call. */
 	injected = !in_global_scope();
 	if (injected)
 		hooks_set_injected();
-	/* What the program allocated before this ran is kept (early.c);
-	 * from here on, nothing of ours is. */
-	early_end();
 	hooks_init();
 	spawn_init();
 	sandbox_init();
