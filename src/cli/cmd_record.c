@@ -88,6 +88,20 @@ static void record_usage(FILE *f)
 	      "one interval)\n"
 	      "      --dump-at-max      every dump shows the peak of live "
 	      "bytes so far\n"
+	      "      --memory-dump PCT%|BYTES  a dump when the process's RSS "
+	      "crosses PCT%\n"
+	      "                         of its memory cgroup's limit "
+	      "(default 80%, when\n"
+	      "                         it has one) or BYTES; the dump at "
+	      "an OOM kill\n"
+	      "                         is marked as such (docs/INCIDENTS.md)\n"
+	      "      --no-memory-dumps  no RSS dumps\n"
+	      "      --pressure-dumps[=PSI]  a dump when its cgroup reports "
+	      "pressure\n"
+	      "                         (memory.events high/max, v1 failcnt, "
+	      "or PSI some\n"
+	      "                         avg10 >= PSI%, default 10); at most "
+	      "one per 5 s\n"
 	      "\n"
 	      "sampling and memory (BYTES: a number, or with K, M, G or KiB, "
 	      "MiB, GiB,\n"
@@ -209,6 +223,9 @@ enum {
 	OPT_PRINT_CONFIG,
 	OPT_TRACE,
 	OPT_TRACE_BUFFER,
+	OPT_MEMORY_DUMP,
+	OPT_NO_MEMORY_DUMPS,
+	OPT_PRESSURE_DUMPS,
 };
 
 static const struct option longopts[] = {
@@ -238,6 +255,9 @@ static const struct option longopts[] = {
         {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
         {"trace", optional_argument, NULL, OPT_TRACE},
         {"trace-buffer", required_argument, NULL, OPT_TRACE_BUFFER},
+        {"memory-dump", required_argument, NULL, OPT_MEMORY_DUMP},
+        {"no-memory-dumps", no_argument, NULL, OPT_NO_MEMORY_DUMPS},
+        {"pressure-dumps", optional_argument, NULL, OPT_PRESSURE_DUMPS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -307,6 +327,40 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		                     &c->dump_phase_ms);
 	case OPT_DUMP_AT_MAX:
 		c->dump_at_max = true;
+		return 0;
+	case OPT_MEMORY_DUMP: {
+		/* PCT% of the memory limit, or an RSS in bytes. */
+		size_t n = strlen(arg);
+		if (n && arg[n - 1] == '%') {
+			char pct[16];
+			if (n - 1 >= sizeof(pct) || n == 1) {
+				fprintf(stderr,
+				        PFX "invalid --memory-dump '%s': not a "
+				            "percentage of 1 to 100\n",
+				        arg);
+				return 2;
+			}
+			memcpy(pct, arg, n - 1);
+			pct[n - 1] = '\0';
+			if (rec_parse_u64("--memory-dump", pct, 1, 100, &v))
+				return 2;
+			c->memory_dump_pct = (uint32_t)v;
+			c->memory_dump_bytes = 0;
+			return 0;
+		}
+		return rec_parse_size("--memory-dump", arg, 1, CFG_SHMEM_MAX,
+		                      &c->memory_dump_bytes);
+	}
+	case OPT_NO_MEMORY_DUMPS:
+		c->no_memory_dumps = true;
+		return 0;
+	case OPT_PRESSURE_DUMPS:
+		c->pressure_dumps = true;
+		if (arg) {
+			if (rec_parse_u64("--pressure-dumps", arg, 1, 100, &v))
+				return 2;
+			c->pressure_psi_pct = (uint32_t)v;
+		}
 		return 0;
 	case OPT_BLOCK:
 		c->block_client = true;

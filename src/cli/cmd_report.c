@@ -304,12 +304,14 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 		rep_print_warnings(db, p);
 		return 0;
 	}
+	bool oom = !strcmp(d.reason, "oom-kill");
 	printf("  dumps          %zu; showing dump %zu at +%.3f s (%s)%s\n",
 	       d.count, d.index, rep_secs(d.ts - p->start_ts),
 	       d.reason[0] ? d.reason : "?",
-	       d.index == d.count && p->has_exit && !d.at_max
+	       d.index == d.count && p->has_exit && !d.at_max && !oom
 	               ? "; space still allocated at exit = leaks"
 	               : "");
+	rep_print_incidents(db, p, d.index, d.ts);
 	if (d.at_max)
 		printf("  dump at max    state at the peak of live bytes: %s "
 		       "at "

@@ -87,6 +87,10 @@ void rep_print_totals(sqlite3 *db, int64_t upid, const char *heap,
                       const int64_t t[RD_NVIEWS]);
 /* Profiled heap beside the allocator's and the kernel's view. */
 void rep_print_memory(const struct pi_memory *m, int64_t space, int exact);
+/* The OOM kill (when dump `shown` is the one at it) and every memory or
+ * pressure dump of the process, with its number (docs/INCIDENTS.md). */
+void rep_print_incidents(sqlite3 *db, const struct rd_process *p, size_t shown,
+                         int64_t shown_ts);
 /* The trace line of the header, and what it means for the numbers. */
 void rep_print_trace_info(const struct rd_process *p, const struct tr_info *t);
 /* The blocks of h without a known stack, if any. */

@@ -333,7 +333,8 @@ void rep_print_memory(const struct pi_memory *m, int64_t space, int exact)
 {
 	char b[HP_FMT_BYTES_MAX];
 
-	if (!m->have_rss && !m->have_malloc && !m->malloc_foreign)
+	if (!m->have_rss && !m->have_malloc && !m->malloc_foreign &&
+	    !m->cg_source[0])
 		return;
 	printf("  memory of the process at this dump%s:\n",
 	       m->at_exit ? " (read by the process at exit)" : "");
@@ -367,6 +368,89 @@ void rep_print_memory(const struct pi_memory *m, int64_t space, int exact)
 	if (m->have_peak)
 		printf("    %-20s %s\n", "RSS, peak",
 		       hp_fmt_bytes(b, sizeof(b), m->rss_peak));
+	if (m->cg_source[0]) {
+		char l[64];
+		snprintf(l, sizeof(l), "%s", m->cg_source);
+		printf("    %-20s %-12s %s\n", "memory limit",
+		       m->cg_limit ? hp_fmt_bytes(b, sizeof(b), m->cg_limit)
+		                   : "none",
+		       m->cg_limit ? "of its memory cgroup (and ancestors)"
+		                   : "its memory cgroup has none");
+		printf("    %-20s %-12s %s usage%s\n", "cgroup usage",
+		       hp_fmt_bytes(b, sizeof(b), m->cg_usage), l,
+		       ", every process in the cgroup, page cache included");
+		if (m->cg_peak)
+			printf("    %-20s %s\n", "cgroup usage, peak",
+			       hp_fmt_bytes(b, sizeof(b), m->cg_peak));
+	}
+}
+
+/* ---- memory incidents (session_memwatch.c) ------------------------------ */
+
+/* "64.00 MiB of its 64.00 MiB limit", or "64.00 MiB" without a limit. */
+static const char *at_of_limit(char *buf, size_t len, int64_t at, int64_t limit)
+{
+	char a[HP_FMT_BYTES_MAX], l[HP_FMT_BYTES_MAX];
+	if (limit)
+		snprintf(buf, len, "%s of its %s limit",
+		         hp_fmt_bytes_short(a, sizeof(a), at),
+		         hp_fmt_bytes_short(l, sizeof(l), limit));
+	else
+		snprintf(buf, len, "%s", hp_fmt_bytes_short(a, sizeof(a), at));
+	return buf;
+}
+
+/*
+ * What the process's memory dumps say: the OOM kill, when the dump shown
+ * is the one taken at it, and every dump taken because memory got tight
+ * (--memory-dump, --pressure-dumps), with its number for --dump N.
+ */
+void rep_print_incidents(sqlite3 *db, const struct rd_process *p, size_t shown,
+                         int64_t shown_ts)
+{
+	(void)shown_ts;
+	sqlite3_stmt *st = NULL;
+	char b[160];
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT ts, reason FROM heapprof_dump WHERE "
+	                       "upid = ? ORDER BY ts, id",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return;
+	sqlite3_bind_int64(st, 1, p->upid);
+	size_t index = 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		index++;
+		int64_t ts = sqlite3_column_int64(st, 0);
+		const char *r = (const char *)sqlite3_column_text(st, 1);
+		if (!r || (strcmp(r, "memory") && strcmp(r, "pressure") &&
+		           strcmp(r, "oom-kill")))
+			continue;
+		struct pi_memory m;
+		if (pi_load_memory(db, "report", p->upid, ts, &m) < 0)
+			break;
+		int64_t at = m.cg_peak && !strcmp(r, "oom-kill") ? m.cg_peak
+		             : m.have_rss                        ? m.rss
+		                                                 : m.cg_usage;
+		if (!strcmp(r, "oom-kill")) {
+			if (index != shown)
+				continue; /* the last dump: said when shown */
+			printf("  OOM kill       killed by the OOM killer at "
+			       "%s "
+			       "(%s); this dump is its heap at the kill\n",
+			       at_of_limit(b, sizeof(b), at, m.cg_limit),
+			       m.cg_source[0] ? m.cg_source : "cgroup");
+		} else {
+			printf("  %s dump %-3zu%s at +%.3f s: %s %s%s\n",
+			       r[0] == 'm' ? "memory  " : "pressure", index,
+			       index == shown ? " (this one)" : "",
+			       rep_secs(ts - p->start_ts),
+			       m.have_rss ? "RSS" : "cgroup usage",
+			       at_of_limit(b, sizeof(b), at, m.cg_limit),
+			       r[0] == 'm' ? ""
+			                   : "; its cgroup under pressure");
+		}
+	}
+	sqlite3_finalize(st);
 }
 
 /* ---- the event trace (record --trace) ----------------------------------- */

@@ -223,6 +223,9 @@ struct dump_job {
 	struct target *answer;    /* a named snapshot: answered after */
 	char name[HP_SNAPSHOT_NAME_MAX];
 	bool named;
+	/* Its memory cgroup at the dump (target.mw, session_memwatch.c). */
+	int cg_version;
+	uint64_t cg_limit, cg_usage, cg_peak;
 };
 
 static int select_heaps(const struct collector *c, struct snapshot *s);
@@ -269,6 +272,10 @@ static int dump_run(void *arg)
 	/* The process's memory beside the profile: the exit reading lives in
 	 * the first region's header. */
 	snapshot_memory(&j->regs[0], j->pid, j->alive, &s.dump.memory);
+	s.dump.memory.cg_version = j->cg_version;
+	s.dump.memory.cg_limit = j->cg_limit;
+	s.dump.memory.cg_usage = j->cg_usage;
+	s.dump.memory.cg_peak = j->cg_peak;
 	if (j->traced) {
 		/* Before the dump: it marks the process traced in the
 		 * writer, so the dump maps its stacks for the events. */
@@ -1088,6 +1095,12 @@ static int dump_target(struct collector *c, struct target *t,
 	 * ticks; what they hold is read when the writer gets to them. */
 	j->ts = ts ? ts : boottime_ns();
 	j->reason = reason; /* a literal */
+	if (t->mw.checked && t->mw.cg.version) {
+		j->cg_version = t->mw.cg.version;
+		j->cg_limit = t->mw.cg.limit;
+		j->cg_usage = t->mw.last.usage;
+		j->cg_peak = t->mw.last.peak;
+	}
 	if (name) {
 		snprintf(j->name, sizeof(j->name), "%s", name);
 		j->named = true;

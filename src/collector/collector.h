@@ -18,6 +18,23 @@
 #include <sys/types.h>
 
 #include "collector/writeq.h"
+#include "util/memcg.h"
+
+/* A target's memory cgroup as the session watches it (session_memwatch.c):
+ * dumps when its RSS crosses the threshold or the cgroup reports
+ * pressure, and whether the OOM killer killed it. */
+struct memwatch {
+	bool checked; /* the cgroup was looked up (cg.version 0: none) */
+	struct memcg cg;
+	uint64_t threshold; /* RSS that takes a dump; 0: none */
+	bool armed;         /* below it since the last such dump */
+	uint64_t next_ns;   /* the next look (CLOCK_MONOTONIC) */
+	uint64_t last_dump_ns, last_pressure_ns;
+	struct memcg_stat last;    /* the counters at the last look */
+	struct memcg_stat pressed; /* ... at the last pressure dump */
+	uint64_t rss;              /* its RSS at the last look */
+	bool oom_killed; /* the OOM killer's count went up as it died */
+};
 #include "layout/region.h"
 #include "layout/wire_v1.h"
 #include "profile/profile.h"
@@ -133,6 +150,8 @@ struct target {
 	char exe[256], comm[16];
 	char exec_not_followed[256];
 	pid_t children_not_followed;
+	/* Its memory cgroup, as the session watches it. */
+	struct memwatch mw;
 };
 
 /* A connection on the embedded socket whose hello is not complete. */

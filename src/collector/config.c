@@ -23,6 +23,8 @@ void config_defaults(struct session_config *c)
 	c->max_frames = HP_DEFAULT_FRAMES;
 	c->block_timeout_ms = CFG_DEFAULT_BLOCK_MS;
 	c->adaptive_threshold_pct = CFG_DEFAULT_ADAPTIVE_PCT;
+	c->memory_dump_pct = CFG_DEFAULT_MEMORY_PCT;
+	c->pressure_psi_pct = CFG_DEFAULT_PSI_PCT;
 }
 
 void config_free_argv(char **v)
@@ -229,6 +231,16 @@ void config_print(const struct session_config *c, FILE *f)
 	}
 	if (c->dump_at_max)
 		fputs("dump_at_max: true\n", f);
+	if (c->memory_dump_bytes)
+		put_u64(f, "memory_dump_bytes", c->memory_dump_bytes);
+	if (c->memory_dump_pct != CFG_DEFAULT_MEMORY_PCT)
+		put_u64(f, "memory_dump_percent", c->memory_dump_pct);
+	if (c->no_memory_dumps)
+		fputs("no_memory_dumps: true\n", f);
+	if (c->pressure_dumps)
+		fputs("pressure_dumps: true\n", f);
+	if (c->pressure_psi_pct != CFG_DEFAULT_PSI_PCT)
+		put_u64(f, "pressure_psi_percent", c->pressure_psi_pct);
 	if (c->block_client)
 		fputs("block_client: true\n", f);
 	if (c->block_timeout_ms != CFG_DEFAULT_BLOCK_MS)
@@ -304,6 +316,12 @@ bool config_equal(const struct session_config *a,
 	if (a->dump_interval_ms != b->dump_interval_ms ||
 	    a->dump_phase_ms != b->dump_phase_ms ||
 	    a->dump_at_max != b->dump_at_max)
+		return false;
+	if (a->memory_dump_bytes != b->memory_dump_bytes ||
+	    a->memory_dump_pct != b->memory_dump_pct ||
+	    a->no_memory_dumps != b->no_memory_dumps ||
+	    a->pressure_dumps != b->pressure_dumps ||
+	    a->pressure_psi_pct != b->pressure_psi_pct)
 		return false;
 	if (a->block_client != b->block_client ||
 	    a->block_timeout_ms != b->block_timeout_ms ||

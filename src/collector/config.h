@@ -30,6 +30,8 @@
 #define CFG_DEFAULT_INTERVAL     4096u
 #define CFG_DEFAULT_BLOCK_MS     1000u
 #define CFG_DEFAULT_ADAPTIVE_PCT 90u
+#define CFG_DEFAULT_MEMORY_PCT   80u
+#define CFG_DEFAULT_PSI_PCT      10u
 
 struct session_config {
 	/* Sampling and stacks. */
@@ -57,6 +59,17 @@ struct session_config {
 	uint64_t dump_interval_ms; /* 0: no continuous dumps */
 	uint64_t dump_phase_ms;    /* first continuous dump after this */
 	bool dump_at_max;          /* dumps show the state at the peak */
+	/* Memory incidents (session_memwatch.c, docs/INCIDENTS.md): a dump
+	 * when the process's RSS crosses memory_dump_bytes, or without it
+	 * memory_dump_pct of its cgroup's memory limit (default 80); none
+	 * with no_memory_dumps.  pressure_dumps: a dump when its cgroup
+	 * reports pressure (memory.events high/max, v1 failcnt, or PSI some
+	 * avg10 at pressure_psi_pct or more, default 10). */
+	uint64_t memory_dump_bytes;
+	uint32_t memory_dump_pct;
+	bool no_memory_dumps;
+	bool pressure_dumps;
+	uint32_t pressure_psi_pct;
 
 	/* Shared memory. */
 	bool block_client;

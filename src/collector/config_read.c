@@ -73,6 +73,12 @@ static const struct field fields[] = {
         {"trace_mode", F_TRACE_MODE, K_STRING, 0, 0, 0, 0},
         {"trace_buffer_bytes", F_TRACE_BUFFER, K_U64, 0, 0, HP_TRACE_MIN_BYTES,
          HP_TRACE_MAX_BYTES},
+        {"memory_dump_bytes", F_MEMORY_DUMP_BYTES, K_U64, 0, 0, 1,
+         CFG_SHMEM_MAX},
+        {"memory_dump_percent", F_MEMORY_DUMP_PCT, K_U64, 0, 0, 1, 100},
+        {"no_memory_dumps", F_NO_MEMORY_DUMPS, K_BOOL, 0, 0, 0, 0},
+        {"pressure_dumps", F_PRESSURE_DUMPS, K_BOOL, 0, 0, 0, 0},
+        {"pressure_psi_percent", F_PRESSURE_PSI, K_U64, 0, 0, 1, 100},
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
@@ -111,7 +117,8 @@ static int add_cmd(struct parser *ps, struct value *v)
 static int size_field(enum field_id id)
 {
 	return id == F_INTERVAL || id == F_SHMEM || id == F_HEAP_INTERVALS ||
-	       id == F_ADAPTIVE_MAX || id == F_TRACE_BUFFER;
+	       id == F_ADAPTIVE_MAX || id == F_TRACE_BUFFER ||
+	       id == F_MEMORY_DUMP_BYTES;
 }
 
 static int set_field(struct parser *ps, const struct field *f, struct value *v)
@@ -240,6 +247,19 @@ static int set_field(struct parser *ps, const struct field *f, struct value *v)
 	}
 	case F_TRACE_BUFFER:
 		c->trace_bytes = x;
+		return 0;
+	case F_MEMORY_DUMP_BYTES:
+		c->memory_dump_bytes = x;
+		return 0;
+	case F_MEMORY_DUMP_PCT:
+		c->memory_dump_pct = (uint32_t)x;
+		return 0;
+	case F_NO_MEMORY_DUMPS:
+		return cfg_value_bool(ps, v, &c->no_memory_dumps);
+	case F_PRESSURE_DUMPS:
+		return cfg_value_bool(ps, v, &c->pressure_dumps);
+	case F_PRESSURE_PSI:
+		c->pressure_psi_pct = (uint32_t)x;
 		return 0;
 	case F_CONTINUOUS:
 	case F_COUNT:

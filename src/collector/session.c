@@ -143,7 +143,9 @@ static void finish(struct session *s)
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
 		if (!t->retired &&
-		    collector_dump_final(&s->col, t, "end", ts) != 0)
+		    collector_dump_final(&s->col, t,
+		                         session_final_reason(s, t, "end"),
+		                         ts) != 0)
 			s->write_errors++;
 	}
 	session_trace_summary(s);
@@ -517,6 +519,7 @@ int session_run(const struct session_config *cfg, char *const *record_argv)
 	char *record_cmdline = hp_join_args(NULL, -1, record_argv);
 	struct session s = {.cfg = cfg,
 	                    .trace_timeout = -1,
+	                    .mem_timeout = -1,
 	                    .follow_timeout = -1,
 	                    .sfd = -1,
 	                    .end_tfd = -1,

@@ -47,6 +47,7 @@ struct session {
 	bool finished;     /* end dump written, profile closed */
 	int rejected;      /* rejected_concurrent rows written */
 	int trace_timeout; /* ms until the trace wants a turn; -1: never */
+	int mem_timeout;   /* ms until session_memwatch wants one; -1 */
 	struct pollfd *fds;
 	size_t fds_cap;
 
@@ -130,6 +131,14 @@ void session_on_daemon(struct session *s);
 void session_on_signal_daemon(struct session *s,
                               const struct signalfd_siginfo *si);
 bool session_daemon_over(struct session *s);
+
+/* session_memwatch.c: memory dumps and the OOM kill (docs/INCIDENTS.md);
+ * called each turn of the loop, returns ms until it wants the next (-1:
+ * never).  session_final_reason: "oom-kill" for a target the OOM killer
+ * killed (said on stderr), else otherwise (a literal). */
+int session_memwatch(struct session *s);
+const char *session_final_reason(struct session *s, struct target *t,
+                                 const char *otherwise);
 
 /* session_attach.c: record -p/-n of a process the daemon cannot reach
  * (no client, or one that does not catch the signal) or with no daemon:

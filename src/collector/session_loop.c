@@ -235,6 +235,7 @@ void session_event_loop(struct session *s)
 		timeout = min_timeout(timeout, session_reap_disconnected(s));
 		timeout = min_timeout(timeout, s->trace_timeout);
 		timeout = min_timeout(timeout, s->follow_timeout);
+		timeout = min_timeout(timeout, s->mem_timeout);
 		if (s->daemon_mode && s->cfg->nnames && !s->names_startup)
 			timeout = min_timeout(timeout, 100);
 		if (poll(fds, n, timeout) < 0) {
@@ -274,6 +275,7 @@ void session_event_loop(struct session *s)
 		                 session_want_embedded, s);
 		collector_expire(&s->col);
 		trace_turn(s);
+		s->mem_timeout = session_memwatch(s);
 		session_reap_disconnected(s);
 		if (!s->daemon_mode && session_embedded_over(s))
 			s->stopping = true;

@@ -36,7 +36,9 @@ bool session_is_command(const struct session *s, const struct target *t)
  * back as a new image: its last state, then its row ends. */
 void session_finish_gone(struct session *s, struct target *t)
 {
-	if (collector_dump_final(&s->col, t, "disconnect", 0) != 0)
+	if (collector_dump_final(&s->col, t,
+	                         session_final_reason(s, t, "disconnect"),
+	                         0) != 0)
 		s->write_errors++;
 	collector_stop(t);
 	collector_retire(&s->col, t);
@@ -61,7 +63,8 @@ void session_finish_exec(struct session *s, struct target *t)
  * session goes on (--follow-fork): its end dump and its exit status. */
 static void finish_command(struct session *s, struct target *t)
 {
-	if (collector_dump_final(&s->col, t, "end", 0) != 0)
+	if (collector_dump_final(&s->col, t, session_final_reason(s, t, "end"),
+	                         0) != 0)
 		s->write_errors++;
 	collector_stop(t);
 	collector_retire(&s->col, t);

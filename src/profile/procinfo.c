@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "profile/procinfo.h"
@@ -157,6 +158,14 @@ int pi_load_memory(sqlite3 *db, const char *subsys, int64_t upid, int64_t ts,
 			m->m_in_use = v;
 		} else if (!strcmp(n, "malloc_free")) {
 			m->m_free = v;
+		} else if (!strcmp(n, "memory_limit") ||
+		           !strcmp(n, "cgroup_usage") ||
+		           !strcmp(n, "cgroup_peak")) {
+			*(n[0] == 'm'   ? &m->cg_limit
+			  : n[7] == 'u' ? &m->cg_usage
+			                : &m->cg_peak) = v;
+			snprintf(m->cg_source, sizeof(m->cg_source), "%s",
+			         src ? src : "cgroup");
 		}
 	}
 	sqlite3_finalize(st);

@@ -38,6 +38,10 @@ struct pi_memory {
 	int64_t rss, rss_anon, rss_peak, m_system, m_in_use, m_free;
 	unsigned have_rss : 1, have_peak : 1, have_malloc : 1, at_exit : 1;
 	unsigned malloc_foreign : 1;
+	/* Its memory cgroup at the dump ("cgroup v1" or "cgroup v2" in
+	 * cg_source; "" when none was recorded), limit 0: none. */
+	int64_t cg_limit, cg_usage, cg_peak;
+	char cg_source[16];
 };
 
 /* The memory rows of one dump (profiles before this table have none).  0,

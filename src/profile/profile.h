@@ -66,6 +66,10 @@ struct prof_memory {
 	uint64_t rss, rss_anon, rss_file, rss_shmem, rss_peak;
 	/* glibc mallinfo2() at exit: held from the OS, in use, free. */
 	uint64_t malloc_system, malloc_in_use, malloc_free;
+	/* Its memory cgroup (session_memwatch.c): version 1 or 2 (0: none
+	 * known), the limit (0: none), its usage and peak. */
+	int cg_version;
+	uint64_t cg_limit, cg_usage, cg_peak;
 };
 
 /* A live block of a snapshot (prof_dump.blocks). */

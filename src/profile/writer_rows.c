@@ -321,6 +321,16 @@ static int write_memory(struct profile *p, int64_t upid,
 	if (!err && m->have_malloc)
 		err = write_memory_row(p, upid, d->ts_ns, "malloc_free",
 		                       m->malloc_free, "exit");
+	const char *cg = m->cg_version == 2 ? "cgroup v2" : "cgroup v1";
+	if (!err && m->cg_version && m->cg_limit)
+		err = write_memory_row(p, upid, d->ts_ns, "memory_limit",
+		                       m->cg_limit, cg);
+	if (!err && m->cg_version)
+		err = write_memory_row(p, upid, d->ts_ns, "cgroup_usage",
+		                       m->cg_usage, cg);
+	if (!err && m->cg_version && m->cg_peak)
+		err = write_memory_row(p, upid, d->ts_ns, "cgroup_peak",
+		                       m->cg_peak, cg);
 	return err;
 }
 
