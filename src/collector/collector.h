@@ -33,7 +33,9 @@ struct memwatch {
 	struct memcg_stat last;    /* the counters at the last look */
 	struct memcg_stat pressed; /* ... at the last pressure dump */
 	uint64_t rss;              /* its RSS at the last look */
-	bool oom_killed; /* the OOM killer's count went up as it died */
+	bool oom_killed;      /* the OOM killer's count went up as it died */
+	uint64_t oom_base;    /* its cgroup's OOM kills not owed to it */
+	uint64_t oom_rise_ns; /* when the count rose above oom_base; 0 */
 };
 #include "layout/region.h"
 #include "layout/wire_v1.h"

@@ -27,6 +27,7 @@
 #define MEMWATCH_MS     100
 #define MEMORY_GAP_MS   1000
 #define PRESSURE_GAP_MS 5000
+#define OOM_GRACE_MS    1000
 
 static uint64_t now_ns(void)
 {
@@ -66,6 +67,8 @@ static void find_cgroup(struct session *s, struct target *t, bool first)
 	if (cg.version)
 		memcg_read(&w->cg, &w->last);
 	w->pressed = w->last; /* only counts that go up from now matter */
+	w->oom_base = w->last.oom_kill;
+	w->oom_rise_ns = 0;
 	w->threshold = threshold_of(s->cfg, w);
 	w->armed = true;
 	if (w->threshold) {
@@ -94,10 +97,19 @@ static void look(struct session *s, struct target *t, uint64_t now)
 	struct memcg_stat cs;
 	bool have_cg = w->cg.version && memcg_read(&w->cg, &cs) == 0;
 	if (have_cg) {
-		if (cs.oom_kill > w->last.oom_kill && !proc_alive(t->pid))
-			w->oom_killed = true; /* keep it for the last dump */
-		if (!w->oom_killed)
-			w->last = cs;
+		/* The count goes up as the OOM killer picks its victim,
+		 * before the victim is gone: a rise is taken for someone
+		 * else's only once the target outlived it by OOM_GRACE_MS. */
+		if (cs.oom_kill > w->oom_base) {
+			if (!w->oom_rise_ns)
+				w->oom_rise_ns = now;
+			else if (now >
+			         w->oom_rise_ns + OOM_GRACE_MS * 1000000ull) {
+				w->oom_base = cs.oom_kill;
+				w->oom_rise_ns = 0;
+			}
+		}
+		w->last = cs;
 	}
 	char b[HP_FMT_BYTES_MAX], l[HP_FMT_BYTES_MAX];
 	if (w->threshold) {
@@ -159,9 +171,10 @@ int session_memwatch(struct session *s)
 			t->mw.checked = true;
 			find_cgroup(s, t, true);
 		}
-		if (!t->mw.threshold &&
-		    !(t->mw.cg.version &&
-		      (s->cfg->pressure_dumps || !s->cfg->no_memory_dumps)))
+		/* In no memory cgroup (and none to move to): nothing to
+		 * watch.  Else its counters are followed for the OOM kill
+		 * even with --no-memory-dumps. */
+		if (!t->mw.threshold && !t->mw.cg.version)
 			continue;
 		if (now >= t->mw.next_ns) {
 			look(s, t, now);
@@ -183,7 +196,7 @@ const char *session_final_reason(struct session *s, struct target *t,
 		return otherwise;
 	struct memcg_stat cs;
 	if (memcg_read(&w->cg, &cs) == 0) {
-		if (cs.oom_kill > w->last.oom_kill && !proc_alive(t->pid))
+		if (cs.oom_kill > w->oom_base && !proc_alive(t->pid))
 			w->oom_killed = true;
 		if (w->oom_killed && cs.peak)
 			w->last.peak = cs.peak; /* its usage at the kill */
