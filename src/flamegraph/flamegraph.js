@@ -390,7 +390,14 @@
       row('malloc free, kept', 'malloc_free', 'glibc mallinfo2 at exit: freed but kept by the allocator');
       row('RSS, anonymous', 'rss_anon', 'resident private memory of the process (heap, stacks, ...)');
       row('RSS, total', 'rss', "resident memory, also code, files and heapprof's shared tables");
+      row('memory limit', 'memory_limit', "its memory cgroup's limit (the lowest of its and its ancestors')");
+      row('cgroup usage', 'cgroup_usage', 'its memory cgroup: every process in it, page cache included');
+      row('cgroup usage, peak', 'cgroup_peak', 'its memory cgroup: the highest usage so far');
     }
+    if (d && d.reason === 'oom-kill')
+      h += '<tr class="mem"><td colspan="2">killed by the OOM killer: this dump is its heap at the kill</td></tr>';
+    else if (d && (d.reason === 'memory' || d.reason === 'pressure'))
+      h += '<tr class="mem"><td colspan="2">taken because memory got tight (' + esc(d.reason) + ')</td></tr>';
     h += '</table>';
     el.innerHTML = h;
   }
