@@ -379,7 +379,11 @@ static int judge(const struct ck_rule *r, const struct ck_est *e,
 		             k * ck_unseen(base, r->v, z),
 		             ck_unseen(e, r->v, z), r->pct ? 0 : r->limit, c);
 	}
-	if (e->iv > 1 || (r->grows && base->iv > 1))
+	if (!r->grows && e->iv > 1 && e->v <= 0)
+		/* Nothing sampled: no sigma, only ck_unseen's bound. */
+		snprintf(unc, sizeof(unc), ", nothing sampled at %g%% (z %.2f)",
+		         c * 100, z);
+	else if (e->iv > 1 || (r->grows && base->iv > 1))
 		snprintf(unc, sizeof(unc), " +- %s at %g%% (z %.2f)",
 		         fmt_amount(u, sizeof(u), r, z * sigma), c * 100, z);
 	else
