@@ -32,6 +32,10 @@ static void usage(FILE *f)
 	      "  diff A B | FILE --dumps N,M [-o OUT.pb.gz]\n"
 	      "                 call stacks that grew or shrank between two "
 	      "profiles or dumps\n"
+	      "  check FILE [--baseline OLD.db] RULE... [-f RULES] [--junit "
+	      "OUT.xml]\n"
+	      "                 a memory gate for CI: exit 1 when a rule "
+	      "fails\n"
 	      "  symbolize FILE add source lines and inlined frames "
 	      "(HEAPPROF_BINARY_PATH)\n"
 	      "  sql FILE [QUERY] [--csv]\n"
@@ -75,6 +79,8 @@ int main(int argc, char **argv)
 		return cmd_pprof(argc - 1, argv + 1);
 	if (!strcmp(cmd, "diff"))
 		return cmd_diff(argc - 1, argv + 1);
+	if (!strcmp(cmd, "check"))
+		return cmd_check(argc - 1, argv + 1);
 	if (!strcmp(cmd, "symbolize"))
 		return cmd_symbolize(argc - 1, argv + 1);
 	if (!strcmp(cmd, "flamegraph"))
@@ -96,8 +102,9 @@ int main(int argc, char **argv)
 	}
 	/* One line, as every other error: the usage would bury it. */
 	static const char *const commands[] = {
-	        "record",     "report", "sql",  "pprof",    "diff", "symbolize",
-	        "flamegraph", "daemon", "dump", "snapshot", "help", "version"};
+	        "record",   "report",    "sql",        "pprof",  "diff",
+	        "check",    "symbolize", "flamegraph", "daemon", "dump",
+	        "snapshot", "help",      "version"};
 	const char *near = hp_suggest(cmd, commands,
 	                              sizeof(commands) / sizeof(commands[0]));
 	fprintf(stderr,
