@@ -196,7 +196,7 @@ const char *session_final_reason(struct session *s, struct target *t,
 		return otherwise;
 	struct memcg_stat cs;
 	if (memcg_read(&w->cg, &cs) == 0) {
-		if (cs.oom_kill > w->oom_base && !proc_alive(t->pid))
+		if (cs.oom_kill > w->oom_base && proc_exiting(t->pid))
 			w->oom_killed = true;
 		if (w->oom_killed && cs.peak)
 			w->last.peak = cs.peak; /* its usage at the kill */

@@ -100,6 +100,8 @@ int proc_stat(pid_t pid, struct proc_stat *st)
 			st->state = tok[0];
 		else if (field == 4)
 			st->ppid = (pid_t)atoi(tok);
+		else if (field == 9)
+			st->flags = (unsigned)strtoul(tok, NULL, 10);
 		else if (field == 22) {
 			st->start_time = strtoull(tok, NULL, 10);
 			return 0;
@@ -113,6 +115,13 @@ bool proc_alive(pid_t pid)
 {
 	struct proc_stat st;
 	return !proc_stat(pid, &st) && st.state != 'Z' && st.state != 'X';
+}
+
+bool proc_exiting(pid_t pid)
+{
+	struct proc_stat st;
+	return proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X' ||
+	       (st.flags & 0x4u);
 }
 
 pid_t proc_ppid(pid_t pid)

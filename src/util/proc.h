@@ -27,12 +27,17 @@
 struct proc_stat {
 	char state;          /* field 3: R, S, D, Z (zombie), X (dead)... */
 	pid_t ppid;          /* field 4 */
+	unsigned flags;      /* field 9: PF_* (0x4 PF_EXITING) */
 	uint64_t start_time; /* field 22: clock ticks after boot; with the pid
 	                        it names one process across pid reuse */
 };
 int proc_stat(pid_t pid, struct proc_stat *st);
 /* Whether pid runs: its stat is there and it is no zombie (Z, X). */
 bool proc_alive(pid_t pid);
+/* Whether pid is gone or on its way out: no stat, a zombie, or exiting
+ * (PF_EXITING: its descriptors may already be closed while it is not a
+ * zombie yet). */
+bool proc_exiting(pid_t pid);
 /* The parent's pid from stat, or -1 (errno set) if unknown. */
 pid_t proc_ppid(pid_t pid);
 
