@@ -12,5 +12,6 @@ int cmd_flamegraph(int argc, char **argv);
 int cmd_daemon(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif
