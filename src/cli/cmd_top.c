@@ -44,6 +44,9 @@
 
 /* How long our own session may take to attach and show its region. */
 #define OWN_SESSION_WAIT_MS 30000
+/* How long a process whose region stopped may take to be gone, for
+ * "exited" rather than "not profiled any more". */
+#define EXIT_GRACE_MS 1000
 /* How long its record may take to end after SIGINT before SIGKILL. */
 #define OWN_SESSION_END_MS 20000
 
@@ -719,6 +722,18 @@ static bool wait_until(struct screen *sc, uint64_t deadline)
 	}
 }
 
+/* Whether pid is gone or going: an exiting process's client marks its
+ * region stopped a moment before the process is a zombie. */
+static bool exiting(pid_t pid)
+{
+	for (int i = 0; i < EXIT_GRACE_MS / 20; i++) {
+		if (!proc_alive(pid))
+			return true;
+		poll(NULL, 0, 20);
+	}
+	return !proc_alive(pid);
+}
+
 /* The process named -n: a profiled one first (as snapshot -n), else
  * the one process of ours of that name.  0, or -1 with the reason
  * printed. */
@@ -751,11 +766,10 @@ static int start_own(struct screen *sc, struct own_session *own, char *why,
 	if (own_start(own, sc->pid, sc->o->interval))
 		return -1;
 	sc->own = true;
-	if (!sc->tty)
-		fprintf(stderr,
-		        "heapprof: top: pid %d is not profiled: started "
-		        "'heapprof record -p %d' (ended when top quits)\n",
-		        (int)sc->pid, (int)sc->pid);
+	fprintf(stderr,
+	        "heapprof: top: pid %d is not profiled: started "
+	        "'heapprof record -p %d' (ended when top quits)\n",
+	        (int)sc->pid, (int)sc->pid);
 	uint64_t until = now_ns() + OWN_SESSION_WAIT_MS * 1000000ull;
 	for (;;) {
 		int err = refresh(sc, why, len);
@@ -850,7 +864,7 @@ static int run(const struct top_opts *o)
 			gone = "out of memory";
 			break;
 		}
-		if (err && !proc_alive(sc.pid)) {
+		if (err && exiting(sc.pid)) {
 			gone = "exited";
 			rc = 0;
 			break;

@@ -3,9 +3,9 @@
 # grow_here() steadily (grow) or allocates a known amount and waits
 # (fixed).  In a real terminal (tmux, 200x50): top of an unprofiled
 # top_grow starts its own session, shows grow_here at the top within 2 s
-# of its first screen, and its keys work (view, sort, pause, help, q: the
-# terminal restored, exit status 0, its session ended, its temporary
-# profile removed).  As plain text (--once, --iterations): the header
+# of its first screen, and its keys work (view, sort, pause, help; q and
+# Ctrl-C: the terminal restored, exit status 0, its session ended, its
+# temporary profile removed).  As plain text (--once, --iterations): the header
 # lines, the function at the top and the exact totals at -i 1 of a fixed
 # top_grow recorded by `record -- CMD` (reading beside it); the message
 # and cleanup of its own session; errors in one line.
@@ -21,7 +21,8 @@ export TMPDIR="$W/tmp"
 mkdir -p "$TMPDIR"
 
 # start_grow TAG MODE [record ARGS...]: top_grow MODE in the background
-# (under `heapprof record ARGS -- ` when given) until it is ready: GPID.
+# (under `heapprof record ARGS -- ` when given) until it is ready: GPID;
+# BGPID the background job (record, or top_grow).
 start_grow() {
 	local tag=$1 mode=$2
 	shift 2
@@ -34,7 +35,8 @@ start_grow() {
 		timeout -k 5 120 "$PROGS/top_grow" "$mode" "$W/$tag.ready" \
 			>"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null &
 	fi
-	TPIDS="$TPIDS $!"
+	BGPID=$!
+	TPIDS="$TPIDS $BGPID"
 	GPID=""
 	wait_until 30 "$tag ready" test -s "$W/$tag.ready" || return 1
 	GPID=$(sed -n 's/^pid //p' "$W/$tag.ready")
@@ -58,7 +60,8 @@ wait_ms() {
 }
 
 no_tmp_left() {
-	assert_eq "" "$(ls -A "$TMPDIR")" "top's temporary directory removed"
+	assert_eq "" "$(ls -A "$TMPDIR" | grep '^heapprof-top\.')" \
+		"top's temporary directory removed"
 }
 
 # ---------------------------------------------------------------------------
@@ -103,7 +106,8 @@ if [ -n "$GPID" ]; then
 	assert_match 'alloc rate  0 B/s, 0 objects/s' "$(cat "$T_DIR/o3.out")" \
 		"the second refresh's rate"
 	kill -TERM "$GPID"
-	wait_until 30 "record f1 to end" sh -c "! kill -0 $GPID 2>/dev/null"
+	wait_pid_bounded 30 "$BGPID"
+	assert_eq 0 "$WAIT_RC" "record of top_grow: $(tail -n 2 "$T_DIR/f1.err")"
 fi
 no_tmp_left
 
@@ -133,17 +137,21 @@ first_row() { screen | grep -A1 'FUNCTION <- CALLERS' | sed -n 2p; }
 grow_first() { first_row | grep -q '%  grow_here <- main'; }
 space_line() { screen | grep -E '^space '; }
 if [ -n "$GPID" ] && command -v tmux >/dev/null; then
+	# top twice: ended by q, then by Ctrl-C.
 	cat >"$W/run_top.sh" <<EOF
-s1=\$(stty -g)
-"$HP" top -p $GPID
-rc=\$?
-s2=\$(stty -g)
-[ "\$s1" = "\$s2" ] && same=yes || same=no
-echo "rc=\$rc stty=\$same" >"$W/top.done"
-echo "after top"
+for run in 1 2; do
+	s1=\$(stty -g)
+	"$HP" top -p $GPID
+	rc=\$?
+	s2=\$(stty -g)
+	[ "\$s1" = "\$s2" ] && same=yes || same=no
+	echo "rc=\$rc stty=\$same" >"$W/top\$run.done"
+	echo "after top \$run"
+	while [ ! -e "$W/go\$run" ]; do sleep 0.05; done
+done
 exec sleep 120
 EOF
-	rm -f "$W/top.done"
+	rm -f "$W/top1.done" "$W/top2.done" "$W/go1" "$W/go2"
 	tm new-session -d -x 200 -y 50 -s top \
 		"env TMPDIR=$TMPDIR XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR bash --norc --noprofile $W/run_top.sh" ||
 		t_fail "tmux new-session"
@@ -178,12 +186,22 @@ EOF
 	changed() { [ "$(space_line)" != "$a" ] && ! on_screen PAUSED; }
 	wait_ms 3000 "the numbers moving again" changed
 	tm send-keys -t top q
-	wait_until 30 "top to quit" test -s "$W/top.done"
-	assert_eq "rc=0 stty=yes" "$(cat "$W/top.done")" "exit status 0, terminal modes restored"
-	wait_until 5 "the shell's line after top" on_screen '^after top'
+	wait_until 30 "top to quit" test -s "$W/top1.done"
+	assert_eq "rc=0 stty=yes" "$(cat "$W/top1.done")" "q: exit status 0, terminal modes restored"
+	wait_until 5 "the shell's line after top" on_screen '^after top 1'
 	! on_screen '^heapprof top - pid' || t_fail "top's screen left behind (alternate screen not left)"
 	assert_eq "" "$(pgrep -f "record -p $GPID -o")" "top's record ended"
 	no_tmp_left
+	touch "$W/go1"
+	wait_until 30 "top's second screen" grow_first
+	tm send-keys -t top C-c
+	wait_until 30 "top to end on Ctrl-C" test -s "$W/top2.done"
+	assert_eq "rc=0 stty=yes" "$(cat "$W/top2.done")" "Ctrl-C: exit status 0, terminal modes restored"
+	wait_until 5 "the shell's line after top" on_screen '^after top 2'
+	! on_screen '^heapprof top - pid' || t_fail "top's screen left behind after Ctrl-C"
+	assert_eq "" "$(pgrep -f "record -p $GPID -o")" "top's record ended after Ctrl-C"
+	no_tmp_left
+	touch "$W/go2"
 	tm kill-server 2>/dev/null
 elif [ -n "$GPID" ]; then
 	t_skip "tmux is missing"
@@ -195,7 +213,7 @@ if [ -n "$GPID" ]; then
 		2>"$T_DIR/x1.err" </dev/null &
 	TOPPID=$!
 	TPIDS="$TPIDS $TOPPID"
-	wait_until 30 "top's first refresh" grep -q '^heapprof top - pid' "$T_DIR/x1.out"
+	wait_until 30 "top's first refresh" grep -qs '^heapprof top - pid' "$T_DIR/x1.out"
 	kill -TERM "$GPID"
 	wait_pid_bounded 30 "$TOPPID"
 	assert_eq 0 "$WAIT_RC" "top's status: $(head -c 300 "$T_DIR/x1.err")"
@@ -212,7 +230,7 @@ if [ -n "$GPID" ]; then
 		2>"$T_DIR/t1.err" </dev/null &
 	TOPPID=$!
 	TPIDS="$TPIDS $TOPPID"
-	wait_until 30 "top's first refresh" grep -q '^heapprof top - pid' "$T_DIR/t1.out"
+	wait_until 30 "top's first refresh" grep -qs '^heapprof top - pid' "$T_DIR/t1.out"
 	kill -TERM "$TOPPID"
 	wait_pid_bounded 30 "$TOPPID"
 	assert_eq 0 "$WAIT_RC" "top's status after SIGTERM"
