@@ -517,12 +517,13 @@ static void show_help(struct screen *sc)
 	         "second");
 	line(sc, "  p        pause (the numbers stay as they are) or go on");
 	line(sc, "  q        quit (also Ctrl-C)");
-	line(sc, "  h        this help; any key goes back");
+	line(sc, "  h        this help; any other key goes back");
 	line(sc, "%s", "");
 	line(sc, "space: live bytes; objects: live blocks; alloc_space, "
 	         "alloc_objects: allocated");
-	line(sc, "since profiling started. RATE/s: the change per second "
-	         "since the last refresh.");
+	line(sc, "since profiling started. SPACE/s (and so on): the change "
+	         "per second since the");
+	line(sc, "last refresh. %%: the share of the total.");
 }
 
 static void show(struct screen *sc)
@@ -544,8 +545,7 @@ static void show(struct screen *sc)
 	snprintf(every, sizeof(every), "%.1f s", (double)sc->o->delay_ns / 1e9);
 	line(sc, "heapprof top - pid %d (%s) - every %s - %s%s", (int)sc->pid,
 	     sc->comm, every,
-	     sc->own ? "top's own session (heapprof record -p), ended when "
-	               "top quits"
+	     sc->own ? "top's own session, ended when top quits"
 	             : "reading beside its heapprof session",
 	     sc->paused ? " - PAUSED" : "");
 	if (t->interval <= 1)
@@ -662,15 +662,15 @@ static int refresh(struct screen *sc, char *why, size_t len)
 /* A key typed on the terminal.  Whether to redraw now. */
 static bool key(struct screen *sc, int ch)
 {
+	if (ch == 'q' || ch == 'Q') {
+		got_quit = -1;
+		return false;
+	}
 	if (sc->help) {
 		sc->help = false;
 		return true;
 	}
 	switch (ch) {
-	case 'q':
-	case 'Q':
-		got_quit = -1;
-		return false;
 	case 'v':
 		sc->view = (enum top_view)((sc->view + 1) % TOP_NVIEWS);
 		return true;

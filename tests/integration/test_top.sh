@@ -20,6 +20,12 @@ t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/top_grow"
 export TMPDIR="$W/tmp"
 mkdir -p "$TMPDIR"
 
+# top_grow under a name of this run's own (its command name), so that
+# -n finds only our processes even when another run of this test is going.
+TGNAME="topg$$"
+TG="$W/$TGNAME"
+cp "$PROGS/top_grow" "$TG" || t_fail "copying top_grow"
+
 # start_grow TAG MODE [record ARGS...]: top_grow MODE in the background
 # (under `heapprof record ARGS -- ` when given) until it is ready: GPID;
 # BGPID the background job (record, or top_grow).
@@ -29,10 +35,10 @@ start_grow() {
 	rm -f "$W/$tag.ready"
 	if [ $# -gt 0 ]; then
 		timeout -k 5 120 "$HP" record "$@" -o "$W/$tag.db" -- \
-			"$PROGS/top_grow" "$mode" "$W/$tag.ready" \
+			"$TG" "$mode" "$W/$tag.ready" \
 			>"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null &
 	else
-		timeout -k 5 120 "$PROGS/top_grow" "$mode" "$W/$tag.ready" \
+		timeout -k 5 120 "$TG" "$mode" "$W/$tag.ready" \
 			>"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null &
 	fi
 	BGPID=$!
@@ -72,7 +78,7 @@ if [ -n "$GPID" ]; then
 	assert_eq 0 "$CMD_RC" "top --once status: $(head -c 300 "$T_DIR/o1.err")"
 	assert_eq "" "$(cat "$T_DIR/o1.err")" "nothing on stderr"
 	out=$(cat "$T_DIR/o1.out")
-	assert_eq "heapprof top - pid $GPID (top_grow) - every 1.0 s - reading beside its heapprof session" \
+	assert_eq "heapprof top - pid $GPID ($TGNAME) - every 1.0 s - reading beside its heapprof session" \
 		"$(sed -n 1p "$T_DIR/o1.out")" "header"
 	assert_eq "interval   every allocation (exact)" "$(sed -n 2p "$T_DIR/o1.out")" \
 		"interval line"
@@ -92,7 +98,10 @@ if [ -n "$GPID" ]; then
 		"$(sed -n 11p "$T_DIR/o1.out")" "temp_here: nothing live"
 	assert_eq 12 "$(wc -l <"$T_DIR/o1.out" | tr -d ' ')" "lines (the last one empty)"
 
-	hp_cmd o2 top -p "$GPID" --once --view alloc_objects --top 1
+	hp_cmd o2 top -n "$TGNAME" --once --view alloc_objects --top 1
+	assert_eq 0 "$CMD_RC" "top -n status: $(head -c 300 "$T_DIR/o2.err")"
+	assert_match "^heapprof top - pid $GPID \($TGNAME\)" "$(head -n 1 "$T_DIR/o2.out")" \
+		"-n NAME finds the process"
 	assert_eq "view: alloc_objects   sort: value" "$(sed -n 8p "$T_DIR/o2.out")" \
 		"--view alloc_objects"
 	assert_match '^ +10 +- +66\.7% +keep_here <- main' "$(sed -n 10p "$T_DIR/o2.out")" \
@@ -118,7 +127,7 @@ if [ -n "$GPID" ]; then
 	assert_eq 0 "$CMD_RC" "status: $(head -c 300 "$T_DIR/i1.err")"
 	assert_eq "heapprof: top: pid $GPID is not profiled: started 'heapprof record -p $GPID' (ended when top quits)" \
 		"$(cat "$T_DIR/i1.err")" "the one line on stderr"
-	assert_match "^heapprof top - pid $GPID \(top_grow\) - every 0\.5 s - top's own session" \
+	assert_match "^heapprof top - pid $GPID \($TGNAME\) - every 0\.5 s - top's own session" \
 		"$(head -n 1 "$T_DIR/i1.out")" "header says top's own session"
 	last=$(grep -A1 'FUNCTION <- CALLERS' "$T_DIR/i1.out" | tail -n 1)
 	assert_match '%  grow_here <- main' "$last" "grow_here at the top of the last refresh"
@@ -217,7 +226,7 @@ if [ -n "$GPID" ]; then
 	kill -TERM "$GPID"
 	wait_pid_bounded 30 "$TOPPID"
 	assert_eq 0 "$WAIT_RC" "top's status: $(head -c 300 "$T_DIR/x1.err")"
-	assert_eq "heapprof top: pid $GPID (top_grow) exited" "$(tail -n 1 "$T_DIR/x1.out")" \
+	assert_eq "heapprof top: pid $GPID ($TGNAME) exited" "$(tail -n 1 "$T_DIR/x1.out")" \
 		"top says the process exited"
 	assert_eq "" "$(pgrep -f "record -p $GPID -o")" "top's record ended"
 	no_tmp_left
