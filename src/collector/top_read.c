@@ -90,17 +90,17 @@ static int intern(struct top_reader *r, const char *name, uint32_t *out)
 	return 0;
 }
 
-/* FNV-1a over the modules' addresses and paths: a module loaded or
- * unloaded since the last reading invalidates the names by address. */
+/* FNV-1a over the modules (their addresses a word at a time): a module
+ * loaded or unloaded since the last reading invalidates the names by
+ * address. */
 static uint64_t modules_hash(const struct prof_dump *d)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (size_t i = 0; i < d->nmodules; i++) {
 		const struct prof_module *m = &d->modules[i];
 		uint64_t v[3] = {m->start, m->end, m->base};
-		const unsigned char *b = (const unsigned char *)v;
-		for (size_t k = 0; k < sizeof(v); k++)
-			h = (h ^ b[k]) * 1099511628211ull;
+		for (size_t k = 0; k < 3; k++)
+			h = (h ^ v[k]) * 1099511628211ull;
 		for (const char *p = m->path; *p; p++)
 			h = (h ^ (unsigned char)*p) * 1099511628211ull;
 	}
