@@ -196,7 +196,7 @@ static int parse_args(int argc, char **argv, struct top_opts *o)
 	return 0;
 }
 
-/* ---- signals and the terminal ------------------------------------------- */
+/* ---- signals and the terminal -------------------------------------------- */
 
 static volatile sig_atomic_t got_quit, got_winch;
 static struct termios saved_tio;
@@ -266,8 +266,7 @@ static uint64_t now_ns(void)
 	return hp_clock_ns(CLOCK_MONOTONIC);
 }
 
-/* ---- our own session ------------------------------------------------------
- */
+/* ---- our own session ----------------------------------------------------- */
 
 struct own_session {
 	pid_t child; /* heapprof record; 0: none */
@@ -390,8 +389,7 @@ static void own_end(struct own_session *s)
 	s->dir[0] = '\0';
 }
 
-/* ---- what is shown ---------------------------------------------------------
- */
+/* ---- what is shown ------------------------------------------------------- */
 
 struct screen {
 	const struct top_opts *o;
@@ -639,8 +637,7 @@ end:
 	fflush(stdout);
 }
 
-/* ---- the loop
- * ---------------------------------------------------------------- */
+/* ---- the loop ------------------------------------------------------------ */
 
 /* A new reading into sc->cur (the last one becomes prev).  0; -1 with why
  * when the process cannot be read; -ENOMEM. */

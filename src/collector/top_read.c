@@ -233,8 +233,7 @@ static void memory_limit(pid_t pid, struct top_reading *t)
 		t->limit_src = v2_max;
 }
 
-/* ---- a reading ------------------------------------------------------------
- */
+/* ---- a reading ----------------------------------------------------------- */
 
 int64_t top_value(const struct top_counts *c, enum top_view v)
 {

@@ -5,10 +5,11 @@
 # top_grow starts its own session, shows grow_here at the top within 2 s
 # of its first screen, and its keys work (view, sort, pause, help; q and
 # Ctrl-C: the terminal restored, exit status 0, its session ended, its
-# temporary profile removed).  As plain text (--once, --iterations): the header
-# lines, the function at the top and the exact totals at -i 1 of a fixed
-# top_grow recorded by `record -- CMD` (reading beside it); the message
-# and cleanup of its own session; errors in one line.
+# temporary profile removed).  As plain text (--once, --iterations): the
+# header lines, the function at the top and the exact totals at -i 1 of a
+# fixed top_grow recorded by `record -- CMD` (reading beside it); beside a
+# `record -p` session; the message and cleanup of its own session; the
+# target exiting; SIGTERM; errors in one line.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
@@ -134,6 +135,28 @@ if [ -n "$GPID" ]; then
 	assert_match 'alloc rate  [0-9.]+ MiB/s' "$(cat "$T_DIR/i1.out")" "an allocation rate in MiB/s"
 	kill -0 "$GPID" 2>/dev/null || t_fail "top_grow did not survive top's session"
 	assert_eq "" "$(pgrep -f "record -p $GPID -o")" "top's record ended"
+	no_tmp_left
+fi
+
+t_begin "top --once beside a record -p session"
+if [ -n "$GPID" ]; then
+	timeout -k 5 120 "$HP" record -p "$GPID" -o "$W/p1.db" \
+		>"$T_DIR/p1.out" 2>"$T_DIR/p1.err" </dev/null &
+	RECPID=$!
+	TPIDS="$TPIDS $RECPID"
+	# Attached first: else top would start a session of its own.
+	wait_until 30 "record -p to attach" grep -qs ': profiling' "$T_DIR/p1.err"
+	beside_ok() {
+		"$HP" top -p "$GPID" --once >"$T_DIR/p1top.out" 2>"$T_DIR/p1top.err" &&
+			grep -q 'reading beside its heapprof session' "$T_DIR/p1top.out" &&
+			grep -A1 'FUNCTION <- CALLERS' "$T_DIR/p1top.out" | grep -q '%  grow_here <- main'
+	}
+	wait_until 30 "top reading beside record -p with grow_here at the top" beside_ok
+	assert_eq "" "$(cat "$T_DIR/p1top.err")" "nothing on stderr (no session of top's own)"
+	kill -INT "$RECPID"
+	wait_pid_bounded 30 "$RECPID"
+	assert_eq 0 "$WAIT_RC" "record -p: $(tail -n 2 "$T_DIR/p1.err")"
+	kill -0 "$GPID" 2>/dev/null || t_fail "top_grow did not survive"
 	no_tmp_left
 fi
 
