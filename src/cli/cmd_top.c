@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -222,6 +223,9 @@ static void set_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	/* A reader of our text gone (top | head): we end, and end our
+	 * session, rather than die with it running. */
+	sigaction(SIGPIPE, &sa, NULL);
 	sa.sa_handler = on_winch;
 	sigaction(SIGWINCH, &sa, NULL);
 }
@@ -295,6 +299,7 @@ static int own_start(struct own_session *s, pid_t pid, const char *interval)
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
 	fflush(stdout);
 	fflush(stderr);
+	pid_t me = getpid();
 	s->child = fork();
 	if (s->child < 0) {
 		hp_err(SUBSYS, "fork: %s", strerror(errno));
@@ -303,6 +308,9 @@ static int own_start(struct own_session *s, pid_t pid, const char *interval)
 	}
 	if (s->child == 0) {
 		setpgid(0, 0);
+		/* top killed (SIGKILL): the session ends all the same. */
+		if (prctl(PR_SET_PDEATHSIG, SIGINT) < 0 || getppid() != me)
+			_exit(127);
 		int in = open("/dev/null", O_RDONLY);
 		int out = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		if (in < 0 || out < 0)
