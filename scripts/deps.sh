@@ -9,7 +9,8 @@
 #                           pkg-config (a program is built against an
 #                           installed heapprof.pc), libc6-i386 (a 32-bit
 #                           program's loader), heaptrack and git
-#                           (allocation counts compared with heaptrack's)
+#                           (allocation counts compared with heaptrack's),
+#                           tmux (a terminal for heapprof top)
 #   scripts/deps.sh --lint  also clang-tidy 14 and cppcheck (make lint)
 #   scripts/deps.sh --fuzz  also clang and libFuzzer (make fuzz)
 set -e
@@ -40,6 +41,8 @@ if [ "${1:-}" = --test ]; then
 	# Rust programs built and profiled (test_names.sh, test_startup.sh:
 	# Debian's rustc, whatever else PATH may find first)
 	[ -x /usr/bin/rustc ] || need="$need rustc"
+	# heapprof top driven in a terminal (test_top.sh)
+	command -v tmux >/dev/null 2>&1 || need="$need tmux"
 	# a 32-bit program started by a profiled one (test_hostile.sh)
 	[ "$(uname -m)" != x86_64 ] || [ -e /lib/ld-linux.so.2 ] ||
 		need="$need libc6-i386"

@@ -13,5 +13,6 @@ int cmd_daemon(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

@@ -49,6 +49,8 @@ static void usage(FILE *f)
 	      "                 every live block of a profiled process, now;\n"
 	      "                 --list FILE / --name NAME FILE: named "
 	      "snapshots\n"
+	      "  top -p PID | -n NAME [-d SECONDS] [--once | --iterations N]\n"
+	      "                 a live view of a process's heap, like top\n"
 	      "  help           this text\n"
 	      "  version        print the version\n"
 	      "\n"
@@ -91,6 +93,8 @@ int main(int argc, char **argv)
 		return cmd_dump(argc - 1, argv + 1);
 	if (!strcmp(cmd, "snapshot"))
 		return cmd_snapshot(argc - 1, argv + 1);
+	if (!strcmp(cmd, "top"))
+		return cmd_top(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
 	    !strcmp(cmd, "-h")) {
 		usage(stdout);
@@ -104,7 +108,7 @@ int main(int argc, char **argv)
 	static const char *const commands[] = {
 	        "record",   "report",    "sql",        "pprof",  "diff",
 	        "check",    "symbolize", "flamegraph", "daemon", "dump",
-	        "snapshot", "help",      "version"};
+	        "snapshot", "top",       "help",       "version"};
 	const char *near = hp_suggest(cmd, commands,
 	                              sizeof(commands) / sizeof(commands[0]));
 	fprintf(stderr,
