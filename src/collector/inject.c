@@ -1726,7 +1726,7 @@ static int read_r_debug(pid_t pid, const struct tmaps *m, uint64_t *first,
 static int find_link_map(pid_t pid, const struct tmaps *m, uint64_t bias,
                          uint64_t *handle, char *why)
 {
-	uint64_t lm;
+	uint64_t lm = 0;
 	if (read_r_debug(pid, m, &lm, why))
 		return -1;
 	for (int i = 0; lm && i < 65536; i++) {
