@@ -9,7 +9,9 @@
 #     exit status is the bare one (137);
 #   - --memory-dump 50%: the memory dump at half the limit;
 #   - --no-memory-dumps: no memory dump, the last one still marked;
-#   - attached with record -p while it waits, then grows: the same two.
+#   - attached with record -p while it waits, then grows: the same two;
+#   - Debian's python3 keeping 1 MiB bytearrays in the cgroup: the same
+#     two dumps, its bytearray frames named.
 # cgroup v1's memory controller or v2's, whichever this machine lets us
 # write; skipped, with the reason, where neither is.
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -81,7 +83,35 @@ mem_at() {
 t_begin "bare: inc_grow in a 64 MiB memory cgroup is killed by the OOM killer"
 if ! make_cgroup bare; then
 	t_skip "$WHY"
-	t_summary
+	t_begin "Debian's python3 growing in the cgroup (a program nobody here wrote): the memory dump and the oom-kill dump, python's allocator frames at both"
+PY=/usr/bin/python3
+if [ ! -x "$PY" ]; then
+	t_skip "no $PY"
+else
+	make_cgroup py
+	# It puts itself in the cgroup, then keeps 1 MiB bytearrays.
+	rc=0
+	timeout 120 "$HP" record -o "$T_DIR/py.db" -- "$PY" -c "
+import os, time
+open('$CG/cgroup.procs', 'w').write(str(os.getpid()))
+keep = []
+while True:
+    keep.append(bytearray(1 << 20))
+    time.sleep(0.01)
+" >/dev/null 2>"$T_DIR/py.err" </dev/null || rc=$?
+	assert_eq 137 "$rc" "python's status through record (SIGKILL)"
+	drop_cgroup
+	if db_valid "$T_DIR/py.db"; then
+		assert_eq "memory oom-kill" "$(dump_reasons "$T_DIR/py.db")" "dump reasons"
+		assert_eq "$LIMIT" "$(mem_at "$T_DIR/py.db" oom-kill memory_limit)" "limit beside the OOM kill dump"
+		# The 1 MiB blocks come from bytearray's resize (libpython or
+		# the python3 executable, named from .dynsym).
+		n=$(q "$T_DIR/py.db" "SELECT count(*) FROM stack_profile_frame WHERE name LIKE 'PyByteArray%' OR name LIKE '%bytearray%';")
+		assert_ge "$n" 1 "python's bytearray frames named"
+	fi
+fi
+
+t_summary
 	exit $?
 fi
 # (timeout, not run_bounded: a SIGKILL is this run's expected end.)
@@ -156,6 +186,34 @@ drop_cgroup
 if db_valid "$T_DIR/pid.db"; then
 	assert_eq "memory oom-kill" "$(dump_reasons "$T_DIR/pid.db")" "dump reasons"
 	assert_eq grow_here "$(top_fn "$T_DIR/pid.db" oom-kill)" "top function at the OOM kill"
+fi
+
+t_begin "Debian's python3 growing in the cgroup (a program nobody here wrote): the memory dump and the oom-kill dump, python's allocator frames at both"
+PY=/usr/bin/python3
+if [ ! -x "$PY" ]; then
+	t_skip "no $PY"
+else
+	make_cgroup py
+	# It puts itself in the cgroup, then keeps 1 MiB bytearrays.
+	rc=0
+	timeout 120 "$HP" record -o "$T_DIR/py.db" -- "$PY" -c "
+import os, time
+open('$CG/cgroup.procs', 'w').write(str(os.getpid()))
+keep = []
+while True:
+    keep.append(bytearray(1 << 20))
+    time.sleep(0.01)
+" >/dev/null 2>"$T_DIR/py.err" </dev/null || rc=$?
+	assert_eq 137 "$rc" "python's status through record (SIGKILL)"
+	drop_cgroup
+	if db_valid "$T_DIR/py.db"; then
+		assert_eq "memory oom-kill" "$(dump_reasons "$T_DIR/py.db")" "dump reasons"
+		assert_eq "$LIMIT" "$(mem_at "$T_DIR/py.db" oom-kill memory_limit)" "limit beside the OOM kill dump"
+		# The 1 MiB blocks come from bytearray's resize (libpython or
+		# the python3 executable, named from .dynsym).
+		n=$(q "$T_DIR/py.db" "SELECT count(*) FROM stack_profile_frame WHERE name LIKE 'PyByteArray%' OR name LIKE '%bytearray%';")
+		assert_ge "$n" 1 "python's bytearray frames named"
+	fi
 fi
 
 t_summary
