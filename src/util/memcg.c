@@ -223,9 +223,14 @@ int memcg_read(const struct memcg *m, struct memcg_stat *s)
 			s->peak = 0;
 		s->oom_kill =
 		        read_key(m->dir, "memory.oom_control", "oom_kill");
+		/* Charges that hit the limit: memory's, and memory+swap's
+		 * (checked first: with both limits set, it is the one that
+		 * counts them). */
 		uint64_t f;
 		if (read_limit(m->dir, "memory.failcnt", &f) == 0)
 			s->max = f;
+		if (read_limit(m->dir, "memory.memsw.failcnt", &f) == 0)
+			s->max += f;
 		return 0;
 	}
 	errno = ENOENT;
