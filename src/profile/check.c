@@ -72,7 +72,7 @@ static int parse_limit(const char *p, struct ck_rule *r, char *why, size_t len)
 		return -1;
 	}
 	if (p[n - 1] == '%') {
-		char *end;
+		char *end = NULL;
 		if (!r->grows) {
 			snprintf(why, len,
 			         "a percentage is a limit of a grows rule"
