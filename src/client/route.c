@@ -29,6 +29,7 @@
 
 #include "client/client.h"
 #include "client/got.h"
+#include "client/trampoline.h"
 
 #if defined(__x86_64__)
 
@@ -93,36 +94,31 @@ HP_HIDDEN void hp_route_dl_note(void)
 	errno = saved;
 }
 
-/*
- * Each trampoline saves the six argument registers (and %rax, for a
- * caller that treats the call as variadic), calls the note on an aligned
- * stack, restores them and jumps to the real function: the program's
- * return address is the one the real function sees.
- */
+/* The notes: the objects loaded since the last pass routed, then the
+ * real function to jump to. */
+#define DL_NOTE(name)                                                          \
+	HP_HIDDEN void *hp_route_note_##name(void);                            \
+	HP_HIDDEN void *hp_route_note_##name(void)                             \
+	{                                                                      \
+		hp_route_dl_note();                                            \
+		return hp_route_real_##name;                                   \
+	}
+DL_NOTE(dlopen)
+DL_NOTE(dlmopen)
+DL_NOTE(dlsym)
+DL_NOTE(dlvsym)
+
+/* Each trampoline: the note, then the real function with the registers
+ * and the return address as the program passed them (trampoline.h). */
 #define DL_TRAMPOLINE(name)                                                    \
 	".globl hp_route_" #name "\n"                                          \
 	".hidden hp_route_" #name "\n"                                         \
 	".type hp_route_" #name ", @function\n"                                \
 	"hp_route_" #name ":\n"                                                \
-	".cfi_startproc\n"                                                     \
-	"push %rax\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rdi\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rsi\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rdx\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rcx\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %r8\n.cfi_adjust_cfa_offset 8\n"                                 \
-	"push %r9\n.cfi_adjust_cfa_offset 8\n"                                 \
-	"call hp_route_dl_note\n"                                              \
-	"pop %r9\n.cfi_adjust_cfa_offset -8\n"                                 \
-	"pop %r8\n.cfi_adjust_cfa_offset -8\n"                                 \
-	"pop %rcx\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rdx\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rsi\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rdi\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rax\n.cfi_adjust_cfa_offset -8\n"                                \
-	"jmp *hp_route_real_" #name "(%rip)\n"                                 \
-	".cfi_endproc\n"                                                       \
-	".size hp_route_" #name ", .-hp_route_" #name "\n"
+	".cfi_startproc\n" HP_TRAMPOLINE_TO_NOTE(                              \
+	        "hp_route_note_" #name) ".cfi_endproc\n"                       \
+	                                ".size hp_route_" #name                \
+	                                ", .-hp_route_" #name "\n"
 
 __asm__(".text\n" DL_TRAMPOLINE(dlopen) DL_TRAMPOLINE(dlmopen)
                 DL_TRAMPOLINE(dlsym) DL_TRAMPOLINE(dlvsym));

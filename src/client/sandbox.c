@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "client/trampoline.h"
 #include "layout/wire_v1.h"
 
 HP_HIDDEN _Atomic int hp_sandboxed;
@@ -192,26 +193,9 @@ void sandbox_init(void)
 		                 __ATOMIC_RELEASE);
 }
 
-/* Saves the argument registers (and %al), calls NOTE with the first two,
- * restores them and jumps where NOTE said. */
-#define TRAMPOLINE_SLOW(note)                                                  \
-	"push %rax\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rdi\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rsi\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rdx\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %rcx\n.cfi_adjust_cfa_offset 8\n"                                \
-	"push %r8\n.cfi_adjust_cfa_offset 8\n"                                 \
-	"push %r9\n.cfi_adjust_cfa_offset 8\n"                                 \
-	"call " note "\n"                                                      \
-	"mov %rax, %r11\n"                                                     \
-	"pop %r9\n.cfi_adjust_cfa_offset -8\n"                                 \
-	"pop %r8\n.cfi_adjust_cfa_offset -8\n"                                 \
-	"pop %rcx\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rdx\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rsi\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rdi\n.cfi_adjust_cfa_offset -8\n"                                \
-	"pop %rax\n.cfi_adjust_cfa_offset -8\n"                                \
-	"jmp *%r11\n"
+/* The slow way: the note with the first two arguments, then where it
+ * said (trampoline.h). */
+#define TRAMPOLINE_SLOW(note) HP_TRAMPOLINE_TO_NOTE(note)
 
 /* syscall(number, ...): a filter's installation, or the first call, go
  * the slow way; every other call is five instructions and a jump. */
