@@ -214,6 +214,18 @@ static int keep_fd_min = KEEP_FD_MIN;
  * read, a write or a close of that number, and counted (control_lost);
  * profiling goes on through the shared region, which needs no descriptor.
  */
+/* Whether fd still is the file we kept there (its device and inode):
+ * async-signal-safe, errno kept. */
+static bool fd_same(int fd, uint64_t dev, uint64_t ino)
+{
+	int saved = errno;
+	struct stat st;
+	bool same = fd >= 0 && fstat(fd, &st) == 0 &&
+	            (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
+	errno = saved;
+	return same;
+}
+
 static int sock_keep(int fd, uint64_t *dev, uint64_t *ino)
 {
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, keep_fd_min);
@@ -244,13 +256,7 @@ static int sock_ours(void)
 		return -1;
 	}
 	atomic_thread_fence(memory_order_acquire); /* sock_publish's order */
-	int saved = errno;
-	struct stat st;
-	bool same = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	            (uint64_t)st.st_dev == hp_client.sock_dev &&
-	            (uint64_t)st.st_ino == hp_client.sock_ino;
-	errno = saved;
-	if (same)
+	if (fd_same(fd, hp_client.sock_dev, hp_client.sock_ino))
 		return fd;
 	hp_client.sock_fd = -1;
 	struct client_slot *s = client_cur();
@@ -413,11 +419,7 @@ static void drop_region_fd(struct client_slot *s)
 {
 	int fd = s->keep_fd;
 	s->keep_fd = -1;
-	if (fd < 0)
-		return;
-	struct stat st;
-	if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == s->keep_dev &&
-	    (uint64_t)st.st_ino == s->keep_ino)
+	if (fd_same(fd, s->keep_dev, s->keep_ino))
 		close(fd);
 }
 
@@ -715,29 +717,17 @@ static void on_attach_signal(int sig, siginfo_t *si, void *uc)
 
 /* ---- attached by the collector's injector (issue 21) ----------------- */
 
-/* Loaded into a running process by the collector (dlopen, RTLD_LOCAL),
- * not preloaded: our exported functions preempt nothing until route.c
- * points the process's relocation slots at them. */
-static bool injected;
-
 /* The end of its socket pair heapprof_internal_attach_begin keeps, and the
  * identity of both ends: the program's other threads run between the
  * two calls, and may close a number and reuse it. */
 static int inj_fd = -1, inj_peer = -1;
 static uint64_t inj_dev, inj_ino, inj_peer_dev, inj_peer_ino;
 
-static bool fd_is(int fd, uint64_t dev, uint64_t ino)
-{
-	struct stat st;
-	return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	       (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
-}
-
 static void inj_drop(void)
 {
-	if (fd_is(inj_fd, inj_dev, inj_ino))
+	if (fd_same(inj_fd, inj_dev, inj_ino))
 		close(inj_fd);
-	if (fd_is(inj_peer, inj_peer_dev, inj_peer_ino))
+	if (fd_same(inj_peer, inj_peer_dev, inj_peer_ino))
 		close(inj_peer);
 	inj_fd = inj_peer = -1;
 }
@@ -858,18 +848,18 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
 	}
 	int64_t ret = -EBADF;
 	if (ours != inj_fd || peer != inj_peer ||
-	    !fd_is(inj_fd, inj_dev, inj_ino)) {
+	    !fd_same(inj_fd, inj_dev, inj_ino)) {
 		inj_drop();
 		goto out;
 	}
-	if (fd_is(inj_peer, inj_peer_dev, inj_peer_ino))
+	if (fd_same(inj_peer, inj_peer_dev, inj_peer_ino))
 		close(inj_peer);
 	inj_fd = inj_peer = -1;
 	/* Where a forked child says hello (--follow-fork): the collector's
 	 * socket, or the daemon's; NULL: none (children run unprofiled). */
 	if (fork_path && str_len(fork_path) >= sizeof(collector_path))
 		fork_path = NULL;
-	if (injected)
+	if (hooks_injected())
 		keep_fd_min = keep_min_injected();
 	int rc = attach_on((int)ours, fork_path, INJECT_WELCOME_MS, true);
 	if (rc) {
@@ -877,7 +867,7 @@ HP_EXPORT int64_t heapprof_internal_attach_finish(int64_t ours, int64_t peer,
 		goto out;
 	}
 	ret = 0;
-	if (injected) {
+	if (hooks_injected()) {
 		struct got_stats st;
 		if (route_all(&st) != 0) {
 			struct client_slot *s = client_cur();
@@ -1415,7 +1405,7 @@ __attribute__((constructor)) static void client_init(void)
 	/* Loaded into a running process by the injector: under the
 	 * loader's lock, in a thread the collector stopped.  Only what
 	 * needs no collector; the attach is the collector's next call. */
-	injected = !in_global_scope();
+	bool injected = !in_global_scope();
 	if (injected)
 		hooks_set_injected();
 	hooks_init();

@@ -415,6 +415,7 @@ HP_HIDDEN bool hooks_ours(const void *p);
  * name (NULL for the others); operator new/delete after the routing. */
 HP_HIDDEN void hooks_init(void);
 HP_HIDDEN void hooks_set_injected(void);
+HP_HIDDEN bool hooks_injected(void);
 HP_HIDDEN void **hooks_real_slot(const char *name);
 HP_HIDDEN void hooks_routed(void);
 /* route.c: routes every loaded object's slots of the functions this

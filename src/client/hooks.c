@@ -151,10 +151,11 @@ static bool foreign(void *fn)
 	       theirs.dli_fbase != mine.dli_fbase;
 }
 
-/* Set by the constructor of a client the collector injected (not in the
- * global scope: our exported functions preempt nothing, and every global
- * lookup of "malloc" is foreign to us without being the program's own
- * allocator).  Read before the first resolve. */
+/* Set by the constructor of a client the collector injected (loaded by
+ * dlopen, RTLD_LOCAL: not in the global scope, our exported functions
+ * preempt nothing until route.c points the relocation slots at them, and
+ * every global lookup of "malloc" is foreign to us without being the
+ * program's own allocator).  Read before the first resolve. */
 static bool injected;
 
 static void find_own_allocator(memalign_fn next_aligned)
@@ -219,6 +220,11 @@ HP_HIDDEN void hooks_init(void)
 HP_HIDDEN void hooks_set_injected(void)
 {
 	injected = true;
+}
+
+HP_HIDDEN bool hooks_injected(void)
+{
+	return injected;
 }
 
 /*

@@ -193,10 +193,6 @@ void sandbox_init(void)
 		                 __ATOMIC_RELEASE);
 }
 
-/* The slow way: the note with the first two arguments, then where it
- * said (trampoline.h). */
-#define TRAMPOLINE_SLOW(note) HP_TRAMPOLINE_TO_NOTE(note)
-
 /* syscall(number, ...): a filter's installation, or the first call, go
  * the slow way; every other call is five instructions and a jump. */
 __asm__(".text\n"
@@ -204,28 +200,29 @@ __asm__(".text\n"
         ".type syscall, @function\n"
         "syscall:\n"
         ".cfi_startproc\n"
-        "cmp $" HP_STR(SYS_seccomp) ", %rdi\n"
-                                    "je 1f\n"
-                                    "cmp $" HP_STR(
-                                            SYS_prctl) ", %rdi\n"
-                                                       "je 1f\n"
-                                                       "mov "
-                                                       "hp_next_syscall(%rip), "
-                                                       "%r11\n"
-                                                       "test %r11, %r11\n"
-                                                       "jz 1f\n"
-                                                       "jmp *%r11\n"
-                                                       "1:\n" TRAMPOLINE_SLOW(
-                                                               "hp_syscall_"
-                                                               "note") ".cfi_"
-                                                                       "endproc"
-                                                                       "\n"
-                                                                       ".size "
-                                                                       "syscall"
-                                                                       ", "
-                                                                       ".-"
-                                                                       "syscall"
-                                                                       "\n");
+        "cmp $" HP_STR(
+                SYS_seccomp) ", %rdi\n"
+                             "je 1f\n"
+                             "cmp $" HP_STR(
+                                     SYS_prctl) ", %rdi\n"
+                                                "je 1f\n"
+                                                "mov "
+                                                "hp_next_syscall(%rip), "
+                                                "%r11\n"
+                                                "test %r11, %r11\n"
+                                                "jz 1f\n"
+                                                "jmp *%r11\n"
+                                                "1:\n" HP_TRAMPOLINE_TO_NOTE(
+                                                        "hp_syscall_"
+                                                        "note") ".cfi_"
+                                                                "endproc"
+                                                                "\n"
+                                                                ".size "
+                                                                "syscall"
+                                                                ", "
+                                                                ".-"
+                                                                "syscall"
+                                                                "\n");
 
 /* prctl(option, ...) */
 __asm__(".text\n"
@@ -240,7 +237,7 @@ __asm__(".text\n"
                                  "test %r11, %r11\n"
                                  "jz 1f\n"
                                  "jmp *%r11\n"
-                                 "1:\n" TRAMPOLINE_SLOW(
+                                 "1:\n" HP_TRAMPOLINE_TO_NOTE(
                                          "hp_prctl_note") ".cfi_endproc\n"
                                                           ".size prctl, "
                                                           ".-prctl\n");

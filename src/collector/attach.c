@@ -245,7 +245,8 @@ int attach_process(struct collector *c, pid_t pid, const char *how,
 	int loaded = inject_loaded(pid, abs, &handle, why);
 	if (loaded < 0)
 		return -1;
-	struct inject_opts o = {.budget_ms = 200};
+	/* inject_check ran first: its refusals come before the library's. */
+	struct inject_opts o = {.budget_ms = 200, .checked = true};
 	struct inject_ctx *ic = NULL;
 	if (inject_attach(pid, &o, &ic, why) || !ic)
 		return -1;

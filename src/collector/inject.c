@@ -1536,7 +1536,7 @@ int inject_attach(pid_t pid, const struct inject_opts *o,
                   struct inject_ctx **out, char *why)
 {
 	*out = NULL;
-	if (inject_check(pid, why))
+	if (!(o && o->checked) && inject_check(pid, why))
 		return -1;
 	struct inject_ctx *c = calloc(1, sizeof(*c));
 	if (!c)

@@ -37,6 +37,7 @@
 struct inject_opts {
 	int budget_ms;       /* to find a safe point (default 50) */
 	int call_timeout_ms; /* for one remote call to return (default 10000) */
+	bool checked;        /* the caller ran inject_check just before */
 };
 
 /* What the last attach took, for the caller's report (and the tests). */
