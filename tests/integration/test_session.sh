@@ -295,7 +295,10 @@ assert_eq no "$([ -e "$T_DIR/ngd.db" ] && echo yes || echo no)" "no profile file
 sleep 30 | "$PROGS/inject_target" seccomp 2>/dev/null &
 SCPID=$!
 TPIDS="$TPIDS $SCPID"
-wait_until 20 "inject_target" test "$(cat "/proc/$SCPID/comm" 2>/dev/null)" = inject_target
+# (The name is read at each try: a $(...) in the arguments would be read
+# once, maybe before the exec.)
+comm_is() { [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ]; }
+wait_until 20 "inject_target" comm_is "$SCPID" inject_target
 wait_until 20 "the seccomp filter" grep_q "/proc/$SCPID/status" "^Seccomp:[[:space:]]+2"
 hp_record sc -p "$SCPID" -o "$T_DIR/sc.db"
 assert_eq 1 "$REC_RC" "exit status for a process with a seccomp filter"
@@ -308,7 +311,7 @@ kill "$SCPID" 2>/dev/null
 sleep 30 &
 SPID=$!
 TPIDS="$TPIDS $SPID"
-wait_until 20 "sleep" test "$(cat "/proc/$SPID/comm" 2>/dev/null)" = sleep
+wait_until 20 "sleep" comm_is "$SPID" sleep
 hp_record nc -p "$SPID" -d 0.3 -o "$T_DIR/nc.db"
 assert_eq 0 "$REC_RC" "exit status for a process without the client: $(head -c 300 "$T_DIR/nc.err")"
 assert_match "pid $SPID \(sleep\): profiling \(attached in .*client loaded" "$(cat "$T_DIR/nc.err")" "attached by injection"
