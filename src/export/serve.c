@@ -585,24 +585,37 @@ static enum MHD_Result route(struct serve_server *s,
 	return do_list(s, conn);
 }
 
+/* A request's state between libmicrohttpd's calls. */
+struct req {
+	size_t body; /* bytes of a request body seen (refused) */
+};
+
+/* A body is read and dropped up to this much, then the connection
+ * closed. */
+#define MAX_BODY_BYTES (64u << 10)
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
 	struct serve_server *s = cls;
-	static int first;
+	struct req *q = *con_cls;
 	(void)version;
 	(void)upload_data;
 
-	if (*con_cls == NULL) { /* headers only so far */
-		*con_cls = &first;
-		return MHD_YES;
+	if (!q) { /* headers only so far */
+		q = calloc(1, sizeof(*q));
+		*con_cls = q;
+		return q ? MHD_YES : MHD_NO;
 	}
-	if (*upload_data_size) /* a body: refused */
-		return MHD_NO;
+	if (*upload_data_size) { /* a body: read, dropped, refused */
+		q->body += *upload_data_size;
+		*upload_data_size = 0;
+		return q->body <= MAX_BODY_BYTES ? MHD_YES : MHD_NO;
+	}
 	s->requests++;
-	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+	if (q->body || (strcmp(method, "GET") && strcmp(method, "HEAD"))) {
 		s->bad_requests++;
 		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 		                  "only GET\n");
@@ -613,6 +626,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		                  "a bearer token is needed\n");
 	}
 	return route(s, conn, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode why)
+{
+	(void)cls;
+	(void)conn;
+	(void)why;
+	free(*con_cls);
+	*con_cls = NULL;
 }
 
 struct serve_server *serve_start(const struct serve_config *c)
@@ -632,6 +655,7 @@ struct serve_server *serve_start(const struct serve_config *c)
 	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, c->max_connections,
 	        MHD_OPTION_CONNECTION_TIMEOUT, c->timeout_s,
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10),
+	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 	        MHD_OPTION_END);
 	if (!s->d) {
 		char a[INET_ADDRSTRLEN];
