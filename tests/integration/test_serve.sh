@@ -165,6 +165,32 @@ if start_serve s2 -p "$APID" --token-file "$W/token"; then
 	stop_serve s2
 fi
 
+t_begin "serve: a flood of idle connections is bounded, then timed out"
+if start_serve s3 -p "$APID" --max-connections 4 --timeout 2; then
+	port=${SURL##*:}
+	# 12 connections that send half a request line and wait
+	timeout -k 5 60 python3 -c '
+import socket, sys, time
+ss = []
+for i in range(12):
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 2)
+        s.send(b"GET /metr")
+        ss.append(s)
+    except OSError:
+        pass
+time.sleep(8)
+' "$port" &
+	FLOOD=$!
+	sleep 4
+	http "$SURL/metrics" >/dev/null
+	assert_eq 200 "$HTTP_CODE" "/metrics once the idle ones timed out"
+	kill "$FLOOD" 2>/dev/null
+	wait "$FLOOD" 2>/dev/null
+	assert_eq 0 "$(kill -0 "$SPID" 2>/dev/null; echo $?)" "serve still runs"
+	stop_serve s3
+fi
+
 t_begin "serve: errors in one line"
 expect_error e1 2 'not a loopback address' serve -p "$APID" --listen 0.0.0.0:0
 expect_error e2 2 'need -p PID or -n NAME' serve
