@@ -386,13 +386,13 @@ int cmd_serve(int argc, char **argv)
 
 	/* signals: waited for, not handled; SIGPIPE ignored (MHD writes to
 	 * sockets that clients close) */
-	sigset_t set, old;
+	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, &old);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	struct serve_server *s = serve_start(&c);
@@ -427,7 +427,8 @@ int cmd_serve(int argc, char **argv)
 	}
 	serve_stop(s);
 	end_record(&ch);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	/* The mask stays: a second SIGTERM (timeout(1) sends one to the
+	 * process group too) must not kill serve on its way out. */
 	if (!o.output)
 		unlink(db);
 	unlink(ch.log);

@@ -91,6 +91,7 @@ TPIDS="$TPIDS $!"
 APID=""
 wait_until 30 "serve_alloc ready" test -s "$W/a.ready" &&
 	APID=$(sed -n 's/^pid //p' "$W/a.ready")
+TPIDS="$TPIDS $APID"
 if [ -n "$APID" ] && start_serve s1 -p "$APID" -i 1; then
 	wait_until 30 "the agent's session on $APID in /metrics" attached
 	touch "$W/a.go"
