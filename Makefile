@@ -46,7 +46,7 @@ LIB_CFLAGS := $(BASE_CFLAGS) $(CLIENT_SAN) -fPIC -fvisibility=hidden -fexception
 LIB_LIBS   := -lm -ldl -pthread
 
 CLI_LIBS   := -lsqlite3 -ldw -lelf -lz -lprotobuf-c -ledit -liberty -lm \
-              -pthread
+              -lmicrohttpd -pthread
 
 LAYOUT_SRCS := $(wildcard src/layout/*.c)
 CLIENT_SRCS := $(wildcard src/client/*.c) $(LAYOUT_SRCS)

@@ -27,6 +27,8 @@ have_hdr zlib.h || need="$need zlib1g-dev"
 have_hdr protobuf-c/protobuf-c.h || need="$need libprotobuf-c-dev"
 have_hdr editline/readline.h || need="$need libedit-dev"
 have_hdr libiberty/demangle.h || need="$need libiberty-dev"
+# heapprof serve's HTTP server
+have_hdr microhttpd.h || need="$need libmicrohttpd-dev"
 command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 command -v sqlite3 >/dev/null 2>&1 || need="$need sqlite3"
 if [ "${1:-}" = --test ]; then

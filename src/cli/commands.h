@@ -14,5 +14,6 @@ int cmd_dump(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

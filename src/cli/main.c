@@ -51,6 +51,10 @@ static void usage(FILE *f)
 	      "snapshots\n"
 	      "  top -p PID | -n NAME [-d SECONDS] [--once | --iterations N]\n"
 	      "                 a live view of a process's heap, like top\n"
+	      "  serve -p PID | -n NAME [--listen ADDR:PORT] [-i N]\n"
+	      "                 an agent serving heaps: /metrics (Prometheus),"
+	      "\n"
+	      "                 /debug/pprof/heap (pprof)\n"
 	      "  help           this text\n"
 	      "  version        print the version\n"
 	      "\n"
@@ -95,6 +99,8 @@ int main(int argc, char **argv)
 		return cmd_snapshot(argc - 1, argv + 1);
 	if (!strcmp(cmd, "top"))
 		return cmd_top(argc - 1, argv + 1);
+	if (!strcmp(cmd, "serve"))
+		return cmd_serve(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
 	    !strcmp(cmd, "-h")) {
 		usage(stdout);
@@ -108,7 +114,7 @@ int main(int argc, char **argv)
 	static const char *const commands[] = {
 	        "record",   "report",    "sql",        "pprof",  "diff",
 	        "check",    "symbolize", "flamegraph", "daemon", "dump",
-	        "snapshot", "top",       "help",       "version"};
+	        "snapshot", "top",       "serve",      "help",   "version"};
 	const char *near = hp_suggest(cmd, commands,
 	                              sizeof(commands) / sizeof(commands[0]));
 	fprintf(stderr,

@@ -81,6 +81,8 @@ struct pp_profile {
 	ARRAY(struct pp_lab) labels;
 	ARRAY(int64_t) comments;
 	struct hmap str_idx, map_idx, fn_idx;
+	/* The sample types' names (pp_use_go_heap_names); NULL: heapprof's */
+	const char *const *view_names;
 	/* (source, frame id) -> location index + 1 */
 	struct pairmap loc_idx;
 	/* (source, leaf callsite) -> its location ids in stack_ids, as
@@ -307,6 +309,15 @@ static int loc_id(struct pp_profile *p, size_t src, int64_t frame_id,
 }
 
 /* ---- public ------------------------------------------------------------- */
+
+/* Go's heap profile names, in enum rd_view order. */
+static const char *const go_heap_names[RD_NVIEWS] = {
+        "inuse_space", "alloc_space", "inuse_objects", "alloc_objects"};
+
+void pp_use_go_heap_names(struct pp_profile *p)
+{
+	p->view_names = go_heap_names;
+}
 
 struct pp_profile *pp_new(int64_t period)
 {
@@ -660,7 +671,9 @@ int pp_encode(struct pp_profile *p, uint8_t **out, size_t *len)
 	struct pb_mem m;
 	PbProfile pb;
 	int64_t bytes = str_id(p, "bytes"), count = str_id(p, "count");
-	int64_t space = str_id(p, rd_view_names[RD_SPACE]);
+	const char *const *names =
+	        p->view_names ? p->view_names : rd_view_names;
+	int64_t space = str_id(p, names[RD_SPACE]);
 	int err = 0;
 
 	*out = NULL;
@@ -671,7 +684,7 @@ int pp_encode(struct pp_profile *p, uint8_t **out, size_t *len)
 	perftools__profiles__profile__init(&pb);
 	for (int v = 0; v < RD_NVIEWS; v++) {
 		perftools__profiles__value_type__init(&m.types[v]);
-		m.types[v].type = str_id(p, rd_view_names[v]);
+		m.types[v].type = str_id(p, names[v]);
 		m.types[v].unit =
 		        v == RD_SPACE || v == RD_ALLOC_SPACE ? bytes : count;
 		m.type_ptrs[v] = &m.types[v];

@@ -38,6 +38,11 @@ void pp_free(struct pp_profile *p);
 void pp_set_time(struct pp_profile *p, int64_t time_nanos,
                  int64_t duration_nanos);
 
+/* Name the sample types as Go's heap profiles do (inuse_space,
+ * alloc_space, inuse_objects, alloc_objects; inuse_space the default), for
+ * scrapers of /debug/pprof/heap (`heapprof serve`). */
+void pp_use_go_heap_names(struct pp_profile *p);
+
 /* Add a comment line (pprof -comments shows them). */
 int pp_add_comment(struct pp_profile *p, const char *text);
 

@@ -113,6 +113,8 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 
 	if (!err && !pp)
 		err = -ENOMEM;
+	if (!err && j->go_names)
+		pp_use_go_heap_names(pp);
 	j->from_blocks = !err && j->sum.nblocks > 0;
 	if (!err && j->from_blocks)
 		err = blocks_load(j->db, subsys, j->d->id, heap, &b, &nb);

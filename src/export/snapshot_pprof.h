@@ -30,6 +30,7 @@ struct snapshot_pprof_job {
 	int with_tags;
 	int64_t wall_ns; /* 0: from the file */
 	const char *path;
+	int go_names; /* Go's heap sample type names (pp_use_go_heap_names) */
 	/* results */
 	size_t nsamples;
 	int from_blocks;
