@@ -14,85 +14,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 t_setup_build "$1"
 t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/serve_alloc"
 . "$HERE/session_helpers.sh"
-
-export TMPDIR="$W/tmp"
-mkdir -p "$TMPDIR"
-
-# serve_alloc under a name of this run's own (its command name).
-SANAME="sva$$"
-SA="$W/$SANAME"
-cp "$PROGS/serve_alloc" "$SA" || t_fail "copying serve_alloc"
-
-need_go() {
-	if [ "$GO_OK" != 1 ]; then
-		t_skip "go is missing (scripts/deps.sh --test installs golang-go)"
-		return 1
-	fi
-	return 0
-}
-check_top() {
-	assert_eq "$3" "$(top_flat "$T_DIR/$1.top" "$2")" \
-		"$1: go tool pprof flat value of $2"
-}
-
-# http URL [CURL ARGS...]: the body on stdout, the status in HTTP_CODE.
-http() {
-	local url=$1
-	shift
-	HTTP_CODE=$(timeout -k 5 30 curl -s -o "$T_DIR/http.body" \
-		-w '%{http_code}' "$@" "$url" </dev/null)
-	cat "$T_DIR/http.body"
-}
-
-# start_serve TAG ARGS...: heapprof serve ARGS --listen 127.0.0.1:0 in the
-# background; SPID, SURL (http://127.0.0.1:PORT) once it listens.
-start_serve() {
-	local tag=$1
-	shift
-	timeout -k 5 300 "$HP" serve "$@" --listen 127.0.0.1:0 \
-		>"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null &
-	SPID=$!
-	TPIDS="$TPIDS $SPID"
-	SURL=""
-	wait_until 20 "serve $tag listening" \
-		grep -q '^heapprof serve: listening on' "$T_DIR/$tag.out" ||
-		return 1
-	SURL=$(sed -n 's|^heapprof serve: listening on \(http://[0-9.:]*\)/.*|\1|p' \
-		"$T_DIR/$tag.out")
-}
-
-# stop_serve: SIGTERM, exit status 0 expected.
-stop_serve() {
-	kill -TERM "$SPID" 2>/dev/null
-	wait_pid_bounded 30 "$SPID"
-	assert_eq 0 "$WAIT_RC" "serve's status after SIGTERM: $(head -c 300 "$T_DIR/$1.err")"
-}
-
-# metric NAME PID: the value of NAME{pid="PID",...} in $T_DIR/metrics.
-metric() {
-	sed -n "s/^$1{pid=\"$2\"[^}]*} //p" "$T_DIR/metrics"
-}
-scrape() {
-	http "$SURL/metrics" >"$T_DIR/metrics"
-	[ "$HTTP_CODE" = 200 ]
-}
-attached() {
-	scrape && [ -n "$(metric heapprof_live_bytes "$APID")" ]
-}
-live_is() {
-	scrape && [ "$(metric heapprof_live_bytes "$APID")" = "$1" ]
-}
+. "$HERE/serve_helpers.sh"
 
 # ---------------------------------------------------------------------------
 t_begin "serve -p at -i 1: /metrics gives the exact totals"
-rm -f "$W/a.ready" "$W/a.go"
-timeout -k 5 240 "$SA" "$W/a.ready" "$W/a.go" >"$T_DIR/a.out" 2>&1 </dev/null &
-TPIDS="$TPIDS $!"
-APID=""
-wait_until 30 "serve_alloc ready" test -s "$W/a.ready" &&
-	APID=$(sed -n 's/^pid //p' "$W/a.ready")
-TPIDS="$TPIDS $APID"
-if [ -n "$APID" ] && start_serve s1 -p "$APID" -i 1; then
+if start_alloc a && start_serve s1 -p "$APID" -i 1; then
 	wait_until 30 "the agent's session on $APID in /metrics" attached
 	touch "$W/a.go"
 	wait_until 30 "live bytes 1000000" live_is 1000000

@@ -1,0 +1,87 @@
+# Sourced by the tests of `heapprof serve` (test_serve.sh,
+# test_serve_prometheus.sh), after lib.sh, helpers.sh, t_setup_build and
+# session_helpers.sh: serve_alloc copied under a name of this run ($SA,
+# $SANAME), the agent started on a port of its choosing and stopped, and
+# plain HTTP requests (curl) bounded in time.
+export TMPDIR="$W/tmp"
+mkdir -p "$TMPDIR"
+
+# serve_alloc under a name of this run's own (its command name).
+SANAME="sva$$"
+SA="$W/$SANAME"
+cp "$PROGS/serve_alloc" "$SA" || t_fail "copying serve_alloc"
+
+need_go() {
+	if [ "$GO_OK" != 1 ]; then
+		t_skip "go is missing (scripts/deps.sh --test installs golang-go)"
+		return 1
+	fi
+	return 0
+}
+check_top() {
+	assert_eq "$3" "$(top_flat "$T_DIR/$1.top" "$2")" \
+		"$1: go tool pprof flat value of $2"
+}
+
+# http URL [CURL ARGS...]: the body on stdout, the status in HTTP_CODE.
+http() {
+	local url=$1
+	shift
+	HTTP_CODE=$(timeout -k 5 30 curl -s -o "$T_DIR/http.body" \
+		-w '%{http_code}' "$@" "$url" </dev/null)
+	cat "$T_DIR/http.body"
+}
+
+# start_serve TAG ARGS...: heapprof serve ARGS --listen 127.0.0.1:0 in the
+# background; SPID, SURL (http://127.0.0.1:PORT) once it listens.
+start_serve() {
+	local tag=$1
+	shift
+	timeout -k 5 300 "$HP" serve "$@" --listen 127.0.0.1:0 \
+		>"$T_DIR/$tag.out" 2>"$T_DIR/$tag.err" </dev/null &
+	SPID=$!
+	TPIDS="$TPIDS $SPID"
+	SURL=""
+	wait_until 20 "serve $tag listening" \
+		grep -q '^heapprof serve: listening on' "$T_DIR/$tag.out" ||
+		return 1
+	SURL=$(sed -n 's|^heapprof serve: listening on \(http://[0-9.:]*\)/.*|\1|p' \
+		"$T_DIR/$tag.out")
+}
+
+# stop_serve: SIGTERM, exit status 0 expected.
+stop_serve() {
+	kill -TERM "$SPID" 2>/dev/null
+	wait_pid_bounded 30 "$SPID"
+	assert_eq 0 "$WAIT_RC" "serve's status after SIGTERM: $(head -c 300 "$T_DIR/$1.err")"
+}
+
+# metric NAME PID: the value of NAME{pid="PID",...} in $T_DIR/metrics.
+metric() {
+	sed -n "s/^$1{pid=\"$2\"[^}]*} //p" "$T_DIR/metrics"
+}
+scrape() {
+	http "$SURL/metrics" >"$T_DIR/metrics"
+	[ "$HTTP_CODE" = 200 ]
+}
+attached() {
+	scrape && [ -n "$(metric heapprof_live_bytes "$APID")" ]
+}
+live_is() {
+	scrape && [ "$(metric heapprof_live_bytes "$APID")" = "$1" ]
+}
+
+
+# start_alloc TAG: $SA in the background (ready file $W/TAG.ready, go file
+# $W/TAG.go); APID once it said its pid.
+start_alloc() {
+	rm -f "$W/$1.ready" "$W/$1.go"
+	timeout -k 5 240 "$SA" "$W/$1.ready" "$W/$1.go" \
+		>"$T_DIR/$1.alloc.out" 2>&1 </dev/null &
+	TPIDS="$TPIDS $!"
+	APID=""
+	wait_until 30 "serve_alloc $1 ready" test -s "$W/$1.ready" &&
+		APID=$(sed -n 's/^pid //p' "$W/$1.ready")
+	TPIDS="$TPIDS $APID"
+	[ -n "$APID" ]
+}
