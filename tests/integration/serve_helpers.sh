@@ -47,6 +47,9 @@ start_serve() {
 		return 1
 	SURL=$(sed -n 's|^heapprof serve: listening on \(http://[0-9.:]*\)/.*|\1|p' \
 		"$T_DIR/$tag.out")
+	# serve itself (timeout's child) is killed at exit too, not only
+	# its wrapper
+	TPIDS="$TPIDS $(pgrep -P "$SPID" | tr '\n' ' ')"
 }
 
 # stop_serve: SIGTERM, exit status 0 expected.

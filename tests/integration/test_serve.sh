@@ -306,6 +306,27 @@ if start_alloc cf; then
 	fi
 fi
 
+t_begin "serve: a command name cut inside a UTF-8 character is labelled valid UTF-8"
+U8NAME="utf8name-abcdeé"   # 14 bytes, then 2: /proc keeps 15
+cp "$PROGS/serve_alloc" "$W/$U8NAME"
+timeout -k 5 240 "$W/$U8NAME" "$W/u8.ready" "$W/u8.go" >/dev/null 2>&1 </dev/null &
+TPIDS="$TPIDS $!"
+APID=""
+wait_until 30 "the program ready" test -s "$W/u8.ready" &&
+	APID=$(sed -n 's/^pid //p' "$W/u8.ready")
+TPIDS="$TPIDS $APID"
+if [ -n "$APID" ] && start_serve s11 -p "$APID" -i 1; then
+	wait_until 30 "the session on $APID in /metrics" attached
+	assert_eq ok "$(python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+b.decode("utf-8")
+print("ok" if "comm=\"utf8name-abcde\ufffd\"".encode() in b else "no label")
+' "$T_DIR/metrics" 2>&1)" "/metrics is UTF-8, the cut byte as U+FFFD"
+	stop_serve s11
+fi
+kill -TERM "$APID" 2>/dev/null
+
 t_begin "serve: errors in one line"
 expect_error e1 2 'not a loopback address' serve -p "$APID" --listen 0.0.0.0:0
 expect_error e2 2 'need -p PID or -n NAME' serve
