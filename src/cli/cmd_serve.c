@@ -731,6 +731,7 @@ static int run(struct serve_opts *o, struct serve_config *c)
 	for (;;) {
 		reap(&a);
 		follow(&a);
+		serve_tick(s);
 		struct timespec ts = {.tv_sec = 1};
 		int sig = sigtimedwait(&set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
