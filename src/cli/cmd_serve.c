@@ -485,8 +485,14 @@ static void last_line(const char *path, char *buf, size_t len)
 static void forget(struct agent *a, struct session *ss)
 {
 	if (!a->keep) {
+		char side[PATH_MAX + 8];
 		unlink(ss->db);
 		unlink(ss->log);
+		/* SQLite's, when record was killed */
+		snprintf(side, sizeof(side), "%s-wal", ss->db);
+		unlink(side);
+		snprintf(side, sizeof(side), "%s-shm", ss->db);
+		unlink(side);
 	}
 	memset(ss, 0, sizeof(*ss));
 }
