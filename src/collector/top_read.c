@@ -279,6 +279,8 @@ static int by_heap_name(const void *a, const void *b)
 const struct top_func *top_find(const struct top_reading *t, uint32_t name)
 {
 	struct top_func key = {.heap = 0, .name = name};
+	if (!t->nfuncs)
+		return NULL;
 	return bsearch(&key, t->funcs, t->nfuncs, sizeof(key), by_heap_name);
 }
 
@@ -418,7 +420,9 @@ int top_read(struct top_reader *r, struct top_reading *out, char *why,
 	}
 	if (err)
 		goto out;
-	qsort(out->funcs, out->nfuncs, sizeof(*out->funcs), by_heap_name);
+	if (out->nfuncs) /* funcs is NULL before the first */
+		qsort(out->funcs, out->nfuncs, sizeof(*out->funcs),
+		      by_heap_name);
 	struct prof_memory m;
 	memset(&m, 0, sizeof(m));
 	if (snapshot_proc_memory(r->pid, &m) == 0) {
