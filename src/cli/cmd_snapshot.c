@@ -315,7 +315,8 @@ static int run_live(const struct snap_opts *o)
 	err = live_snapshot_write_db(&ls, db_path, me);
 	if (err == -ENOMEM)
 		hp_err(SUBSYS, "out of memory");
-	if (err || snapshot_pprof_of_db(db_path, out, o->heap, o->with_tags,
+	if (err || snapshot_pprof_of_db(db_path, out, o->heap,
+	                                o->with_tags ? SNAPSHOT_PPROF_TAGS : 0,
 	                                ls.wall, &nsamples, SUBSYS) < 0)
 		goto out;
 	print_summary(pid, &ls.snap, interval);

@@ -31,6 +31,7 @@ struct top_reader {
 	struct hmap by_name;   /* name -> index */
 	struct hmap by_pc;     /* return address -> name index */
 	uint64_t modules_hash; /* of the modules the pc cache is for */
+	bool all_heaps;
 };
 
 struct top_reader *top_reader_new(pid_t pid)
@@ -47,6 +48,11 @@ struct top_reader *top_reader_new(pid_t pid)
 		return NULL;
 	}
 	return r;
+}
+
+void top_reader_all_heaps(struct top_reader *r)
+{
+	r->all_heaps = true;
 }
 
 void top_reader_free(struct top_reader *r)
@@ -262,16 +268,47 @@ static void add(struct top_counts *to, const struct prof_stack *s)
 	to->free_objs_fp += s->free_objects_fp;
 }
 
-static int by_name(const void *a, const void *b)
+static int by_heap_name(const void *a, const void *b)
 {
 	const struct top_func *x = a, *y = b;
+	if (x->heap != y->heap)
+		return x->heap < y->heap ? -1 : 1;
 	return x->name < y->name ? -1 : x->name > y->name;
 }
 
 const struct top_func *top_find(const struct top_reading *t, uint32_t name)
 {
-	struct top_func key = {.name = name};
-	return bsearch(&key, t->funcs, t->nfuncs, sizeof(key), by_name);
+	struct top_func key = {.heap = 0, .name = name};
+	return bsearch(&key, t->funcs, t->nfuncs, sizeof(key), by_heap_name);
+}
+
+/* The heap of id in t, added (named from d) when new; NULL: no memory. */
+static struct top_heap *heap_of(struct top_reading *t,
+                                const struct prof_dump *d, uint32_t id)
+{
+	for (size_t i = 0; i < t->nheaps; i++)
+		if (t->heaps[i].id == id)
+			return &t->heaps[i];
+	struct top_heap *v = realloc(t->heaps, (t->nheaps + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	t->heaps = v;
+	struct top_heap *h = &v[t->nheaps++];
+	memset(h, 0, sizeof(*h));
+	h->id = id;
+	const char *name =
+	        id < d->nheaps && d->heaps[id].name && d->heaps[id].name[0]
+	                ? d->heaps[id].name
+	                : NULL;
+	if (name)
+		snprintf(h->name, sizeof(h->name), "%s", name);
+	else
+		snprintf(h->name, sizeof(h->name), "heap%" PRIu32, id);
+	/* 0: the process's interval (hp_heap_select_interval) */
+	h->interval = id < d->nheaps ? d->heaps[id].interval : 0;
+	if (!h->interval)
+		h->interval = t->interval;
+	return h;
 }
 
 /* Adds stack s to its function (the leaf's) in t; index: name -> func. */
@@ -289,7 +326,8 @@ static int add_stack(struct top_reader *r, const struct prof_dump *d,
 		err = name_pc(r, d, s->pcs[0], &leaf);
 	if (err)
 		return err;
-	int64_t *at = hmap_find(index, &leaf, sizeof(leaf));
+	uint64_t key = (uint64_t)s->heap_id << 32 | leaf;
+	int64_t *at = hmap_find(index, &key, sizeof(key));
 	struct top_func *f;
 	if (at) {
 		f = &t->funcs[*at];
@@ -299,10 +337,11 @@ static int add_stack(struct top_reader *r, const struct prof_dump *d,
 		if (!v)
 			return -ENOMEM;
 		t->funcs = v;
-		if (hmap_put(index, &leaf, sizeof(leaf), (int64_t)t->nfuncs))
+		if (hmap_put(index, &key, sizeof(key), (int64_t)t->nfuncs))
 			return -ENOMEM;
 		f = &t->funcs[t->nfuncs++];
 		memset(f, 0, sizeof(*f));
+		f->heap = s->heap_id;
 		f->name = leaf;
 		f->best_live = -1;
 	}
@@ -348,23 +387,38 @@ int top_read(struct top_reader *r, struct top_reading *out, char *why,
 		goto out;
 	const struct prof_dump *d = &ls.snap.dump;
 	out->interval = live_snapshot_interval(&ls);
-	uint64_t h = modules_hash(d);
-	if (h != r->modules_hash) {
+	uint64_t mh = modules_hash(d);
+	if (mh != r->modules_hash) {
 		hmap_free(&r->by_pc);
 		hmap_init(&r->by_pc);
-		r->modules_hash = h;
+		r->modules_hash = mh;
 	}
+	memcpy(out->counters, d->counters, sizeof(out->counters));
+	struct top_heap *malloc_heap = heap_of(out, d, 0);
+	if (!malloc_heap) {
+		err = -ENOMEM;
+		goto out;
+	}
+	malloc_heap->interval = out->interval;
 	for (size_t i = 0; i < d->nstacks && !err; i++) {
 		const struct prof_stack *s = &d->stacks[i];
-		/* libc.malloc, the heap `heapprof report` shows by default. */
-		if (s->heap_id != 0)
+		/* libc.malloc, the heap `heapprof report` shows by default;
+		 * the others when asked. */
+		if (s->heap_id != 0 && !r->all_heaps)
 			continue;
-		add(&out->total, s);
+		struct top_heap *h = heap_of(out, d, s->heap_id);
+		if (!h) {
+			err = -ENOMEM;
+			break;
+		}
+		add(&h->total, s);
+		if (s->heap_id == 0)
+			add(&out->total, s);
 		err = add_stack(r, d, s, &index, out, &cap);
 	}
 	if (err)
 		goto out;
-	qsort(out->funcs, out->nfuncs, sizeof(*out->funcs), by_name);
+	qsort(out->funcs, out->nfuncs, sizeof(*out->funcs), by_heap_name);
 	struct prof_memory m;
 	memset(&m, 0, sizeof(m));
 	if (snapshot_proc_memory(r->pid, &m) == 0) {
@@ -386,4 +440,7 @@ void top_reading_free(struct top_reading *t)
 	free(t->funcs);
 	t->funcs = NULL;
 	t->nfuncs = 0;
+	free(t->heaps);
+	t->heaps = NULL;
+	t->nheaps = 0;
 }

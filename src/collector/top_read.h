@@ -6,7 +6,8 @@
  * copies the per-stack counters (not the live blocks: a refresh a second
  * must stay cheap) and unmaps them.
  *
- *   top_reader_new    a reader of one process
+ *   top_reader_new    a reader of one process (of libc.malloc; of every
+ *                     heap after top_reader_all_heaps)
  *   top_read          one reading: totals, memory, per-function values
  *   top_reader_free   frees it (and its name cache)
  *
@@ -21,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "layout/layout_v2.h"
 
 /* The four views, in `heapprof report --view` order. */
 enum top_view {
@@ -40,8 +43,10 @@ struct top_counts {
 /* The callers kept per function. */
 #define TOP_CALLERS 4
 
-/* One function (the leaf frame: the one that called the allocator). */
+/* One function (the leaf frame: the one that called the allocator) of
+ * one heap. */
 struct top_func {
+	uint32_t heap; /* its heap id (top_reading.heaps[].id) */
 	uint32_t name; /* index into top_reader's names (top_name) */
 	struct top_counts c;
 	/* The stack of this function holding the most live bytes, as names
@@ -51,16 +56,31 @@ struct top_func {
 	int64_t best_live; /* that stack's live bytes */
 };
 
+/* A heap read: its totals (sampled: estimates). */
+struct top_heap {
+	uint32_t id;
+	char name[64];
+	uint64_t interval; /* its sampling interval (1: every allocation) */
+	struct top_counts total;
+};
+
 struct top_reading {
 	uint64_t ts;       /* CLOCK_BOOTTIME */
 	uint64_t interval; /* sampling interval in use (1: every allocation) */
-	struct top_counts total;
+	struct top_counts total; /* libc.malloc's */
+	/* The heaps read, by id: libc.malloc first, then those of the
+	 * process's stacks (top_reader_all_heaps). */
+	struct top_heap *heaps;
+	size_t nheaps;
+	/* The client's counters (HP_CTR_*: samples not recorded, unwind
+	 * errors, ...), from its region header. */
+	uint64_t counters[HP_CTR_ALL];
 	bool have_rss;
 	uint64_t rss, rss_peak;
 	/* The memory limit of the process's cgroup; 0: none. */
 	uint64_t limit;
-	const char *limit_src; /* which file said so; NULL if none found */
-	struct top_func *funcs;
+	const char *limit_src;  /* which file said so; NULL if none found */
+	struct top_func *funcs; /* sorted by heap, then name */
 	size_t nfuncs;
 };
 
@@ -68,6 +88,9 @@ struct top_reader;
 
 /* A reader of pid, or NULL when out of memory. */
 struct top_reader *top_reader_new(pid_t pid);
+
+/* r reads every heap of the process, not only libc.malloc. */
+void top_reader_all_heaps(struct top_reader *r);
 
 /*
  * One reading of the process's heap (libc.malloc) into *out, which
@@ -85,7 +108,7 @@ const char *top_name(const struct top_reader *r, uint32_t name);
 /* The value of view v in counts c: bytes, or objects rounded. */
 int64_t top_value(const struct top_counts *c, enum top_view v);
 
-/* The function named name in t (funcs are sorted by name), or NULL. */
+/* The function named name of libc.malloc in t, or NULL. */
 const struct top_func *top_find(const struct top_reading *t, uint32_t name);
 
 void top_reader_free(struct top_reader *r);

@@ -27,13 +27,15 @@
 #include "util/err.h"
 #include "util/proc.h"
 
-#define SUBSYS     "serve"
-#define HEAP_LABEL "libc.malloc"
+#define SUBSYS "serve"
 /* A pprof response is read whole into memory: no more than this. */
 #define MAX_PPROF_BYTES (256u << 20)
 
+/* A reader kept across requests for its names: of one process, known by
+ * its pid and start time (a pid reused is another process). */
 struct reader_slot {
 	pid_t pid;
+	uint64_t start;
 	struct top_reader *r;
 };
 
@@ -49,51 +51,81 @@ struct serve_server {
 
 /* ---- which processes ----------------------------------------------------- */
 
-static bool ours(pid_t pid)
+static bool servable(const struct serve_config *c, pid_t pid)
 {
 	uid_t uid;
-	return proc_owner(pid, &uid) == 0 && uid == geteuid();
+	if (!proc_alive(pid) || proc_owner(pid, &uid) < 0)
+		return false;
+	return c->all_users || uid == geteuid();
 }
 
-static size_t add_pid(pid_t *out, size_t n, pid_t pid)
+static size_t add_pid(const struct serve_config *c, pid_t *out, size_t n,
+                      pid_t pid)
 {
 	for (size_t i = 0; i < n; i++)
 		if (out[i] == pid)
 			return n;
-	if (n < SERVE_MAX_TARGETS && proc_alive(pid) && ours(pid))
+	if (n < SERVE_MAX_TARGETS && servable(c, pid))
 		out[n++] = pid;
 	return n;
 }
 
-/* The processes asked for that run now and are ours, into out (at most
- * SERVE_MAX_TARGETS); how many. */
-static size_t targets(const struct serve_server *s, pid_t *out)
+size_t serve_targets(const struct serve_config *c, pid_t *out)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < s->c.npids; i++)
-		n = add_pid(out, n, s->c.pids[i]);
-	for (size_t i = 0; i < s->c.nnames; i++) {
+	for (size_t i = 0; i < c->npids; i++)
+		n = add_pid(c, out, n, c->pids[i]);
+	for (size_t i = 0; i < c->nnames; i++) {
 		pid_t found[SERVE_MAX_TARGETS];
-		int k = proc_find_by_name(s->c.names[i], found,
+		int k = proc_find_by_name(c->names[i], found,
 		                          SERVE_MAX_TARGETS);
 		for (int j = 0; j < k && j < SERVE_MAX_TARGETS; j++)
-			n = add_pid(out, n, found[j]);
+			n = add_pid(c, out, n, found[j]);
 	}
 	return n;
 }
 
-static bool is_target(const struct serve_server *s, pid_t pid)
+void serve_addr_str(const struct sockaddr_storage *addr, unsigned port,
+                    char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+	if (addr->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6,
+		          &((const struct sockaddr_in6 *)addr)->sin6_addr, a,
+		          sizeof(a));
+		snprintf(buf, len, "[%s]:%u", a, port);
+		return;
+	}
+	inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, a,
+	          sizeof(a));
+	snprintf(buf, len, "%s:%u", a, port);
+}
+
+/* Why pid is not served ("" when it is): not asked for, or another
+ * user's. */
+static const char *not_served(const struct serve_server *s, pid_t pid)
 {
 	pid_t t[SERVE_MAX_TARGETS];
-	size_t n = targets(s, t);
+	size_t n = serve_targets(&s->c, t);
 	for (size_t i = 0; i < n; i++)
 		if (t[i] == pid)
-			return true;
-	return false;
+			return "";
+	uid_t uid;
+	if (!s->c.all_users && proc_owner(pid, &uid) == 0 && uid != geteuid())
+		return "another user's process (the agent serves its own "
+		       "user's; as root, --all-users serves every user's)";
+	return "not a process this agent profiles";
+}
+
+static uint64_t start_time(pid_t pid)
+{
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 ? st.start_time : 0;
 }
 
 /* The reader of pid, kept for the next request (its name cache); the
- * readers of processes no longer targets are freed first. */
+ * readers of processes no longer targets (or whose pid now names
+ * another process) are freed first. */
 static struct top_reader *reader_of(struct serve_server *s, pid_t pid,
                                     const pid_t *live, size_t nlive)
 {
@@ -101,7 +133,7 @@ static struct top_reader *reader_of(struct serve_server *s, pid_t pid,
 		bool keep = false;
 		for (size_t j = 0; j < nlive; j++)
 			keep |= live[j] == s->slots[i].pid;
-		if (keep) {
+		if (keep && start_time(s->slots[i].pid) == s->slots[i].start) {
 			i++;
 			continue;
 		}
@@ -114,8 +146,11 @@ static struct top_reader *reader_of(struct serve_server *s, pid_t pid,
 	if (s->nslots == SERVE_MAX_TARGETS)
 		return NULL;
 	struct top_reader *r = top_reader_new(pid);
-	if (r)
-		s->slots[s->nslots++] = (struct reader_slot){pid, r};
+	if (!r)
+		return NULL;
+	top_reader_all_heaps(r);
+	s->slots[s->nslots++] = (struct reader_slot){
+	        .pid = pid, .start = start_time(pid), .r = r};
 	return r;
 }
 
@@ -180,99 +215,198 @@ struct reading {
 	bool ok;
 };
 
-static void labels(FILE *f, const struct reading *g)
+/* {pid="..",comm=".."[,heap=".."] and no closing brace. */
+static void labels_open(FILE *f, const struct reading *g, const char *heap)
 {
 	fprintf(f, "{pid=\"%d\",comm=\"", (int)g->pid);
 	put_label(f, g->comm);
-	fputs("\",heap=\"" HEAP_LABEL "\"}", f);
+	fputc('"', f);
+	if (heap) {
+		fputs(",heap=\"", f);
+		put_label(f, heap);
+		fputc('"', f);
+	}
 }
 
-enum metric_src {
-	M_LIVE_BYTES,
-	M_LIVE_OBJS,
-	M_ALLOC_BYTES,
-	M_FREED_BYTES,
-	M_ALLOC_OBJS,
-	M_FREED_OBJS,
-	M_RSS,
-	M_RSS_PEAK,
-	M_LIMIT,
-	M_INTERVAL,
+static void series(FILE *f, const char *name, const struct reading *g,
+                   const char *heap, const char *extra_key,
+                   const char *extra_val, int64_t v)
+{
+	fputs(name, f);
+	labels_open(f, g, heap);
+	if (extra_key) {
+		fprintf(f, ",%s=\"", extra_key);
+		put_label(f, extra_val);
+		fputc('"', f);
+	}
+	fprintf(f, "} %" PRId64 "\n", v);
+}
+
+static void help(FILE *f, const char *name, const char *type, const char *text)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+/* Per heap: the value of a heap's totals. */
+enum heap_metric {
+	HM_LIVE_BYTES,
+	HM_LIVE_OBJS,
+	HM_ALLOC_BYTES,
+	HM_FREED_BYTES,
+	HM_ALLOC_OBJS,
+	HM_FREED_OBJS,
+	HM_INTERVAL,
 };
 
 static const struct metric {
 	const char *name, *type, *help;
-	enum metric_src src;
-} metrics[] = {
+	enum heap_metric m;
+} heap_metrics[] = {
         {"heapprof_live_bytes", "gauge",
          "Bytes of the heap live now (estimated for sampled heaps).",
-         M_LIVE_BYTES},
+         HM_LIVE_BYTES},
         {"heapprof_live_objects", "gauge",
          "Objects of the heap live now (estimated for sampled heaps).",
-         M_LIVE_OBJS},
+         HM_LIVE_OBJS},
         {"heapprof_allocated_bytes_total", "counter",
-         "Bytes allocated since the session attached.", M_ALLOC_BYTES},
+         "Bytes allocated since the session attached.", HM_ALLOC_BYTES},
         {"heapprof_freed_bytes_total", "counter",
-         "Bytes freed since the session attached.", M_FREED_BYTES},
+         "Bytes freed since the session attached.", HM_FREED_BYTES},
         {"heapprof_allocated_objects_total", "counter",
-         "Objects allocated since the session attached.", M_ALLOC_OBJS},
+         "Objects allocated since the session attached.", HM_ALLOC_OBJS},
         {"heapprof_freed_objects_total", "counter",
-         "Objects freed since the session attached.", M_FREED_OBJS},
-        {"heapprof_resident_bytes", "gauge",
-         "Resident set size of the process.", M_RSS},
-        {"heapprof_resident_peak_bytes", "gauge",
-         "Peak resident set size of the process.", M_RSS_PEAK},
-        {"heapprof_memory_limit_bytes", "gauge",
-         "Memory limit of the process's cgroup (absent: none).", M_LIMIT},
+         "Objects freed since the session attached.", HM_FREED_OBJS},
         {"heapprof_sampling_interval_bytes", "gauge",
-         "Mean bytes between samples (1: every allocation).", M_INTERVAL},
+         "Mean bytes between samples (1: every allocation).", HM_INTERVAL},
 };
 
-/* The value of metric m in g; false when it has none. */
-static bool metric_value(const struct reading *g, enum metric_src m, int64_t *v)
+static int64_t heap_value(const struct top_heap *h, enum heap_metric m)
 {
-	const struct top_counts *c = &g->t.total;
+	const struct top_counts *c = &h->total;
 	switch (m) {
-	case M_LIVE_BYTES:
-		*v = top_value(c, TOP_SPACE);
-		return true;
-	case M_LIVE_OBJS:
-		*v = top_value(c, TOP_OBJECTS);
-		return true;
-	case M_ALLOC_BYTES:
-		*v = (int64_t)c->alloc_bytes;
-		return true;
-	case M_FREED_BYTES:
-		*v = (int64_t)c->free_bytes;
-		return true;
-	case M_ALLOC_OBJS:
-		*v = top_value(c, TOP_ALLOC_OBJECTS);
-		return true;
-	case M_FREED_OBJS:
-		*v = top_value(c, TOP_ALLOC_OBJECTS) -
-		     top_value(c, TOP_OBJECTS);
-		return true;
-	case M_RSS:
-		*v = (int64_t)g->t.rss;
-		return g->t.have_rss;
-	case M_RSS_PEAK:
-		*v = (int64_t)g->t.rss_peak;
-		return g->t.have_rss;
-	case M_LIMIT:
-		*v = (int64_t)g->t.limit;
-		return g->t.limit != 0;
-	case M_INTERVAL:
-		*v = (int64_t)g->t.interval;
-		return true;
+	case HM_LIVE_BYTES:
+		return top_value(c, TOP_SPACE);
+	case HM_LIVE_OBJS:
+		return top_value(c, TOP_OBJECTS);
+	case HM_ALLOC_BYTES:
+		return (int64_t)c->alloc_bytes;
+	case HM_FREED_BYTES:
+		return (int64_t)c->free_bytes;
+	case HM_ALLOC_OBJS:
+		return top_value(c, TOP_ALLOC_OBJECTS);
+	case HM_FREED_OBJS:
+		return top_value(c, TOP_ALLOC_OBJECTS) -
+		       top_value(c, TOP_OBJECTS);
+	case HM_INTERVAL:
+		return (int64_t)h->interval;
 	}
-	return false;
+	return 0;
 }
 
-static int by_live_desc(const void *a, const void *b)
+/* The client's counters, by what they mean to a scraper: samples the
+ * profile lacks (dropped), and what went wrong recording the others. */
+static const struct counter_series {
+	int ctr;
+	const char *label;
+} dropped[] =
+        {
+                {HP_CTR_REENTRANT, "reentrant"},
+                {HP_CTR_STACK_LOW, "stack_low"},
+                {HP_CTR_STARTUP_MISSED, "startup_missed"},
+                {HP_CTR_LIVE_FULL, "live_table_full"},
+},
+  errors[] = {
+          {HP_CTR_UNWIND_ERRORS, "unwind_failed"},
+          {HP_CTR_UNWIND_STOPPED, "unwind_stopped"},
+          {HP_CTR_TRUNCATED_STACKS, "stack_truncated"},
+          {HP_CTR_STACK_FULL, "stack_table_full"},
+          {HP_CTR_MODULE_FULL, "module_table_full"},
+          {HP_CTR_CONTROL_LOST, "control_lost"},
+};
+
+static void put_counters(FILE *f, const struct reading *g, size_t n,
+                         const char *name, const char *key,
+                         const struct counter_series *cs, size_t ncs)
 {
-	int64_t x = top_value(&((const struct top_func *)a)->c, TOP_SPACE);
-	int64_t y = top_value(&((const struct top_func *)b)->c, TOP_SPACE);
-	return x < y ? 1 : x > y ? -1 : 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; g[i].ok && k < ncs; k++)
+			series(f, name, &g[i], NULL, key, cs[k].label,
+			       (int64_t)g[i].t.counters[cs[k].ctr]);
+}
+
+/* The process metrics (no heap label): RSS, its peak, the limit. */
+static void put_process(FILE *f, const struct reading *g, size_t n)
+{
+	help(f, "heapprof_resident_bytes", "gauge",
+	     "Resident set size of the process.");
+	for (size_t i = 0; i < n; i++)
+		if (g[i].ok && g[i].t.have_rss)
+			series(f, "heapprof_resident_bytes", &g[i], NULL, NULL,
+			       NULL, (int64_t)g[i].t.rss);
+	help(f, "heapprof_resident_peak_bytes", "gauge",
+	     "Peak resident set size of the process.");
+	for (size_t i = 0; i < n; i++)
+		if (g[i].ok && g[i].t.have_rss)
+			series(f, "heapprof_resident_peak_bytes", &g[i], NULL,
+			       NULL, NULL, (int64_t)g[i].t.rss_peak);
+	help(f, "heapprof_memory_limit_bytes", "gauge",
+	     "Memory limit of the process's cgroup (absent: none).");
+	for (size_t i = 0; i < n; i++)
+		if (g[i].ok && g[i].t.limit)
+			series(f, "heapprof_memory_limit_bytes", &g[i], NULL,
+			       NULL, NULL, (int64_t)g[i].t.limit);
+	help(f, "heapprof_samples_dropped_total", "counter",
+	     "Samples the profile lacks, by reason (live_table_full: "
+	     "recorded, their free not tracked).");
+	put_counters(f, g, n, "heapprof_samples_dropped_total", "reason",
+	             dropped, sizeof(dropped) / sizeof(dropped[0]));
+	help(f, "heapprof_client_errors_total", "counter",
+	     "Samples recorded with a stack cut short or charged to an "
+	     "overflow entry, and other client errors, by error.");
+	put_counters(f, g, n, "heapprof_client_errors_total", "error", errors,
+	             sizeof(errors) / sizeof(errors[0]));
+}
+
+static int by_heap_live_desc(const void *a, const void *b)
+{
+	const struct top_func *x = a, *y = b;
+	if (x->heap != y->heap)
+		return x->heap < y->heap ? -1 : 1;
+	int64_t lx = top_value(&x->c, TOP_SPACE);
+	int64_t ly = top_value(&y->c, TOP_SPACE);
+	return lx < ly ? 1 : lx > ly ? -1 : 0;
+}
+
+static const char *heap_name(const struct top_reading *t, uint32_t id)
+{
+	for (size_t i = 0; i < t->nheaps; i++)
+		if (t->heaps[i].id == id)
+			return t->heaps[i].name;
+	return "?";
+}
+
+/* The top_n functions of each heap of g by live bytes. */
+static void put_functions(FILE *f, const struct reading *g, long top_n)
+{
+	if (!g->ok || !g->t.nfuncs)
+		return;
+	struct top_func *fs = malloc(g->t.nfuncs * sizeof(*fs));
+	if (!fs)
+		return;
+	memcpy(fs, g->t.funcs, g->t.nfuncs * sizeof(*fs));
+	qsort(fs, g->t.nfuncs, sizeof(*fs), by_heap_live_desc);
+	long k = 0;
+	for (size_t i = 0; i < g->t.nfuncs; i++) {
+		k = i && fs[i].heap != fs[i - 1].heap ? 0 : k;
+		int64_t v = top_value(&fs[i].c, TOP_SPACE);
+		if (k >= top_n || v <= 0)
+			continue;
+		k++;
+		series(f, "heapprof_function_live_bytes", g,
+		       heap_name(&g->t, fs[i].heap), "function",
+		       top_name(g->r, fs[i].name), v);
+	}
+	free(fs);
 }
 
 static void put_metrics(FILE *f, struct serve_server *s, struct reading *g,
@@ -281,71 +415,42 @@ static void put_metrics(FILE *f, struct serve_server *s, struct reading *g,
 	size_t nok = 0;
 	for (size_t i = 0; i < n; i++)
 		nok += g[i].ok;
-	fputs("# HELP heapprof_targets Processes asked for that run now.\n"
-	      "# TYPE heapprof_targets gauge\n",
-	      f);
+	help(f, "heapprof_targets", "gauge",
+	     "Processes asked for that run now.");
 	fprintf(f, "heapprof_targets %zu\n", n);
-	fputs("# HELP heapprof_profiled Processes whose heap could be read.\n"
-	      "# TYPE heapprof_profiled gauge\n",
-	      f);
+	help(f, "heapprof_profiled", "gauge",
+	     "Processes whose heap could be read.");
 	fprintf(f, "heapprof_profiled %zu\n", nok);
-	fputs("# HELP heapprof_http_requests_total Requests served.\n"
-	      "# TYPE heapprof_http_requests_total counter\n",
-	      f);
+	help(f, "heapprof_http_requests_total", "counter", "Requests served.");
 	fprintf(f, "heapprof_http_requests_total %" PRIu64 "\n", s->requests);
-	fputs("# HELP heapprof_http_bad_requests_total Requests answered 4xx.\n"
-	      "# TYPE heapprof_http_bad_requests_total counter\n",
-	      f);
+	help(f, "heapprof_http_bad_requests_total", "counter",
+	     "Requests answered 4xx.");
 	fprintf(f, "heapprof_http_bad_requests_total %" PRIu64 "\n",
 	        s->bad_requests);
-	for (size_t m = 0; m < sizeof(metrics) / sizeof(metrics[0]); m++) {
-		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", metrics[m].name,
-		        metrics[m].help, metrics[m].name, metrics[m].type);
-		for (size_t i = 0; i < n; i++) {
-			int64_t v;
-			if (!g[i].ok ||
-			    !metric_value(&g[i], metrics[m].src, &v))
-				continue;
-			fputs(metrics[m].name, f);
-			labels(f, &g[i]);
-			fprintf(f, " %" PRId64 "\n", v);
-		}
+	for (size_t m = 0; m < sizeof(heap_metrics) / sizeof(heap_metrics[0]);
+	     m++) {
+		help(f, heap_metrics[m].name, heap_metrics[m].type,
+		     heap_metrics[m].help);
+		for (size_t i = 0; i < n; i++)
+			for (size_t h = 0; g[i].ok && h < g[i].t.nheaps; h++)
+				series(f, heap_metrics[m].name, &g[i],
+				       g[i].t.heaps[h].name, NULL, NULL,
+				       heap_value(&g[i].t.heaps[h],
+				                  heap_metrics[m].m));
 	}
-	fputs("# HELP heapprof_function_live_bytes Live bytes allocated by the"
-	      " function (the allocator's caller), top N per process.\n"
-	      "# TYPE heapprof_function_live_bytes gauge\n",
-	      f);
-	for (size_t i = 0; i < n; i++) {
-		if (!g[i].ok || !g[i].t.nfuncs)
-			continue;
-		struct top_func *fs = malloc(g[i].t.nfuncs * sizeof(*fs));
-		if (!fs)
-			continue;
-		memcpy(fs, g[i].t.funcs, g[i].t.nfuncs * sizeof(*fs));
-		qsort(fs, g[i].t.nfuncs, sizeof(*fs), by_live_desc);
-		for (size_t k = 0; k < g[i].t.nfuncs && k < (size_t)s->c.top_n;
-		     k++) {
-			int64_t v = top_value(&fs[k].c, TOP_SPACE);
-			if (v <= 0)
-				break;
-			fprintf(f,
-			        "heapprof_function_live_bytes{pid=\"%d\",comm="
-			        "\"",
-			        (int)g[i].pid);
-			put_label(f, g[i].comm);
-			fputs("\",heap=\"" HEAP_LABEL "\",function=\"", f);
-			put_label(f, top_name(g[i].r, fs[k].name));
-			fprintf(f, "\"} %" PRId64 "\n", v);
-		}
-		free(fs);
-	}
+	put_process(f, g, n);
+	help(f, "heapprof_function_live_bytes", "gauge",
+	     "Live bytes allocated by the function (the allocator's caller), "
+	     "the top N of each process and heap.");
+	for (size_t i = 0; i < n; i++)
+		put_functions(f, &g[i], s->c.top_n);
 }
 
 static enum MHD_Result do_metrics(struct serve_server *s,
                                   struct MHD_Connection *conn)
 {
 	pid_t t[SERVE_MAX_TARGETS];
-	size_t n = targets(s, t);
+	size_t n = serve_targets(&s->c, t);
 	struct reading *g = calloc(n ? n : 1, sizeof(*g));
 	char *body = NULL;
 	size_t len = 0;
@@ -383,7 +488,7 @@ static enum MHD_Result do_list(struct serve_server *s,
                                struct MHD_Connection *conn)
 {
 	pid_t t[SERVE_MAX_TARGETS];
-	size_t n = targets(s, t);
+	size_t n = serve_targets(&s->c, t);
 	char *body = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&body, &len);
@@ -396,9 +501,15 @@ static enum MHD_Result do_list(struct serve_server *s,
 	        n);
 	for (size_t i = 0; i < n; i++) {
 		char comm[64];
+		struct live_snapshot ls;
 		proc_comm(t[i], comm, sizeof(comm));
-		fprintf(f, "%d\t%s\t/debug/pprof/heap?pid=%d\n", (int)t[i],
-		        comm, (int)t[i]);
+		int rc = live_snapshot_open(t[i], &ls);
+		fprintf(f, "%d\t%s\t/debug/pprof/heap?pid=%d\t%s\n", (int)t[i],
+		        comm, (int)t[i],
+		        rc == 0    ? "profiled"
+		        : rc == -1 ? ls.why
+		                   : "out of memory");
+		live_snapshot_close(&ls);
 	}
 	if (fclose(f) != 0) {
 		free(body);
@@ -435,91 +546,129 @@ static int read_whole(const char *path, char **out, size_t *len)
 	return 0;
 }
 
-/* The pprof of the snapshot database db (its one process and dump). */
-static int pprof_of_db(const char *db_path, const char *out, uint64_t wall)
+static bool has_heap(const struct live_snapshot *ls, const char *heap)
 {
-	sqlite3 *db = reader_open(db_path, SUBSYS);
-	struct rd_stacks st;
-	struct rd_process *procs = NULL;
-	struct rd_dump *d = NULL;
-	size_t np = 0, nd = 0;
-	int err = db ? 0 : -1;
+	for (size_t i = 0; i < ls->snap.dump.nheaps; i++)
+		if (ls->snap.dump.heaps[i].name &&
+		    !strcmp(ls->snap.dump.heaps[i].name, heap))
+			return true;
+	return false;
+}
 
-	memset(&st, 0, sizeof(st));
-	if (!err)
-		err = reader_load_stacks(db, SUBSYS, &st);
-	if (!err)
-		err = reader_load_processes(db, SUBSYS, &procs, &np);
-	if (!err && np == 1)
-		err = reader_load_dumps(db, SUBSYS, procs[0].upid, &d, &nd);
-	if (!err && (np != 1 || nd != 1))
-		err = -1;
-	if (!err) {
-		struct snapshot_pprof_job j = {
-		        .db = db,
-		        .s = &st,
-		        .p = &procs[0],
-		        .d = &d[0],
-		        .dump_index = 1,
-		        .ndumps = 1,
-		        .file = "heapprof serve",
-		        .wall_ns = (int64_t)wall,
-		        .path = out,
-		        .go_names = 1,
-		};
-		err = snapshot_pprof_write(&j, SUBSYS);
+/* What a pprof request asks for. */
+struct pprof_ask {
+	pid_t pid;
+	const char *heap; /* NULL: libc.malloc */
+	bool save;
+};
+
+/* The snapshot database kept for ?save=1: DIR/COMM.PID.snapshot.TIME.db,
+ * a sequence number added when that exists (two in one second). */
+static int saved_path(const struct serve_server *s, pid_t pid, char *buf,
+                      size_t len)
+{
+	char comm[64], when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	proc_comm(pid, comm, sizeof(comm));
+	for (char *c = comm; *c; c++)
+		if (*c == '/' || *c == ' ')
+			*c = '_';
+	strftime(when, sizeof(when), "%Y%m%dT%H%M%S",
+	         gmtime_r(&now, &tm) ? &tm : &(struct tm){0});
+	for (int k = 0; k < 100; k++) {
+		int n = k ? snprintf(buf, len, "%s/%s.%d.snapshot.%s-%d.db",
+		                     s->c.dir, comm, (int)pid, when, k)
+		          : snprintf(buf, len, "%s/%s.%d.snapshot.%s.db",
+		                     s->c.dir, comm, (int)pid, when);
+		if (n < 0 || (size_t)n >= len)
+			return -1;
+		if (access(buf, F_OK) != 0)
+			return 0;
 	}
-	reader_free_dumps(d, nd);
-	reader_free_processes(procs, np);
-	reader_free_stacks(&st);
-	if (db)
-		sqlite3_close(db);
-	return err ? -1 : 0;
+	return -1;
 }
 
 static enum MHD_Result do_pprof(struct serve_server *s,
-                                struct MHD_Connection *conn, pid_t pid)
+                                struct MHD_Connection *conn,
+                                const struct pprof_ask *a)
 {
 	struct live_snapshot ls;
-	char db[512], out[512];
+	char db[PATH_MAX], out[PATH_MAX], saved[PATH_MAX] = "";
 	char *body = NULL;
-	size_t len = 0;
+	size_t len = 0, nsamples = 0;
 
-	if (!is_target(s, pid)) {
+	const char *why = not_served(s, a->pid);
+	if (why[0]) {
 		s->bad_requests++;
-		return reply_text(conn, MHD_HTTP_NOT_FOUND,
-		                  "pid %d: not a process this agent profiles\n",
-		                  (int)pid);
+		return reply_text(conn,
+		                  strncmp(why, "another", 7)
+		                          ? MHD_HTTP_NOT_FOUND
+		                          : MHD_HTTP_FORBIDDEN,
+		                  "pid %d: %s\n", (int)a->pid, why);
 	}
-	int rc = live_snapshot_open(pid, &ls);
-	if (rc == 0)
-		rc = live_snapshot_take(&ls);
-	else if (rc == -1) {
+	int rc = live_snapshot_open(a->pid, &ls);
+	if (rc == -1) {
+		s->bad_requests++;
 		enum MHD_Result r =
 		        reply_text(conn, MHD_HTTP_NOT_FOUND, "%s\n", ls.why);
 		live_snapshot_close(&ls);
 		return r;
 	}
-	snprintf(db, sizeof(db), "%s/serve-%d-%" PRIu64 ".db", s->c.tmpdir,
-	         (int)getpid(), ++s->seq);
-	snprintf(out, sizeof(out), "%s/serve-%d-%" PRIu64 ".pb.gz", s->c.tmpdir,
-	         (int)getpid(), s->seq);
+	if (rc == 0)
+		rc = live_snapshot_take(&ls);
+	if (rc == 0 && a->heap && !has_heap(&ls, a->heap)) {
+		s->bad_requests++;
+		live_snapshot_close(&ls);
+		return reply_text(conn, MHD_HTTP_NOT_FOUND,
+		                  "pid %d has no heap named '%s'\n",
+		                  (int)a->pid, a->heap);
+	}
+	s->seq++;
+	snprintf(db, sizeof(db), "%s/request-%" PRIu64 ".db", s->c.dir, s->seq);
+	snprintf(out, sizeof(out), "%s/request-%" PRIu64 ".pb.gz", s->c.dir,
+	         s->seq);
 	if (rc == 0)
 		rc = live_snapshot_write_db(&ls, db, "heapprof serve");
 	uint64_t wall = ls.wall;
 	live_snapshot_close(&ls);
 	if (rc == 0)
-		rc = pprof_of_db(db, out, wall);
+		rc = snapshot_pprof_of_db(db, out, a->heap,
+		                          SNAPSHOT_PPROF_GO_NAMES, wall,
+		                          &nsamples, SUBSYS);
 	if (rc == 0)
 		rc = read_whole(out, &body, &len);
+	if (rc == 0 && a->save &&
+	    (saved_path(s, a->pid, saved, sizeof(saved)) ||
+	     rename(db, saved) != 0)) {
+		hp_err(SUBSYS, "keeping the snapshot of pid %d: %s",
+		       (int)a->pid, strerror(errno));
+		saved[0] = '\0';
+	}
 	unlink(db);
 	unlink(out);
 	if (rc != 0)
 		return reply_text(
 		        conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
 		        "pid %d: the heap profile could not be made\n",
-		        (int)pid);
-	return reply(conn, MHD_HTTP_OK, "application/octet-stream", body, len);
+		        (int)a->pid);
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	        len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        "application/octet-stream");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_DISPOSITION,
+	                        "attachment; filename=\"heap.pb.gz\"");
+	if (saved[0])
+		MHD_add_response_header(r, "X-Heapprof-Saved", saved);
+	else if (a->save)
+		MHD_add_response_header(r, "X-Heapprof-Saved", "failed");
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 /* ---- requests ---------------------------------------------------------- */
@@ -540,6 +689,62 @@ static bool token_ok(const struct serve_server *s, struct MHD_Connection *conn)
 	return !diff;
 }
 
+static const char *arg(struct MHD_Connection *conn, const char *key)
+{
+	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* A boolean argument: absent, "0"/"false" or "1"/"true"; -1 otherwise. */
+static int bool_arg(const char *v)
+{
+	if (!v || !strcmp(v, "0") || !strcmp(v, "false"))
+		return 0;
+	if (!strcmp(v, "1") || !strcmp(v, "true"))
+		return 1;
+	return -1;
+}
+
+/* The arguments of /debug/pprof/heap into *a (pid 0: none asked);
+ * NULL, or what is wrong with them. */
+static const char *pprof_args(struct serve_server *s,
+                              struct MHD_Connection *conn, struct pprof_ask *a,
+                              char *why, size_t len)
+{
+	const char *p = arg(conn, "pid"), *name = arg(conn, "name");
+	const char *debug = arg(conn, "debug");
+	int save = bool_arg(arg(conn, "save"));
+	memset(a, 0, sizeof(*a));
+	a->heap = arg(conn, "heap");
+	if (p && name)
+		return "pid and name exclude each other";
+	if (arg(conn, "seconds"))
+		return "delta profiles (seconds=) are not served: the heap "
+		       "profile is of now, scrape it without seconds";
+	if (debug && strcmp(debug, "0"))
+		return "only the binary profile is served (debug=0)";
+	if (a->heap && !a->heap[0])
+		return "empty heap";
+	if (save < 0)
+		return "save is 1 or 0";
+	if (save && !s->c.keep)
+		return "save=1: this agent keeps no profiles (start it with "
+		       "-o DIR)";
+	a->save = save;
+	if (p) {
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (!p[0] || *end || errno || v <= 0 || v > INT32_MAX)
+			return "invalid pid";
+		a->pid = (pid_t)v;
+	} else if (name && !name[0]) {
+		return "empty name";
+	} else if (name && live_snapshot_find(name, &a->pid, why, len)) {
+		return why;
+	}
+	return NULL;
+}
+
 static enum MHD_Result route(struct serve_server *s,
                              struct MHD_Connection *conn, const char *url)
 {
@@ -551,38 +756,17 @@ static enum MHD_Result route(struct serve_server *s,
 		                  "not found: /metrics and /debug/pprof/heap "
 		                  "are served\n");
 	}
-	const char *p =
-	        MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pid");
-	const char *name = MHD_lookup_connection_value(
-	        conn, MHD_GET_ARGUMENT_KIND, "name");
-	if (p && name) {
+	struct pprof_ask a;
+	char why[1024];
+	const char *bad = pprof_args(s, conn, &a, why, sizeof(why));
+	if (bad) {
 		s->bad_requests++;
-		return reply_text(conn, MHD_HTTP_BAD_REQUEST,
-		                  "pid and name exclude each other\n");
+		return reply_text(conn,
+		                  bad == why ? MHD_HTTP_NOT_FOUND
+		                             : MHD_HTTP_BAD_REQUEST,
+		                  "%s\n", bad);
 	}
-	if (name) {
-		pid_t pid;
-		char why[1024];
-		if (!name[0] ||
-		    live_snapshot_find(name, &pid, why, sizeof(why))) {
-			s->bad_requests++;
-			return reply_text(conn, MHD_HTTP_NOT_FOUND, "%s\n",
-			                  name[0] ? why : "empty name");
-		}
-		return do_pprof(s, conn, pid);
-	}
-	if (p) {
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (!p[0] || *end || errno || v <= 0 || v > INT32_MAX) {
-			s->bad_requests++;
-			return reply_text(conn, MHD_HTTP_BAD_REQUEST,
-			                  "invalid pid\n");
-		}
-		return do_pprof(s, conn, (pid_t)v);
-	}
-	return do_list(s, conn);
+	return a.pid ? do_pprof(s, conn, &a) : do_list(s, conn);
 }
 
 /* A request's state between libmicrohttpd's calls. */
@@ -646,9 +830,13 @@ struct serve_server *serve_start(const struct serve_config *c)
 		return NULL;
 	}
 	s->c = *c;
+	bool v6 = c->addr.ss_family == AF_INET6;
+	unsigned port =
+	        ntohs(v6 ? ((const struct sockaddr_in6 *)&c->addr)->sin6_port
+	                 : ((const struct sockaddr_in *)&c->addr)->sin_port);
 	s->d = MHD_start_daemon(
 	        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD |
-	                MHD_USE_ERROR_LOG,
+	                MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0),
 	        0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 	        (const struct sockaddr *)&s->c.addr,
 	        MHD_OPTION_CONNECTION_LIMIT, c->max_connections,
@@ -658,18 +846,18 @@ struct serve_server *serve_start(const struct serve_config *c)
 	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 	        MHD_OPTION_END);
 	if (!s->d) {
-		char a[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &c->addr.sin_addr, a, sizeof(a));
+		char a[INET6_ADDRSTRLEN + 16];
+		serve_addr_str(&c->addr, port, a, sizeof(a));
 		hp_err(SUBSYS,
-		       "cannot listen on %s:%u (in use, or not an "
-		       "address of this machine?)",
-		       a, ntohs(c->addr.sin_port));
+		       "cannot listen on %s (in use, or not an address of "
+		       "this machine?)",
+		       a);
 		free(s);
 		return NULL;
 	}
 	const union MHD_DaemonInfo *i =
 	        MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-	s->port = i ? i->port : ntohs(c->addr.sin_port);
+	s->port = i ? i->port : port;
 	return s;
 }
 

@@ -7,7 +7,10 @@
  *
  *   GET /metrics                    Prometheus text exposition format
  *   GET /debug/pprof/heap?pid=N     a dump taken now, gzipped pprof with
- *   GET /debug/pprof/heap?name=N    Go's heap sample types
+ *   GET /debug/pprof/heap?name=N    Go's heap sample types (&heap=H: a
+ *                                   heap other than libc.malloc; &save=1:
+ *                                   its database kept in the agent's
+ *                                   directory)
  *   GET /debug/pprof/heap           the profiled processes, as text
  *
  * Errors: serve_start prints one line "heapprof: serve: ..." and returns
@@ -17,6 +20,7 @@
 #define HEAPPROF_EXPORT_SERVE_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -24,19 +28,30 @@
 #define SERVE_MAX_TARGETS 64
 
 struct serve_config {
-	struct sockaddr_in addr; /* where to listen */
+	struct sockaddr_storage addr; /* where to listen: IPv4 or IPv6 */
 	/* which processes: these pids and every process of these names */
 	const pid_t *pids;
 	size_t npids;
 	const char *const *names;
 	size_t nnames;
-	long top_n;               /* functions per process in /metrics */
+	bool all_users;           /* every user's (root only), not only ours */
+	long top_n;               /* functions per process and heap */
 	const char *token;        /* bearer token; NULL: none asked */
 	unsigned max_connections; /* at once, all clients */
 	unsigned timeout_s;       /* per connection, idle */
-	uint64_t interval;        /* the sessions' -i; 0: record's default */
-	const char *tmpdir;       /* where the pprof of a request is built */
+	/* The agent's directory: the sessions' databases, a request's
+	 * files, the snapshots saved (?save=1) when kept (-o DIR). */
+	const char *dir;
+	bool keep;
 };
+
+/* The processes c asks for that run now and may be served (ours, or
+ * all_users), into out (at most SERVE_MAX_TARGETS); how many. */
+size_t serve_targets(const struct serve_config *c, pid_t *out);
+
+/* addr as "HOST:PORT" ("[::1]:PORT" for IPv6) into buf. */
+void serve_addr_str(const struct sockaddr_storage *addr, unsigned port,
+                    char *buf, size_t len);
 
 struct serve_server;
 

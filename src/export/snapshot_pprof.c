@@ -163,7 +163,7 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 }
 
 int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
-                         int with_tags, uint64_t wall, size_t *nsamples,
+                         unsigned flags, uint64_t wall, size_t *nsamples,
                          const char *subsys)
 {
 	sqlite3 *db = reader_open(db_path, subsys);
@@ -194,9 +194,10 @@ int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
 		        .ndumps = 1,
 		        .file = db_path,
 		        .heap = heap,
-		        .with_tags = with_tags,
+		        .with_tags = (flags & SNAPSHOT_PPROF_TAGS) != 0,
 		        .wall_ns = (int64_t)wall,
 		        .path = out,
+		        .go_names = (flags & SNAPSHOT_PPROF_GO_NAMES) != 0,
 		};
 		err = snapshot_pprof_write(&j, subsys);
 		*nsamples = j.nsamples;

@@ -44,11 +44,15 @@ struct snapshot_pprof_job {
  */
 int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys);
 
+/* snapshot_pprof_of_db's flags */
+#define SNAPSHOT_PPROF_TAGS     1u /* with_tags */
+#define SNAPSHOT_PPROF_GO_NAMES 2u /* go_names */
+
 /* The pprof of the snapshot database db_path just written (its one process
  * and dump), taken at wall (CLOCK_REALTIME, ns), to out; the samples
  * written in *nsamples.  0 or -1 (message printed). */
 int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
-                         int with_tags, uint64_t wall, size_t *nsamples,
+                         unsigned flags, uint64_t wall, size_t *nsamples,
                          const char *subsys);
 
 #endif
