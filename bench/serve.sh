@@ -18,11 +18,12 @@
 # live ones plus cutime + cstime, which holds the time of the descendants
 # already reaped), and the sum of VmRSS (and of Pss) over the tree.
 #
-# By default the programs are started with LD_PRELOAD=libheapprof.so and a
-# heapprofd (private XDG_RUNTIME_DIR) runs, as on a machine set up to
-# profile programs from their start; BENCH_SERVE_PRELOAD=0 starts them
-# bare, without the daemon (the agent must attach by ptrace).  The
-# daemon is not in serve's tree; its RSS and CPU are given apart.
+# By default the programs are started bare and no heapprofd runs: the
+# agent alone, attaching to each new process by ptrace (docs/ATTACH.md).
+# BENCH_SERVE_PRELOAD=1 starts them with LD_PRELOAD=libheapprof.so and
+# runs a heapprofd (private XDG_RUNTIME_DIR), as on a machine set up to
+# profile programs from their start; the daemon is not in serve's tree:
+# its RSS and CPU are given apart.
 #
 # Printed: a row per SAMPLE (t, processes in the agent's tree, their RSS
 # and PSS in MiB, CPU % of one core over the interval, the targets and
@@ -31,7 +32,8 @@
 # mean, the churner's starts against the distinct churner pids /metrics
 # showed with a heap (heapprof_live_bytes{pid=...}), the agent's RSS per
 # profiled process, serve's temporary directory's size, and the lines of
-# its stderr and of its session log that say something went wrong.
+# its stderr and of the sessions' logs (copied from its directory every
+# second, as they come and go) that say something went wrong.
 #
 # Environment:
 #   DURATION=S              the run (default 600; the summary's "first
@@ -40,7 +42,7 @@
 #   CHURN_SECONDS=S         a churner's life (default 5)
 #   RATE=N                  allocations a second of each program (20000)
 #   STEADY_COUNT=N          long-lived processes (default 1)
-#   BENCH_SERVE_PRELOAD=0|1 see above (default 1)
+#   BENCH_SERVE_PRELOAD=0|1 see above (default 0)
 #   SERVE_ARGS="..."        more options for heapprof serve
 #   BENCH_WORK=DIR          scratch and logs (default BUILD/bench-work)
 # Results: the table and summary on stdout, kept in
@@ -67,7 +69,7 @@ SAMPLE=${SAMPLE:-10}
 CHURN_SECONDS=${CHURN_SECONDS:-5}
 RATE=${RATE:-20000}
 STEADY_COUNT=${STEADY_COUNT:-1}
-PRELOAD=${BENCH_SERVE_PRELOAD:-1}
+PRELOAD=${BENCH_SERVE_PRELOAD:-0}
 SERVE_ARGS=${SERVE_ARGS:-}
 for v in DURATION SAMPLE RATE STEADY_COUNT; do
 	case ${!v} in '' | *[!0-9]* | 0) die "$v must be a positive integer" ;; esac
@@ -209,7 +211,9 @@ if [ -z "$URL" ]; then
 	cleanup
 	die "serve did not say where it listens: $(head -c 400 "$WORK/serve.err")"
 fi
-SLOG=$(sed -n 's|.*; session log \(.*\)$|\1|p' "$WORK/serve.out")
+# The agent's directory: its sessions' profiles and logs.
+SDIR=$(sed -n 's|.*; sessions in \(.*\)$|\1|p' "$WORK/serve.out")
+mkdir -p "$WORK/logs"
 say "agent:   $HP serve -n $CHURN_NAME,$STEADY_NAME --listen 127.0.0.1:0 $SERVE_ARGS (pid $SPID, $URL)"
 say ""
 
@@ -224,9 +228,9 @@ fi
 m_ok=0 m_fail=0 p_ok=0 p_fail=0 p_bytes=0
 targets="-" profiled="-"
 : >"$WORK/seen.pids"
-printf 't_s\tprocs\trss_kb\tpss_kb\tcpu_ticks\tcpu_pct\ttargets\tprofiled\tmetrics_ok\tmetrics_failed\tpprof_ok\tpprof_failed\tchurn_started\tchurn_seen\tdaemon_rss_kb\tdaemon_ticks\n' >"$TSV"
-fmt='%6s %6s %8s %8s %7s %8s %9s %13s %11s %7s\n'
-printf "$fmt" t procs "RSS MiB" "PSS MiB" "CPU %" targets profiled "metrics ok/f" "pprof ok/f" churned | tee -a "$REPORT"
+printf 't_s\tprocs\trss_kb\tpss_kb\tcpu_ticks\tcpu_pct\ttargets\tprofiled\tmetrics_ok\tmetrics_failed\tpprof_ok\tpprof_failed\tchurn_started\tchurn_seen\tdaemon_rss_kb\tdaemon_ticks\tserve_rss_kb\tdir_kb\n' >"$TSV"
+fmt='%6s %6s %8s %8s %7s %8s %9s %13s %11s %8s %8s\n'
+printf "$fmt" t procs "RSS MiB" "PSS MiB" "CPU %" targets profiled "metrics ok/f" "pprof ok/f" "seen/run" "dir KiB" | tee -a "$REPORT"
 
 daemon_sample() {
 	if [ -n "$DPID" ] && [ -r "/proc/$DPID/stat" ]; then
@@ -263,6 +267,7 @@ while :; do
 		m_fail=$((m_fail + 1))
 		echo "$tick metrics $code" >>"$WORK/scrape/failures"
 	fi
+	[ -n "$SDIR" ] && cp -p "$SDIR"/*.log "$WORK/logs/" 2>/dev/null
 	if [ $((tick % 10)) = 0 ]; then
 		g=$WORK/scrape/heap.pb.gz
 		code=$(curl -s -m 30 -o "$g" -w '%{http_code}' "$URL/debug/pprof/heap?$PPROF_Q" </dev/null)
@@ -284,11 +289,13 @@ while :; do
 		started=$(wc -l <"$WORK/churn.pids")
 		seen=$(sort -u "$WORK/seen.pids" | wc -l)
 		read -r drss dticks < <(daemon_sample)
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tick" "$n" "$rss" "$pss" "$ticks" "$cpu" \
-			"$targets" "$profiled" "$m_ok" "$m_fail" "$p_ok" "$p_fail" "$started" "$seen" "$drss" "$dticks" >>"$TSV"
+		srss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$SPID/status" 2>/dev/null)
+		dkb=$(du -sk "$WORK/tmp" 2>/dev/null | cut -f1)
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tick" "$n" "$rss" "$pss" "$ticks" "$cpu" \
+			"$targets" "$profiled" "$m_ok" "$m_fail" "$p_ok" "$p_fail" "$started" "$seen" "$drss" "$dticks" "${srss:-0}" "${dkb:-0}" >>"$TSV"
 		printf "$fmt" "$tick" "$n" "$(awk -v k="$rss" 'BEGIN { printf "%.1f", k / 1024 }')" \
 			"$(awk -v k="$pss" 'BEGIN { printf "%.1f", k / 1024 }')" "$cpu" "$targets" "$profiled" \
-			"$m_ok/$m_fail" "$p_ok/$p_fail" "$seen/$started" | tee -a "$REPORT"
+			"$m_ok/$m_fail" "$p_ok/$p_fail" "$seen/$started" "${dkb:-?}" | tee -a "$REPORT"
 	fi
 	[ "$tick" -ge "$DURATION" ] && break
 done
@@ -306,7 +313,6 @@ if [ -z "$serve_died" ]; then
 	done
 fi
 tmp_kb=$(du -sk "$WORK/tmp" 2>/dev/null | cut -f1)
-[ -n "$SLOG" ] && [ -f "$SLOG" ] && cp "$SLOG" "$WORK/record.log"
 
 kill -TERM "$LOOP_PID" 2>/dev/null
 wait "$LOOP_PID" 2>/dev/null
@@ -338,7 +344,7 @@ my ($tsv, $dur, $sample, $hz) = @ARGV;
 open(my $f, "<", $tsv) or die; <$f>;
 my @r; while (<$f>) { chomp; my @x = split /\t/; push @r, {t => $x[0], n => $x[1], rss => $x[2], pss => $x[3],
 	ticks => $x[4], cpu => $x[5], targets => $x[6], prof => $x[7], started => $x[12], seen => $x[13],
-	drss => $x[14], dticks => $x[15]}; }
+	drss => $x[14], dticks => $x[15], srss => $x[16], dir => $x[17]}; }
 exit 0 unless @r;
 my $last_t = $r[-1]{t};
 sub mean { my @x = grep { defined && $_ ne "-" && $_ ne "" } @_; return undef unless @x; my $s = 0; $s += $_ for @x; return $s / @x; }
@@ -356,8 +362,14 @@ printf "agent CPU, %% of one core: mean %.2f (minute 1 %.2f, last minute %.2f, m
 	($r[-1]{ticks}) / $hz, $last_t;
 my $prof = mean(map { $_->{prof} } @lastm);
 my $rl = mean(map { $_->{rss} } @lastm);
-printf "processes profiled (last minute, mean of /metrics): %.1f; agent RSS per profiled process: %s MiB; agent processes: %s\n",
-	$prof // 0, ($prof ? mib($rl / $prof) : "-"), mean(map { $_->{n} } @lastm) // "-";
+my $nl = mean(map { $_->{n} } @lastm);
+my $sl = mean(map { $_->{srss} } @lastm);
+printf "processes profiled (last minute, mean of /metrics): %.1f; agent RSS per profiled process: %s MiB; agent processes: %.1f\n",
+	$prof // 0, ($prof ? mib($rl / $prof) : "-"), $nl // 0;
+printf "of which serve itself: %s MiB (minute 1 %s MiB); the rest per other process of the tree: %s MiB\n",
+	mib($sl), mib(mean(map { $_->{srss} } @first)), ($nl && $nl > 1 ? mib(($rl - $sl) / ($nl - 1)) : "-");
+printf "serve'"'"'s directory (sessions'"'"' profiles): minute 1 %.0f KiB, last minute %.0f KiB, max %.0f KiB\n",
+	mean(map { $_->{dir} } @first), mean(map { $_->{dir} } @lastm), (sort { $a <=> $b } map { $_->{dir} } @r)[-1];
 if (defined mean(map { $_->{drss} } @r)) {
 	my ($d0, $d1) = ($r[0]{dticks}, $r[-1]{dticks});
 	printf "heapprofd (not in the tree): RSS minute 1 %s MiB, last minute %s MiB; CPU %.2f%% of one core\n",
@@ -380,14 +392,12 @@ say "serve: ${serve_died:-ended on SIGTERM, $serve_rc}"
 errs=$(grep -v '^$' "$WORK/serve.err" | wc -l)
 say "serve's stderr: $errs lines$([ "$errs" -gt 0 ] && echo ', first 5:')"
 [ "$errs" -gt 0 ] && head -5 "$WORK/serve.err" | sed 's/^/  /' | tee -a "$REPORT"
-if [ -f "$WORK/record.log" ]; then
-	nlog=$(wc -l <"$WORK/record.log")
-	bad=$(grep -ci 'error\|fail\|cannot\|not profiled\|warning' "$WORK/record.log")
-	say "session log: $nlog lines, $bad that say error/fail/cannot/not profiled/warning$([ "$bad" -gt 0 ] && echo ', first 5:')"
-	[ "$bad" -gt 0 ] && grep -i 'error\|fail\|cannot\|not profiled\|warning' "$WORK/record.log" | head -5 | sed 's/^/  /' | tee -a "$REPORT"
-else
-	say "session log: none found (${SLOG:-no path printed})"
-fi
+[ -n "$SDIR" ] && cp -p "$SDIR"/*.log "$WORK/logs/" 2>/dev/null
+nlogs=$(find "$WORK/logs" -name '*.log' | wc -l)
+pat='error\|fail\|cannot\|not profiled\|warning'
+bad=$(cat "$WORK"/logs/*.log 2>/dev/null | grep -ci "$pat")
+say "sessions' logs: $nlogs copied, $bad lines that say error/fail/cannot/not profiled/warning$([ "$bad" -gt 0 ] && echo ', first 5:')"
+[ "$bad" -gt 0 ] && cat "$WORK"/logs/*.log | grep -i "$pat" | head -5 | sed 's/^/  /' | tee -a "$REPORT"
 [ -s "$WORK/progs.err" ] && say "the programs' stderr: $(head -c 300 "$WORK/progs.err")"
 say "total time: $(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.0f", b - a }') s; logs in $WORK"
 say "raw numbers: $TSV"
