@@ -10,7 +10,8 @@
 #                           installed heapprof.pc), libc6-i386 (a 32-bit
 #                           program's loader), heaptrack and git
 #                           (allocation counts compared with heaptrack's),
-#                           tmux (a terminal for heapprof top)
+#                           tmux (a terminal for heapprof top),
+#                           prometheus (scrapes heapprof serve)
 #   scripts/deps.sh --lint  also clang-tidy 14 and cppcheck (make lint)
 #   scripts/deps.sh --fuzz  also clang and libFuzzer (make fuzz)
 set -e
@@ -45,6 +46,9 @@ if [ "${1:-}" = --test ]; then
 	[ -x /usr/bin/rustc ] || need="$need rustc"
 	# heapprof top driven in a terminal (test_top.sh)
 	command -v tmux >/dev/null 2>&1 || need="$need tmux"
+	# Debian's prometheus scraping heapprof serve's /metrics
+	# (test_serve_prometheus.sh)
+	command -v prometheus >/dev/null 2>&1 || need="$need prometheus"
 	# a 32-bit program started by a profiled one (test_hostile.sh)
 	[ "$(uname -m)" != x86_64 ] || [ -e /lib/ld-linux.so.2 ] ||
 		need="$need libc6-i386"

@@ -52,6 +52,7 @@ struct serve_opts {
 	size_t nname_args;
 	const char *interval; /* -i */
 	const char *heaps;    /* --heaps */
+	int all_heaps;        /* --all-heaps */
 	const char *listen;   /* --listen */
 	int allow_remote;     /* --allow-remote */
 	int all_users;        /* --all-users */
@@ -68,7 +69,7 @@ struct serve_opts {
 static void usage(FILE *f)
 {
 	fputs("usage: heapprof serve -p PID[,PID...] | -n NAME[,NAME...]"
-	      " [-i N] [--heaps A,B]\n"
+	      " [-i N] [--heaps A,B | --all-heaps]\n"
 	      "                      [--listen ADDR:PORT] [--allow-remote]"
 	      " [--token-file FILE]\n"
 	      "                      [--all-users] [--top N]"
@@ -99,6 +100,7 @@ static void usage(FILE *f)
 	      "  -i, --interval N        sampling interval in bytes (1: every"
 	      " allocation)\n"
 	      "      --heaps A,B         the heaps to profile (as record's)\n"
+	      "      --all-heaps         every heap, custom ones too\n"
 	      "      --listen ADDR:PORT  where to listen (default"
 	      " 127.0.0.1:6060; [::1]:PORT\n"
 	      "                          for IPv6; port 0: any)\n"
@@ -123,10 +125,12 @@ static void usage(FILE *f)
 	      "  -c, --config FILE       read these options from FILE, one"
 	      " 'key: value' a line\n"
 	      "                          (pid, name, interval, heaps,"
-	      " listen, allow-remote,\n"
-	      "                          token-file, all-users, top,"
-	      " max-connections, timeout,\n"
-	      "                          output); later flags override it\n",
+	      " all-heaps, listen,\n"
+	      "                          allow-remote, token-file,"
+	      " all-users, top,\n"
+	      "                          max-connections, timeout,"
+	      " output); later flags\n"
+	      "                          override it\n",
 	      f);
 }
 
@@ -197,6 +201,10 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		o->all_users = 1;
 		return 0;
 	}
+	if (!strcmp(argv[*i], "--all-heaps")) {
+		o->all_heaps = 1;
+		return 0;
+	}
 	return 1;
 }
 
@@ -226,17 +234,18 @@ static int config_line(struct serve_opts *o, const char *path, int lineno,
 	val += strspn(val, " \t");
 	for (char *c = key; *c; c++)
 		*c = *c == '_' ? '-' : *c;
-	if (!strcmp(key, "allow-remote") || !strcmp(key, "all-users")) {
+	int *flag_of = !strcmp(key, "allow-remote") ? &o->allow_remote
+	               : !strcmp(key, "all-users")  ? &o->all_users
+	               : !strcmp(key, "all-heaps")  ? &o->all_heaps
+	                                            : NULL;
+	if (flag_of) {
 		int b = config_bool(val);
 		if (b < 0) {
 			hp_err(SUBSYS, "%s:%d: %s is true or false", path,
 			       lineno, key);
 			return -1;
 		}
-		if (!strcmp(key, "allow-remote"))
-			o->allow_remote = b;
-		else
-			o->all_users = b;
+		*flag_of = b;
 		return 0;
 	}
 	if (!strcmp(key, "config")) {
@@ -420,6 +429,8 @@ static int start_record(struct agent *a, struct session *ss)
 		argv[n++] = "--heaps";
 		argv[n++] = (char *)o->heaps;
 	}
+	if (o->all_heaps)
+		argv[n++] = "--all-heaps";
 	argv[n++] = "-o";
 	argv[n++] = ss->db;
 	argv[n] = NULL;

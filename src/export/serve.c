@@ -192,16 +192,47 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status,
 	             (size_t)n);
 }
 
-/* A label value as the exposition format quotes it. */
+/* The length of the valid UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+	size_t n = p[0] < 0x80                             ? 1
+	           : (p[0] & 0xe0) == 0xc0 && p[0] >= 0xc2 ? 2
+	           : (p[0] & 0xf0) == 0xe0                 ? 3
+	           : (p[0] & 0xf8) == 0xf0 && p[0] <= 0xf4 ? 4
+	                                                   : 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if (n == 3 &&
+	    ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
+		return 0; /* overlong, or a surrogate */
+	if (n == 4 &&
+	    ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
+		return 0; /* overlong, or past U+10FFFF */
+	return n;
+}
+
+/* A label value as the exposition format quotes it.  Prometheus refuses
+ * a whole scrape over one label that is not UTF-8 (a command name cut at
+ * 15 bytes in the middle of a character): such bytes become U+FFFD. */
 static void put_label(FILE *f, const char *v)
 {
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
+	const unsigned char *p = (const unsigned char *)v;
+	while (*p) {
+		size_t n = utf8_len(p);
+		if (!n) {
+			fputs("\xef\xbf\xbd", f);
+			p++;
+		} else if (*p == '\\' || *p == '"') {
 			fputc('\\', f);
-		if (*v == '\n')
+			fputc(*p++, f);
+		} else if (*p == '\n') {
 			fputs("\\n", f);
-		else
-			fputc(*v, f);
+			p++;
+		} else {
+			fwrite(p, 1, n, f);
+			p += n;
+		}
 	}
 }
 

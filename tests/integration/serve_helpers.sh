@@ -47,6 +47,9 @@ start_serve() {
 		return 1
 	SURL=$(sed -n 's|^heapprof serve: listening on \(http://[0-9.:]*\)/.*|\1|p' \
 		"$T_DIR/$tag.out")
+	# serve itself (timeout's child) is killed at exit too, not only
+	# its wrapper
+	TPIDS="$TPIDS $(pgrep -P "$SPID" | tr '\n' ' ')"
 }
 
 # stop_serve: SIGTERM, exit status 0 expected.
@@ -56,9 +59,14 @@ stop_serve() {
 	assert_eq 0 "$WAIT_RC" "serve's status after SIGTERM: $(head -c 300 "$T_DIR/$1.err")"
 }
 
-# metric NAME PID: the value of NAME{pid="PID",...} in $T_DIR/metrics.
+# metric NAME PID [HEAP [MORE]]: the value of NAME{pid="PID",comm=..,
+# heap="HEAP"MORE} in $T_DIR/metrics (HEAP libc.malloc when not given;
+# "-": a series of the process without a heap label).
 metric() {
-	sed -n "s/^$1{pid=\"$2\"[^}]*} //p" "$T_DIR/metrics"
+	local heap=${3:-libc.malloc} more=${4:-}
+	[ "$heap" = - ] && heap="" || heap=",heap=\"$heap\""
+	grep -F "$1{pid=\"$2\"," "$T_DIR/metrics" |
+		grep -F "\"$heap$more} " | sed 's/^.*} //'
 }
 scrape() {
 	http "$SURL/metrics" >"$T_DIR/metrics"

@@ -109,19 +109,236 @@ for i in range(12):
 time.sleep(8)
 ' "$port" &
 	FLOOD=$!
-	sleep 4
-	http "$SURL/metrics" >/dev/null
-	assert_eq 200 "$HTTP_CODE" "/metrics once the idle ones timed out"
+	wait_until 15 "/metrics answered while the flood holds its sockets" \
+		scrape
+	assert_eq 0 "$(kill -0 "$FLOOD" 2>/dev/null; echo $?)" \
+		"the flood still held its sockets then (answered after the" \
+		"idle ones timed out, not after the flood ended)"
 	kill "$FLOOD" 2>/dev/null
 	wait "$FLOOD" 2>/dev/null
 	assert_eq 0 "$(kill -0 "$SPID" 2>/dev/null; echo $?)" "serve still runs"
 	stop_serve s3
 fi
 
+t_begin "serve -n: a process that ends and starts again under the name is picked up, each its own session"
+# the first case's process of the name ends first
+kill -TERM "$APID" 2>/dev/null
+wait_until 20 "$APID's end" eval "! kill -0 $APID 2>/dev/null"
+if start_alloc n1 && start_serve s4 -n "$SANAME" -i 1 -o "$W/agent4"; then
+	P1=$APID
+	wait_until 30 "the session on $P1 in /metrics" attached
+	touch "$W/n1.go"
+	wait_until 30 "live bytes 1000000 of $P1" live_is 1000000
+	kill -TERM "$P1"
+	gone() { scrape && [ -z "$(metric heapprof_live_bytes "$P1")" ]; }
+	wait_until 30 "$P1 gone from /metrics" gone
+	if start_alloc n2; then
+		P2=$APID
+		wait_until 30 "the session on $P2 (same name) in /metrics" attached
+		touch "$W/n2.go"
+		wait_until 30 "live bytes 1000000 of $P2" live_is 1000000
+		assert_eq 1005000 "$(metric heapprof_allocated_bytes_total "$P2")" \
+			"$P2's allocated bytes: its own session, from its start"
+		# a second process of the name while the first runs
+		if start_alloc n3; then
+			P3=$APID
+			wait_until 30 "the session on $P3 beside $P2" attached
+			touch "$W/n3.go"
+			wait_until 30 "live bytes 1000000 of $P3" live_is 1000000
+			assert_eq 1000000 "$(metric heapprof_live_bytes "$P2")" \
+				"$P2 still profiled, exact, beside $P3"
+			assert_eq 2 "$(sed -n 's/^heapprof_profiled //p' "$T_DIR/metrics")" \
+				"heapprof_profiled"
+			kill -TERM "$P3"
+		fi
+		kill -TERM "$P2"
+	fi
+	stop_serve s4
+	assert_eq "$SANAME.$P1.db $SANAME.$P2.db" \
+		"$(cd "$W/agent4" && ls "$SANAME.$P1.db" "$SANAME.$P2.db" | tr '\n' ' ' | sed 's/ $//')" \
+		"-o DIR keeps each session's database"
+	# its session's database: keep_here 10 x 100000 B, all live at its end
+	check_views "$W/agent4/$SANAME.$P2.db" keep_here 10 1000000 10 1000000
+fi
+
+t_begin "serve -o DIR: ?save=1 keeps the snapshot of the request; without -o it is refused"
+if start_alloc sv && start_serve s5 -p "$APID" -i 1 -o "$W/agent5"; then
+	wait_until 30 "the session on $APID in /metrics" attached
+	touch "$W/sv.go"
+	wait_until 30 "live bytes 1000000" live_is 1000000
+	http "$SURL/debug/pprof/heap?pid=$APID&save=1" -D "$T_DIR/sv.hdr" \
+		-o "$T_DIR/sv.pb.gz" >/dev/null
+	assert_eq 200 "$HTTP_CODE" "?save=1"
+	saved=$(sed -n 's/^X-Heapprof-Saved: \(.*\)\r$/\1/p' "$T_DIR/sv.hdr")
+	assert_match "^$W/agent5/$SANAME\.$APID\.snapshot\.[0-9T]+\.db$" "$saved" \
+		"the saved snapshot's path"
+	if [ -f "$saved" ]; then
+		"$HP" report "$saved" --top 3 >"$T_DIR/sv.report" 2>&1
+		assert_match 'keep_here' "$(cat "$T_DIR/sv.report")" \
+			"heapprof report reads the saved snapshot"
+		assert_eq 1000000 "$(q "$saved" "SELECT sum(b.size) FROM heapprof_block b
+		  JOIN stack_profile_callsite c ON b.callsite_id = c.id
+		  JOIN stack_profile_frame f ON c.frame_id = f.id
+		  WHERE f.name = 'keep_here';")" "the saved snapshot's keep_here blocks"
+	else
+		t_fail "no saved snapshot at '$saved'"
+	fi
+	http "$SURL/debug/pprof/heap?pid=$APID&save=maybe" >/dev/null
+	assert_eq 400 "$HTTP_CODE" "save=maybe"
+	stop_serve s5
+fi
+if start_serve s6 -p "$APID"; then
+	http "$SURL/debug/pprof/heap?pid=$APID&save=1" >"$T_DIR/s6.body"
+	assert_eq 400 "$HTTP_CODE" "save=1 without -o"
+	assert_match 'keeps no profiles' "$(cat "$T_DIR/s6.body")" "why"
+	http "$SURL/debug/pprof/heap?pid=$APID&seconds=30" >/dev/null
+	assert_eq 400 "$HTTP_CODE" "a delta profile (seconds=)"
+	http "$SURL/debug/pprof/heap?pid=$APID&heap=nope" >/dev/null
+	assert_eq 404 "$HTTP_CODE" "a heap the process does not have"
+	scrape
+	assert_eq 0 "$(metric heapprof_samples_dropped_total "$APID" - ',reason="reentrant"')" \
+		"samples dropped (reentrant): a series, 0"
+	assert_eq 0 "$(metric heapprof_client_errors_total "$APID" - ',error="stack_table_full"')" \
+		"client errors (stack_table_full): a series, 0"
+	assert_match "^heapprof_resident_bytes\{pid=\"$APID\",comm=\"$SANAME\"\} [1-9][0-9]*$" \
+		"$(cat "$T_DIR/metrics")" "RSS, labelled by process"
+	stop_serve s6
+fi
+
+t_begin "serve --all-heaps: a custom heap's series and ?heap= (exact at -i 1)"
+"$PROGS/api_attach" >"$W/ap.pout" 2>"$W/ap.perr" </dev/null &
+APID=$!
+TPIDS="$TPIDS $APID"
+if wait_until 20 "api_attach ready" grep -q ': ready$' "$W/ap.pout" &&
+	start_serve s7 -p "$APID" -i 1 --all-heaps; then
+	wait_until 30 "the session on $APID in /metrics" attached
+	kill -USR1 "$APID"
+	wait_until 20 "api_attach's phase" grep -q ': phase done$' "$W/ap.pout"
+	pool_is() {
+		scrape && [ "$(metric heapprof_live_bytes "$APID" attach.pool)" = 448 ]
+	}
+	wait_until 30 "attach.pool live 448" pool_is
+	assert_eq 640 "$(metric heapprof_allocated_bytes_total "$APID" attach.pool)" \
+		"attach.pool allocated bytes"
+	assert_eq 7 "$(metric heapprof_live_objects "$APID" attach.pool)" \
+		"attach.pool live objects"
+	assert_eq 448 "$(metric heapprof_function_live_bytes "$APID" attach.pool ',function="pool_take"')" \
+		"pool_take's series in attach.pool"
+	assert_eq 100 "$(metric heapprof_function_live_bytes "$APID" libc.malloc ',function="api_malloc"')" \
+		"api_malloc's series in libc.malloc"
+	if need_go && pprof_top ah "$SURL/debug/pprof/heap?pid=$APID&heap=attach.pool" inuse_space; then
+		check_top ah pool_take 448
+	fi
+	stop_serve s7
+fi
+kill -USR1 "$APID" 2>/dev/null
+
+t_begin "serve: another user's process is refused (403), served with --all-users as root"
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+	t_skip "needs root and setpriv"
+else
+	OD=$(mktemp -d /tmp/hp-serve-other.XXXXXX)
+	chmod 755 "$OD"
+	mkdir -m 1777 "$OD/run"
+	cp "$SA" "$OD/$SANAME"
+	timeout -k 5 240 setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$OD/$SANAME" "$OD/run/o.ready" "$OD/run/o.go" \
+		>"$T_DIR/o.out" 2>&1 </dev/null &
+	TPIDS="$TPIDS $!"
+	OPID=""
+	wait_until 30 "nobody's serve_alloc ready" test -s "$OD/run/o.ready" &&
+		OPID=$(sed -n 's/^pid //p' "$OD/run/o.ready")
+	TPIDS="$TPIDS $OPID"
+	if [ -n "$OPID" ] && start_serve s8 -p "$OPID" -i 1; then
+		http "$SURL/debug/pprof/heap?pid=$OPID" >"$T_DIR/s8.body"
+		assert_eq 403 "$HTTP_CODE" "?pid= of another user's process"
+		assert_match "another user's" "$(cat "$T_DIR/s8.body")" "why"
+		scrape
+		assert_eq "" "$(metric heapprof_live_bytes "$OPID")" \
+			"not in /metrics"
+		assert_eq "0" "$(sed -n 's/^heapprof_targets //p' "$T_DIR/metrics")" \
+			"no target"
+		stop_serve s8
+	fi
+	if [ -n "$OPID" ] && start_serve s9 -p "$OPID" -i 1 --all-users; then
+		APID=$OPID
+		wait_until 30 "the session on nobody's $OPID" attached
+		touch "$OD/run/o.go"
+		wait_until 30 "live bytes 1000000 of nobody's process" live_is 1000000
+		http "$SURL/debug/pprof/heap?pid=$OPID" >/dev/null
+		assert_eq 200 "$HTTP_CODE" "?pid= with --all-users"
+		stop_serve s9
+	fi
+	kill -TERM "$OPID" 2>/dev/null
+	rm -rf "$OD"
+fi
+
+t_begin "serve -c FILE: the options from a config; IPv6 loopback"
+if start_alloc cf; then
+	printf '# the agent\npid: %s\ninterval: 1\ntop: 2\nall_heaps: false\n' \
+		"$APID" >"$W/serve.conf"
+	if start_serve s10 -c "$W/serve.conf"; then
+		wait_until 30 "the session on $APID in /metrics" attached
+		touch "$W/cf.go"
+		wait_until 30 "live bytes 1000000 (interval 1 from the config)" \
+			live_is 1000000
+		assert_eq 1 "$(metric heapprof_sampling_interval_bytes "$APID")" \
+			"the config's interval"
+		stop_serve s10
+	fi
+	if [ -r /proc/net/if_inet6 ] && grep -q ' lo$' /proc/net/if_inet6; then
+		timeout -k 5 60 "$HP" serve -p "$APID" --listen '[::1]:0' \
+			>"$T_DIR/v6.out" 2>"$T_DIR/v6.err" </dev/null &
+		V6=$!
+		TPIDS="$TPIDS $V6"
+		wait_until 20 "serve on [::1] listening" \
+			grep -q '^heapprof serve: listening on http://\[::1\]:[0-9]' \
+			"$T_DIR/v6.out"
+		v6url=$(sed -n 's|^heapprof serve: listening on \(http://\[::1\]:[0-9]*\)/.*|\1|p' \
+			"$T_DIR/v6.out")
+		http "$v6url/metrics" -g >/dev/null
+		assert_eq 200 "$HTTP_CODE" "/metrics over IPv6 loopback"
+		kill -TERM "$V6"
+		wait_pid_bounded 30 "$V6"
+		assert_eq 0 "$WAIT_RC" "serve on [::1]: exit status"
+	else
+		t_skip "no IPv6 loopback here"
+	fi
+fi
+
+t_begin "serve: a command name cut inside a UTF-8 character is labelled valid UTF-8"
+U8NAME="utf8name-abcdeé"   # 14 bytes, then 2: /proc keeps 15
+cp "$PROGS/serve_alloc" "$W/$U8NAME"
+timeout -k 5 240 "$W/$U8NAME" "$W/u8.ready" "$W/u8.go" >/dev/null 2>&1 </dev/null &
+TPIDS="$TPIDS $!"
+APID=""
+wait_until 30 "the program ready" test -s "$W/u8.ready" &&
+	APID=$(sed -n 's/^pid //p' "$W/u8.ready")
+TPIDS="$TPIDS $APID"
+if [ -n "$APID" ] && start_serve s11 -p "$APID" -i 1; then
+	wait_until 30 "the session on $APID in /metrics" attached
+	assert_eq ok "$(python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+b.decode("utf-8")
+print("ok" if "comm=\"utf8name-abcde\ufffd\"".encode() in b else "no label")
+' "$T_DIR/metrics" 2>&1)" "/metrics is UTF-8, the cut byte as U+FFFD"
+	stop_serve s11
+fi
+kill -TERM "$APID" 2>/dev/null
+
 t_begin "serve: errors in one line"
 expect_error e1 2 'not a loopback address' serve -p "$APID" --listen 0.0.0.0:0
 expect_error e2 2 'need -p PID or -n NAME' serve
 expect_error e3 2 'invalid --listen' serve -p "$APID" --listen nowhere
 expect_error e4 2 'token-file' serve -p "$APID" --token-file "$W/none"
+printf 'pid: 1\nbogus: 2\n' >"$W/bad.conf"
+expect_error e5 2 'bad.conf:2: unknown key .bogus.' serve -c "$W/bad.conf"
+printf 'allow_remote: perhaps\n' >"$W/bad2.conf"
+expect_error e6 2 'bad2.conf:1: allow-remote is true or false' \
+	serve -c "$W/bad2.conf"
+expect_error e7 2 'not a loopback address' serve -p 1 --listen '[::]:0'
+expect_error e8 2 'invalid --listen address' serve -p 1 --listen '[zz]:0'
+expect_error e9 1 '-o .*: not a directory' serve -p 1 -o "$W/bad.conf"
 
 t_summary
