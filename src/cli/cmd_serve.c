@@ -485,8 +485,14 @@ static void last_line(const char *path, char *buf, size_t len)
 static void forget(struct agent *a, struct session *ss)
 {
 	if (!a->keep) {
+		char side[PATH_MAX + 8];
 		unlink(ss->db);
 		unlink(ss->log);
+		/* SQLite's, when record was killed */
+		snprintf(side, sizeof(side), "%s-wal", ss->db);
+		unlink(side);
+		snprintf(side, sizeof(side), "%s-shm", ss->db);
+		unlink(side);
 	}
 	memset(ss, 0, sizeof(*ss));
 }
@@ -731,6 +737,7 @@ static int run(struct serve_opts *o, struct serve_config *c)
 	for (;;) {
 		reap(&a);
 		follow(&a);
+		serve_tick(s);
 		struct timespec ts = {.tv_sec = 1};
 		int sig = sigtimedwait(&set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)

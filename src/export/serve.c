@@ -11,11 +11,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +41,21 @@ struct reader_slot {
 	struct top_reader *r;
 };
 
+/* A connection watched for the time a request may take (serve_tick):
+ * since it opened or its last response, until its next request's headers
+ * are in; then until that request is answered. */
+struct conn_watch {
+	bool used, busy; /* busy: a request being answered */
+	int fd;
+	uint64_t since_ms; /* CLOCK_MONOTONIC */
+};
+
+/* A request's headers must be in within this many idle timeouts of the
+ * connection's opening (or its last response); its answer within
+ * ANSWER_MAX_MS. */
+#define HEADERS_TIMEOUTS 3
+#define ANSWER_MAX_MS    300000u
+
 struct serve_server {
 	struct serve_config c;
 	struct MHD_Daemon *d;
@@ -47,6 +64,12 @@ struct serve_server {
 	struct reader_slot slots[SERVE_MAX_TARGETS];
 	size_t nslots;
 	uint64_t requests, bad_requests, seq;
+	/* the connections (libmicrohttpd's thread adds and removes them,
+	 * serve_tick cuts those too slow), under mu */
+	pthread_mutex_t mu;
+	struct conn_watch *watch;
+	size_t nwatch;
+	uint64_t cut; /* connections cut */
 };
 
 /* ---- which processes ----------------------------------------------------- */
@@ -458,6 +481,12 @@ static void put_metrics(FILE *f, struct serve_server *s, struct reading *g,
 	     "Requests answered 4xx.");
 	fprintf(f, "heapprof_http_bad_requests_total %" PRIu64 "\n",
 	        s->bad_requests);
+	pthread_mutex_lock(&s->mu);
+	uint64_t cut = s->cut;
+	pthread_mutex_unlock(&s->mu);
+	help(f, "heapprof_http_connections_cut_total", "counter",
+	     "Connections closed for taking too long to send a request.");
+	fprintf(f, "heapprof_http_connections_cut_total %" PRIu64 "\n", cut);
 	for (size_t m = 0; m < sizeof(heap_metrics) / sizeof(heap_metrics[0]);
 	     m++) {
 		help(f, heap_metrics[m].name, heap_metrics[m].type,
@@ -800,6 +829,28 @@ static enum MHD_Result route(struct serve_server *s,
 	return a.pid ? do_pprof(s, conn, &a) : do_list(s, conn);
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* conn's watch (NULL: not watched, all slots taken) set busy or not. */
+static void watch_busy(struct serve_server *s, struct MHD_Connection *conn,
+                       bool busy)
+{
+	const union MHD_ConnectionInfo *i = MHD_get_connection_info(
+	        conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_watch *w = i ? i->socket_context : NULL;
+	if (!w)
+		return;
+	pthread_mutex_lock(&s->mu);
+	w->busy = busy;
+	w->since_ms = mono_ms();
+	pthread_mutex_unlock(&s->mu);
+}
+
 /* A request's state between libmicrohttpd's calls. */
 struct req {
 	size_t body; /* bytes of a request body seen (refused) */
@@ -822,6 +873,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	if (!q) { /* headers only so far */
 		q = calloc(1, sizeof(*q));
 		*con_cls = q;
+		watch_busy(s, conn, true);
 		return q ? MHD_YES : MHD_NO;
 	}
 	if (*upload_data_size) { /* a body: read, dropped, refused */
@@ -846,11 +898,58 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
-	(void)cls;
-	(void)conn;
 	(void)why;
 	free(*con_cls);
 	*con_cls = NULL;
+	watch_busy(cls, conn, false);
+}
+
+/* libmicrohttpd calls this with CLOSED before it closes the socket, so
+ * under mu a watched descriptor is still the connection's own. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+	struct serve_server *s = cls;
+	pthread_mutex_lock(&s->mu);
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *i = MHD_get_connection_info(
+		        conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		*socket_context = NULL;
+		for (size_t k = 0; i && k < s->nwatch; k++) {
+			if (s->watch[k].used)
+				continue;
+			s->watch[k] =
+			        (struct conn_watch){.used = true,
+			                            .fd = i->connect_fd,
+			                            .since_ms = mono_ms()};
+			*socket_context = &s->watch[k];
+			break;
+		}
+	} else if (*socket_context) {
+		((struct conn_watch *)*socket_context)->used = false;
+		*socket_context = NULL;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+void serve_tick(struct serve_server *s)
+{
+	uint64_t now = mono_ms();
+	uint64_t headers_ms =
+	        (uint64_t)s->c.timeout_s * 1000 * HEADERS_TIMEOUTS;
+	pthread_mutex_lock(&s->mu);
+	for (size_t k = 0; k < s->nwatch; k++) {
+		struct conn_watch *w = &s->watch[k];
+		if (!w->used ||
+		    now - w->since_ms <= (w->busy ? ANSWER_MAX_MS : headers_ms))
+			continue;
+		/* libmicrohttpd sees the end and closes it */
+		shutdown(w->fd, SHUT_RDWR);
+		w->since_ms = now;
+		s->cut++;
+	}
+	pthread_mutex_unlock(&s->mu);
 }
 
 struct serve_server *serve_start(const struct serve_config *c)
@@ -861,6 +960,14 @@ struct serve_server *serve_start(const struct serve_config *c)
 		return NULL;
 	}
 	s->c = *c;
+	s->nwatch = c->max_connections + 4;
+	s->watch = calloc(s->nwatch, sizeof(*s->watch));
+	if (!s->watch) {
+		hp_err(SUBSYS, "out of memory");
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->mu, NULL);
 	bool v6 = c->addr.ss_family == AF_INET6;
 	unsigned port =
 	        ntohs(v6 ? ((const struct sockaddr_in6 *)&c->addr)->sin6_port
@@ -874,8 +981,8 @@ struct serve_server *serve_start(const struct serve_config *c)
 	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, c->max_connections,
 	        MHD_OPTION_CONNECTION_TIMEOUT, c->timeout_s,
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10),
-	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	        MHD_OPTION_END);
+	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
 	if (!s->d) {
 		char a[INET6_ADDRSTRLEN + 16];
 		serve_addr_str(&c->addr, port, a, sizeof(a));
@@ -883,6 +990,8 @@ struct serve_server *serve_start(const struct serve_config *c)
 		       "cannot listen on %s (in use, or not an address of "
 		       "this machine?)",
 		       a);
+		pthread_mutex_destroy(&s->mu);
+		free(s->watch);
 		free(s);
 		return NULL;
 	}
@@ -904,5 +1013,7 @@ void serve_stop(struct serve_server *s)
 	MHD_stop_daemon(s->d);
 	for (size_t i = 0; i < s->nslots; i++)
 		top_reader_free(s->slots[i].r);
+	pthread_mutex_destroy(&s->mu);
+	free(s->watch);
 	free(s);
 }

@@ -57,6 +57,11 @@ struct serve_server;
 
 struct serve_server *serve_start(const struct serve_config *c);
 
+/* Once a second, from another thread: cuts the connections whose
+ * request's headers took more than 3 timeouts (a client trickling bytes
+ * slower than it could), or whose answer more than 5 minutes. */
+void serve_tick(struct serve_server *s);
+
 /* The port listened on (the one the kernel chose for port 0). */
 unsigned serve_port(const struct serve_server *s);
 

@@ -106,9 +106,11 @@ for i in range(12):
         ss.append(s)
     except OSError:
         pass
+open(sys.argv[2], "w").write("connected\n")
 time.sleep(8)
-' "$port" &
+' "$port" "$W/flood.ready" &
 	FLOOD=$!
+	wait_until 10 "the flood connected" test -s "$W/flood.ready"
 	wait_until 15 "/metrics answered while the flood holds its sockets" \
 		scrape
 	assert_eq 0 "$(kill -0 "$FLOOD" 2>/dev/null; echo $?)" \
@@ -118,6 +120,39 @@ time.sleep(8)
 	wait "$FLOOD" 2>/dev/null
 	assert_eq 0 "$(kill -0 "$SPID" 2>/dev/null; echo $?)" "serve still runs"
 	stop_serve s3
+fi
+
+t_begin "serve: clients trickling a request's headers are cut after 3 timeouts"
+if start_serve s3b -p "$APID" --max-connections 4 --timeout 2; then
+	port=${SURL##*:}
+	# 4 connections (all there are) sending a header byte a second, for
+	# 40 s: never idle 2 s, never done
+	timeout -k 5 60 python3 -c '
+import socket, sys, time
+ss = []
+for i in range(4):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 2)
+    s.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    ss.append(s)
+open(sys.argv[2], "w").write("connected\n")
+for t in range(40):
+    time.sleep(1)
+    for s in ss:
+        try:
+            s.send(b"a")
+        except OSError:
+            pass
+' "$port" "$W/slow.ready" &
+	SLOW=$!
+	wait_until 10 "the slow clients connected" test -s "$W/slow.ready"
+	wait_until 25 "/metrics answered while the slow clients trickle" scrape
+	assert_eq 0 "$(kill -0 "$SLOW" 2>/dev/null; echo $?)" \
+		"the slow clients were still sending then"
+	assert_match '^heapprof_http_connections_cut_total [1-9]' \
+		"$(cat "$T_DIR/metrics")" "connections cut, counted"
+	kill "$SLOW" 2>/dev/null
+	wait "$SLOW" 2>/dev/null
+	stop_serve s3b
 fi
 
 t_begin "serve -n: a process that ends and starts again under the name is picked up, each its own session"
