@@ -392,6 +392,14 @@ bench-scale: deps all $(BUILD)/bench/manystacks $(BUILD)/bench/runone
 bench-attach: deps all $(BUILD)/bench/attach_target
 	@bench/attach.sh $(BUILD)
 
+# DURATION seconds (default 600, 10 minutes): `heapprof serve` over a
+# program restarted every few seconds and a long-lived one, scraped as
+# Prometheus and a pprof scraper would; the agent's RSS and CPU over time
+# (docs/FLEET.md, "What it costs").
+.PHONY: bench-serve
+bench-serve: deps all $(BUILD)/bench/serve_churn
+	@bench/serve.sh $(BUILD)
+
 # The layout heapprof expects: the library in ../lib from the program
 # (src/collector/session_launch.c, session_find_library), the header as <heapprof/...>.  The
 # .pc file gets PREFIX, not DESTDIR: DESTDIR is only where a package is
