@@ -279,8 +279,8 @@ int live_snapshot_open(pid_t pid, struct live_snapshot *ls)
 		return fail(ls,
 		            "cannot read the descriptors of pid %d (%s): "
 		            "permission denied (run as the same user as the "
-		            "process, or with ptrace rights over it: "
-		            "CAP_SYS_PTRACE)",
+		            "process, or with CAP_SYS_PTRACE and "
+		            "CAP_DAC_READ_SEARCH)",
 		            (int)pid, comm);
 	if (rc < 0)
 		return fail(ls, "pid %d: reading /proc/%d/fd: %s", (int)pid,

@@ -235,7 +235,7 @@ if [ -n "$KPID" ] && [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; t
 		"$HP" snapshot -p "$KPID" --db /nonexistent/x.db) \
 		>"$T_DIR/perm.out" 2>"$T_DIR/perm.err" || CMD_RC=$?
 	assert_eq 1 "$CMD_RC" "exit status as another user"
-	assert_match "^heapprof: snapshot: cannot read the descriptors of pid $KPID \($SKNAME\): permission denied \(run as the same user as the process, or with ptrace rights over it: CAP_SYS_PTRACE\)$" \
+	assert_match "^heapprof: snapshot: cannot read the descriptors of pid $KPID \($SKNAME\): permission denied \(run as the same user as the process, or with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH\)$" \
 		"$(cat "$T_DIR/perm.err")" "message as another user"
 else
 	t_skip "needs root and setpriv to run as another user"
