@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,6 +30,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/record_child.h"
 #include "export/serve.h"
 #include "util/err.h"
 #include "util/proc.h"
@@ -434,51 +434,12 @@ static int start_record(struct agent *a, struct session *ss)
 	argv[n++] = "-o";
 	argv[n++] = ss->db;
 	argv[n] = NULL;
-	fflush(stdout);
-	fflush(stderr);
-	pid_t me = getpid();
-	ss->child = fork();
+	ss->child = record_child_start(SUBSYS, argv, ss->log);
 	if (ss->child < 0) {
-		hp_err(SUBSYS, "fork: %s", strerror(errno));
 		ss->child = 0;
 		return -1;
 	}
-	if (ss->child == 0) {
-		setpgid(0, 0);
-		if (prctl(PR_SET_PDEATHSIG, SIGINT) < 0 || getppid() != me)
-			_exit(127);
-		int in = open("/dev/null", O_RDONLY);
-		int out = open(ss->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		if (in < 0 || out < 0)
-			_exit(127);
-		dup2(in, STDIN_FILENO);
-		dup2(out, STDOUT_FILENO);
-		dup2(out, STDERR_FILENO);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		execv("/proc/self/exe", argv);
-		fprintf(stderr,
-		        "heapprof: serve: running heapprof record: %s\n",
-		        strerror(errno));
-		_exit(127);
-	}
 	return 0;
-}
-
-/* The last line of a session's log (what record said last), into buf. */
-static void last_line(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "re");
-	char line[512];
-	buf[0] = '\0';
-	while (f && fgets(line, sizeof(line), f))
-		if (line[0] != '\n')
-			snprintf(buf, len, "%s", line);
-	if (f)
-		fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
 }
 
 /* Slot ss is free again: its files removed unless kept. */
@@ -519,7 +480,7 @@ static void reap(struct agent *a)
 		if (proc_alive(ss->target) &&
 		    start_time(ss->target) == ss->start) {
 			char why[512];
-			last_line(ss->log, why, sizeof(why));
+			record_child_last_line(ss->log, why, sizeof(why));
 			unsigned k = ss->failures < 6 ? ss->failures : 6;
 			uint64_t wait = 1000u << k;
 			ss->failures++;
@@ -529,8 +490,7 @@ static void reap(struct agent *a)
 			fprintf(stderr,
 			        "heapprof: serve: pid %d (%s): session ended"
 			        " (%s); again in %" PRIu64 " s\n",
-			        (int)ss->target, ss->comm,
-			        why[0] ? why : "no message",
+			        (int)ss->target, ss->comm, why,
 			        (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS) /
 			                1000);
 			continue;

@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -35,6 +34,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/record_child.h"
 #include "collector/live_snapshot.h"
 #include "collector/top_read.h"
 #include "util/err.h"
@@ -297,58 +297,21 @@ static int own_start(struct own_session *s, pid_t pid, const char *interval)
 	snprintf(db, sizeof(db), "%s/top.db", s->dir);
 	snprintf(s->log, sizeof(s->log), "%s/record.log", s->dir);
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t me = getpid();
-	s->child = fork();
+	char *argv[] = {"heapprof",
+	                "record",
+	                "-p",
+	                pidstr,
+	                "-o",
+	                db,
+	                interval ? "-i" : NULL,
+	                (char *)interval,
+	                NULL};
+	s->child = record_child_start(SUBSYS, argv, s->log);
 	if (s->child < 0) {
-		hp_err(SUBSYS, "fork: %s", strerror(errno));
 		s->child = 0;
 		return -1;
 	}
-	if (s->child == 0) {
-		setpgid(0, 0);
-		/* top killed (SIGKILL): the session ends all the same. */
-		if (prctl(PR_SET_PDEATHSIG, SIGINT) < 0 || getppid() != me)
-			_exit(127);
-		int in = open("/dev/null", O_RDONLY);
-		int out = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (in < 0 || out < 0)
-			_exit(127);
-		dup2(in, STDIN_FILENO);
-		dup2(out, STDOUT_FILENO);
-		dup2(out, STDERR_FILENO);
-		char *argv[] = {"heapprof",
-		                "record",
-		                "-p",
-		                pidstr,
-		                "-o",
-		                db,
-		                interval ? "-i" : NULL,
-		                (char *)interval,
-		                NULL};
-		execv("/proc/self/exe", argv);
-		fprintf(stderr, "heapprof: top: running heapprof record: %s\n",
-		        strerror(errno));
-		_exit(127);
-	}
 	return 0;
-}
-
-/* The last line record wrote, for a message (buf of len bytes). */
-static const char *own_last_line(const struct own_session *s, char *buf,
-                                 size_t len)
-{
-	FILE *f = fopen(s->log, "re");
-	char line[1024];
-	buf[0] = '\0';
-	while (f && fgets(line, sizeof(line), f))
-		if (line[0] != '\n')
-			snprintf(buf, len, "%s", line);
-	if (f)
-		fclose(f);
-	buf[strcspn(buf, "\n")] = '\0';
-	return buf[0] ? buf : "no message";
 }
 
 /* Whether record still runs (reaps it when not). */
@@ -789,7 +752,8 @@ static int start_own(struct screen *sc, struct own_session *own, char *why,
 			       "pid %d: heapprof record could not profile it: "
 			       "%s",
 			       (int)sc->pid,
-			       own_last_line(own, last, sizeof(last)));
+			       record_child_last_line(own->log, last,
+			                              sizeof(last)));
 			return -1;
 		}
 		if (got_quit || now_ns() > until) {
