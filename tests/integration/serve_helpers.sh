@@ -80,11 +80,12 @@ live_is() {
 }
 
 
-# start_alloc TAG: $SA in the background (ready file $W/TAG.ready, go file
-# $W/TAG.go); APID once it said its pid.
+# start_alloc TAG [PROG]: $SA (or PROG, a copy of it under another name)
+# in the background (ready file $W/TAG.ready, go file $W/TAG.go); APID
+# once it said its pid.
 start_alloc() {
 	rm -f "$W/$1.ready" "$W/$1.go"
-	timeout -k 5 240 "$SA" "$W/$1.ready" "$W/$1.go" \
+	timeout -k 5 240 "${2:-$SA}" "$W/$1.ready" "$W/$1.go" \
 		>"$T_DIR/$1.alloc.out" 2>&1 </dev/null &
 	TPIDS="$TPIDS $!"
 	APID=""

@@ -344,13 +344,7 @@ fi
 t_begin "serve: a command name cut inside a UTF-8 character is labelled valid UTF-8"
 U8NAME="utf8name-abcdeé"   # 14 bytes, then 2: /proc keeps 15
 cp "$PROGS/serve_alloc" "$W/$U8NAME"
-timeout -k 5 240 "$W/$U8NAME" "$W/u8.ready" "$W/u8.go" >/dev/null 2>&1 </dev/null &
-TPIDS="$TPIDS $!"
-APID=""
-wait_until 30 "the program ready" test -s "$W/u8.ready" &&
-	APID=$(sed -n 's/^pid //p' "$W/u8.ready")
-TPIDS="$TPIDS $APID"
-if [ -n "$APID" ] && start_serve s11 -p "$APID" -i 1; then
+if start_alloc u8 "$W/$U8NAME" && start_serve s11 -p "$APID" -i 1; then
 	wait_until 30 "the session on $APID in /metrics" attached
 	assert_eq ok "$(python3 -c '
 import sys
