@@ -393,7 +393,6 @@ struct session {
 struct agent {
 	const struct serve_opts *o;
 	const struct serve_config *c;
-	bool keep; /* the directory is the user's (-o) */
 	struct session s[SERVE_MAX_TARGETS];
 };
 
@@ -445,7 +444,7 @@ static int start_record(struct agent *a, struct session *ss)
 /* Slot ss is free again: its files removed unless kept. */
 static void forget(struct agent *a, struct session *ss)
 {
-	if (!a->keep) {
+	if (!a->c->keep) {
 		char side[PATH_MAX + 8];
 		unlink(ss->db);
 		unlink(ss->log);
@@ -687,7 +686,6 @@ static int run(struct serve_opts *o, struct serve_config *c)
 	memset(&a, 0, sizeof(a));
 	a.o = o;
 	a.c = c;
-	a.keep = c->keep;
 	char where[INET6_ADDRSTRLEN + 16];
 	serve_addr_str(&c->addr, serve_port(s), where, sizeof(where));
 	printf("heapprof serve: listening on http://%s/ (/metrics,"

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,26 +390,35 @@ static void put_counters(FILE *f, const struct reading *g, size_t n,
 }
 
 /* The process metrics (no heap label): RSS, its peak, the limit. */
+static const struct process_metric {
+	const char *name, *help;
+	size_t at;   /* offsetof the value in struct top_reading */
+	bool by_rss; /* there when have_rss; else when not 0 */
+} process_metrics[] = {
+        {"heapprof_resident_bytes", "Resident set size of the process.",
+         offsetof(struct top_reading, rss), true},
+        {"heapprof_resident_peak_bytes",
+         "Peak resident set size of the process.",
+         offsetof(struct top_reading, rss_peak), true},
+        {"heapprof_memory_limit_bytes",
+         "Memory limit of the process's cgroup (absent: none).",
+         offsetof(struct top_reading, limit), false},
+};
+
 static void put_process(FILE *f, const struct reading *g, size_t n)
 {
-	help(f, "heapprof_resident_bytes", "gauge",
-	     "Resident set size of the process.");
-	for (size_t i = 0; i < n; i++)
-		if (g[i].ok && g[i].t.have_rss)
-			series(f, "heapprof_resident_bytes", &g[i], NULL, NULL,
-			       NULL, (int64_t)g[i].t.rss);
-	help(f, "heapprof_resident_peak_bytes", "gauge",
-	     "Peak resident set size of the process.");
-	for (size_t i = 0; i < n; i++)
-		if (g[i].ok && g[i].t.have_rss)
-			series(f, "heapprof_resident_peak_bytes", &g[i], NULL,
-			       NULL, NULL, (int64_t)g[i].t.rss_peak);
-	help(f, "heapprof_memory_limit_bytes", "gauge",
-	     "Memory limit of the process's cgroup (absent: none).");
-	for (size_t i = 0; i < n; i++)
-		if (g[i].ok && g[i].t.limit)
-			series(f, "heapprof_memory_limit_bytes", &g[i], NULL,
-			       NULL, NULL, (int64_t)g[i].t.limit);
+	for (size_t m = 0;
+	     m < sizeof(process_metrics) / sizeof(process_metrics[0]); m++) {
+		const struct process_metric *pm = &process_metrics[m];
+		help(f, pm->name, "gauge", pm->help);
+		for (size_t i = 0; i < n; i++) {
+			uint64_t v;
+			memcpy(&v, (const char *)&g[i].t + pm->at, sizeof(v));
+			if (g[i].ok && (pm->by_rss ? g[i].t.have_rss : v != 0))
+				series(f, pm->name, &g[i], NULL, NULL, NULL,
+				       (int64_t)v);
+		}
+	}
 	help(f, "heapprof_samples_dropped_total", "counter",
 	     "Samples the profile lacks, by reason (live_table_full: "
 	     "recorded, their free not tracked).");

@@ -1,15 +1,15 @@
 # Sourced by the tests of `heapprof serve` (test_serve.sh,
 # test_serve_prometheus.sh), after lib.sh, helpers.sh, t_setup_build and
-# session_helpers.sh: serve_alloc copied under a name of this run ($SA,
+# session_helpers.sh: top_grow copied under a name of this run ($SA,
 # $SANAME), the agent started on a port of its choosing and stopped, and
 # plain HTTP requests (curl) bounded in time.
 export TMPDIR="$W/tmp"
 mkdir -p "$TMPDIR"
 
-# serve_alloc under a name of this run's own (its command name).
+# top_grow under a name of this run's own (its command name).
 SANAME="sva$$"
 SA="$W/$SANAME"
-cp "$PROGS/serve_alloc" "$SA" || t_fail "copying serve_alloc"
+cp "$PROGS/top_grow" "$SA" || t_fail "copying top_grow"
 
 need_go() {
 	if [ "$GO_OK" != 1 ]; then
@@ -85,11 +85,11 @@ live_is() {
 # once it said its pid.
 start_alloc() {
 	rm -f "$W/$1.ready" "$W/$1.go"
-	timeout -k 5 240 "${2:-$SA}" "$W/$1.ready" "$W/$1.go" \
+	timeout -k 5 240 "${2:-$SA}" after "$W/$1.ready" "$W/$1.go" \
 		>"$T_DIR/$1.alloc.out" 2>&1 </dev/null &
 	TPIDS="$TPIDS $!"
 	APID=""
-	wait_until 30 "serve_alloc $1 ready" test -s "$W/$1.ready" &&
+	wait_until 30 "top_grow $1 ready" test -s "$W/$1.ready" &&
 		APID=$(sed -n 's/^pid //p' "$W/$1.ready")
 	TPIDS="$TPIDS $APID"
 	[ -n "$APID" ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_serve.sh BUILD: `heapprof serve` (docs/FLEET.md).  progs/serve_alloc
+# test_serve.sh BUILD: `heapprof serve` (docs/FLEET.md).  progs/top_grow after
 # waits, profiled by the agent's own session at -i 1, until the test says
 # go, then keeps 10 blocks of 100000 bytes in keep_here() and allocates
 # and frees 5 of 1000 in temp_here().  /metrics (curl) gives its exact
@@ -12,7 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
-t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/serve_alloc"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/top_grow"
 . "$HERE/session_helpers.sh"
 . "$HERE/serve_helpers.sh"
 
@@ -277,11 +277,11 @@ else
 	mkdir -m 1777 "$OD/run"
 	cp "$SA" "$OD/$SANAME"
 	timeout -k 5 240 setpriv --reuid=65534 --regid=65534 --clear-groups \
-		"$OD/$SANAME" "$OD/run/o.ready" "$OD/run/o.go" \
+		"$OD/$SANAME" after "$OD/run/o.ready" "$OD/run/o.go" \
 		>"$T_DIR/o.out" 2>&1 </dev/null &
 	TPIDS="$TPIDS $!"
 	OPID=""
-	wait_until 30 "nobody's serve_alloc ready" test -s "$OD/run/o.ready" &&
+	wait_until 30 "nobody's top_grow ready" test -s "$OD/run/o.ready" &&
 		OPID=$(sed -n 's/^pid //p' "$OD/run/o.ready")
 	TPIDS="$TPIDS $OPID"
 	if [ -n "$OPID" ] && start_serve s8 -p "$OPID" -i 1; then
@@ -343,7 +343,7 @@ fi
 
 t_begin "serve: a command name cut inside a UTF-8 character is labelled valid UTF-8"
 U8NAME="utf8name-abcdeé"   # 14 bytes, then 2: /proc keeps 15
-cp "$PROGS/serve_alloc" "$W/$U8NAME"
+cp "$PROGS/top_grow" "$W/$U8NAME"
 if start_alloc u8 "$W/$U8NAME" && start_serve s11 -p "$APID" -i 1; then
 	wait_until 30 "the session on $APID in /metrics" attached
 	assert_eq ok "$(python3 -c '

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_serve_prometheus.sh BUILD: Debian's own `prometheus` scrapes
-# `heapprof serve` (docs/FLEET.md).  progs/serve_alloc, profiled by the
+# `heapprof serve` (docs/FLEET.md).  progs/top_grow, profiled by the
 # agent's session at -i 1, keeps 10 blocks of 100000 bytes in keep_here()
 # and allocates and frees 5 of 1000; prometheus, on a free loopback port
 # of its own with a config written here (scrape_interval 1s), scrapes the
@@ -15,7 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
-t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/serve_alloc"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/top_grow"
 . "$HERE/session_helpers.sh"
 . "$HERE/serve_helpers.sh"
 
@@ -154,11 +154,11 @@ tscrape() {
 tlive_is() { tscrape && [ "$(metric heapprof_live_bytes "$APID")" = "$1" ]; }
 tattached() { tscrape && [ -n "$(metric heapprof_live_bytes "$APID")" ]; }
 
-# stop_alloc: SIGTERM to serve_alloc $APID (it exits 0), until it is gone.
+# stop_alloc: SIGTERM to top_grow $APID (it exits 0), until it is gone.
 alloc_gone() { ! kill -0 "$APID" 2>/dev/null; }
 stop_alloc() {
 	kill -TERM "$APID" 2>/dev/null
-	wait_until 10 "serve_alloc $APID gone" alloc_gone
+	wait_until 10 "top_grow $APID gone" alloc_gone
 }
 
 # check_series JOB NAME EXPECTED [FUNCTION]: NAME of $APID as prometheus

@@ -1,7 +1,8 @@
 /*
- * top_grow MODE READY: a process for `heapprof top` (test_top.sh).  Writes
- * "pid N" to READY (through a temporary file and rename, so the test never
- * reads half of it) once its first allocations are made, then:
+ * top_grow MODE READY [GO]: a process for `heapprof top` (test_top.sh)
+ * and `heapprof serve` (test_serve.sh).  Writes "pid N" to READY (through
+ * a temporary file and rename, so the test never reads half of it) once
+ * its first allocations are made, then:
  *
  *   grow   grow_here() keeps a 32 KiB block every 10 ms (3.2 MiB/s, kept:
  *          its live bytes only rise) up to 2000 blocks (62.5 MiB), and
@@ -11,6 +12,9 @@
  *          -i 1 space 1000000 B, objects 10, alloc_space 1005000 B,
  *          alloc_objects 15 (exactly, in the totals, with nothing else
  *          allocating after main starts); then it waits.
+ *   after  the same as fixed, but after READY, once the file GO exists
+ *          (the test creates it when a session attached from outside
+ *          is ready to count them); then it waits.
  *
  * Either way it ends on SIGTERM or SIGINT (exit 0), or after 120 s.
  */
@@ -94,15 +98,17 @@ static void nap_ms(long ms)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 ||
-	    (strcmp(argv[1], "grow") && strcmp(argv[1], "fixed"))) {
-		fprintf(stderr, "usage: top_grow grow|fixed READY\n");
+	int after = argc == 4 && !strcmp(argv[1], "after");
+	if (!after && (argc != 3 ||
+	               (strcmp(argv[1], "grow") && strcmp(argv[1], "fixed")))) {
+		fprintf(stderr, "usage: top_grow grow|fixed READY\n"
+		                "       top_grow after READY GO\n");
 		return 2;
 	}
 	signal(SIGTERM, on_stop);
 	signal(SIGINT, on_stop);
 	int grow = !strcmp(argv[1], "grow");
-	if (!grow) {
+	if (!grow && !after) {
 		keep_here();
 		temp_here();
 	}
@@ -115,6 +121,11 @@ int main(int argc, char **argv)
 			grow_here(t);
 		if (grow && t % 10 == 0)
 			small_here(t / 10);
+		if (after && access(argv[3], F_OK) == 0) {
+			keep_here();
+			temp_here();
+			after = 0;
+		}
 		nap_ms(10);
 	}
 	return 0;
