@@ -40,8 +40,9 @@ for s in "$HERE"/integration/test_*.sh; do
 	timeout -k 10 "$TIMEOUT" bash "$s" "$BUILD" </dev/null 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
 	# A sanitizer report is a failure even if every check passed.
-	san_check "$name"
+	san_check "$name" >"$out.san"
 	nrep=$?
+	cat "$out.san"
 	if [ "$nrep" != 0 ]; then
 		fail=$((fail + nrep))
 		failed_scripts="$failed_scripts $name"
@@ -71,7 +72,21 @@ for s in "$HERE"/integration/test_*.sh; do
 		fi
 	fi
 done
-[ -n "$failed_scripts" ] && echo "integration: failing:$failed_scripts"
+if [ -n "$failed_scripts" ]; then
+	# What failed, again at the end: a long run's log is often read
+	# from its tail only.
+	echo "== integration: the first failures of each failing script"
+	seen=" "
+	for name in $failed_scripts; do
+		case "$seen" in *" $name "*) continue ;; esac
+		seen="$seen$name "
+		out="$TMPDIR/integration-$name.out"
+		{ grep -h 'FAIL' "$out" "$out.san" 2>/dev/null ||
+			echo "(no FAIL line: timed out, or no summary)"; } |
+			head -n 6 | cut -c 1-400 | sed "s|^|$name: |"
+	done
+	echo "integration: failing:$failed_scripts"
+fi
 if [ "$skip" != 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
 else

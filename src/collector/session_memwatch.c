@@ -16,6 +16,7 @@
  * limit, usage and peak (heapprof_dump_memory).  Nothing here touches the
  * target: /proc and the cgroup's files only.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -57,10 +58,22 @@ static void find_cgroup(struct session *s, struct target *t, bool first)
 {
 	struct memwatch *w = &t->mw;
 	struct memcg cg;
-	if (memcg_find(t->pid, NULL, &cg) != 0)
+	if (memcg_find(t->pid, NULL, &cg) != 0) {
+		/* A process dies in its cgroup: one that can no longer be
+		 * looked up (it died, or was reaped, since the caller saw it)
+		 * keeps the cgroup it had, and with it its OOM kill count. */
+		if (!first)
+			return;
 		memset(&cg, 0, sizeof(cg));
+	}
 	if (!first && cg.version == w->cg.version &&
 	    !strcmp(cg.dir, w->cg.dir) && cg.limit == w->cg.limit)
+		return;
+	/* Nor does an exiting one move: cgroup v1 shows a process that is
+	 * exiting in its root cgroup (proc_cgroup_show), and taking that for
+	 * a move lost the OOM kill it was dying of.  Checked after the read:
+	 * the kernel marks a process exiting before it shows it so. */
+	if (!first && proc_exiting(t->pid))
 		return;
 	w->cg = cg;
 	memset(&w->last, 0, sizeof(w->last));
@@ -93,14 +106,21 @@ static void look(struct session *s, struct target *t, uint64_t now)
 	if (proc_status(t->pid, &st) < 0 || !(st.have & PROC_HAVE_RSS))
 		return; /* gone, or a zombie: its end comes with the EOF */
 	w->rss = st.rss;
+	/* Killed (SIGKILL pending, the OOM killer's way) or exiting: a rise
+	 * of the OOM kill count now is its own kill. */
+	bool dying = ((st.sigpnd | st.shdpnd) >> (SIGKILL - 1) & 1u) ||
+	             proc_exiting(t->pid);
 	find_cgroup(s, t, false);
 	struct memcg_stat cs;
 	bool have_cg = w->cg.version && memcg_read(&w->cg, &cs) == 0;
 	if (have_cg) {
 		/* The count goes up as the OOM killer picks its victim,
-		 * before the victim is gone: a rise is taken for someone
-		 * else's only once the target outlived it by OOM_GRACE_MS. */
-		if (cs.oom_kill > w->oom_base) {
+		 * before the victim is gone: a rise while the target dies is
+		 * its own; else it is taken for someone else's once the
+		 * target outlived it by OOM_GRACE_MS. */
+		if (cs.oom_kill > w->oom_base && dying) {
+			w->oom_killed = true;
+		} else if (cs.oom_kill > w->oom_base) {
 			if (!w->oom_rise_ns)
 				w->oom_rise_ns = now;
 			else if (now >

@@ -95,7 +95,8 @@ fi
 t_begin "serve: a flood of idle connections is bounded, then timed out"
 if start_serve s3 -p "$APID" --max-connections 4 --timeout 2; then
 	port=${SURL##*:}
-	# 12 connections that send half a request line and wait
+	# 12 connections that send half a request line and wait (45 s: long
+	# past the bounded wait below, so a slow agent cannot outlast them)
 	timeout -k 5 60 python3 -c '
 import socket, sys, time
 ss = []
@@ -107,7 +108,7 @@ for i in range(12):
     except OSError:
         pass
 open(sys.argv[2], "w").write("connected\n")
-time.sleep(8)
+time.sleep(45)
 ' "$port" "$W/flood.ready" &
 	FLOOD=$!
 	wait_until 10 "the flood connected" test -s "$W/flood.ready"
