@@ -43,7 +43,7 @@ start_serve() {
 	TPIDS="$TPIDS $SPID"
 	SURL=""
 	wait_until 20 "serve $tag listening" \
-		grep -q '^heapprof serve: listening on' "$T_DIR/$tag.out" ||
+		grep -qs '^heapprof serve: listening on' "$T_DIR/$tag.out" ||
 		return 1
 	SURL=$(sed -n 's|^heapprof serve: listening on \(http://[0-9.:]*\)/.*|\1|p' \
 		"$T_DIR/$tag.out")

@@ -225,6 +225,8 @@ if start_alloc sv && start_serve s5 -p "$APID" -i 1 -o "$W/agent5"; then
 	stop_serve s5
 fi
 if start_serve s6 -p "$APID"; then
+	# (the session is a new one: its process read before each check)
+	wait_until 30 "the new session on $APID in /metrics" attached
 	http "$SURL/debug/pprof/heap?pid=$APID&save=1" >"$T_DIR/s6.body"
 	assert_eq 400 "$HTTP_CODE" "save=1 without -o"
 	assert_match 'keeps no profiles' "$(cat "$T_DIR/s6.body")" "why"
