@@ -211,8 +211,12 @@ assert_no_match "attach failed|cannot reach|unprofiled" "$(cat "$d/err")" \
 # median forked, 170-204 ms exec'd) and, past the client's 100 ms, ran
 # unprofiled: 0-8 of the 20 forked and 3-10 of the 20 exec'd children
 # were in the profile.  Now the writes run beside the session's loop:
-# each child starts in a few milliseconds (11 ms at worst; the bound is
-# 50 ms for a loaded machine) and is profiled exactly.
+# each child starts in a few milliseconds (11 ms at worst) and is
+# profiled exactly.  Checked on the median (at most 30 ms, against the
+# 101 ms of the wait), not on the slowest child: a single child that the
+# scheduler delays on a loaded machine (107 ms, two suites at once on 2
+# cores) is no wait for a dump, and one that waited past the client's
+# 100 ms would be missing from the exact count of children.
 for how in fork exec; do
 	t_begin "dumpspawn-$how: processes started while a big profile is dumped wait for none of the dumps"
 	d="$T_DIR/dumpspawn-$how"
@@ -238,8 +242,13 @@ for how in fork exec; do
 		  JOIN stack_profile_callsite c ON a.callsite_id = c.id
 		  JOIN stack_profile_frame f ON c.frame_id = f.id
 		  WHERE a.upid = 1 AND f.name IN ('step0', 'step1');")" "the parent's stacks"
-	worst=$(awk '$1 == "max" { print int($2 / 1000) }' "$d/times")
-	t_is_num "${worst:-x}" && assert_le "$worst" 50 "the slowest child's start to its first allocation, ms (bare: $(awk '$1 == "max" { print int($2 / 1000) }' "$d/bare.times"))"
+	med=$(awk '$1 == "median" { print int($2 / 1000) }' "$d/times")
+	t_note "children's start to their first allocation, ms: median $med, slowest $(awk '$1 == "max" { print int($2 / 1000) }' "$d/times") (bare: median $(awk '$1 == "median" { print int($2 / 1000) }' "$d/bare.times"))"
+	if t_is_num "${med:-x}"; then
+		assert_le "$med" 30 "the median child's start to its first allocation, ms"
+	else
+		t_fail "no median in $d/times"
+	fi
 	# The case happened: dumps of the big process were being written
 	# while children started.
 	assert_ge "$(sqlq "$d/p.db" "SELECT count(*) FROM heapprof_dump WHERE upid = 1 AND reason = 'periodic';")" 2 \

@@ -105,7 +105,12 @@ if run_both sighandler 10 -i 1 -- "$PROGS/sighandler"; then
 			st=$(stack_of "$db" "$cs")
 			assert_eq "handler_alloc on_alarm" "$(printf '%s\n' "$st" | head -n2 | tr '\n' ' ' | sed 's/ $//')" \
 				"handler_alloc's stack (callsite $cs)"
+			# (or ends in the loader's lazy-binding trampoline, when
+			# the signal came while main bound a symbol: its CFA is
+			# in rbx, which the unwinder does not follow, SAFETY.md's
+			# known limits; seen once, in an ASan run on a loaded machine)
 			printf '%s\n' "$st" | grep -qx main ||
+				printf '%s\n' "$st" | tail -n1 | grep -q '^_dl_runtime_resolve' ||
 				t_fail "handler_alloc's stack (callsite $cs) does not reach main through the signal frame: $(printf '%s' "$st" | tr '\n' ' ')"
 		done
 		for cs in $(leaf_callsites "$db" usr2_alloc); do
