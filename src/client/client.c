@@ -884,6 +884,61 @@ out:
 	return ret;
 }
 
+/*
+ * The end of a session, called by the collector's injector (attach.c,
+ * detach_process) once the session has read the last of the regions: it
+ * stops every other thread of the process and proves each is outside this
+ * library (no frame of ours on its stack) before the call, and the thread
+ * it calls on is at a safe point outside it too.  So no hook holds a
+ * region: each is unmapped, its kept descriptor closed (if it still is
+ * the region), and the connection closed, leaving the process's address
+ * space and descriptor table as they were before the session (the
+ * library's own pages aside).  Hooks find hp_active 0 when the threads
+ * run again.  The custom heaps' disabled callbacks are not run here
+ * (they are the program's code, and its other threads are stopped, maybe
+ * holding a lock a callback takes); a heap's reports are ignored from
+ * now on.  Returns the regions unmapped, or -EBUSY when an attach is
+ * under way.  errno is kept.
+ */
+HP_EXPORT int64_t heapprof_internal_detach(void)
+{
+	int saved = errno;
+	int cancel;
+	if (!inj_enter(&cancel)) {
+		errno = saved;
+		return -EBUSY;
+	}
+	struct client_slot *cur = client_cur();
+	if (cur && atomic_load_explicit(&hp_active, memory_order_acquire) &&
+	    atomic_load_explicit(&cur->region.hdr->client_state,
+	                         memory_order_relaxed) != HP_STATE_STOPPED) {
+		atomic_store_explicit(&cur->region.hdr->stop_reason,
+		                      HP_STOP_REQUESTED, memory_order_relaxed);
+		atomic_store_explicit(&cur->region.hdr->client_state,
+		                      HP_STATE_STOPPED, memory_order_release);
+	}
+	atomic_store_explicit(&hp_malloc_on, 0, memory_order_relaxed);
+	atomic_store_explicit(&hp_active, 0, memory_order_release);
+	atomic_store_explicit(&hp_client.cur, NULL, memory_order_release);
+	int64_t n = 0;
+	for (int i = 0; i < HP_CLIENT_SLOTS; i++) {
+		struct client_slot *s = &hp_client.slots[i];
+		if (atomic_load_explicit(&s->state, memory_order_acquire) ==
+		    SLOT_MAPPED) {
+			slot_release(s);
+			n++;
+		}
+	}
+	int fd = sock_ours();
+	hp_client.sock_fd = -1;
+	if (fd >= 0)
+		close(fd);
+	inj_drop();
+	inj_leave(cancel);
+	errno = saved;
+	return n;
+}
+
 /* Whether this library is in the global scope (preloaded, or linked by
  * the program), by the loader's lookup of a name only we define on the
  * main program's handle: the program, what it loaded at startup and with

@@ -264,3 +264,79 @@ int attach_process(struct collector *c, pid_t pid, const char *how,
 	r->total_ms = now_ms() - t0;
 	return rc;
 }
+
+/* ---- the end: detach_process ----------------------------------------- */
+
+#define DETACH_TRIES 20
+
+struct lib_text {
+	const char *path;
+	uint64_t lo, hi;
+};
+
+static int lib_text_cb(void *ctx, const struct proc_map *m)
+{
+	struct lib_text *t = ctx;
+	if (m->perms[2] != 'x' || strcmp(m->path, t->path) != 0)
+		return 0;
+	if (!t->lo || m->start < t->lo)
+		t->lo = m->start;
+	if (m->end > t->hi)
+		t->hi = m->end;
+	return 0;
+}
+
+int detach_process(pid_t pid, double *stop_ms, char *why)
+{
+	if (stop_ms)
+		*stop_ms = 0;
+	char lib[PATH_MAX];
+	if (!attach_client_mapped(pid, lib, sizeof(lib)))
+		return fail(why, "no heapprof library is mapped in %d",
+		            (int)pid);
+	struct lib_text text = {.path = lib};
+	if (proc_maps(pid, lib_text_cb, &text) < 0 || !text.hi)
+		return fail(why, "cannot find the code of %s in %d", lib,
+		            (int)pid);
+	uint64_t handle = 0, fn = 0;
+	if (inject_loaded(pid, lib, &handle, why) != 1 ||
+	    inject_symbol_addr(pid, handle, "heapprof_internal_detach", &fn,
+	                       why))
+		return -1;
+	struct inject_opts o = {.deny_lo = text.lo,
+	                        .deny_hi = text.hi,
+	                        .deny_what = "heapprof's library"};
+	for (int i = 0; i < DETACH_TRIES; i++) {
+		struct inject_ctx *ctx;
+		double t0 = now_ms();
+		if (inject_attach(pid, &o, &ctx, why))
+			return -1;
+		o.checked = true;
+		int rc = inject_stop_others(ctx, why);
+		uint64_t ret = 0;
+		if (rc == 0) {
+			const uint64_t none[6] = {0};
+			rc = inject_remote_call(ctx, fn, none, &ret, why) ? -1
+			                                                  : 0;
+		}
+		char why2[INJECT_WHY];
+		if (inject_detach(ctx, NULL, why2) && rc == 0) {
+			snprintf(why, INJECT_WHY, "%s", why2);
+			rc = -1;
+		}
+		if (stop_ms)
+			*stop_ms = now_ms() - t0;
+		if (rc < 0)
+			return -1;
+		if (rc == 0) {
+			if ((int64_t)ret < 0)
+				return fail(why, "the client of %d refused: %s",
+				            (int)pid, strerror((int)-(int64_t)ret));
+			return (int)ret;
+		}
+		/* A thread was inside the library: let it finish. */
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+	return -1; /* why: the last thread found inside */
+}

@@ -43,4 +43,17 @@ int attach_process(struct collector *c, pid_t pid, const char *how,
 /* Whether pid maps a heapprof client library; its path into lib. */
 bool attach_client_mapped(pid_t pid, char *lib, size_t len);
 
+/*
+ * The end of a session for a process that runs on: stops it (every
+ * thread, each proven outside heapprof's library: inject_stop_others),
+ * calls its client's heapprof_internal_detach (the regions unmapped,
+ * their descriptors and the connection closed) and lets it go.  A thread
+ * found inside the library is let run and the stop tried again, up to
+ * DETACH_TRIES times.  Returns the regions unmapped (>= 0), or -1 with
+ * the one-line reason in why[INJECT_WHY] (then the process keeps them
+ * mapped, their memory freed by the collector all the same).  *stop_ms
+ * (may be NULL): how long its threads were stopped, the last try.
+ */
+int detach_process(pid_t pid, double *stop_ms, char *why);
+
 #endif

@@ -399,6 +399,8 @@ static int make_region(struct collector *c, uint64_t size, uint32_t version,
 	tr->base = base;
 	tr->size = size;
 	tr->trace_bytes = tbytes;
+	/* Its first pages charged to us, not to the program (tend.c). */
+	collector_prepare_region(tr);
 	return fd;
 fail:;
 	int e = -errno;
@@ -488,6 +490,40 @@ static void target_cwd(struct target *t, pid_t pid)
 		t->cwd[0] = '\0';
 }
 
+/*
+ * The region's size for pid: the session's, but at most a sixteenth of
+ * what the process's own address-space limit (ulimit -v, RLIMIT_AS) has
+ * left: every byte of the mapping counts against that limit, touched or
+ * not, and the program must still get what it would bare.  0 when that
+ * share is under the smallest region (*head: what the limit leaves).
+ */
+static uint64_t target_region_size(const struct collector *c, pid_t pid,
+                                   uint64_t *head)
+{
+	uint64_t size = c->opts.shmem_size;
+	*head = UINT64_MAX;
+	struct rlimit rl;
+	if (prlimit(pid, RLIMIT_AS, NULL, &rl) != 0 ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return size;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+	FILE *f = fopen(path, "re");
+	unsigned long long pages = 0;
+	if (f) {
+		if (fscanf(f, "%llu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t vm = pages * (uint64_t)(ps > 0 ? ps : 4096);
+	*head = (uint64_t)rl.rlim_cur > vm ? (uint64_t)rl.rlim_cur - vm : 0;
+	uint64_t cap = (*head / 16) & ~(uint64_t)4095;
+	if (size > cap)
+		size = cap;
+	return size < HP_REGION_MIN_SIZE ? 0 : size;
+}
+
 int collector_answer(struct collector *c, int fd, const struct target_info *ti,
                      struct target **out)
 {
@@ -503,14 +539,31 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	uint32_t version = ti->layout_version && ti->layout_version < 2
 	                           ? HP_LAYOUT_V1
 	                           : HP_LAYOUT_VERSION;
-	int region_fd =
-	        make_region(c, c->opts.shmem_size, version, 0, &t->reg[0]);
+	uint64_t head;
+	uint64_t rsize = target_region_size(c, ti->pid, &head);
+	if (!rsize) {
+		char b[HP_FMT_BYTES_MAX];
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: its address-space limit "
+		        "(ulimit -v) leaves it %s: a sixteenth of that is less "
+		        "than the smallest region (1 MiB); it runs "
+		        "unprofiled\n",
+		        (int)ti->pid,
+		        hp_fmt_bytes_short(b, sizeof(b),
+		                           head > INT64_MAX ? INT64_MAX
+		                                            : (int64_t)head));
+		c->region_errors++;
+		collector_refuse(fd, HP_WELCOME_ERROR);
+		free(t);
+		return -ENOMEM;
+	}
+	int region_fd = make_region(c, rsize, version, 0, &t->reg[0]);
 	if (region_fd < 0) {
 		char hint[160];
 		fprintf(stderr,
 		        "heapprof: collector: cannot create a %llu-byte region "
 		        "for pid %d: %s%s; it runs unprofiled\n",
-		        (unsigned long long)c->opts.shmem_size, (int)ti->pid,
+		        (unsigned long long)rsize, (int)ti->pid,
 		        strerror(-region_fd),
 		        fsize_hint(-region_fd, hint, sizeof(hint)));
 		c->region_errors++;
@@ -1201,11 +1254,26 @@ struct unmap_job {
 	uint64_t size[TARGET_MAX_REGIONS];
 };
 
+/*
+ * The session is over for the target: its tables' pages are freed (a
+ * hole punched in the memfd: the pages leave the program's page tables
+ * too), so a program that runs on gets its memory back at once, whatever
+ * it does with its mapping and descriptor.  The header's first page
+ * stays: the client reads `control` (STOP) and writes its state there.  A
+ * hook that still touches a table (it had not yet seen STOP) faults in a
+ * page of zeros, no more.
+ */
 static int unmap_run(void *arg)
 {
 	struct unmap_job *j = arg;
-	for (int i = 0; i < j->n; i++)
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
+	for (int i = 0; i < j->n; i++) {
+		if (j->size[i] > page)
+			(void)madvise((uint8_t *)j->base[i] + page,
+			              j->size[i] - page, MADV_REMOVE);
 		munmap(j->base[i], j->size[i]);
+	}
 	return 0;
 }
 

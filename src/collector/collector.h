@@ -83,6 +83,13 @@ struct target_region {
 	uint64_t size;
 	uint64_t trace_bytes;    /* of size, the trace's (region 0) */
 	struct hp_region region; /* geometry as WE formatted it: trusted */
+	/* What collector_tend allocated of it ahead of the client (tend.c):
+	 * stack records and frames up to these counts, the whole stack
+	 * index, and the bytes it allocated in all. */
+	uint64_t stacks_ready, frames_ready;
+	uint32_t levels_ready; /* live-table levels */
+	bool index_ready;
+	uint64_t prepared_bytes;
 };
 
 /* Events per write to the profile (one transaction each). */
@@ -128,6 +135,8 @@ struct target {
 	bool conn_lost;    /* ... by the program, which still runs (it closed
 	                    * or reused the client's descriptor) */
 	bool retired;      /* last dump written, regions unmapped */
+	bool detached;     /* ... and unmapped in the process, which runs on
+	                    * (session.c, detach_target) */
 	bool proto_error;  /* sent bytes that are not messages: ignored */
 	bool row_ended;    /* profile_end_process done */
 	uint8_t msg[sizeof(struct hp_client_msg)]; /* partial message */
@@ -241,6 +250,22 @@ bool collector_periodic_pending(struct collector *c);
  * writer thread).  Call it from the loop, before each poll.
  */
 int collector_intern_ahead(struct collector *c);
+
+/*
+ * The memory of the regions, allocated by the collector ahead of the
+ * client (tend.c): pages a process would fault in itself are charged to
+ * its memory cgroup; pages the collector allocates first (fallocate-like,
+ * MADV_POPULATE_WRITE on its own mapping) are charged to the collector's.
+ * collector_prepare_region allocates what a new region's client touches
+ * first; collector_tend, from the session's loop, the live table's next
+ * level once the open one is 40% full, and stack records and frames ahead
+ * of their use.  Returns the milliseconds until it wants to run again
+ * (-1: no target).
+ */
+void collector_prepare_region(struct target_region *tr);
+int collector_tend(struct collector *c);
+/* Bytes of a target's regions the collector allocated (prepared). */
+uint64_t collector_prepared_bytes(const struct target *t);
 /* Refuses new clients from now on: the embedded socket is closed and
  * removed (a process that starts now finds no collector and runs
  * unprofiled at once), connections whose hello was not read closed. */

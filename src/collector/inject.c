@@ -122,6 +122,11 @@ struct inject_ctx {
 	pid_t unw_tid;
 	const struct user_regs_struct *unw_regs;
 	int tries, threads;
+	/* inject_stop_others: the threads it stopped, and while it checks
+	 * them, denied() looks at the options' extra range only. */
+	pid_t others[MAX_TIDS];
+	int nothers;
+	bool extra_only;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -863,6 +868,11 @@ static int load_target(struct inject_ctx *c, char *why)
 
 static const struct range *denied(const struct inject_ctx *c, uint64_t a)
 {
+	if (c->extra_only) {
+		/* The extra range is the last one (inject_attach). */
+		const struct range *x = c->ndeny ? &c->deny[c->ndeny - 1] : NULL;
+		return x && c->o.deny_hi && a >= x->lo && a < x->hi ? x : NULL;
+	}
 	for (int i = 0; i < c->ndeny; i++)
 		if (a >= c->deny[i].lo && a < c->deny[i].hi)
 			return &c->deny[i];
@@ -1546,6 +1556,11 @@ int inject_attach(pid_t pid, const struct inject_opts *o,
 	        o && o->budget_ms > 0 ? o->budget_ms : DEFAULT_BUDGET_MS;
 	c->o.call_timeout_ms = o && o->call_timeout_ms > 0 ? o->call_timeout_ms
 	                                                   : DEFAULT_CALL_MS;
+	if (o && o->deny_hi > o->deny_lo) {
+		c->o.deny_lo = o->deny_lo;
+		c->o.deny_hi = o->deny_hi;
+		c->o.deny_what = o->deny_what ? o->deny_what : "heapprof";
+	}
 	c->stackbuf = malloc(STACK_SCAN_MAX);
 	if (!c->stackbuf) {
 		ctx_free(c);
@@ -1554,6 +1569,12 @@ int inject_attach(pid_t pid, const struct inject_opts *o,
 	if (load_target(c, why)) {
 		ctx_free(c);
 		return -1;
+	}
+	if (c->o.deny_hi) {
+		/* Last, where denied() finds it alone (extra_only). */
+		if (c->ndeny == MAX_DENY)
+			c->ndeny--;
+		add_range(c, c->o.deny_lo, c->o.deny_hi, c->o.deny_what);
 	}
 	c->t0 = now_ms();
 	if (find_safe_thread(c, why)) {
@@ -1594,8 +1615,141 @@ undo:;
 	return -1;
 }
 
+/* Lets one of inject_stop_others' threads go, its interrupted call
+ * issued again when the stop made it return EINTR. */
+static void resume_other(pid_t tid)
+{
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && stopped_eintr(&r)) {
+		uint64_t mask = 0;
+		ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof(mask), &mask);
+		if (!signal_pending(tid, mask)) {
+			make_reissue(&r);
+			ptrace(PTRACE_SETREGS, tid, 0, &r);
+		}
+	}
+	ptrace(PTRACE_DETACH, tid, 0, 0);
+}
+
+void inject_resume_others(struct inject_ctx *c)
+{
+	for (int i = 0; i < c->nothers; i++)
+		resume_other(c->others[i]);
+	c->nothers = 0;
+}
+
+/* Seizes and stops tid: 1 stopped, 0 gone, -1 could not be stopped. */
+static int stop_one(pid_t tid)
+{
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0)
+		return errno == ESRCH ? 0 : -1;
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+		return 0;
+	}
+	int st;
+	for (;;) {
+		if (wait_tid(tid, &st, STOP_WAIT_MS) < 0)
+			return errno == ETIMEDOUT ? -1 : 0;
+		if (!WIFSTOPPED(st))
+			return 0; /* exited */
+		if ((st >> 16) == PTRACE_EVENT_STOP)
+			return 1;
+		ptrace(PTRACE_CONT, tid, 0, (void *)(long)WSTOPSIG(st));
+	}
+}
+
+/* Whether the stopped thread tid is in, or has a frame in, the extra
+ * range: 1 inside (or not provable), 0 outside. */
+static int other_inside(struct inject_ctx *c, pid_t tid, char *buf,
+                        size_t len)
+{
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r) < 0) {
+		snprintf(buf, len, "thread %d: no registers", (int)tid);
+		return 1;
+	}
+	c->extra_only = true;
+	const struct range *hit = denied(c, r.rip);
+	int u = hit ? 0 : unwind_check(c, tid, &r, false, &hit);
+	if (u == -1) {
+		/* Not unwound: every word of its stack from sp up. */
+		const struct seg *s = maps_at(&c->m, r.rsp);
+		uint64_t n = s ? s->end - r.rsp : 0;
+		if (n > STACK_SCAN_MAX)
+			n = STACK_SCAN_MAX;
+		struct iovec l = {c->stackbuf, n};
+		struct iovec rm = {(void *)(uintptr_t)r.rsp, n};
+		ssize_t got = n ? process_vm_readv(tid, &l, 1, &rm, 1, 0) : -1;
+		if (got <= 0) {
+			hit = &c->deny[c->ndeny - 1];
+		} else {
+			for (ssize_t i = 0; i < got / 8 && !hit; i++)
+				hit = denied(c, c->stackbuf[i]);
+		}
+	}
+	c->extra_only = false;
+	if (hit) {
+		snprintf(buf, len, "thread %d was inside %s", (int)tid,
+		         hit->what);
+		return 1;
+	}
+	return 0;
+}
+
+int inject_stop_others(struct inject_ctx *c, char *why)
+{
+	if (!c->o.deny_hi)
+		return fail(why, "no range to check the threads against");
+	c->nothers = 0;
+	struct tids t = {.n = 0};
+	if (proc_tasks(c->pid, add_tid, &t) < 0 || !t.n)
+		return fail(why, "%d has exited", (int)c->pid);
+	if (t.n == MAX_TIDS)
+		return fail(why, "%d has too many threads (%d or more)",
+		            (int)c->pid, MAX_TIDS);
+	for (int i = 0; i < t.n; i++) {
+		if (t.v[i] == c->tid)
+			continue;
+		int rc = stop_one(t.v[i]);
+		if (rc < 0) {
+			inject_resume_others(c);
+			return fail(why, "thread %d of %d could not be stopped",
+			            (int)t.v[i], (int)c->pid);
+		}
+		if (rc > 0)
+			c->others[c->nothers++] = t.v[i];
+	}
+	/* A thread started meanwhile (by a thread not yet stopped) is not
+	 * in the list: look again, now that every thread listed is stopped. */
+	struct tids t2 = {.n = 0};
+	bool fresh = proc_tasks(c->pid, add_tid, &t2) < 0;
+	for (int i = 0; i < t2.n && !fresh; i++) {
+		bool known = t2.v[i] == c->tid;
+		for (int k = 0; k < c->nothers && !known; k++)
+			known = c->others[k] == t2.v[i];
+		fresh = !known;
+	}
+	if (fresh) {
+		inject_resume_others(c);
+		snprintf(why, INJECT_WHY,
+		         "%d started a thread while being stopped", (int)c->pid);
+		return 1;
+	}
+	char buf[INJECT_WHY];
+	for (int i = 0; i < c->nothers; i++) {
+		if (other_inside(c, c->others[i], buf, sizeof(buf))) {
+			inject_resume_others(c);
+			snprintf(why, INJECT_WHY, "%s", buf);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int inject_detach(struct inject_ctx *c, struct inject_stats *stats, char *why)
 {
+	inject_resume_others(c);
 	int rc = 0;
 	pid_t tid = c->tid;
 	if (c->gone) {

@@ -38,6 +38,11 @@ struct inject_opts {
 	int budget_ms;       /* to find a safe point (default 50) */
 	int call_timeout_ms; /* for one remote call to return (default 10000) */
 	bool checked;        /* the caller ran inject_check just before */
+	/* One more range no thread may be in, nor have a frame in, at the
+	 * safe point (and, for inject_stop_others, the only one): e.g. the
+	 * text of heapprof's library at a detach.  0, 0: none. */
+	uint64_t deny_lo, deny_hi;
+	const char *deny_what;
 };
 
 /* What the last attach took, for the caller's report (and the tests). */
@@ -131,6 +136,15 @@ int inject_read(pid_t pid, uint64_t addr, void *buf, size_t len);
  * the implementation. */
 int inject_libc_symbol(struct inject_ctx *c, const char *name, uint64_t *addr,
                        char *why);
+/* With c's thread stopped: stops every other thread of the process too
+ * and checks that none is in, or has a frame in, the options' extra deny
+ * range (unwound, or its stack scanned when it cannot be).  0: all
+ * stopped and outside it (inject_resume_others lets them go); 1: one was
+ * inside (why says which; every other thread runs again: try later);
+ * -1: error (every other thread runs again).  A thread stopped in a call
+ * that returns EINTR to a stop has it issued again when let go. */
+int inject_stop_others(struct inject_ctx *c, char *why);
+void inject_resume_others(struct inject_ctx *c);
 /* Puts back the mask, the extended state and the registers, re-delivers
  * the signals that arrived meanwhile, detaches and frees c.  stats (may
  * be NULL) gets the timings.  -1 if the thread could not be restored

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collector/attach.h"
 #include "collector/session_int.h"
 #include "daemon/ctl.h"
 #include "util/args.h"
@@ -130,6 +131,33 @@ static void say_still_running(struct session *s)
 }
 
 /*
+ * A target that runs on after the session: its regions unmapped and its
+ * descriptors closed in it (attach.c, detach_process), so that it is left
+ * as it was before the session; the collector frees their memory anyway
+ * (collector_retire).  Said when it cannot be done to a process that
+ * still runs.
+ */
+static void detach_target(struct target *t)
+{
+	if (t->retired || t->disconnected || !t->nreg || kill(t->pid, 0) != 0)
+		return;
+	char why[INJECT_WHY];
+	double ms = 0;
+	int n = detach_process(t->pid, &ms, why);
+	if (n >= 0) {
+		t->detached = true;
+		return;
+	}
+	struct proc_stat st;
+	if (kill(t->pid, 0) == 0 && proc_stat(t->pid, &st) == 0 &&
+	    st.state != 'Z' && st.state != 'X')
+		fprintf(stderr,
+		        PFX "pid %d: its profiling region stays mapped in it "
+		            "(its memory is freed): %s\n",
+		        (int)t->pid, why);
+}
+
+/*
  * The end: the last dump of every target still mapped (its trace read to
  * the end first), STOP in every region (the client stops recording and may
  * be profiled again later by another session), connections closed, rows
@@ -151,6 +179,8 @@ static void finish(struct session *s)
 	session_trace_summary(s);
 	for (size_t i = 0; i < s->col.ntargets; i++)
 		collector_stop(s->col.targets[i]);
+	for (size_t i = 0; i < s->col.ntargets; i++)
+		detach_target(s->col.targets[i]);
 	uint64_t end = boottime_ns();
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];

@@ -232,6 +232,7 @@ void session_event_loop(struct session *s)
 
 		int timeout = collector_timeout_ms(&s->col);
 		timeout = min_timeout(timeout, collector_intern_ahead(&s->col));
+		timeout = min_timeout(timeout, collector_tend(&s->col));
 		timeout = min_timeout(timeout, session_reap_disconnected(s));
 		timeout = min_timeout(timeout, s->trace_timeout);
 		timeout = min_timeout(timeout, s->follow_timeout);

@@ -325,7 +325,8 @@ int snapshot_take_live(const struct hp_region *const *rs, int nr,
 		return -ENOMEM;
 	for (int j = 0; j < nr; j++) {
 		const struct hp_region *r = rs[j];
-		for (uint64_t i = 0; i < r->live_cap; i++) {
+		uint64_t used = livetab_used_slots(r);
+		for (uint64_t i = 0; i < used; i++) {
 			uint64_t key;
 			struct hp_live_v2 v;
 			enum hp_live_read rc = livetab_read(r, i, &key, &v);

@@ -105,6 +105,9 @@ enum hp_counter {
 	HP_CTR_ZERO_SIZE,        /* malloc-family allocations of 0 bytes
 	                          * recorded (as 0 B; the allocator serves at
 	                          * least one byte each) (v2) */
+	HP_CTR_LIVE_UNPREPARED,  /* live-table levels the client opened before
+	                          * the collector had allocated their pages:
+	                          * those pages are charged to the program */
 	HP_CTR_ALL               /* counters in all */
 };
 

@@ -76,8 +76,26 @@ struct hp_header_ext_v2 {
 	uint32_t region_index;   /* 0: first region of an attach; GROW: 1.. */
 	uint32_t trace_mode;     /* enum hp_trace_mode (region_index 0) */
 	uint32_t trace_block_ms; /* streaming + HP_CFG_BLOCK_CLIENT */
-	uint32_t reserved0;
-	uint64_t reserved1[6];
+	/* The live table in levels (docs/LAYOUT.md, "The live table"):
+	 * live_levels levels, level 0 of live_level0 slots, level j >= 1 of
+	 * live_level0 << (j - 1) slots after it, so that the table's
+	 * capacity is live_level0 << (live_levels - 1).  0 (a region an
+	 * older collector formatted): one level, the whole table. */
+	uint32_t live_levels;
+	uint64_t live_level0;
+	/* Collector, while the program runs: levels whose pages it has
+	 * allocated (fallocate: charged to the collector, not to the
+	 * program); the client opens a level past them only when it must
+	 * (counted in HP_CTR_LIVE_UNPREPARED). */
+	_Atomic uint32_t live_ready;
+	/* Client: the highest level that may hold a block (a free looks
+	 * there and below); only grows. */
+	_Atomic uint32_t live_open;
+	/* Collector: the level an insert tries first (then the ones above
+	 * it): it moves up when its level is 90% full. */
+	_Atomic uint32_t live_first;
+	uint32_t reserved2a;
+	uint64_t reserved1[3];
 
 	/* Client: next event position to hand out (events ever reserved,
 	 * whether written or not). */

@@ -160,6 +160,7 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 		x->region_index = cfg->region_index;
 		x->trace_mode = traced ? cfg->trace_mode : HP_TRACE_OFF;
 		x->trace_block_ms = cfg->trace_block_ms;
+		/* live_levels and live_level0 below, with the live table. */
 	}
 	if (traced) {
 		uint64_t nev = pow2_floor(cfg->trace_bytes /
@@ -217,6 +218,25 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	t[HP_TAB_LIVE_FILL] =
 	        (struct hp_table_desc){off, live_cap / HP_LIVE_BUCKET, 1, 0};
 	off = ALIGN64(off + live_cap / HP_LIVE_BUCKET);
+	if (v2) {
+		/* Levels: a first one sized for what a program usually
+		 * holds (a few thousand sampled blocks; every block at
+		 * interval 1), each next one twice the size of all before
+		 * it.  The collector allocates a level's pages before the
+		 * client needs it (collector_tend). */
+		uint64_t l0 = every_block ? HP_LIVE_LEVEL0_EXACT
+		                          : HP_LIVE_LEVEL0_SAMPLED;
+		if (l0 > live_cap)
+			l0 = live_cap;
+		uint32_t levels = 1;
+		while ((l0 << (levels - 1)) < live_cap)
+			levels++;
+		struct hp_header_ext_v2 *x =
+		        (struct hp_header_ext_v2 *)((uint8_t *)base +
+		                                    sizeof(*h));
+		x->live_level0 = l0;
+		x->live_levels = levels;
+	}
 	if (v2 && cfg->sampling_interval > 1) {
 		t[HP_TAB_LIVE_FILTER] =
 		        (struct hp_table_desc){off, live_cap, 1, 0};
@@ -379,6 +399,21 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 		        (const struct hp_live_v1 *)(b + t[HP_TAB_LIVE_VALUES]
 		                                                .offset);
 	r->live_cap = lcap;
+	r->live_level0 = lcap;
+	r->live_levels = 1;
+	if (x && x->live_levels) {
+		uint64_t l0 = x->live_level0;
+		if (x->live_levels > 40 || l0 < HP_LIVE_BUCKET ||
+		    (l0 & (l0 - 1)) || (l0 << (x->live_levels - 1)) != lcap)
+			return -EINVAL;
+		r->live_level0 = l0;
+		r->live_levels = x->live_levels;
+	}
+	if (x) {
+		r->live_open = &x->live_open;
+		r->live_ready = &x->live_ready;
+		r->live_first = &x->live_first;
+	}
 	r->live_fill = (_Atomic uint8_t *)(b + t[HP_TAB_LIVE_FILL].offset);
 	r->use_fill = h->sampling_interval > 1;
 	if (fcap && r->use_fill) {
@@ -581,6 +616,9 @@ static void populate(const struct hp_region *r, const void *p, uint64_t len,
 
 void region_populate_hot(const struct hp_region *r)
 {
+	/* Maps the pages a hook touches first.  The collector allocated
+	 * them (collector_prepare), so this only fills the program's page
+	 * tables; from an older collector it allocates them as before. */
 	long ps = sysconf(_SC_PAGESIZE);
 	uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
 	populate(r, r->hdr, sizeof(*r->hdr), page);
@@ -594,15 +632,13 @@ void region_populate_hot(const struct hp_region *r)
 	populate(r, r->stacks, ns * sizeof(*r->stacks), page);
 	uint64_t nf = r->frames_cap < 8192 ? r->frames_cap : 8192;
 	populate(r, r->frames, nf * sizeof(uint64_t), page);
-	if (!r->use_fill || !r->live_values)
-		return; /* interval 1: the live table is the heap's size */
-	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
-	uint64_t near =
-	        (nb < HP_LIVE_NEAR_BUCKETS ? nb : HP_LIVE_NEAR_BUCKETS) *
-	        HP_LIVE_BUCKET;
-	populate(r, r->live_keys, near * sizeof(uint64_t), page);
-	populate(r, r->live_values, near * sizeof(*r->live_values), page);
-	populate(r, r->live_fill, nb, page);
+	if (!r->live_values || r->live_levels < 2)
+		return; /* one level: the whole table, touched as it is used */
+	uint64_t n0 = r->live_level0;
+	populate(r, r->live_keys, n0 * sizeof(uint64_t), page);
+	populate(r, r->live_values, n0 * sizeof(*r->live_values), page);
+	if (r->use_fill)
+		populate(r, r->live_fill, n0 / HP_LIVE_BUCKET, page);
 	if (r->live_filter)
 		populate(r, r->live_filter, r->live_filter_mask + 1, page);
 }
@@ -610,60 +646,55 @@ void region_populate_hot(const struct hp_region *r)
 /* ---- live table ----------------------------------------------------- */
 
 /*
- * The two candidate buckets of a key.  When sampling (use_fill), both come
- * from one multiply (Fibonacci hashing), from different bits of the
- * product: this runs on every free, and a sparse set of sampled blocks
- * wants a uniform spread.  The first bucket is one of the table's first
- * HP_LIVE_NEAR_BUCKETS only: a program's few thousand sampled blocks then
- * live in 900 KiB of the table (keys and values), which stays in the
- * cache and the TLB, instead of one entry per page of 7 MiB (every insert
- * and free a TLB miss, and a page fault the first time).  The second
- * bucket spans the whole table and takes the overflow (the insert takes
- * it when the first is half full and it is emptier).
+ * Levels.  The table is a series of levels (live_levels, live_level0),
+ * each twice the size of all before it, so that its memory follows what
+ * it holds: new blocks go to the open level (live_open) only; when an
+ * insert finds every bucket it may use there full, the client opens the
+ * next level (one compare-and-swap) and never goes back.  A free looks in
+ * the open level first and then in the older ones, down to level 0: most
+ * frees are of recent blocks, and an older level only loses blocks.  The
+ * collector allocates a level's pages (fallocate on the memfd, charged to
+ * its own memory cgroup) when the level before it is 40% full
+ * (collector_tend), ahead of the client.
  *
- * At interval 1 every block is in the table, so the first bucket keeps
- * the heap's locality instead: 128 bytes of address space per bucket
- * (glibc's smallest chunk is 32 bytes, so at most four blocks of one arena
- * share it), offset per 64 MiB window so that arenas at aligned addresses
- * do not pile onto the same buckets.  Blocks allocated one after another
- * then share cache lines and pages of the table, instead of touching a
- * new page of a 512 MiB region each.  A denser allocator overfills its
- * first buckets (jemalloc packs its 8-byte size class 16 to 128 bytes),
- * and so do two runs of heap whose windows' offsets collide: such a key
- * goes to one of seven hashed buckets, from the last slot down, and a
- * first bucket takes keys in its first HP_LIVE_LOCAL slots only, so that
- * the overflow has room of its own.  With one hashed bucket and no slots
- * kept for it, the overflow filled buckets other dense runs then found
- * full, a cascade that dropped 32,296 (up to 43,506 with 64-byte buckets)
- * of 1,000,000 jemalloc blocks with the table a fifth full; now none in
- * 32 runs.  Dense keys of a custom heap overflow the same way.
+ * Buckets of a key in a level: when sampling, two hashed ones (two
+ * choices balance the load), the emptier first.  At interval 1 every
+ * block is in the table, so the first bucket keeps the heap's locality:
+ * the 4 KiB page of the address picks a group of 32 buckets (hashed) and
+ * the address's 128-byte line in the page picks one of them, so blocks
+ * allocated one after the other share cache lines and pages of the table;
+ * three hashed buckets take what a dense group cannot, from the last slot
+ * down.  A level is full for an insert when all its buckets for the key
+ * are: at interval 1 that is with the level about 95% full.
  */
+#define HP_LIVE_CHOICES_EXACT 4
+/* At interval 1 the first bucket takes keys in its first HP_LIVE_LOCAL
+ * slots only, so that the hashed buckets, filled from the last slot down,
+ * have room of their own in buckets a dense run of the heap filled. */
 #define HP_LIVE_LOCAL (HP_LIVE_BUCKET - 2)
-/* Buckets a key may be in: the first and a hashed one when sampling; at
- * interval 1 the first and seven hashed ones (a free of a key not in the
- * table, rare at interval 1, looks in all eight). */
-#define HP_LIVE_CHOICES_EXACT 8
 static inline int live_choices(const struct hp_region *r)
 {
 	return r->use_fill ? 2 : HP_LIVE_CHOICES_EXACT;
 }
 static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
-                                   int which)
+                                   uint32_t level, int which)
 {
-	uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ull;
-	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
+	uint64_t nb = livetab_level_slots(r, level) / HP_LIVE_BUCKET;
+	int bits = __builtin_ctzll(nb | (1ull << 63));
 	uint64_t b;
-	if (which == 1)
-		b = h >> 20;
-	else if (which > 1)
-		b = (((addr >> 4) ^ (uint64_t)which) * 0xc2b2ae3d27d4eb4full) >>
-		    20;
-	else if (r->use_fill)
-		b = (h >> 40) & (HP_LIVE_NEAR_BUCKETS - 1);
-	else
-		b = (addr >> 7) +
-		    (((addr >> 26) * 0x9e3779b97f4a7c15ull) >> 40);
-	return (b & (nb - 1)) * HP_LIVE_BUCKET;
+	if (which == 0 && !r->use_fill && bits > 5) {
+		/* The page's group of 32 buckets (the high bits of its
+		 * product), the address's 128-byte line in the page. */
+		uint64_t g = (addr >> 12) * 0x9e3779b97f4a7c15ull;
+		b = (g >> (64 - (bits - 5))) << 5 | ((addr >> 7) & 31);
+	} else {
+		/* The high bits of a full mix: the choices of one key, and
+		 * of keys next to each other, are independent. */
+		uint64_t h = hp_mix64((addr >> 4) +
+		                      (uint64_t)which * 0x9e3779b97f4a7c15ull);
+		b = bits ? h >> (64 - bits) : 0;
+	}
+	return livetab_level_start(r, level) + b * HP_LIVE_BUCKET;
 }
 
 static void filter_add(const struct hp_region *r, uint64_t addr, int d)
@@ -715,66 +746,109 @@ static void live_write(struct hp_live_v2 *e, const struct hp_live_v2 *v)
 	atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
 }
 
-int livetab_insert_p(struct hp_region *r, uint64_t addr,
-                     const struct hp_live_v2 *v, uint32_t *pressure)
+/* Takes one of the first `slots` free slots of bucket b (from its last
+ * slot down with from_end): its index, or -1. */
+static int64_t bucket_take(struct hp_region *r, uint64_t b, uint32_t slots,
+                           bool from_end)
+{
+	for (uint32_t j = 0; j < slots; j++) {
+		uint32_t i = from_end ? HP_LIVE_BUCKET - 1 - j : j;
+		_Atomic uint64_t *k = &r->live_keys[b + i];
+		uint64_t cur = atomic_load_explicit(k, memory_order_relaxed);
+		if (cur != HP_LIVE_EMPTY)
+			continue;
+		if (atomic_compare_exchange_strong_explicit(
+		            k, &cur, HP_LIVE_BUSY, memory_order_acquire,
+		            memory_order_relaxed))
+			return (int64_t)(b + i);
+	}
+	return -1;
+}
+
+/* Inserts into level `level`: 0, or -ENOSPC when every bucket of the key
+ * there is full. */
+static int level_insert(struct hp_region *r, uint32_t level, uint64_t addr,
+                        const struct hp_live_v2 *v, uint32_t *pressure)
 {
 	/* With bucket fill (when sampling) the emptier bucket is tried
 	 * first: two choices balance the load far better than first-fit.
 	 * The second bucket's fill is only read when the first is half full
-	 * or more (rare when sampling): below that the emptier of the two is
-	 * below half full too, so taking the first changes no pressure the
-	 * adaptive sampler sees, and the insert touches one bucket's lines.
-	 * At interval 1 there is no fill to compare; first-fit. */
+	 * or more: below that the emptier of the two is below half full
+	 * too, so taking the first changes no pressure the adaptive sampler
+	 * sees, and the insert touches one bucket's lines.  At interval 1
+	 * there is no fill to compare; first-fit. */
 	int order = 0;
 	if (r->use_fill) {
 		uint8_t f0 = atomic_load_explicit(
-		        &r->live_fill[live_bucket(r, addr, 0) / HP_LIVE_BUCKET],
+		        &r->live_fill[live_bucket(r, addr, level, 0) /
+		                      HP_LIVE_BUCKET],
 		        memory_order_relaxed);
 		if (f0 >= HP_LIVE_BUCKET / 2 &&
-		    atomic_load_explicit(&r->live_fill[live_bucket(r, addr, 1) /
-		                                       HP_LIVE_BUCKET],
-		                         memory_order_relaxed) < f0)
+		    atomic_load_explicit(
+		            &r->live_fill[live_bucket(r, addr, level, 1) /
+		                          HP_LIVE_BUCKET],
+		            memory_order_relaxed) < f0)
 			order = 1;
 	}
 	int choices = live_choices(r);
 	for (int which = 0; which < choices; which++) {
-		uint64_t b = live_bucket(r, addr, which ^ order);
-		/* At interval 1: the first bucket's own slots, then the
-		 * second's from the last (see live_bucket). */
+		uint64_t b = live_bucket(r, addr, level, which ^ order);
 		bool local = !r->use_fill;
-		uint32_t slots =
-		        local && which == 0 ? HP_LIVE_LOCAL : HP_LIVE_BUCKET;
-		for (uint32_t j = 0; j < slots; j++) {
-			uint32_t i =
-			        local && which ? HP_LIVE_BUCKET - 1 - j : j;
-			_Atomic uint64_t *k = &r->live_keys[b + i];
-			uint64_t cur =
-			        atomic_load_explicit(k, memory_order_relaxed);
-			if (cur != HP_LIVE_EMPTY)
-				continue;
-			if (!atomic_compare_exchange_strong_explicit(
-			            k, &cur, HP_LIVE_BUSY, memory_order_acquire,
-			            memory_order_relaxed))
-				continue;
-			uint32_t fill = 0;
-			if (r->use_fill)
-				fill = atomic_fetch_add_explicit(
-				               &r->live_fill[b /
-				                             HP_LIVE_BUCKET],
-				               1, memory_order_relaxed) +
-				       1u;
-			if (pressure)
-				*pressure =
-				        r->use_fill
-				                ? fill + (which ? HP_LIVE_BUCKET
-				                                : 0)
-				                : 0;
-			live_write(&r->live_values[b + i], v);
-			if (r->live_filter)
-				filter_add(r, addr, 1);
-			atomic_store_explicit(k, addr, memory_order_release);
-			return 0;
+		int64_t i = bucket_take(
+		        r, b, local && which == 0 ? HP_LIVE_LOCAL : HP_LIVE_BUCKET,
+		        local && which > 0);
+		if (i < 0)
+			continue;
+		uint32_t fill = 0;
+		if (r->use_fill)
+			fill = atomic_fetch_add_explicit(
+			               &r->live_fill[b / HP_LIVE_BUCKET], 1,
+			               memory_order_relaxed) +
+			       1u;
+		if (pressure)
+			*pressure = r->use_fill ? fill + (which ? HP_LIVE_BUCKET
+			                                        : 0)
+			                        : 0;
+		live_write(&r->live_values[i], v);
+		if (r->live_filter)
+			filter_add(r, addr, 1);
+		atomic_store_explicit(&r->live_keys[i], addr,
+		                      memory_order_release);
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+/* Makes level j one a free looks in, before a block is put there. */
+static void raise_open(struct hp_region *r, uint32_t j)
+{
+	uint32_t cur = atomic_load_explicit(r->live_open, memory_order_relaxed);
+	while (cur < j) {
+		if (atomic_compare_exchange_weak_explicit(
+		            r->live_open, &cur, j, memory_order_release,
+		            memory_order_relaxed)) {
+			if (atomic_load_explicit(r->live_ready,
+			                         memory_order_relaxed) <= j)
+				region_count(r, HP_CTR_LIVE_UNPREPARED, 1);
+			return;
 		}
+	}
+}
+
+int livetab_insert_p(struct hp_region *r, uint64_t addr,
+                     const struct hp_live_v2 *v, uint32_t *pressure)
+{
+	/* From the level the collector says to fill (live_first) up; a
+	 * level past the open one is opened before a block goes there. */
+	uint32_t open = livetab_open_level(r);
+	for (uint32_t level = livetab_first_level(r); level < r->live_levels;
+	     level++) {
+		if (level > open) {
+			raise_open(r, level);
+			open = level;
+		}
+		if (level_insert(r, level, addr, v, pressure) == 0)
+			return 0;
 	}
 	if (pressure)
 		*pressure = 2 * HP_LIVE_BUCKET;
@@ -783,9 +857,10 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 
 void livetab_prefetch(const struct hp_region *r, uint64_t addr)
 {
-	/* The first bucket only: an insert reads the second only when the
-	 * first is half full (livetab_insert_p). */
-	uint64_t b = live_bucket(r, addr, 0);
+	/* The first bucket of the open level only: an insert reads the
+	 * second only when the first is half full, a free most often finds
+	 * its block there. */
+	uint64_t b = live_bucket(r, addr, livetab_first_level(r), 0);
 	__builtin_prefetch(&r->live_keys[b], 1, 3);
 	__builtin_prefetch(&r->live_values[b], 1, 3);
 	if (r->use_fill)
@@ -804,18 +879,23 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 {
 	if (!r->use_fill)
 		return 0;
-	uint64_t nb = r->live_cap / HP_LIVE_BUCKET;
+	/* Before the last level there is room to grow into. */
+	uint32_t level = livetab_open_level(r);
+	if (level + 1 < r->live_levels)
+		return 0;
+	uint64_t nb = livetab_level_slots(r, level) / HP_LIVE_BUCKET;
 	uint64_t n = nb < 64 ? nb : 64;
 	if (!n)
 		return 0; /* a table smaller than one bucket: nothing to load */
-	/* Around the second bucket: the first ones are the near part,
-	 * fuller than the table as a whole. */
-	uint64_t first = (live_bucket(r, addr, 1) / HP_LIVE_BUCKET) & ~63ull;
+	uint64_t start = livetab_level_start(r, level) / HP_LIVE_BUCKET;
+	uint64_t first =
+	        ((live_bucket(r, addr, level, 1) / HP_LIVE_BUCKET - start) &
+	         ~63ull);
 	if (first + n > nb)
 		first = nb - n;
 	uint64_t sum = 0;
 	for (uint64_t i = 0; i < n; i++)
-		sum += atomic_load_explicit(&r->live_fill[first + i],
+		sum += atomic_load_explicit(&r->live_fill[start + first + i],
 		                            memory_order_relaxed);
 	return (uint32_t)(sum * 100 / (n * HP_LIVE_BUCKET));
 }
@@ -825,36 +905,121 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 	if (!livetab_maybe_live(r, addr))
 		return false;
 	int choices = live_choices(r);
-	for (int which = 0; which < choices; which++) {
-		uint64_t b = live_bucket(r, addr, which);
-		if (r->use_fill &&
-		    atomic_load_explicit(&r->live_fill[b / HP_LIVE_BUCKET],
-		                         memory_order_relaxed) == 0)
-			continue;
-		for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
-			_Atomic uint64_t *k = &r->live_keys[b + i];
-			if (atomic_load_explicit(k, memory_order_relaxed) !=
-			    addr)
+	/* The block was inserted before this free, in a level up to the
+	 * open one: the level inserts go to first (most frees are of recent
+	 * blocks), then the ones above it, then the older ones. */
+	uint32_t open = livetab_open_level(r), first = livetab_first_level(r);
+	if (first > open)
+		first = open;
+	for (uint32_t n = 0; n <= open; n++) {
+		uint32_t level = first + n <= open ? first + n : open - n;
+		for (int which = 0; which < choices; which++) {
+			uint64_t b = live_bucket(r, addr, level, which);
+			if (r->use_fill &&
+			    atomic_load_explicit(
+			            &r->live_fill[b / HP_LIVE_BUCKET],
+			            memory_order_relaxed) == 0)
 				continue;
-			uint64_t want = addr;
-			atomic_thread_fence(memory_order_acquire);
-			live_load(&r->live_values[b + i], out);
-			/* CAS, not store: two racing frees of one pointer
-			 * (a program bug) must not both take it back. */
-			if (!atomic_compare_exchange_strong_explicit(
-			            k, &want, HP_LIVE_EMPTY,
-			            memory_order_acq_rel, memory_order_relaxed))
-				return false;
-			if (r->use_fill)
-				atomic_fetch_sub_explicit(
-				        &r->live_fill[b / HP_LIVE_BUCKET], 1,
-				        memory_order_relaxed);
-			if (r->live_filter)
-				filter_add(r, addr, -1);
-			return true;
+			for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
+				_Atomic uint64_t *k = &r->live_keys[b + i];
+				if (atomic_load_explicit(
+				            k, memory_order_relaxed) != addr)
+					continue;
+				uint64_t want = addr;
+				atomic_thread_fence(memory_order_acquire);
+				live_load(&r->live_values[b + i], out);
+				/* CAS, not store: two racing frees of one
+				 * pointer (a program bug) must not both
+				 * take it back. */
+				if (!atomic_compare_exchange_strong_explicit(
+				            k, &want, HP_LIVE_EMPTY,
+				            memory_order_acq_rel,
+				            memory_order_relaxed))
+					return false;
+				if (r->use_fill)
+					atomic_fetch_sub_explicit(
+					        &r->live_fill[b /
+					                      HP_LIVE_BUCKET],
+					        1, memory_order_relaxed);
+				if (r->live_filter)
+					filter_add(r, addr, -1);
+				return true;
+			}
 		}
 	}
 	return false;
+}
+
+/* livetab_advance: keys read to estimate a level's fill; the fill at
+ * which inserts move to the next level, and the one at which the next
+ * level is prepared. */
+#define LIVE_TEND_SAMPLES   1024
+#define LIVE_FIRST_FULL_PCT 90
+#define LIVE_PREPARE_PCT    40
+
+uint32_t livetab_level_load_pct(const struct hp_region *r, uint32_t j,
+                                uint32_t samples)
+{
+	if (j >= r->live_levels || !samples)
+		return 0;
+	uint64_t n = livetab_level_slots(r, j);
+	uint64_t start = livetab_level_start(r, j);
+	if (samples > n)
+		samples = (uint32_t)n;
+	/* Spread over the level, and over the slots of a bucket (a bucket
+	 * fills from its first slot). */
+	uint64_t step = n / samples;
+	uint64_t used = 0;
+	for (uint64_t i = 0; i < samples; i++) {
+		uint64_t at = start + i * step + (i % HP_LIVE_BUCKET);
+		if (at >= start + n)
+			at = start + n - 1;
+		if (atomic_load_explicit(&r->live_keys[at],
+		                         memory_order_relaxed) != HP_LIVE_EMPTY)
+			used++;
+	}
+	return (uint32_t)(used * 100 / samples);
+}
+
+uint32_t livetab_advance(struct hp_region *r)
+{
+	if (r->live_levels < 2 || !r->live_first)
+		return 1;
+	uint32_t open = livetab_open_level(r), first = livetab_first_level(r);
+	uint32_t load = livetab_level_load_pct(r, first, LIVE_TEND_SAMPLES);
+	if (load >= LIVE_FIRST_FULL_PCT && first + 1 < r->live_levels) {
+		first++;
+		atomic_store_explicit(r->live_first, first,
+		                      memory_order_relaxed);
+		load = livetab_level_load_pct(r, first, LIVE_TEND_SAMPLES);
+	}
+	/* Every level opened, the one inserts fill, and the one after it
+	 * once that is LIVE_PREPARE_PCT full. */
+	uint32_t want = (open > first ? open : first) + 1;
+	if (load >= LIVE_PREPARE_PCT && want < first + 2)
+		want = first + 2;
+	return want < r->live_levels ? want : r->live_levels;
+}
+
+int livetab_level_ranges(const struct hp_region *r, uint32_t j,
+                         struct hp_range out[3])
+{
+	if (j >= r->live_levels || !r->live_values)
+		return 0;
+	uint64_t s = livetab_level_start(r, j), n = livetab_level_slots(r, j);
+	out[0] = (struct hp_range){
+	        (uint64_t)((uint8_t *)&r->live_keys[s] - r->base),
+	        n * sizeof(uint64_t)};
+	out[1] = (struct hp_range){
+	        (uint64_t)((uint8_t *)&r->live_values[s] - r->base),
+	        n * sizeof(*r->live_values)};
+	if (!r->use_fill)
+		return 2;
+	out[2] = (struct hp_range){
+	        (uint64_t)((uint8_t *)&r->live_fill[s / HP_LIVE_BUCKET] -
+	                   r->base),
+	        n / HP_LIVE_BUCKET};
+	return 3;
 }
 
 /* A seqlock read gives up after this many torn copies in a row. */

@@ -35,6 +35,17 @@ struct hp_region {
 	struct hp_live_v2 *live_values;
 	const struct hp_live_v1 *live_v1;
 	uint64_t live_cap; /* power of two, multiple of HP_LIVE_BUCKET */
+	/* Levels of the live table (hp_header_ext_v2.live_levels): level 0
+	 * is [0, live_level0), level j >= 1 is [live_level0 << (j - 1),
+	 * live_level0 << j).  One level of live_cap slots in a region
+	 * formatted without levels. */
+	uint64_t live_level0;
+	uint32_t live_levels;
+	/* The client's level (hp_header_ext_v2.live_open) and the
+	 * collector's prepared levels (live_ready); NULL in v1. */
+	_Atomic uint32_t *live_open;
+	_Atomic uint32_t *live_ready;
+	_Atomic uint32_t *live_first;
 	_Atomic uint8_t *live_fill; /* one per bucket */
 	bool use_fill; /* off at interval 1, where every free finds its block */
 	/* Counts of live keys per cell (HP_TAB_LIVE_FILTER), when sampling;
@@ -183,7 +194,8 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
                          bool *is_new);
 
 /* Live table (v2 regions: the client's).  insert: 0 or -ENOSPC when
- * both buckets are full; v->seq is ignored.  remove: true and *out filled
+ * every bucket of the key in the last level is full (it opens the next
+ * level when the open one is full for the key); v->seq is ignored.  remove: true and *out filled
  * if addr was present. */
 int livetab_insert(struct hp_region *r, uint64_t addr,
                    const struct hp_live_v2 *v);
@@ -196,11 +208,13 @@ int livetab_insert(struct hp_region *r, uint64_t addr,
  * Without bucket fill (interval 1) it is 0 on success. */
 int livetab_insert_p(struct hp_region *r, uint64_t addr,
                      const struct hp_live_v2 *v, uint32_t *pressure);
-/* When sampling, a key's first bucket is one of the table's first
- * HP_LIVE_NEAR_BUCKETS (region.c, live_bucket). */
-#define HP_LIVE_NEAR_BUCKETS 2048u
+/* Slots of the live table's level 0 (region_format): when sampling
+ * (a program's few thousand sampled blocks: 0.9 MiB) and at interval 1. */
+#define HP_LIVE_LEVEL0_SAMPLED (16u << 10)
+#define HP_LIVE_LEVEL0_EXACT   (64u << 10)
 /* The live table's load in percent, estimated from the fill of the 64
- * buckets (one cache line of fill bytes) around addr's second bucket; 0
+ * buckets (one cache line of fill bytes) around addr's second bucket in
+ * the last level; 0 before the last level (the table grows instead) and
  * without bucket fill (interval 1). */
 uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr);
 bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out);
@@ -257,6 +271,59 @@ enum hp_live_read {
 };
 enum hp_live_read livetab_read(const struct hp_region *r, uint64_t i,
                                uint64_t *key, struct hp_live_v2 *out);
+
+/* Level j's first slot and its slots. */
+static inline uint64_t livetab_level_start(const struct hp_region *r,
+                                           uint32_t j)
+{
+	return j == 0 ? 0 : r->live_level0 << (j - 1);
+}
+static inline uint64_t livetab_level_slots(const struct hp_region *r,
+                                           uint32_t j)
+{
+	return j == 0 ? r->live_level0 : r->live_level0 << (j - 1);
+}
+/* The highest level that may hold a block (0 in a region without
+ * levels). */
+static inline uint32_t livetab_open_level(const struct hp_region *r)
+{
+	if (!r->live_open)
+		return 0;
+	uint32_t l = atomic_load_explicit(r->live_open, memory_order_acquire);
+	return l < r->live_levels ? l : r->live_levels - 1;
+}
+/* The level an insert tries first. */
+static inline uint32_t livetab_first_level(const struct hp_region *r)
+{
+	if (!r->live_first)
+		return 0;
+	uint32_t l = atomic_load_explicit(r->live_first, memory_order_relaxed);
+	return l < r->live_levels ? l : r->live_levels - 1;
+}
+/* Slots a reader needs to look at: the levels opened so far (a level
+ * opened after this call holds blocks allocated after it).  Reading the
+ * rest would only fault in pages nobody wrote. */
+static inline uint64_t livetab_used_slots(const struct hp_region *r)
+{
+	uint32_t l = livetab_open_level(r);
+	return livetab_level_start(r, l) + livetab_level_slots(r, l);
+}
+/* Of level j's slots, those in use among `samples` spread over it, in
+ * percent (the collector's estimate; the client keeps no count). */
+uint32_t livetab_level_load_pct(const struct hp_region *r, uint32_t j,
+                                uint32_t samples);
+/* The collector's part (collector_tend): moves live_first up when its
+ * level is 90% full, and returns how many levels should be prepared
+ * (allocated) by now: every level opened, the one inserts go to, and the
+ * one after it once that is 40% full. */
+uint32_t livetab_advance(struct hp_region *r);
+/* The byte ranges of level j in the region (keys, values, bucket fill),
+ * for the collector to allocate ahead of the client. */
+struct hp_range {
+	uint64_t off, len;
+};
+int livetab_level_ranges(const struct hp_region *r, uint32_t j,
+                         struct hp_range out[3]);
 
 /*
  * The event trace (v2, HP_TAB_TRACE; see enum hp_trace_mode).

@@ -516,18 +516,20 @@ static void test_live_table(void)
 	free(base);
 
 	/* A large table: a few thousand sampled blocks (at random
-	 * addresses of a 1 GiB heap) go to the near part (the first
-	 * HP_LIVE_NEAR_BUCKETS buckets); only the few whose first bucket is
-	 * half full may go beyond. */
+	 * addresses of a 1 GiB heap) stay in level 0, the level the
+	 * collector allocates first; nothing is read beyond it. */
 	base = new_region(64 << 20, 4096, &r);
-	uint64_t near = (uint64_t)HP_LIVE_NEAR_BUCKETS * HP_LIVE_BUCKET;
-	CHECK(r.live_cap >= 4 * near);
+	uint64_t near = livetab_level_slots(&r, 0);
+	CHECK(r.live_levels > 2);
+	CHECK_EQ_U64(near, HP_LIVE_LEVEL0_SAMPLED);
 	uint64_t keys[3000], x = 12345;
 	for (uint64_t i = 0; i < 3000; i++) {
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		keys[i] = 0x7f1200000000ull + ((x >> 34) << 4);
 		CHECK(livetab_insert(&r, keys[i], &v) == 0);
 	}
+	CHECK_EQ_U64(livetab_open_level(&r), 0);
+	CHECK_EQ_U64(livetab_used_slots(&r), near);
 	uint64_t in_near = 0, beyond = 0;
 	for (uint64_t i = 0; i < r.live_cap; i++) {
 		uint64_t key;
@@ -538,10 +540,88 @@ static void test_live_table(void)
 				beyond++;
 		}
 	}
-	CHECK_EQ_U64(in_near + beyond, 3000);
-	CHECK(in_near >= 2900);
+	CHECK_EQ_U64(in_near, 3000);
+	CHECK_EQ_U64(beyond, 0);
 	for (uint64_t i = 0; i < 3000; i++)
 		CHECK(livetab_remove(&r, keys[i], &out));
+	free(base);
+}
+
+/*
+ * Levels at interval 1: a heap's worth of blocks (glibc's 48-byte chunks,
+ * one after the other, in two runs) fills level 0, then level 1, each to
+ * 90% before the collector (livetab_advance, here every 1000 inserts)
+ * sends inserts to the next; a block the first level cannot take goes to
+ * the one above it (opened for it).  Every block comes back exactly once,
+ * from whichever level holds it, and a reader looks at the opened levels
+ * only.
+ */
+static void test_live_levels(void)
+{
+	struct hp_region r;
+	void *base = new_region(64 << 20, 1, &r);
+	CHECK(r.live_levels >= 4);
+	CHECK_EQ_U64(r.live_level0, HP_LIVE_LEVEL0_EXACT);
+	CHECK_EQ_U64(r.live_level0 << (r.live_levels - 1), r.live_cap);
+	CHECK_EQ_U64(livetab_advance(&r), 1); /* level 0 only, empty */
+	uint64_t total = livetab_level_slots(&r, 0) +
+	                 livetab_level_slots(&r, 1) +
+	                 livetab_level_slots(&r, 2);
+	uint64_t n = total * 90 / 100;
+	struct hp_live_v2 v = {.size = 32, .charged = 32};
+	struct hp_live_v2 out;
+	uint64_t moved_at[8] = {0};
+	uint32_t first = 0, want = 1;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t a = i % 2 ? 0x7f0000010000ull + (i / 2) * 48
+		                   : 0x555500001000ull + (i / 2) * 48;
+		v.stack_id = (uint32_t)i;
+		CHECK(livetab_insert(&r, a, &v) == 0);
+		if (i % 1000 == 0) { /* the collector, every 10 ms */
+			uint32_t w = livetab_advance(&r);
+			CHECK(w >= want); /* prepared levels only grow */
+			want = w;
+		}
+		uint32_t f = livetab_first_level(&r);
+		if (f != first && f < 8) {
+			moved_at[f] = i;
+			first = f;
+		}
+	}
+	/* Inserts moved on with each level 90% full (+1000: the period). */
+	uint64_t l0 = livetab_level_slots(&r, 0), l1 = livetab_level_slots(&r, 1);
+	CHECK(moved_at[1] >= l0 * 88 / 100 && moved_at[1] <= l0 * 92 / 100 + 1000);
+	CHECK(moved_at[2] >= (l0 + l1) * 88 / 100);
+	CHECK_EQ_U64(livetab_first_level(&r), 2);
+	CHECK(livetab_level_load_pct(&r, 0, 1024) >= 85);
+	CHECK(livetab_level_load_pct(&r, 1, 1024) >= 85);
+	/* Opened: the level filled now, at most one above it. */
+	CHECK(livetab_open_level(&r) >= 2 && livetab_open_level(&r) <= 3);
+	CHECK_EQ_U64(livetab_used_slots(&r),
+	             livetab_level_start(&r, livetab_open_level(&r)) +
+	                     livetab_level_slots(&r, livetab_open_level(&r)));
+	/* The collector prepared every opened level and the next. */
+	CHECK(want >= livetab_open_level(&r) + 1);
+	/* Every other block freed, from every level. */
+	for (uint64_t i = 0; i < n; i += 2) {
+		uint64_t a = 0x555500001000ull + (i / 2) * 48;
+		CHECK(livetab_remove(&r, a, &out));
+		CHECK_EQ_U64(out.stack_id, i);
+	}
+	uint64_t live = 0;
+	for (uint64_t i = 0; i < livetab_used_slots(&r); i++) {
+		uint64_t key;
+		if (livetab_read(&r, i, &key, &out) == HP_LIVE_READ_OK) {
+			CHECK(key >= 0x7f0000010000ull);
+			live++;
+		}
+	}
+	CHECK_EQ_U64(live, n / 2);
+	for (uint64_t i = 1; i < n; i += 2)
+		CHECK(livetab_remove(&r, 0x7f0000010000ull + (i / 2) * 48,
+		                     &out));
+	CHECK(!livetab_remove(&r, 0x7f0000010000ull, &out));
+	CHECK_EQ_U64(livetab_level_load_pct(&r, 1, 1024), 0);
 	free(base);
 }
 
@@ -943,6 +1023,7 @@ int main(void)
 	        {"stack_intern_many", test_stack_intern_many},
 	        {"stack_overflow", test_stack_overflow},
 	        {"live_table", test_live_table},
+	        {"live_levels", test_live_levels},
 	        {"threads", test_threads},
 	        {"snapshot_clamps", test_snapshot_clamps},
 	        {"v1_region", test_v1_region},

@@ -1,0 +1,180 @@
+/*
+ * The regions' memory, allocated by the collector ahead of the client.
+ *
+ * A region is a memfd: a page of it is allocated, and charged to a memory
+ * cgroup, by whoever touches it first.  A page the profiled program
+ * touches first is charged to the program's cgroup (a redis in a 64 MiB
+ * cgroup was OOM-killed by its live table that way); a page the collector
+ * touches first, here, is charged to the collector's, and the program only
+ * maps it.  So the collector allocates what the client is about to use:
+ *
+ *   - at creation (collector_prepare_region): the fixed tables, the trace
+ *     (a ring, all of it used), the first stack records, frames and index
+ *     slots, and level 0 of the live table (and its filter);
+ *   - while the program runs (collector_tend, every TEND_MS from the
+ *     session's loop): the live table's next level once the open one is
+ *     TEND_LEVEL_PCT full (the client opens it when the open one is about
+ *     95% full: at interval 1 and 5 million allocations a second, a level
+ *     of a million slots leaves some 100 ms for this), and stack records,
+ *     STACK_MAX entries and frames ahead of their bump allocators.
+ *
+ * A client that outruns the collector allocates the pages itself (and
+ * counts the level: HP_CTR_LIVE_UNPREPARED), as it did before; nothing
+ * waits.  The collector never writes a byte of the client's tables here:
+ * MADV_POPULATE_WRITE allocates and maps without changing contents, and
+ * where it is missing (Linux < 5.14) a read of each page allocates it
+ * (shmem allocates on a read fault too).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/collector.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+#define TEND_MS 10
+/* Stack records and frames kept allocated ahead of the client's use. */
+#define TEND_STACKS_AHEAD 4096
+#define TEND_FRAMES_AHEAD (64 * 1024)
+/* Stacks past which the stack index's outer part is used (region.c probes
+ * its first 32768 slots first; a stack takes about two). */
+#define TEND_INDEX_AT 8192
+
+static uint64_t page_size(void)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	return ps > 0 ? (uint64_t)ps : 4096;
+}
+
+/* Allocates [off, off + len) of the region, whole pages, charged to us. */
+static void prepare(struct target_region *tr, uint64_t off, uint64_t len)
+{
+	uint64_t page = page_size();
+	uint64_t start = off & ~(page - 1);
+	uint64_t end = (off + len + page - 1) & ~(page - 1);
+	if (end > tr->size)
+		end = tr->size;
+	if (end <= start)
+		return;
+	volatile uint8_t *p = (uint8_t *)tr->base + start;
+	if (madvise((void *)p, end - start, MADV_POPULATE_WRITE) != 0) {
+		for (uint64_t o = 0; o < end - start; o += page)
+			(void)p[o];
+	}
+	tr->prepared_bytes += end - start;
+}
+
+static uint64_t table_off(const struct hp_region *r, const void *p)
+{
+	return (uint64_t)((const uint8_t *)p - r->base);
+}
+
+/* Stack records (and STACK_MAX entries) up to n, frames up to nf. */
+static void prepare_stacks(struct target_region *tr, uint64_t n, uint64_t nf)
+{
+	const struct hp_region *r = &tr->region;
+	if (n > r->stacks_cap)
+		n = r->stacks_cap;
+	if (nf > r->frames_cap)
+		nf = r->frames_cap;
+	if (n > tr->stacks_ready) {
+		uint64_t from = tr->stacks_ready;
+		prepare(tr, table_off(r, &r->stacks[from]),
+		        (n - from) * sizeof(*r->stacks));
+		if (r->stack_max)
+			prepare(tr, table_off(r, &r->stack_max[from]),
+			        (n - from) * sizeof(*r->stack_max));
+		tr->stacks_ready = n;
+	}
+	if (nf > tr->frames_ready) {
+		prepare(tr, table_off(r, &r->frames[tr->frames_ready]),
+		        (nf - tr->frames_ready) * sizeof(uint64_t));
+		tr->frames_ready = nf;
+	}
+}
+
+/* Level j of the live table; then tells the client. */
+static void prepare_level(struct target_region *tr, uint32_t j)
+{
+	const struct hp_region *r = &tr->region;
+	struct hp_range rg[3];
+	int n = livetab_level_ranges(r, j, rg);
+	for (int i = 0; i < n; i++)
+		prepare(tr, rg[i].off, rg[i].len);
+	tr->levels_ready = j + 1;
+	if (r->live_ready)
+		atomic_store_explicit(r->live_ready, j + 1,
+		                      memory_order_release);
+}
+
+void collector_prepare_region(struct target_region *tr)
+{
+	const struct hp_region *r = &tr->region;
+	/* Header, trace, heaps, modules, strings: everything before the
+	 * live keys (region_format's order). */
+	prepare(tr, 0, table_off(r, r->live_keys));
+	if (r->live_filter)
+		prepare(tr, table_off(r, r->live_filter),
+		        r->live_filter_mask + 1);
+	uint64_t idx = r->stack_index_cap < 32768 ? r->stack_index_cap : 32768;
+	prepare(tr, table_off(r, r->stack_index), idx * sizeof(uint64_t));
+	tr->index_ready = idx == r->stack_index_cap;
+	prepare_stacks(tr, TEND_STACKS_AHEAD, TEND_FRAMES_AHEAD);
+	if (r->live_levels > 1 && r->live_values)
+		prepare_level(tr, 0);
+}
+
+static void tend_region(struct target_region *tr)
+{
+	const struct hp_region *r = &tr->region;
+	if (!tr->base)
+		return;
+	/* Counts the client wrote: clamped (it may be hostile). */
+	uint64_t ns =
+	        atomic_load_explicit(&r->hdr->stacks_used, memory_order_relaxed);
+	uint64_t nf =
+	        atomic_load_explicit(&r->hdr->frames_used, memory_order_relaxed);
+	if (ns + TEND_STACKS_AHEAD / 2 > tr->stacks_ready ||
+	    nf + TEND_FRAMES_AHEAD / 2 > tr->frames_ready)
+		prepare_stacks(tr, ns + TEND_STACKS_AHEAD,
+		               nf + TEND_FRAMES_AHEAD);
+	if (!tr->index_ready && ns >= TEND_INDEX_AT) {
+		prepare(tr, table_off(r, r->stack_index),
+		        r->stack_index_cap * sizeof(uint64_t));
+		tr->index_ready = true;
+	}
+	if (r->live_levels < 2 || !r->live_ready || !r->live_values)
+		return;
+	/* Our count of prepared levels is our own (levels_ready): a client
+	 * cannot make us skip one. */
+	uint32_t want = livetab_advance(&tr->region);
+	while (tr->levels_ready < want)
+		prepare_level(tr, tr->levels_ready);
+}
+
+int collector_tend(struct collector *c)
+{
+	bool any = false;
+	for (size_t i = 0; i < c->ntargets; i++) {
+		struct target *t = c->targets[i];
+		if (t->retired)
+			continue;
+		any = true;
+		for (int k = 0; k < t->nreg; k++)
+			tend_region(&t->reg[k]);
+	}
+	return any ? TEND_MS : -1;
+}
+
+uint64_t collector_prepared_bytes(const struct target *t)
+{
+	uint64_t n = 0;
+	for (int k = 0; k < t->nreg; k++)
+		n += t->reg[k].prepared_bytes;
+	return n;
+}
