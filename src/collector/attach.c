@@ -331,7 +331,8 @@ int detach_process(pid_t pid, double *stop_ms, char *why)
 		if (rc == 0) {
 			if ((int64_t)ret < 0)
 				return fail(why, "the client of %d refused: %s",
-				            (int)pid, strerror((int)-(int64_t)ret));
+				            (int)pid,
+				            strerror((int)-(int64_t)ret));
 			return (int)ret;
 		}
 		/* A thread was inside the library: let it finish. */

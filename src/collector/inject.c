@@ -870,7 +870,8 @@ static const struct range *denied(const struct inject_ctx *c, uint64_t a)
 {
 	if (c->extra_only) {
 		/* The extra range is the last one (inject_attach). */
-		const struct range *x = c->ndeny ? &c->deny[c->ndeny - 1] : NULL;
+		const struct range *x =
+		        c->ndeny ? &c->deny[c->ndeny - 1] : NULL;
 		return x && c->o.deny_hi && a >= x->lo && a < x->hi ? x : NULL;
 	}
 	for (int i = 0; i < c->ndeny; i++)
@@ -1661,8 +1662,7 @@ static int stop_one(pid_t tid)
 
 /* Whether the stopped thread tid is in, or has a frame in, the extra
  * range: 1 inside (or not provable), 0 outside. */
-static int other_inside(struct inject_ctx *c, pid_t tid, char *buf,
-                        size_t len)
+static int other_inside(struct inject_ctx *c, pid_t tid, char *buf, size_t len)
 {
 	struct user_regs_struct r;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &r) < 0) {
@@ -1733,7 +1733,8 @@ int inject_stop_others(struct inject_ctx *c, char *why)
 	if (fresh) {
 		inject_resume_others(c);
 		snprintf(why, INJECT_WHY,
-		         "%d started a thread while being stopped", (int)c->pid);
+		         "%d started a thread while being stopped",
+		         (int)c->pid);
 		return 1;
 	}
 	char buf[INJECT_WHY];

@@ -135,10 +135,10 @@ static void tend_region(struct target_region *tr)
 	if (!tr->base)
 		return;
 	/* Counts the client wrote: clamped (it may be hostile). */
-	uint64_t ns =
-	        atomic_load_explicit(&r->hdr->stacks_used, memory_order_relaxed);
-	uint64_t nf =
-	        atomic_load_explicit(&r->hdr->frames_used, memory_order_relaxed);
+	uint64_t ns = atomic_load_explicit(&r->hdr->stacks_used,
+	                                   memory_order_relaxed);
+	uint64_t nf = atomic_load_explicit(&r->hdr->frames_used,
+	                                   memory_order_relaxed);
 	if (ns + TEND_STACKS_AHEAD / 2 > tr->stacks_ready ||
 	    nf + TEND_FRAMES_AHEAD / 2 > tr->frames_ready)
 		prepare_stacks(tr, ns + TEND_STACKS_AHEAD,

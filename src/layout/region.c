@@ -794,9 +794,10 @@ static int level_insert(struct hp_region *r, uint32_t level, uint64_t addr,
 	for (int which = 0; which < choices; which++) {
 		uint64_t b = live_bucket(r, addr, level, which ^ order);
 		bool local = !r->use_fill;
-		int64_t i = bucket_take(
-		        r, b, local && which == 0 ? HP_LIVE_LOCAL : HP_LIVE_BUCKET,
-		        local && which > 0);
+		int64_t i = bucket_take(r, b,
+		                        local && which == 0 ? HP_LIVE_LOCAL
+		                                            : HP_LIVE_BUCKET,
+		                        local && which > 0);
 		if (i < 0)
 			continue;
 		uint32_t fill = 0;

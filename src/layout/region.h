@@ -195,8 +195,8 @@ uint32_t stacktab_intern(struct hp_region *r, uint32_t heap_id,
 
 /* Live table (v2 regions: the client's).  insert: 0 or -ENOSPC when
  * every bucket of the key in the last level is full (it opens the next
- * level when the open one is full for the key); v->seq is ignored.  remove: true and *out filled
- * if addr was present. */
+ * level when the open one is full for the key); v->seq is ignored.  remove:
+ * true and *out filled if addr was present. */
 int livetab_insert(struct hp_region *r, uint64_t addr,
                    const struct hp_live_v2 *v);
 /* Like livetab_insert; *pressure (0..16) tells how crowded the two

@@ -589,8 +589,10 @@ static void test_live_levels(void)
 		}
 	}
 	/* Inserts moved on with each level 90% full (+1000: the period). */
-	uint64_t l0 = livetab_level_slots(&r, 0), l1 = livetab_level_slots(&r, 1);
-	CHECK(moved_at[1] >= l0 * 88 / 100 && moved_at[1] <= l0 * 92 / 100 + 1000);
+	uint64_t l0 = livetab_level_slots(&r, 0),
+	         l1 = livetab_level_slots(&r, 1);
+	CHECK(moved_at[1] >= l0 * 88 / 100 &&
+	      moved_at[1] <= l0 * 92 / 100 + 1000);
 	CHECK(moved_at[2] >= (l0 + l1) * 88 / 100);
 	CHECK_EQ_U64(livetab_first_level(&r), 2);
 	CHECK(livetab_level_load_pct(&r, 0, 1024) >= 85);
