@@ -539,12 +539,18 @@ static void show(struct screen *sc)
 	     hp_fmt_bytes(a, sizeof(a), v[TOP_SPACE]), ar);
 	line(sc, "%-14s %-32" PRId64 " free rate   %s", "objects",
 	     v[TOP_OBJECTS], frate);
-	if (t->have_rss)
-		snprintf(
-		        e, sizeof(e), "%s (peak %s)",
-		        hp_fmt_bytes_short(c, sizeof(c), (int64_t)t->rss),
-		        hp_fmt_bytes_short(d, sizeof(d), (int64_t)t->rss_peak));
-	else
+	if (t->have_rss) {
+		/* heapprof's own tables are part of that RSS: said apart. */
+		char h[HP_FMT_BYTES_MAX + 16] = "";
+		if (t->tables)
+			snprintf(h, sizeof(h), ", heapprof %s",
+			         hp_fmt_bytes_short(a, sizeof(a),
+			                            (int64_t)t->tables));
+		snprintf(e, sizeof(e), "%s (peak %s%s)",
+		         hp_fmt_bytes_short(c, sizeof(c), (int64_t)t->rss),
+		         hp_fmt_bytes_short(d, sizeof(d), (int64_t)t->rss_peak),
+		         h);
+	} else
 		snprintf(e, sizeof(e), "unknown");
 	line(sc, "%-14s %-32s RSS         %s", "alloc_space",
 	     hp_fmt_bytes(a, sizeof(a), v[TOP_ALLOC_SPACE]), e);

@@ -368,6 +368,20 @@ void rep_print_memory(const struct pi_memory *m, int64_t space, int exact)
 	if (m->have_peak)
 		printf("    %-20s %s\n", "RSS, peak",
 		       hp_fmt_bytes(b, sizeof(b), m->rss_peak));
+	if (m->have_tables) {
+		char o[HP_FMT_BYTES_MAX], l[128];
+		int64_t theirs = m->tables > m->tables_ours
+		                         ? m->tables - m->tables_ours
+		                         : 0;
+		snprintf(l, sizeof(l),
+		         "heapprof's shared tables: %s allocated by heapprof "
+		         "(charged to its cgroup), %s by the process",
+		         hp_fmt_bytes_short(o, sizeof(o), m->tables_ours),
+		         hp_fmt_bytes_short(b, sizeof(b), theirs));
+		char t[HP_FMT_BYTES_MAX];
+		printf("    %-20s %-12s %s\n", "heapprof's tables",
+		       hp_fmt_bytes(t, sizeof(t), m->tables), l);
+	}
 	if (m->cg_source[0]) {
 		char l[64];
 		snprintf(l, sizeof(l), "%s", m->cg_source);

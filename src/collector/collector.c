@@ -226,6 +226,8 @@ struct dump_job {
 	/* Its memory cgroup at the dump (target.mw, session_memwatch.c). */
 	int cg_version;
 	uint64_t cg_limit, cg_usage, cg_peak;
+	/* The regions' pages heapprof allocated (tend.c). */
+	uint64_t tables_ours;
 };
 
 static int select_heaps(const struct collector *c, struct snapshot *s);
@@ -276,6 +278,17 @@ static int dump_run(void *arg)
 	s.dump.memory.cg_limit = j->cg_limit;
 	s.dump.memory.cg_usage = j->cg_usage;
 	s.dump.memory.cg_peak = j->cg_peak;
+	/* heapprof's own memory: the regions in memory, and what of it we
+	 * allocated (the rest the process did). */
+	uint64_t tables = 0;
+	for (int i = 0; i < j->nreg; i++)
+		tables += region_resident(j->regs[i].base, j->regs[i].size);
+	if (tables) {
+		s.dump.memory.have_tables = 1;
+		s.dump.memory.tables = tables;
+		s.dump.memory.tables_ours =
+		        j->tables_ours < tables ? j->tables_ours : tables;
+	}
 	if (j->traced) {
 		/* Before the dump: it marks the process traced in the
 		 * writer, so the dump maps its stacks for the events. */
@@ -1148,6 +1161,7 @@ static int dump_target(struct collector *c, struct target *t,
 	 * ticks; what they hold is read when the writer gets to them. */
 	j->ts = ts ? ts : boottime_ns();
 	j->reason = reason; /* a literal */
+	j->tables_ours = collector_prepared_bytes(t);
 	if (t->mw.checked && t->mw.cg.version) {
 		j->cg_version = t->mw.cg.version;
 		j->cg_limit = t->mw.cg.limit;

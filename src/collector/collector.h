@@ -32,7 +32,8 @@ struct memwatch {
 	uint64_t last_dump_ns, last_pressure_ns;
 	struct memcg_stat last;    /* the counters at the last look */
 	struct memcg_stat pressed; /* ... at the last pressure dump */
-	uint64_t rss;              /* its RSS at the last look */
+	uint64_t rss;         /* its RSS at the last look, heapprof's tables
+	                       * (mapped in it, in RssShmem) left out */
 	bool oom_killed;      /* the OOM killer's count went up as it died */
 	uint64_t oom_base;    /* its cgroup's OOM kills not owed to it */
 	uint64_t oom_rise_ns; /* when the count rose above oom_base; 0 */
@@ -266,6 +267,9 @@ void collector_prepare_region(struct target_region *tr);
 int collector_tend(struct collector *c);
 /* Bytes of a target's regions the collector allocated (prepared). */
 uint64_t collector_prepared_bytes(const struct target *t);
+/* Bytes of the region mapped at base (size bytes) in memory, whoever
+ * touched them (mincore); 0 if unknown. */
+uint64_t region_resident(const void *base, uint64_t size);
 /* Refuses new clients from now on: the embedded socket is closed and
  * removed (a process that starts now finds no collector and runs
  * unprofiled at once), connections whose hello was not read closed. */

@@ -105,7 +105,13 @@ static void look(struct session *s, struct target *t, uint64_t now)
 	struct proc_status st;
 	if (proc_status(t->pid, &st) < 0 || !(st.have & PROC_HAVE_RSS))
 		return; /* gone, or a zombie: its end comes with the EOF */
-	w->rss = st.rss;
+	/* heapprof's tables are mapped in the process and counted in its
+	 * RSS (RssShmem): they are ours, not the program's growth. */
+	uint64_t ours = 0;
+	for (int i = 0; i < t->nreg; i++)
+		ours += region_resident(t->reg[i].base, t->reg[i].size);
+	uint64_t shm = st.rss_shmem < ours ? st.rss_shmem : ours;
+	w->rss = st.rss > shm ? st.rss - shm : 0;
 	/* Killed (SIGKILL pending, the OOM killer's way) or exiting: a rise
 	 * of the OOM kill count now is its own kill. */
 	bool dying = ((st.sigpnd | st.shdpnd) >> (SIGKILL - 1) & 1u) ||

@@ -27,6 +27,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -177,4 +178,20 @@ uint64_t collector_prepared_bytes(const struct target *t)
 	for (int k = 0; k < t->nreg; k++)
 		n += t->reg[k].prepared_bytes;
 	return n;
+}
+
+uint64_t region_resident(const void *base, uint64_t size)
+{
+	uint64_t page = page_size();
+	uint64_t n = (size + page - 1) / page;
+	unsigned char *vec = malloc(n ? n : 1);
+	if (!vec || mincore((void *)base, size, vec) != 0) {
+		free(vec);
+		return 0;
+	}
+	uint64_t in = 0;
+	for (uint64_t i = 0; i < n; i++)
+		in += vec[i] & 1;
+	free(vec);
+	return in * page;
 }

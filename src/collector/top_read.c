@@ -431,6 +431,8 @@ int top_read(struct top_reader *r, struct top_reading *out, char *why,
 		out->rss_peak = m.have_peak ? m.rss_peak : 0;
 	}
 	memory_limit(r->pid, out);
+	for (int i = 0; i < ls.nr; i++)
+		out->tables += region_resident(ls.rs[i]->base, ls.rs[i]->size);
 out:
 	hmap_free(&index);
 	live_snapshot_close(&ls);

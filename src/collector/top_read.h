@@ -77,6 +77,9 @@ struct top_reading {
 	uint64_t counters[HP_CTR_ALL];
 	bool have_rss;
 	uint64_t rss, rss_peak;
+	/* heapprof's shared tables in memory (the regions of the active
+	 * attach), whoever allocated them. */
+	uint64_t tables;
 	/* The memory limit of the process's cgroup; 0: none. */
 	uint64_t limit;
 	const char *limit_src;  /* which file said so; NULL if none found */

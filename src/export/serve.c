@@ -403,6 +403,10 @@ static const struct process_metric {
         {"heapprof_memory_limit_bytes",
          "Memory limit of the process's cgroup (absent: none).",
          offsetof(struct top_reading, limit), false},
+        {"heapprof_tables_bytes",
+         "heapprof's own shared tables of the process, in memory (mapped "
+         "in it, part of its resident set).",
+         offsetof(struct top_reading, tables), false},
 };
 
 static void put_process(FILE *f, const struct reading *g, size_t n)

@@ -158,6 +158,11 @@ int pi_load_memory(sqlite3 *db, const char *subsys, int64_t upid, int64_t ts,
 			m->m_in_use = v;
 		} else if (!strcmp(n, "malloc_free")) {
 			m->m_free = v;
+		} else if (!strcmp(n, "heapprof_tables")) {
+			m->tables = v;
+			m->have_tables = 1;
+		} else if (!strcmp(n, "heapprof_tables_ours")) {
+			m->tables_ours = v;
 		} else if (!strcmp(n, "memory_limit") ||
 		           !strcmp(n, "cgroup_usage") ||
 		           !strcmp(n, "cgroup_peak")) {

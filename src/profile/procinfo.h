@@ -42,6 +42,11 @@ struct pi_memory {
 	 * cg_source; "" when none was recorded), limit 0: none. */
 	int64_t cg_limit, cg_usage, cg_peak;
 	char cg_source[16];
+	/* heapprof's shared tables in memory, and of them what heapprof
+	 * allocated itself (charged to its own cgroup); have_tables 0 in
+	 * profiles before they were recorded. */
+	int64_t tables, tables_ours;
+	unsigned have_tables : 1;
 };
 
 /* The memory rows of one dump (profiles before this table have none).  0,

@@ -70,6 +70,11 @@ struct prof_memory {
 	 * known), the limit (0: none), its usage and peak. */
 	int cg_version;
 	uint64_t cg_limit, cg_usage, cg_peak;
+	/* heapprof's own: its shared tables (the regions) in memory, and of
+	 * them what the collector allocated, charged to its own memory
+	 * cgroup rather than the process's (collector/tend.c). */
+	unsigned have_tables : 1;
+	uint64_t tables, tables_ours;
 };
 
 /* A live block of a snapshot (prof_dump.blocks). */

@@ -332,6 +332,13 @@ static int write_memory(struct profile *p, int64_t upid,
 	if (!err && m->cg_version && m->cg_peak)
 		err = write_memory_row(p, upid, d->ts_ns, "cgroup_peak",
 		                       m->cg_peak, cg);
+	if (!err && m->have_tables)
+		err = write_memory_row(p, upid, d->ts_ns, "heapprof_tables",
+		                       m->tables, "collector");
+	if (!err && m->have_tables)
+		err = write_memory_row(p, upid, d->ts_ns,
+		                       "heapprof_tables_ours", m->tables_ours,
+		                       "collector");
 	return err;
 }
 

@@ -29,8 +29,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define NOINLINE __attribute__((noinline, noclone))
-#define NHOLD 1000000
+#define NOINLINE  __attribute__((noinline, noclone))
+#define NHOLD     1000000
 #define HOLD_SIZE 32
 
 static void *held[NHOLD];
@@ -66,7 +66,8 @@ int main(int argc, char **argv)
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/cgroup.procs", argv[1]);
 		FILE *f = fopen(path, "w");
-		if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0) {
+		if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 ||
+		    fclose(f) != 0) {
 			perror("lm_hold: cgroup.procs");
 			return 3;
 		}
@@ -87,7 +88,8 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			held_once = 1;
-			printf("lm_hold: holding %d blocks of %d B\n", NHOLD, HOLD_SIZE);
+			printf("lm_hold: holding %d blocks of %d B\n", NHOLD,
+			       HOLD_SIZE);
 		} else if (c == 'c') {
 			if (churn_here() != 0) {
 				printf("lm_hold: malloc failed\n");
