@@ -29,15 +29,26 @@ static void print_counter_warnings(sqlite3 *db, const struct rd_process *p)
 		       hp_fmt_bytes(
 		               b, sizeof(b),
 		               pi_stat(db, p->upid, "stack_table_full_bytes")));
+	int64_t held = pi_stat(db, p->upid, "live_table_limit_bytes");
+	char h[HP_FMT_BYTES_MAX + 160] = "raise --shmem-size";
+	if (held > 0) {
+		char l[HP_FMT_BYTES_MAX];
+		snprintf(h, sizeof(h),
+		         "the table was held to %s, an eighth of the room left "
+		         "in the memory cgroup heapprof shared with it; give "
+		         "that cgroup more room, or run heapprof outside it",
+		         hp_fmt_bytes_short(l, sizeof(l), held));
+	}
 	if (live)
 		printf("  warning: %" PRId64 " samples (%s) could not be "
 		       "tracked until freed (live table full): counted as "
 		       "freed at once, so space and objects understate live "
-		       "memory; raise --shmem-size\n",
+		       "memory; %s\n",
 		       live,
 		       hp_fmt_bytes(
 		               b, sizeof(b),
-		               pi_stat(db, p->upid, "live_table_full_bytes")));
+		               pi_stat(db, p->upid, "live_table_full_bytes")),
+		       h);
 	if (mods)
 		printf("  warning: %" PRId64 " loaded modules did not fit in "
 		       "the module table: their frames are [unknown]\n",

@@ -29,6 +29,7 @@
 
 #include "collector/collector.h"
 #include "util/human.h"
+#include "util/memcg.h"
 #include "util/proc.h"
 
 uint64_t boottime_ns(void)
@@ -537,6 +538,42 @@ static uint64_t target_region_size(const struct collector *c, pid_t pid,
 	return size < HP_REGION_MIN_SIZE ? 0 : size;
 }
 
+/*
+ * When the collector is in pid's memory cgroup (or below it), the pages it
+ * allocates for pid's tables count against pid's limit too: the live
+ * table is held to the levels that fit in an eighth of the room the
+ * cgroup has left now (*levels; 0: no such limit).  -1 when not even
+ * level 0 fits (*room: the room).
+ */
+static int shared_cgroup_levels(pid_t pid, struct hp_region *r,
+                                uint32_t *levels, uint64_t *room)
+{
+	*levels = 0;
+	*room = 0;
+	struct memcg them, us;
+	if (r->live_levels < 2 || memcg_find(pid, NULL, &them) != 0 ||
+	    !them.version || !them.limit ||
+	    memcg_find(getpid(), NULL, &us) != 0 || us.version != them.version)
+		return 0;
+	size_t n = strlen(them.path);
+	bool inside = !strcmp(us.path, them.path) ||
+	              (!strncmp(us.path, them.path, n) &&
+	               (us.path[n] == '/' || them.path[n - 1] == '/'));
+	struct memcg_stat st;
+	if (!inside || memcg_read(&them, &st) != 0)
+		return 0;
+	*room = them.limit > st.usage ? them.limit - st.usage : 0;
+	uint64_t budget = *room / 8;
+	if (livetab_levels_bytes(r, 1) > budget)
+		return -1;
+	uint32_t j = 1;
+	while (j < r->live_levels && livetab_levels_bytes(r, j + 1) <= budget)
+		j++;
+	if (j < r->live_levels)
+		*levels = j;
+	return 0;
+}
+
 int collector_answer(struct collector *c, int fd, const struct target_info *ti,
                      struct target **out)
 {
@@ -583,6 +620,44 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		collector_refuse(fd, HP_WELCOME_ERROR);
 		free(t);
 		return region_fd;
+	}
+	uint32_t levels;
+	uint64_t room;
+	char rb[HP_FMT_BYTES_MAX], lb[HP_FMT_BYTES_MAX];
+	if (shared_cgroup_levels(ti->pid, &t->reg[0].region, &levels, &room)) {
+		fprintf(stderr,
+		        "heapprof: collector: pid %d shares heapprof's memory "
+		        "cgroup, which has %s left: an eighth of that cannot "
+		        "hold "
+		        "the first level of its live table (%s); it runs "
+		        "unprofiled\n",
+		        (int)ti->pid,
+		        hp_fmt_bytes_short(rb, sizeof(rb), (int64_t)room),
+		        hp_fmt_bytes_short(lb, sizeof(lb),
+		                           (int64_t)livetab_levels_bytes(
+		                                   &t->reg[0].region, 1)));
+		c->region_errors++;
+		collector_refuse(fd, HP_WELCOME_ERROR);
+		munmap(t->reg[0].base, t->reg[0].size);
+		close(region_fd);
+		free(t);
+		return -ENOMEM;
+	}
+	if (levels) {
+		livetab_limit(&t->reg[0].region, levels);
+		region_count(&t->reg[0].region, HP_CTR_LIVE_LIMIT,
+		             livetab_levels_bytes(&t->reg[0].region, levels));
+		fprintf(stderr,
+		        "heapprof: collector: pid %d shares heapprof's memory "
+		        "cgroup, which has %s left: its live table is held to "
+		        "%s "
+		        "(an eighth of that); blocks past it are counted as "
+		        "live_table_full\n",
+		        (int)ti->pid,
+		        hp_fmt_bytes_short(rb, sizeof(rb), (int64_t)room),
+		        hp_fmt_bytes_short(lb, sizeof(lb),
+		                           (int64_t)livetab_levels_bytes(
+		                                   &t->reg[0].region, levels)));
 	}
 	target_cwd(t, ti->pid);
 	/* Its name, command line and executable before the welcome: the

@@ -108,6 +108,10 @@ enum hp_counter {
 	HP_CTR_LIVE_UNPREPARED,  /* live-table levels the client opened before
 	                          * the collector had allocated their pages:
 	                          * those pages are charged to the program */
+	HP_CTR_LIVE_LIMIT,       /* written by the collector before hand-over:
+	                          * the bytes the live table is held to (it
+	                          * shares the program's memory cgroup); 0:
+	                          * none */
 	HP_CTR_ALL               /* counters in all */
 };
 

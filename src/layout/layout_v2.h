@@ -94,7 +94,10 @@ struct hp_header_ext_v2 {
 	/* Collector: the level an insert tries first (then the ones above
 	 * it): it moves up when its level is 90% full. */
 	_Atomic uint32_t live_first;
-	uint32_t reserved2a;
+	/* Collector: the levels the client may use (0: all): fewer when
+	 * the tables would take more than a share of the memory cgroup's
+	 * room the program and the collector share. */
+	uint32_t live_limit;
 	uint64_t reserved1[3];
 
 	/* Client: next event position to hand out (events ever reserved,

@@ -409,6 +409,9 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 		r->live_level0 = l0;
 		r->live_levels = x->live_levels;
 	}
+	r->live_usable = r->live_levels;
+	if (x && x->live_limit && x->live_limit < r->live_levels)
+		r->live_usable = x->live_limit;
 	if (x) {
 		r->live_open = &x->live_open;
 		r->live_ready = &x->live_ready;
@@ -842,7 +845,7 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 	/* From the level the collector says to fill (live_first) up; a
 	 * level past the open one is opened before a block goes there. */
 	uint32_t open = livetab_open_level(r);
-	for (uint32_t level = livetab_first_level(r); level < r->live_levels;
+	for (uint32_t level = livetab_first_level(r); level < r->live_usable;
 	     level++) {
 		if (level > open) {
 			raise_open(r, level);
@@ -882,7 +885,7 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 		return 0;
 	/* Before the last level there is room to grow into. */
 	uint32_t level = livetab_open_level(r);
-	if (level + 1 < r->live_levels)
+	if (level + 1 < r->live_usable)
 		return 0;
 	uint64_t nb = livetab_level_slots(r, level) / HP_LIVE_BUCKET;
 	uint64_t n = nb < 64 ? nb : 64;
@@ -988,7 +991,7 @@ uint32_t livetab_advance(struct hp_region *r)
 		return 1;
 	uint32_t open = livetab_open_level(r), first = livetab_first_level(r);
 	uint32_t load = livetab_level_load_pct(r, first, LIVE_TEND_SAMPLES);
-	if (load >= LIVE_FIRST_FULL_PCT && first + 1 < r->live_levels) {
+	if (load >= LIVE_FIRST_FULL_PCT && first + 1 < r->live_usable) {
 		first++;
 		atomic_store_explicit(r->live_first, first,
 		                      memory_order_relaxed);
@@ -999,7 +1002,29 @@ uint32_t livetab_advance(struct hp_region *r)
 	uint32_t want = (open > first ? open : first) + 1;
 	if (load >= LIVE_PREPARE_PCT && want < first + 2)
 		want = first + 2;
-	return want < r->live_levels ? want : r->live_levels;
+	return want < r->live_usable ? want : r->live_usable;
+}
+
+uint32_t livetab_limit(struct hp_region *r, uint32_t levels)
+{
+	if (!r->ext || r->live_levels < 2)
+		return r->live_levels;
+	r->ext->live_limit = levels < r->live_levels ? levels : 0;
+	r->live_usable = r->ext->live_limit ? levels : r->live_levels;
+	return r->live_usable;
+}
+
+uint64_t livetab_levels_bytes(const struct hp_region *r, uint32_t j)
+{
+	if (j > r->live_levels)
+		j = r->live_levels;
+	uint64_t slots = j ? livetab_level_start(r, j - 1) +
+	                                 livetab_level_slots(r, j - 1)
+	                   : 0;
+	uint64_t per =
+	        sizeof(uint64_t) + (r->live_values ? sizeof(*r->live_values)
+	                                           : sizeof(struct hp_live_v1));
+	return slots * per + (r->use_fill ? slots / HP_LIVE_BUCKET : 0);
 }
 
 int livetab_level_ranges(const struct hp_region *r, uint32_t j,

@@ -41,6 +41,9 @@ struct hp_region {
 	 * formatted without levels. */
 	uint64_t live_level0;
 	uint32_t live_levels;
+	/* Levels an insert may use (hp_header_ext_v2.live_limit, or all),
+	 * read at bind. */
+	uint32_t live_usable;
 	/* The client's level (hp_header_ext_v2.live_open) and the
 	 * collector's prepared levels (live_ready); NULL in v1. */
 	_Atomic uint32_t *live_open;
@@ -317,6 +320,11 @@ uint32_t livetab_level_load_pct(const struct hp_region *r, uint32_t j,
  * (allocated) by now: every level opened, the one inserts go to, and the
  * one after it once that is 40% full. */
 uint32_t livetab_advance(struct hp_region *r);
+/* The collector, before hand-over: the live table's first `levels`
+ * levels only (0: all); returns the levels usable. */
+uint32_t livetab_limit(struct hp_region *r, uint32_t levels);
+/* Bytes of the live table's levels 0..j-1 (keys, values, fill). */
+uint64_t livetab_levels_bytes(const struct hp_region *r, uint32_t j);
 /* The byte ranges of level j in the region (keys, values, bucket fill),
  * for the collector to allocate ahead of the client. */
 struct hp_range {

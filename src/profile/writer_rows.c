@@ -39,6 +39,7 @@ static const char *const counter_names[] = {
         [HP_CTR_STARTUP_MISSED] = "startup_missed",
         [HP_CTR_ZERO_SIZE] = "zero_size_allocations",
         [HP_CTR_LIVE_UNPREPARED] = "live_levels_unprepared",
+        [HP_CTR_LIVE_LIMIT] = "live_table_limit_bytes",
 };
 
 /* Add stack s (at leaf callsite) to its (callsite, heap) entry, which

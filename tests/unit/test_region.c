@@ -627,6 +627,37 @@ static void test_live_levels(void)
 	free(base);
 }
 
+/* A collector's limit (livetab_limit): inserts stop at the last level
+ * allowed, whatever the collector says later; -ENOSPC past it. */
+static void test_live_limit(void)
+{
+	struct hp_region r;
+	void *base = new_region(64 << 20, 1, &r);
+	CHECK(r.live_levels >= 4);
+	CHECK_EQ_U64(livetab_limit(&r, 2), 2);
+	CHECK_EQ_U64(livetab_levels_bytes(&r, 2),
+	             2 * r.live_level0 * (8 + sizeof(struct hp_live_v2)));
+	/* A client binds the region after the limit was set. */
+	struct hp_region c;
+	CHECK(region_bind(&c, base, 64 << 20) == 0);
+	CHECK_EQ_U64(c.live_usable, 2);
+	struct hp_live_v2 v = {.size = 32, .charged = 32};
+	uint64_t cap = 2 * r.live_level0, ok = 0, full = 0;
+	for (uint64_t i = 0; i < cap; i++) {
+		if (livetab_insert(&c, 0x555500001000ull + i * 48, &v) == 0)
+			ok++;
+		else
+			full++;
+		if (i % 1000 == 0)
+			CHECK(livetab_advance(&r) <= 2);
+	}
+	CHECK(full > 0);
+	CHECK(ok > cap * 80 / 100);
+	CHECK(livetab_open_level(&c) <= 1);
+	CHECK(livetab_first_level(&c) <= 1);
+	free(base);
+}
+
 struct worker {
 	struct hp_region *r;
 	int id;
@@ -1026,6 +1057,7 @@ int main(void)
 	        {"stack_overflow", test_stack_overflow},
 	        {"live_table", test_live_table},
 	        {"live_levels", test_live_levels},
+	        {"live_limit", test_live_limit},
 	        {"threads", test_threads},
 	        {"snapshot_clamps", test_snapshot_clamps},
 	        {"v1_region", test_v1_region},
