@@ -3,7 +3,8 @@
 #
 # Measures heapprof's overhead against running bare and against the other
 # heap profilers (heaptrack, jemalloc's and gperftools' heap profilers,
-# Valgrind massif), on a malloc microbenchmark and on real programs
+# Valgrind massif), on a malloc microbenchmark, a deep-stack program of
+# interpreter shape (bench/deepalloc.c) and on real programs
 # (sqlite3, cc1, perl, python3: wall time; a redis server under
 # redis-benchmark: throughput). Every mode of a workload is measured side
 # by side in the same run, round-robin within each repetition so that
@@ -20,9 +21,9 @@
 #                         gperftools massif": 5 to 50 times bare, they
 #                         would take most of the time with 5 repetitions)
 #   BENCH_QUICK=1         smoke run: 1 repetition, small inputs
-#   BENCH_WORKLOADS=...   subset of: malloc1 malloc2 malloc8 sqlite3 cc1 perl
-#                         python3 redis ("malloc" = the three mallocbench
-#                         ones)
+#   BENCH_WORKLOADS=...   subset of: malloc1 malloc2 malloc8 deep sqlite3 cc1
+#                         perl python3 redis ("malloc" = the three
+#                         mallocbench ones)
 #   BENCH_MODES=...       subset of: bare idle default i1 fp trace
 #                         trace-ring heaptrack heaptrack-raw jemalloc-bare
 #                         jemalloc tcmalloc-bare gperftools massif (bare is
@@ -32,7 +33,7 @@
 #                         the bare median exceeds BENCH_TIMEOUT (default 60)
 #   BENCH_HEAPTRACK_MEM_MIB=M  address-space limit for heaptrack runs
 #                         (default 8192; 0 = none)
-#   BENCH_MB_OPS, BENCH_SQL_ROWS, BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS,
+#   BENCH_MB_OPS, BENCH_DEEP_ALLOCS, BENCH_SQL_ROWS, BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS,
 #   BENCH_PY_ROUNDS, BENCH_REDIS_REQUESTS
 #                         override a workload's size
 #   BENCH_PYTHONMALLOC=A  CPython's allocator in the python3 workload
@@ -441,7 +442,7 @@ if [ "$ACCURACY" != 0 ] && ! want_any default fp heaptrack heaptrack-raw jemallo
 elif [ "$ACCURACY" != 0 ]; then
 	progress "accuracy"
 	BENCH_WORK=$WORK BENCH_WORKLOADS="$WORKLOADS" BENCH_QUICK=$QUICK \
-		BENCH_MB_OPS=$MB_OPS BENCH_SQL_ROWS=$SQL_ROWS BENCH_CC1_FUNCS=$CC1_FUNCS \
+		BENCH_MB_OPS=$MB_OPS BENCH_DEEP_ALLOCS=$DEEP_ALLOCS BENCH_SQL_ROWS=$SQL_ROWS BENCH_CC1_FUNCS=$CC1_FUNCS \
 		BENCH_PERL_ROUNDS=$PERL_ROUNDS BENCH_PY_ROUNDS=$PY_ROUNDS \
 		BENCH_PYTHONMALLOC=$PY_MALLOC BENCH_REDIS_REQUESTS=$REDIS_REQUESTS \
 		BENCH_TIMEOUT=$TIMEOUT BENCH_SNAP=$SNAP \

@@ -5,23 +5,24 @@
 #
 # The sourcing script sets BENCH (this directory), BUILD, WORK (inputs and
 # scratch) and QUICK (0 or 1), and defines die() and progress(); then calls
-# wl_bins (sets RUNONE, MALLOCBENCH), wl_select (sets WORKLOADS), wl_inputs,
+# wl_bins (sets RUNONE, MALLOCBENCH, DEEPALLOC), wl_select (sets WORKLOADS), wl_inputs,
 # and workload NAME for each name in $WORKLOADS; then wl_runargs MODE FILE
 # for the command line of one run. mode_cmd (and so wl_runargs) needs
 # HEAPPROF, LIBHEAPPROF, LIBJEMALLOC and LIBTCMALLOC.
 #
-# Environment: BENCH_WORKLOADS, BENCH_MB_OPS, BENCH_SQL_ROWS,
+# Environment: BENCH_WORKLOADS, BENCH_MB_OPS, BENCH_DEEP_ALLOCS, BENCH_SQL_ROWS,
 # BENCH_CC1_FUNCS, BENCH_PERL_ROUNDS, BENCH_REDIS_REQUESTS,
 # BENCH_PY_ROUNDS, BENCH_PYTHONMALLOC (see bench/run.sh).
 # shellcheck shell=bash
 # shellcheck disable=SC2034 # the variables set here are the sourcer's
 
-ALL_WORKLOADS="malloc1 malloc2 malloc8 sqlite3 cc1 perl python3 redis"
+ALL_WORKLOADS="malloc1 malloc2 malloc8 deep sqlite3 cc1 perl python3 redis"
 
 # Sizes: the full run aims at 1-3 s per bare run on a 2-core machine
 # (redis: about 0.5 s per redis-benchmark test, four tests).
 if [ "${QUICK:-0}" = 0 ]; then
 	MB_OPS=${BENCH_MB_OPS:-4000000}
+	DEEP_ALLOCS=${BENCH_DEEP_ALLOCS:-3000000}
 	SQL_ROWS=${BENCH_SQL_ROWS:-200000}
 	CC1_FUNCS=${BENCH_CC1_FUNCS:-300}
 	PERL_ROUNDS=${BENCH_PERL_ROUNDS:-10}
@@ -29,6 +30,7 @@ if [ "${QUICK:-0}" = 0 ]; then
 	REDIS_REQUESTS=${BENCH_REDIS_REQUESTS:-500000}
 else
 	MB_OPS=${BENCH_MB_OPS:-200000}
+	DEEP_ALLOCS=${BENCH_DEEP_ALLOCS:-200000}
 	SQL_ROWS=${BENCH_SQL_ROWS:-10000}
 	CC1_FUNCS=${BENCH_CC1_FUNCS:-30}
 	PERL_ROUNDS=${BENCH_PERL_ROUNDS:-2}
@@ -57,7 +59,7 @@ wl_select() {
 	for w in $(echo "${BENCH_WORKLOADS:-$ALL_WORKLOADS}" | tr ',' ' '); do
 		case $w in
 		malloc) WORKLOADS="$WORKLOADS malloc1 malloc2 malloc8" ;;
-		malloc1 | malloc2 | malloc8 | sqlite3 | cc1 | perl | python3 | redis) WORKLOADS="$WORKLOADS $w" ;;
+		malloc1 | malloc2 | malloc8 | deep | sqlite3 | cc1 | perl | python3 | redis) WORKLOADS="$WORKLOADS $w" ;;
 		sqlite) WORKLOADS="$WORKLOADS sqlite3" ;;
 		python) WORKLOADS="$WORKLOADS python3" ;;
 		*) die "unknown workload '$w' (known: $ALL_WORKLOADS)" ;;
@@ -102,6 +104,13 @@ workload() {
 		local ops=$((MB_OPS / t))
 		CMD=("$MALLOCBENCH" "$t" "$ops")
 		DESC="mallocbench $t $ops ($t thread(s) x $ops ops, $MB_OPS in all)"
+		;;
+	deep)
+		# An interpreter's shape (CPython on PYTHONMALLOC=malloc):
+		# ~60-frame stacks, a few thousand of them, a live set of
+		# some 300,000 blocks that is then mostly freed.
+		CMD=("$DEEPALLOC" "$DEEP_ALLOCS")
+		DESC="deepalloc $DEEP_ALLOCS ($DEEP_ALLOCS allocations of 16-512 B, 1 thread, stacks of 55-63 frames, ~4,400 distinct; long-lived set up to ~300,000 blocks, then drained)"
 		;;
 	sqlite3)
 		command -v sqlite3 >/dev/null 2>&1 || {
@@ -210,7 +219,7 @@ wl_snapshot() {
 wl_bins() {
 	local prog
 	mkdir -p "$BUILD/bench"
-	for prog in runone mallocbench; do
+	for prog in runone mallocbench deepalloc; do
 		if [ ! -x "$BUILD/bench/$prog" ] || [ "$BENCH/$prog.c" -nt "$BUILD/bench/$prog" ]; then
 			gcc -std=gnu11 -O2 -g -pthread -o "$BUILD/bench/$prog" "$BENCH/$prog.c" ||
 				die "cannot build bench/$prog.c"
@@ -218,6 +227,7 @@ wl_bins() {
 	done
 	RUNONE=$BUILD/bench/runone
 	MALLOCBENCH=$BUILD/bench/mallocbench
+	DEEPALLOC=$BUILD/bench/deepalloc
 }
 
 # The path of shared library $1 (e.g. libjemalloc.so.2) for this
