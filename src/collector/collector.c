@@ -413,6 +413,9 @@ static int make_region(struct collector *c, uint64_t size, uint32_t version,
 	tr->base = base;
 	tr->size = size;
 	tr->trace_bytes = tbytes;
+	/* Ours, to allocate its pages as the client needs them (tend.c);
+	 * without it they are populated through our mapping. */
+	tr->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	/* Its first pages charged to us, not to the program (tend.c). */
 	collector_prepare_region(tr);
 	return fd;
@@ -490,8 +493,11 @@ static struct target *new_target(struct collector *c)
 		c->cap = cap;
 	}
 	struct target *t = calloc(1, sizeof(*t));
-	if (t)
-		t->fd = -1;
+	if (!t)
+		return NULL;
+	t->fd = -1;
+	for (int i = 0; i < TARGET_MAX_REGIONS; i++)
+		t->reg[i].fd = -1;
 	return t;
 }
 
@@ -638,7 +644,7 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		                                   &t->reg[0].region, 1)));
 		c->region_errors++;
 		collector_refuse(fd, HP_WELCOME_ERROR);
-		munmap(t->reg[0].base, t->reg[0].size);
+		collector_region_drop(&t->reg[0]);
 		close(region_fd);
 		free(t);
 		return -ENOMEM;
@@ -679,7 +685,7 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	                      region_fd);
 	close(region_fd);
 	if (rc) {
-		munmap(t->reg[0].base, t->reg[0].size);
+		collector_region_drop(&t->reg[0]);
 		close(fd);
 		free(t);
 		free(cmd);
@@ -753,8 +759,7 @@ int collector_grow(struct collector *c, struct target *t)
 	                      region_fd);
 	close(region_fd);
 	if (rc) {
-		munmap(tr->base, tr->size);
-		memset(tr, 0, sizeof(*tr));
+		collector_region_drop(tr);
 		return rc;
 	}
 	t->nreg++;
@@ -1341,7 +1346,18 @@ struct unmap_job {
 	int n;
 	void *base[TARGET_MAX_REGIONS];
 	uint64_t size[TARGET_MAX_REGIONS];
+	int fd[TARGET_MAX_REGIONS];
 };
+
+void collector_region_drop(struct target_region *tr)
+{
+	if (tr->base)
+		munmap(tr->base, tr->size);
+	if (tr->fd >= 0)
+		close(tr->fd);
+	memset(tr, 0, sizeof(*tr));
+	tr->fd = -1;
+}
 
 /*
  * The session is over for the target: its tables' pages are freed (a
@@ -1362,6 +1378,8 @@ static int unmap_run(void *arg)
 			(void)madvise((uint8_t *)j->base[i] + page,
 			              j->size[i] - page, MADV_REMOVE);
 		munmap(j->base[i], j->size[i]);
+		if (j->fd[i] >= 0)
+			close(j->fd[i]);
 	}
 	return 0;
 }
@@ -1474,9 +1492,13 @@ void collector_retire(struct collector *c, struct target *t)
 	for (int i = 0; i < t->nreg; i++) {
 		if (t->reg[i].base && j) {
 			j->base[j->n] = t->reg[i].base;
-			j->size[j->n++] = t->reg[i].size;
+			j->size[j->n] = t->reg[i].size;
+			j->fd[j->n++] = t->reg[i].fd;
+		} else if (t->reg[i].fd >= 0) {
+			close(t->reg[i].fd);
 		}
 		memset(&t->reg[i], 0, sizeof(t->reg[i]));
+		t->reg[i].fd = -1;
 	}
 	if (j)
 		writeq_submit(&c->wq, unmap_run, free_job, j, 0, 0);

@@ -82,6 +82,8 @@ struct collector_opts {
 struct target_region {
 	void *base; /* our mapping */
 	uint64_t size;
+	int fd; /* the memfd, ours (collector_prepare_region allocates
+	         * through it); -1 once closed */
 	uint64_t trace_bytes;    /* of size, the trace's (region 0) */
 	struct hp_region region; /* geometry as WE formatted it: trusted */
 	/* What collector_tend allocated of it ahead of the client (tend.c):
@@ -264,6 +266,8 @@ int collector_intern_ahead(struct collector *c);
  * (-1: no target).
  */
 void collector_prepare_region(struct target_region *tr);
+/* Unmaps tr and closes its memfd (a region never handed over). */
+void collector_region_drop(struct target_region *tr);
 int collector_tend(struct collector *c);
 /* Bytes of a target's regions the collector allocated (prepared). */
 uint64_t collector_prepared_bytes(const struct target *t);

@@ -685,11 +685,14 @@ static inline uint64_t live_bucket(const struct hp_region *r, uint64_t addr,
 	uint64_t nb = livetab_level_slots(r, level) / HP_LIVE_BUCKET;
 	int bits = __builtin_ctzll(nb | (1ull << 63));
 	uint64_t b;
-	if (which == 0 && !r->use_fill && bits > 5) {
-		/* The page's group of 32 buckets (the high bits of its
-		 * product), the address's 128-byte line in the page. */
-		uint64_t g = (addr >> 12) * 0x9e3779b97f4a7c15ull;
-		b = (g >> (64 - (bits - 5))) << 5 | ((addr >> 7) & 31);
+	if (which == 0 && !r->use_fill) {
+		/* The heap's own order: 128 bytes of address space a bucket,
+		 * consecutive lines of the heap in consecutive buckets,
+		 * wrapping around the level, with an offset per 64 MiB window
+		 * (arenas at aligned addresses would share buckets). */
+		b = ((addr >> 7) +
+		     (((addr >> 26) * 0x9e3779b97f4a7c15ull) >> 40)) &
+		    (nb - 1);
 	} else {
 		/* The high bits of a full mix: the choices of one key, and
 		 * of keys next to each other, are independent. */
@@ -866,7 +869,13 @@ void livetab_prefetch(const struct hp_region *r, uint64_t addr)
 	 * its block there. */
 	uint64_t b = live_bucket(r, addr, livetab_first_level(r), 0);
 	__builtin_prefetch(&r->live_keys[b], 1, 3);
-	__builtin_prefetch(&r->live_values[b], 1, 3);
+	/* Every line of the bucket's values: which slot the insert takes
+	 * depends on the keys, not read yet.  A level's lines are cold the
+	 * first time (the collector allocated its pages, on its own core). */
+	const char *v = (const char *)&r->live_values[b];
+	for (size_t o = 0; o < HP_LIVE_BUCKET * sizeof(*r->live_values);
+	     o += 64)
+		__builtin_prefetch(v + o, 1, 3);
 	if (r->use_fill)
 		__builtin_prefetch(&r->live_fill[b / HP_LIVE_BUCKET], 1, 3);
 	if (r->live_filter)
@@ -904,6 +913,39 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 	return (uint32_t)(sum * 100 / (n * HP_LIVE_BUCKET));
 }
 
+/* addr's entry in bucket b taken out into *out: 1; 0 not there; -1 there
+ * but another free took it first. */
+static int bucket_remove(struct hp_region *r, uint64_t b, uint64_t addr,
+                         struct hp_live_v2 *out)
+{
+	if (r->use_fill &&
+	    atomic_load_explicit(&r->live_fill[b / HP_LIVE_BUCKET],
+	                         memory_order_relaxed) == 0)
+		return 0;
+	for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
+		_Atomic uint64_t *k = &r->live_keys[b + i];
+		if (atomic_load_explicit(k, memory_order_relaxed) != addr)
+			continue;
+		uint64_t want = addr;
+		atomic_thread_fence(memory_order_acquire);
+		live_load(&r->live_values[b + i], out);
+		/* CAS, not store: two racing frees of one pointer (a program
+		 * bug) must not both take it back. */
+		if (!atomic_compare_exchange_strong_explicit(
+		            k, &want, HP_LIVE_EMPTY, memory_order_acq_rel,
+		            memory_order_relaxed))
+			return -1;
+		if (r->use_fill)
+			atomic_fetch_sub_explicit(
+			        &r->live_fill[b / HP_LIVE_BUCKET], 1,
+			        memory_order_relaxed);
+		if (r->live_filter)
+			filter_add(r, addr, -1);
+		return 1;
+	}
+	return 0;
+}
+
 bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 {
 	if (!livetab_maybe_live(r, addr))
@@ -911,43 +953,32 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 	int choices = live_choices(r);
 	/* The block was inserted before this free, in a level up to the
 	 * open one: the level inserts go to first (most frees are of recent
-	 * blocks), then the ones above it, then the older ones. */
+	 * blocks), then the ones above it, then the older ones; in each,
+	 * the key's first bucket before the others (nearly every key is in
+	 * its first bucket), so that a block of an older level costs one
+	 * bucket per newer level, not one per bucket it could be in. */
 	uint32_t open = livetab_open_level(r), first = livetab_first_level(r);
 	if (first > open)
 		first = open;
-	for (uint32_t n = 0; n <= open; n++) {
-		uint32_t level = first + n <= open ? first + n : open - n;
-		for (int which = 0; which < choices; which++) {
-			uint64_t b = live_bucket(r, addr, level, which);
-			if (r->use_fill &&
-			    atomic_load_explicit(
-			            &r->live_fill[b / HP_LIVE_BUCKET],
-			            memory_order_relaxed) == 0)
-				continue;
-			for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
-				_Atomic uint64_t *k = &r->live_keys[b + i];
-				if (atomic_load_explicit(
-				            k, memory_order_relaxed) != addr)
-					continue;
-				uint64_t want = addr;
-				atomic_thread_fence(memory_order_acquire);
-				live_load(&r->live_values[b + i], out);
-				/* CAS, not store: two racing frees of one
-				 * pointer (a program bug) must not both
-				 * take it back. */
-				if (!atomic_compare_exchange_strong_explicit(
-				            k, &want, HP_LIVE_EMPTY,
-				            memory_order_acq_rel,
-				            memory_order_relaxed))
-					return false;
-				if (r->use_fill)
-					atomic_fetch_sub_explicit(
-					        &r->live_fill[b /
-					                      HP_LIVE_BUCKET],
-					        1, memory_order_relaxed);
-				if (r->live_filter)
-					filter_add(r, addr, -1);
-				return true;
+	/* The first bucket's values are fetched with its keys: the value
+	 * is read as soon as the key is found (two misses at once, not one
+	 * after the other). */
+	const char *pv =
+	        (const char *)&r->live_values[live_bucket(r, addr, first, 0)];
+	for (size_t o = 0; o < HP_LIVE_BUCKET * sizeof(*r->live_values);
+	     o += 64)
+		__builtin_prefetch(pv + o, 1, 3);
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t n = 0; n <= open; n++) {
+			uint32_t level =
+			        first + n <= open ? first + n : open - n;
+			int from = pass ? 1 : 0, to = pass ? choices : 1;
+			for (int w = from; w < to; w++) {
+				int rc = bucket_remove(
+				        r, live_bucket(r, addr, level, w), addr,
+				        out);
+				if (rc)
+					return rc > 0;
 			}
 		}
 	}
@@ -958,7 +989,7 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
  * which inserts move to the next level, and the one at which the next
  * level is prepared. */
 #define LIVE_TEND_SAMPLES   1024
-#define LIVE_FIRST_FULL_PCT 90
+#define LIVE_FIRST_FULL_PCT HP_LIVE_FIRST_FULL_PCT
 #define LIVE_PREPARE_PCT    40
 
 uint32_t livetab_level_load_pct(const struct hp_region *r, uint32_t j,

@@ -214,7 +214,10 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 /* Slots of the live table's level 0 (region_format): when sampling
  * (a program's few thousand sampled blocks: 0.9 MiB) and at interval 1. */
 #define HP_LIVE_LEVEL0_SAMPLED (16u << 10)
-#define HP_LIVE_LEVEL0_EXACT   (64u << 10)
+#define HP_LIVE_LEVEL0_EXACT   (128u << 10)
+/* The fill at which the collector sends inserts to the next level
+ * (livetab_advance): below it an insert seldom leaves its first bucket. */
+#define HP_LIVE_FIRST_FULL_PCT 80
 /* The live table's load in percent, estimated from the fill of the 64
  * buckets (one cache line of fill bytes) around addr's second bucket in
  * the last level; 0 before the last level (the table grows instead) and
