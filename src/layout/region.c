@@ -635,13 +635,13 @@ void region_populate_hot(const struct hp_region *r)
 	populate(r, r->stacks, ns * sizeof(*r->stacks), page);
 	uint64_t nf = r->frames_cap < 8192 ? r->frames_cap : 8192;
 	populate(r, r->frames, nf * sizeof(uint64_t), page);
-	if (!r->live_values || r->live_levels < 2)
-		return; /* one level: the whole table, touched as it is used */
+	if (!r->live_values || r->live_levels < 2 || !r->use_fill)
+		return; /* one level, or interval 1 (level 0 is 7 MiB: clearing
+		         * it at attach would delay the program's start) */
 	uint64_t n0 = r->live_level0;
 	populate(r, r->live_keys, n0 * sizeof(uint64_t), page);
 	populate(r, r->live_values, n0 * sizeof(*r->live_values), page);
-	if (r->use_fill)
-		populate(r, r->live_fill, n0 / HP_LIVE_BUCKET, page);
+	populate(r, r->live_fill, n0 / HP_LIVE_BUCKET, page);
 	if (r->live_filter)
 		populate(r, r->live_filter, r->live_filter_mask + 1, page);
 }
