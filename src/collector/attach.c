@@ -286,10 +286,8 @@ static int lib_text_cb(void *ctx, const struct proc_map *m)
 	return 0;
 }
 
-int detach_process(pid_t pid, double *stop_ms, char *why)
+int detach_process(pid_t pid, char *why)
 {
-	if (stop_ms)
-		*stop_ms = 0;
 	char lib[PATH_MAX];
 	if (!attach_client_mapped(pid, lib, sizeof(lib)))
 		return fail(why, "no heapprof library is mapped in %d",
@@ -308,7 +306,6 @@ int detach_process(pid_t pid, double *stop_ms, char *why)
 	                        .deny_what = "heapprof's library"};
 	for (int i = 0; i < DETACH_TRIES; i++) {
 		struct inject_ctx *ctx;
-		double t0 = now_ms();
 		if (inject_attach(pid, &o, &ctx, why))
 			return -1;
 		o.checked = true;
@@ -324,8 +321,6 @@ int detach_process(pid_t pid, double *stop_ms, char *why)
 			snprintf(why, INJECT_WHY, "%s", why2);
 			rc = -1;
 		}
-		if (stop_ms)
-			*stop_ms = now_ms() - t0;
 		if (rc < 0)
 			return -1;
 		if (rc == 0) {

@@ -51,9 +51,8 @@ bool attach_client_mapped(pid_t pid, char *lib, size_t len);
  * found inside the library is let run and the stop tried again, up to
  * DETACH_TRIES times.  Returns the regions unmapped (>= 0), or -1 with
  * the one-line reason in why[INJECT_WHY] (then the process keeps them
- * mapped, their memory freed by the collector all the same).  *stop_ms
- * (may be NULL): how long its threads were stopped, the last try.
+ * mapped, their memory freed by the collector all the same).
  */
-int detach_process(pid_t pid, double *stop_ms, char *why);
+int detach_process(pid_t pid, char *why);
 
 #endif

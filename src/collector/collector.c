@@ -227,8 +227,10 @@ struct dump_job {
 	/* Its memory cgroup at the dump (target.mw, session_memwatch.c). */
 	int cg_version;
 	uint64_t cg_limit, cg_usage, cg_peak;
-	/* The regions' pages heapprof allocated (tend.c). */
+	/* The regions' pages heapprof allocated (tend.c), and the regions'
+	 * memfds (ours, closed after this job: collector_retire). */
 	uint64_t tables_ours;
+	int fds[TARGET_MAX_REGIONS];
 };
 
 static int select_heaps(const struct collector *c, struct snapshot *s);
@@ -283,7 +285,8 @@ static int dump_run(void *arg)
 	 * allocated (the rest the process did). */
 	uint64_t tables = 0;
 	for (int i = 0; i < j->nreg; i++)
-		tables += region_resident(j->regs[i].base, j->regs[i].size);
+		tables += region_resident(j->fds[i], j->regs[i].base,
+		                          j->regs[i].size);
 	if (tables) {
 		s.dump.memory.have_tables = 1;
 		s.dump.memory.tables = tables;
@@ -629,19 +632,26 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	}
 	uint32_t levels;
 	uint64_t room;
-	char rb[HP_FMT_BYTES_MAX], lb[HP_FMT_BYTES_MAX];
-	if (shared_cgroup_levels(ti->pid, &t->reg[0].region, &levels, &room)) {
+	struct hp_region *r0 = &t->reg[0].region;
+	int refused = shared_cgroup_levels(ti->pid, r0, &levels, &room);
+	if (refused || levels) {
+		char rb[HP_FMT_BYTES_MAX], lb[HP_FMT_BYTES_MAX];
 		fprintf(stderr,
 		        "heapprof: collector: pid %d shares heapprof's memory "
-		        "cgroup, which has %s left: an eighth of that cannot "
-		        "hold "
-		        "the first level of its live table (%s); it runs "
-		        "unprofiled\n",
+		        "cgroup, which has %s left: %s%s%s\n",
 		        (int)ti->pid,
 		        hp_fmt_bytes_short(rb, sizeof(rb), (int64_t)room),
+		        refused ? "an eighth of that cannot hold the first "
+		                  "level of its live table ("
+		                : "its live table is held to ",
 		        hp_fmt_bytes_short(lb, sizeof(lb),
 		                           (int64_t)livetab_levels_bytes(
-		                                   &t->reg[0].region, 1)));
+		                                   r0, refused ? 1 : levels)),
+		        refused ? "); it runs unprofiled"
+		                : " (an eighth of that); blocks past it are "
+		                  "counted as live_table_full");
+	}
+	if (refused) {
 		c->region_errors++;
 		collector_refuse(fd, HP_WELCOME_ERROR);
 		collector_region_drop(&t->reg[0]);
@@ -650,20 +660,9 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		return -ENOMEM;
 	}
 	if (levels) {
-		livetab_limit(&t->reg[0].region, levels);
-		region_count(&t->reg[0].region, HP_CTR_LIVE_LIMIT,
-		             livetab_levels_bytes(&t->reg[0].region, levels));
-		fprintf(stderr,
-		        "heapprof: collector: pid %d shares heapprof's memory "
-		        "cgroup, which has %s left: its live table is held to "
-		        "%s "
-		        "(an eighth of that); blocks past it are counted as "
-		        "live_table_full\n",
-		        (int)ti->pid,
-		        hp_fmt_bytes_short(rb, sizeof(rb), (int64_t)room),
-		        hp_fmt_bytes_short(lb, sizeof(lb),
-		                           (int64_t)livetab_levels_bytes(
-		                                   &t->reg[0].region, levels)));
+		livetab_limit(r0, levels);
+		region_count(r0, HP_CTR_LIVE_LIMIT,
+		             livetab_levels_bytes(r0, levels));
 	}
 	target_cwd(t, ti->pid);
 	/* Its name, command line and executable before the welcome: the
@@ -694,7 +693,6 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	t->nreg = 1;
 	t->shmem_total = t->reg[0].size;
 	t->layout_version = version;
-	const struct hp_region *r0 = &t->reg[0].region;
 	if (r0->trace_cap) {
 		t->tr.mode = r0->trace_mode;
 		t->tr.cap = r0->trace_cap;
@@ -1232,8 +1230,10 @@ static int dump_target(struct collector *c, struct target *t,
 	j->pid = t->pid;
 	j->alive = !t->disconnected;
 	memcpy(j->cwd, t->cwd, sizeof(j->cwd));
-	for (int i = 0; i < t->nreg; i++)
+	for (int i = 0; i < t->nreg; i++) {
 		j->regs[i] = t->reg[i].region;
+		j->fds[i] = t->reg[i].fd;
+	}
 	j->nreg = t->nreg;
 	j->blocks = blocks;
 	/* Stamped when asked for: a process's dumps are in the order of

@@ -93,6 +93,10 @@ struct target_region {
 	uint32_t levels_ready; /* live-table levels */
 	bool index_ready;
 	uint64_t prepared_bytes;
+	/* collector_tend's pace: the next look (CLOCK_MONOTONIC ns), the
+	 * gap after it, and the fill it read last. */
+	uint64_t tend_at_ns;
+	uint32_t tend_gap_ms, tend_load;
 };
 
 /* Events per write to the profile (one transaction each). */
@@ -138,8 +142,6 @@ struct target {
 	bool conn_lost;    /* ... by the program, which still runs (it closed
 	                    * or reused the client's descriptor) */
 	bool retired;      /* last dump written, regions unmapped */
-	bool detached;     /* ... and unmapped in the process, which runs on
-	                    * (session.c, detach_target) */
 	bool proto_error;  /* sent bytes that are not messages: ignored */
 	bool row_ended;    /* profile_end_process done */
 	uint8_t msg[sizeof(struct hp_client_msg)]; /* partial message */
@@ -271,9 +273,10 @@ void collector_region_drop(struct target_region *tr);
 int collector_tend(struct collector *c);
 /* Bytes of a target's regions the collector allocated (prepared). */
 uint64_t collector_prepared_bytes(const struct target *t);
-/* Bytes of the region mapped at base (size bytes) in memory, whoever
- * touched them (mincore); 0 if unknown. */
-uint64_t region_resident(const void *base, uint64_t size);
+/* Bytes of a region in memory, whoever allocated them: its memfd's
+ * allocated blocks (fd >= 0), else its pages in memory by mincore of the
+ * mapping at base (size bytes); 0 if unknown. */
+uint64_t region_resident(int fd, const void *base, uint64_t size);
 /* Refuses new clients from now on: the embedded socket is closed and
  * removed (a process that starts now finds no collector and runs
  * unprofiled at once), connections whose hello was not read closed. */

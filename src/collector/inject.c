@@ -1049,6 +1049,46 @@ static int add_tid(void *ctx, pid_t tid)
 
 enum { TRY_SAFE = 1, TRY_UNSAFE = 0, TRY_FATAL = -1 };
 
+/* Seizes and stops tid (a signal that comes first is let through as it
+ * came): 1 stopped, 0 gone or exited, -ETIMEDOUT not stopped in
+ * STOP_WAIT_MS (it stays seized), -errno the seize failed. */
+static int stop_one(pid_t tid)
+{
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0)
+		return errno == ESRCH ? 0 : -errno;
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+		return 0;
+	}
+	int st;
+	for (;;) {
+		if (wait_tid(tid, &st, STOP_WAIT_MS) < 0)
+			return errno == ETIMEDOUT ? -ETIMEDOUT : 0;
+		if (!WIFSTOPPED(st))
+			return 0;
+		if ((st >> 16) == PTRACE_EVENT_STOP)
+			return 1;
+		ptrace(PTRACE_CONT, tid, 0, (void *)(long)WSTOPSIG(st));
+	}
+}
+
+/* Lets a stopped thread go, its interrupted call issued again when the
+ * stop made it return EINTR (and no signal is pending to take its
+ * place). */
+static void resume_other(pid_t tid)
+{
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && stopped_eintr(&r)) {
+		uint64_t mask = 0;
+		ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof(mask), &mask);
+		if (!signal_pending(tid, mask)) {
+			make_reissue(&r);
+			ptrace(PTRACE_SETREGS, tid, 0, &r);
+		}
+	}
+	ptrace(PTRACE_DETACH, tid, 0, 0);
+}
+
 /*
  * A thread stopped inside the allocator (a malloc storm: most of the time
  * every thread is) is let run to the next entry of malloc, free, calloc or
@@ -1171,38 +1211,23 @@ restore_running:
 static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
                       char *last, size_t lastlen, char *why)
 {
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0) {
-		if (errno == ESRCH)
-			return TRY_UNSAFE; /* the thread is gone */
+	int stopped = stop_one(tid);
+	if (stopped == -ETIMEDOUT)
+		return fail(
+		        why,
+		        "thread %d of %d did not stop in %d ms "
+		        "(uninterruptible?); it stays seized until heapprof "
+		        "exits",
+		        (int)tid, (int)c->pid, STOP_WAIT_MS);
+	if (stopped < 0)
 		return fail(why, "ptrace(PTRACE_SEIZE) of %d (thread %d): %s",
 		            (int)c->pid, (int)tid,
-		            errno == EPERM ? "not permitted (traced by someone "
-		                             "else, or no ptrace rights)"
-		                           : strerror(errno));
-	}
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
-		ptrace(PTRACE_DETACH, tid, 0, 0);
-		return TRY_UNSAFE;
-	}
-	int st;
-	for (;;) {
-		if (wait_tid(tid, &st, STOP_WAIT_MS) < 0) {
-			if (errno == ETIMEDOUT)
-				return fail(
-				        why,
-				        "thread %d of %d did not stop in %d ms "
-				        "(uninterruptible?); it stays seized "
-				        "until heapprof exits",
-				        (int)tid, (int)c->pid, STOP_WAIT_MS);
-			return TRY_UNSAFE; /* gone */
-		}
-		if (!WIFSTOPPED(st))
-			return TRY_UNSAFE; /* exited */
-		if ((st >> 16) == PTRACE_EVENT_STOP)
-			break;
-		/* A signal arrived first: let it through as it came. */
-		ptrace(PTRACE_CONT, tid, 0, (void *)(long)WSTOPSIG(st));
-	}
+		            stopped == -EPERM ? "not permitted (traced by "
+		                                "someone else, or no ptrace "
+		                                "rights)"
+		                              : strerror(-stopped));
+	if (!stopped)
+		return TRY_UNSAFE; /* gone */
 	c->t_stop = now_ms();
 	if (!c->t_seize)
 		c->t_seize = c->t_stop;
@@ -1261,15 +1286,7 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 			c->tmpblk = ps.sigblk;
 		return TRY_SAFE;
 	}
-	if (eintr) {
-		uint64_t mask = 0;
-		ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof(mask), &mask);
-		if (!signal_pending(tid, mask)) {
-			make_reissue(&r);
-			ptrace(PTRACE_SETREGS, tid, 0, &r);
-		}
-	}
-	ptrace(PTRACE_DETACH, tid, 0, 0);
+	resume_other(tid);
 	return TRY_UNSAFE;
 }
 
@@ -1616,48 +1633,11 @@ undo:;
 	return -1;
 }
 
-/* Lets one of inject_stop_others' threads go, its interrupted call
- * issued again when the stop made it return EINTR. */
-static void resume_other(pid_t tid)
-{
-	struct user_regs_struct r;
-	if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && stopped_eintr(&r)) {
-		uint64_t mask = 0;
-		ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof(mask), &mask);
-		if (!signal_pending(tid, mask)) {
-			make_reissue(&r);
-			ptrace(PTRACE_SETREGS, tid, 0, &r);
-		}
-	}
-	ptrace(PTRACE_DETACH, tid, 0, 0);
-}
-
 void inject_resume_others(struct inject_ctx *c)
 {
 	for (int i = 0; i < c->nothers; i++)
 		resume_other(c->others[i]);
 	c->nothers = 0;
-}
-
-/* Seizes and stops tid: 1 stopped, 0 gone, -1 could not be stopped. */
-static int stop_one(pid_t tid)
-{
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0)
-		return errno == ESRCH ? 0 : -1;
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
-		ptrace(PTRACE_DETACH, tid, 0, 0);
-		return 0;
-	}
-	int st;
-	for (;;) {
-		if (wait_tid(tid, &st, STOP_WAIT_MS) < 0)
-			return errno == ETIMEDOUT ? -1 : 0;
-		if (!WIFSTOPPED(st))
-			return 0; /* exited */
-		if ((st >> 16) == PTRACE_EVENT_STOP)
-			return 1;
-		ptrace(PTRACE_CONT, tid, 0, (void *)(long)WSTOPSIG(st));
-	}
 }
 
 /* Whether the stopped thread tid is in, or has a frame in, the extra

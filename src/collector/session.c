@@ -142,12 +142,8 @@ static void detach_target(struct target *t)
 	if (t->retired || t->disconnected || !t->nreg || kill(t->pid, 0) != 0)
 		return;
 	char why[INJECT_WHY];
-	double ms = 0;
-	int n = detach_process(t->pid, &ms, why);
-	if (n >= 0) {
-		t->detached = true;
+	if (detach_process(t->pid, why) >= 0)
 		return;
-	}
 	struct proc_stat st;
 	if (kill(t->pid, 0) == 0 && proc_stat(t->pid, &st) == 0 &&
 	    st.state != 'Z' && st.state != 'X')

@@ -109,7 +109,8 @@ static void look(struct session *s, struct target *t, uint64_t now)
 	 * RSS (RssShmem): they are ours, not the program's growth. */
 	uint64_t ours = 0;
 	for (int i = 0; i < t->nreg; i++)
-		ours += region_resident(t->reg[i].base, t->reg[i].size);
+		ours += region_resident(t->reg[i].fd, t->reg[i].base,
+		                        t->reg[i].size);
 	uint64_t shm = st.rss_shmem < ours ? st.rss_shmem : ours;
 	w->rss = st.rss > shm ? st.rss - shm : 0;
 	/* Killed (SIGKILL pending, the OOM killer's way) or exiting: a rise

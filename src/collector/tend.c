@@ -11,18 +11,24 @@
  *   - at creation (collector_prepare_region): the fixed tables, the trace
  *     (a ring, all of it used), the first stack records, frames and index
  *     slots, and level 0 of the live table (and its filter);
- *   - while the program runs (collector_tend, every TEND_MS from the
- *     session's loop): the live table's next level once the open one is
- *     TEND_LEVEL_PCT full (the client opens it when the open one is about
- *     95% full: at interval 1 and 5 million allocations a second, a level
- *     of a million slots leaves some 100 ms for this), and stack records,
- *     STACK_MAX entries and frames ahead of their bump allocators.
+ *   - while the program runs (collector_tend, from the session's loop):
+ *     the live table's next level once the one inserts go to is 40% full
+ *     (livetab_advance; inserts move on at HP_LIVE_FIRST_FULL_PCT), and
+ *     stack records, STACK_MAX entries and frames ahead of their bump
+ *     allocators.  It looks every TEND_MIN_MS while the table's fill
+ *     moves, and backs off to TEND_MAX_MS while it does not: a look
+ *     reads 128 lines of keys spread over a level, 1-8 ms on this VM for
+ *     a level of a million slots the program hardly touched (measured),
+ *     so an idle program with a large table cost the collector 11% of a
+ *     core at one look each 10 ms (with the RSS look's mincore, now an
+ *     fstat of the memfd); 1% now.
  *
  * A client that outruns the collector allocates the pages itself (and
  * counts the level: HP_CTR_LIVE_UNPREPARED), as it did before; nothing
  * waits.  The collector never writes a byte of the client's tables here:
- * MADV_POPULATE_WRITE allocates and maps without changing contents, and
- * where it is missing (Linux < 5.14) a read of each page allocates it
+ * fallocate allocates without clearing (shmem clears a page at its first
+ * touch, so on the client's core for the pages it uses); without our
+ * descriptor, MADV_POPULATE_WRITE on our mapping, or a read of each page
  * (shmem allocates on a read fault too).
  */
 #include <errno.h>
@@ -30,6 +36,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,7 +46,8 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-#define TEND_MS 10
+#define TEND_MIN_MS 10
+#define TEND_MAX_MS 640
 /* Stack records and frames kept allocated ahead of the client's use. */
 #define TEND_STACKS_AHEAD 4096
 #define TEND_FRAMES_AHEAD (64 * 1024)
@@ -67,7 +75,10 @@ static void prepare(struct target_region *tr, uint64_t off, uint64_t len)
 	 * cleared: shmem clears a page when it is first touched, so the
 	 * client's first touch warms its own cache, as when it allocated
 	 * the page itself.  Without the descriptor (or on a kernel without
-	 * shmem fallocate) through our mapping. */
+	 * shmem fallocate) through our mapping.  What we allocated is the
+	 * region's growth meanwhile: pages the client had touched already
+	 * are not ours. */
+	uint64_t before = region_resident(tr->fd, tr->base, tr->size);
 	if (tr->fd < 0 ||
 	    fallocate(tr->fd, 0, (off_t)start, (off_t)(end - start)) != 0) {
 		volatile uint8_t *p = (uint8_t *)tr->base + start;
@@ -76,7 +87,9 @@ static void prepare(struct target_region *tr, uint64_t off, uint64_t len)
 				(void)p[o];
 		}
 	}
-	tr->prepared_bytes += end - start;
+	uint64_t after = region_resident(tr->fd, tr->base, tr->size);
+	if (after > before)
+		tr->prepared_bytes += after - before;
 }
 
 static uint64_t table_off(const struct hp_region *r, const void *p)
@@ -162,23 +175,43 @@ static void tend_region(struct target_region *tr)
 		return;
 	/* Our count of prepared levels is our own (levels_ready): a client
 	 * cannot make us skip one. */
-	uint32_t want = livetab_advance(&tr->region);
+	uint32_t load;
+	uint32_t want = livetab_advance(&tr->region, &load);
 	while (tr->levels_ready < want)
 		prepare_level(tr, tr->levels_ready);
+	/* Moving (or a level moved on): look again soon; else less often. */
+	uint32_t d = load > tr->tend_load ? load - tr->tend_load
+	                                  : tr->tend_load - load;
+	if (d >= 2)
+		tr->tend_gap_ms = TEND_MIN_MS;
+	else if (tr->tend_gap_ms < TEND_MAX_MS)
+		tr->tend_gap_ms =
+		        tr->tend_gap_ms ? tr->tend_gap_ms * 2 : TEND_MIN_MS;
+	tr->tend_load = load;
 }
 
 int collector_tend(struct collector *c)
 {
-	bool any = false;
+	uint64_t now = hp_clock_ns(CLOCK_MONOTONIC), next = UINT64_MAX;
 	for (size_t i = 0; i < c->ntargets; i++) {
 		struct target *t = c->targets[i];
 		if (t->retired)
 			continue;
-		any = true;
-		for (int k = 0; k < t->nreg; k++)
-			tend_region(&t->reg[k]);
+		for (int k = 0; k < t->nreg; k++) {
+			struct target_region *tr = &t->reg[k];
+			if (now >= tr->tend_at_ns) {
+				tend_region(tr);
+				uint32_t gap = tr->tend_gap_ms ? tr->tend_gap_ms
+				                               : TEND_MIN_MS;
+				tr->tend_at_ns = now + gap * 1000000ull;
+			}
+			if (tr->tend_at_ns < next)
+				next = tr->tend_at_ns;
+		}
 	}
-	return any ? TEND_MS : -1;
+	if (next == UINT64_MAX)
+		return -1;
+	return next > now ? (int)((next - now + 999999) / 1000000) : 0;
 }
 
 uint64_t collector_prepared_bytes(const struct target *t)
@@ -189,8 +222,14 @@ uint64_t collector_prepared_bytes(const struct target *t)
 	return n;
 }
 
-uint64_t region_resident(const void *base, uint64_t size)
+uint64_t region_resident(int fd, const void *base, uint64_t size)
 {
+	/* The memfd's allocated blocks: one call, whatever the size. */
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0) {
+		uint64_t b = (uint64_t)st.st_blocks * 512;
+		return b < size ? b : size;
+	}
 	uint64_t page = page_size();
 	uint64_t n = (size + page - 1) / page;
 	unsigned char *vec = malloc(n ? n : 1);

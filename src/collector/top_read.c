@@ -432,7 +432,8 @@ int top_read(struct top_reader *r, struct top_reading *out, char *why,
 	}
 	memory_limit(r->pid, out);
 	for (int i = 0; i < ls.nr; i++)
-		out->tables += region_resident(ls.rs[i]->base, ls.rs[i]->size);
+		out->tables +=
+		        region_resident(-1, ls.rs[i]->base, ls.rs[i]->size);
 out:
 	hmap_free(&index);
 	live_snapshot_close(&ls);

@@ -960,14 +960,6 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 	uint32_t open = livetab_open_level(r), first = livetab_first_level(r);
 	if (first > open)
 		first = open;
-	/* The first bucket's values are fetched with its keys: the value
-	 * is read as soon as the key is found (two misses at once, not one
-	 * after the other). */
-	const char *pv =
-	        (const char *)&r->live_values[live_bucket(r, addr, first, 0)];
-	for (size_t o = 0; o < HP_LIVE_BUCKET * sizeof(*r->live_values);
-	     o += 64)
-		__builtin_prefetch(pv + o, 1, 3);
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t n = 0; n <= open; n++) {
 			uint32_t level =
@@ -997,27 +989,31 @@ uint32_t livetab_level_load_pct(const struct hp_region *r, uint32_t j,
 {
 	if (j >= r->live_levels || !samples)
 		return 0;
-	uint64_t n = livetab_level_slots(r, j);
-	uint64_t start = livetab_level_start(r, j);
-	if (samples > n)
-		samples = (uint32_t)n;
-	/* Spread over the level, and over the slots of a bucket (a bucket
-	 * fills from its first slot). */
-	uint64_t step = n / samples;
-	uint64_t used = 0;
-	for (uint64_t i = 0; i < samples; i++) {
-		uint64_t at = start + i * step + (i % HP_LIVE_BUCKET);
-		if (at >= start + n)
-			at = start + n - 1;
-		if (atomic_load_explicit(&r->live_keys[at],
-		                         memory_order_relaxed) != HP_LIVE_EMPTY)
-			used++;
+	/* Whole buckets (one line of keys each) spread over the level: a
+	 * reader's first look at a page costs a fault, and the collector
+	 * looks every few milliseconds, so the fewer pages the better. */
+	uint64_t nb = livetab_level_slots(r, j) / HP_LIVE_BUCKET;
+	uint64_t first = livetab_level_start(r, j) / HP_LIVE_BUCKET;
+	uint64_t want = (samples + HP_LIVE_BUCKET - 1) / HP_LIVE_BUCKET;
+	if (want > nb)
+		want = nb;
+	if (!want)
+		return 0;
+	uint64_t step = nb / want, used = 0;
+	for (uint64_t i = 0; i < want; i++) {
+		const _Atomic uint64_t *k =
+		        &r->live_keys[(first + i * step) * HP_LIVE_BUCKET];
+		for (uint32_t x = 0; x < HP_LIVE_BUCKET; x++)
+			used += atomic_load_explicit(&k[x],
+			                             memory_order_relaxed) !=
+			        HP_LIVE_EMPTY;
 	}
-	return (uint32_t)(used * 100 / samples);
+	return (uint32_t)(used * 100 / (want * HP_LIVE_BUCKET));
 }
 
-uint32_t livetab_advance(struct hp_region *r)
+uint32_t livetab_advance(struct hp_region *r, uint32_t *load_pct)
 {
+	*load_pct = 0;
 	if (r->live_levels < 2 || !r->live_first)
 		return 1;
 	uint32_t open = livetab_open_level(r), first = livetab_first_level(r);
@@ -1033,6 +1029,7 @@ uint32_t livetab_advance(struct hp_region *r)
 	uint32_t want = (open > first ? open : first) + 1;
 	if (load >= LIVE_PREPARE_PCT && want < first + 2)
 		want = first + 2;
+	*load_pct = load;
 	return want < r->live_usable ? want : r->live_usable;
 }
 

@@ -558,12 +558,14 @@ static void test_live_table(void)
  */
 static void test_live_levels(void)
 {
+	uint32_t pct_read;
 	struct hp_region r;
 	void *base = new_region(128 << 20, 1, &r);
 	CHECK(r.live_levels >= 4);
 	CHECK_EQ_U64(r.live_level0, HP_LIVE_LEVEL0_EXACT);
 	CHECK_EQ_U64(r.live_level0 << (r.live_levels - 1), r.live_cap);
-	CHECK_EQ_U64(livetab_advance(&r), 1); /* level 0 only, empty */
+	CHECK_EQ_U64(livetab_advance(&r, &pct_read),
+	             1); /* level 0 only, empty */
 	uint64_t total = livetab_level_slots(&r, 0) +
 	                 livetab_level_slots(&r, 1) +
 	                 livetab_level_slots(&r, 2);
@@ -578,7 +580,7 @@ static void test_live_levels(void)
 		v.stack_id = (uint32_t)i;
 		CHECK(livetab_insert(&r, a, &v) == 0);
 		if (i % 1000 == 0) { /* the collector, every 10 ms */
-			uint32_t w = livetab_advance(&r);
+			uint32_t w = livetab_advance(&r, &pct_read);
 			CHECK(w >= want); /* prepared levels only grow */
 			want = w;
 		}
@@ -633,6 +635,7 @@ static void test_live_levels(void)
  * allowed, whatever the collector says later; -ENOSPC past it. */
 static void test_live_limit(void)
 {
+	uint32_t pct_read;
 	struct hp_region r;
 	void *base = new_region(128 << 20, 1, &r);
 	CHECK(r.live_levels >= 4);
@@ -651,7 +654,7 @@ static void test_live_limit(void)
 		else
 			full++;
 		if (i % 1000 == 0)
-			CHECK(livetab_advance(&r) <= 2);
+			CHECK(livetab_advance(&r, &pct_read) <= 2);
 	}
 	CHECK(full > 0);
 	CHECK(ok > cap * 80 / 100);
