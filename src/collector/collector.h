@@ -263,7 +263,7 @@ int collector_intern_ahead(struct collector *c);
  * MADV_POPULATE_WRITE on its own mapping) are charged to the collector's.
  * collector_prepare_region allocates what a new region's client touches
  * first; collector_tend, from the session's loop, the live table's next
- * level once the open one is 40% full, and stack records and frames ahead
+ * level once the open one is 60% full, and stack records and frames ahead
  * of their use.  Returns the milliseconds until it wants to run again
  * (-1: no target).
  */

@@ -12,7 +12,7 @@
  *     (a ring, all of it used), the first stack records, frames and index
  *     slots, and level 0 of the live table (and its filter);
  *   - while the program runs (collector_tend, from the session's loop):
- *     the live table's next level once the one inserts go to is 40% full
+ *     the live table's next level once the one inserts go to is 60% full
  *     (livetab_advance; inserts move on at HP_LIVE_FIRST_FULL_PCT), and
  *     stack records, STACK_MAX entries and frames ahead of their bump
  *     allocators.  It looks every TEND_MIN_MS while the table's fill

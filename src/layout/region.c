@@ -657,7 +657,7 @@ void region_populate_hot(const struct hp_region *r)
  * the open level first and then in the older ones, down to level 0: most
  * frees are of recent blocks, and an older level only loses blocks.  The
  * collector allocates a level's pages (fallocate on the memfd, charged to
- * its own memory cgroup) when the level before it is 40% full
+ * its own memory cgroup) when the level before it is 60% full
  * (collector_tend), ahead of the client.
  *
  * Buckets of a key in a level: when sampling, two hashed ones (two
@@ -982,7 +982,7 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
  * level is prepared. */
 #define LIVE_TEND_SAMPLES   1024
 #define LIVE_FIRST_FULL_PCT HP_LIVE_FIRST_FULL_PCT
-#define LIVE_PREPARE_PCT    40
+#define LIVE_PREPARE_PCT    60
 
 uint32_t livetab_level_load_pct(const struct hp_region *r, uint32_t j,
                                 uint32_t samples)

@@ -321,7 +321,7 @@ uint32_t livetab_level_load_pct(const struct hp_region *r, uint32_t j,
 /* The collector's part (collector_tend): moves live_first up when its
  * level is HP_LIVE_FIRST_FULL_PCT full, and returns how many levels
  * should be prepared (allocated) by now: every level opened, the one
- * inserts go to, and the one after it once that is 40% full.  *load_pct:
+ * inserts go to, and the one after it once that is 60% full.  *load_pct:
  * the fill of the level inserts go to, as read. */
 uint32_t livetab_advance(struct hp_region *r, uint32_t *load_pct);
 /* The collector, before hand-over: the live table's first `levels`
