@@ -348,3 +348,24 @@ top_flat() {
 		if (line == fn) { v = $1; sub(/B$/, "", v); print v; exit }
 	}' "$1"
 }
+
+# free_port: a loopback TCP port for a server a test starts, below the
+# kernel's ephemeral range (so no connect() elsewhere on the machine, say
+# redis-benchmark in a suite running beside this one, can be holding it
+# as its local port when the server binds) and used by no socket in any
+# state now; prints it, or fails after 100 tries.
+free_port() {
+	local lo _ p hex
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+	[ "${lo:-0}" -gt 11000 ] || lo=32768
+	for _ in $(seq 1 100); do
+		p=$((10000 + RANDOM % (lo - 10000)))
+		hex=$(printf ':%04X' "$p")
+		if ! awk -v h="$hex" 'NR > 1 && substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' \
+			/proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}

@@ -406,16 +406,7 @@ else
 fi
 if [ "$REDIS_OK" = 1 ]; then
 	RCG=$CG
-	# A free port: one nothing listens on (ss-free: /proc/net/tcp).
-	port_free() { ! awk -v p="$(printf '%04X' "$1")" 'NR > 1 { split($2, a, ":"); if (a[2] == p && $4 == "0A") f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6; }
-	RPORT=""
-	for _ in $(seq 1 50); do
-		cand=$((20000 + RANDOM % 20000))
-		if port_free "$cand"; then
-			RPORT=$cand
-			break
-		fi
-	done
+	RPORT=$(free_port) || RPORT=""
 	mkdir -p "$W/redis"
 	# It joins the cgroup, then becomes redis-server (the same pid).
 	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$RCG" \

@@ -272,16 +272,6 @@ done
 
 # ---------------------------------------------------------------------------
 t_begin "redis: redis-server --daemonize yes under --follow-fork: the session lasts until the daemon exits"
-free_port() {
-	local p
-	for p in $(shuf -i 20000-60000 -n 50); do
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
 	t_skip "redis-server or redis-cli is not installed"
 elif ! port=$(free_port); then
@@ -289,6 +279,7 @@ elif ! port=$(free_port); then
 else
 	rd="$W/redis"
 	mkdir -p "$rd"
+	dpid="" # not the dfork case's
 	start_record redis --follow-fork -o "$T_DIR/redis.db" -- redis-server --daemonize yes \
 		--port "$port" --bind 127.0.0.1 --pidfile "$rd/redis.pid" --dir "$rd" \
 		--logfile "$rd/redis.log" --save "" --appendonly no
@@ -299,6 +290,12 @@ else
 		wait_until 30 "'goes on' line" grep_q "$T_DIR/redis.err" "session goes on while 1 followed process runs \(pid $dpid\)"
 		assert_eq yes "$(kill -0 "$RPID" 2>/dev/null && echo yes)" "record runs while the daemon does"
 		run_bounded 30 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1
+	else
+		echo "  redis's log:"
+		sed 's/^/    /' "$rd/redis.log" 2>/dev/null | tail -n 20
+		echo "  record's stderr so far:"
+		sed 's/^/    /' "$T_DIR/redis.err" | tail -n 20
+		dpid=""
 	fi
 	wait_record redis
 	assert_eq 0 "$REC_RC" "record's exit status"
