@@ -40,7 +40,7 @@ for w in ${BENCH_AB_WORKLOADS:-malloc1 sqlite3 cc1 perl python3}; do
 			rm -f "$out.db"
 			secs=$(PYTHONHASHSEED=0 PYTHONMALLOC=malloc PERL_HASH_SEED=0 \
 				"$R" -- "${pre[@]}" "${cmd[@]}" 2>&1 >/dev/null |
-				sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' | tail -n 1)
+				sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' | tail -n 1)
 			echo "$w $m $r $secs" | tee -a "$out"
 		done
 	done

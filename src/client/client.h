@@ -92,6 +92,9 @@ struct client_slot {
 	 * this slot name region_index (its stack table holds their
 	 * stack_id). */
 	bool traced;
+	/* The live table is the collector's: allocations and frees go to
+	 * the log in region 0 (HP_TRACE_LOG), not into the table. */
+	bool live_log;
 	uint8_t region_index;
 	/* CLOCK_BOOTTIME - CLOCK_MONOTONIC at setup (recorder_alloc_ts). */
 	uint64_t boot_offset;
@@ -293,6 +296,19 @@ HP_HIDDEN void recorder_apply_free(struct client_slot *s, uint64_t key,
                                    const struct hp_live_v2 *v);
 HP_HIDDEN void recorder_put_back(struct client_slot *s, void *ptr,
                                  const struct hp_live_v2 *v);
+/* realloc with the live table's log: a position in the log held across
+ * the real call (a free logged after it could come after the allocation
+ * of the same address by another thread), then filled in with the
+ * free of the old block, or with nothing if the call failed.  hold: false
+ * when the session has no log (use recorder_take); e NULL when profiling
+ * stopped instead. */
+struct recorder_hold {
+	struct client_slot *s;
+	struct hp_event_v2 *e;
+	uint64_t pos, key;
+};
+HP_HIDDEN bool recorder_log_hold(void *old, struct recorder_hold *h);
+HP_HIDDEN void recorder_log_release(const struct recorder_hold *h, bool freed);
 /* Objects a sampled allocation stands for (16.16 fixed): 1 when exact,
  * else 1/p with p the probability that a block of `size` bytes is sampled
  * at `interval`. */

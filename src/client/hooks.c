@@ -425,6 +425,15 @@ static void *realloc_tracked(void *old, size_t n, uintptr_t caller)
 			client_on_alloc(p, n, caller);
 		return p;
 	}
+	struct recorder_hold hold;
+	if (recorder_log_hold(old, &hold)) {
+		void *p = real_realloc(old, n);
+		/* realloc(old, 0) that returns NULL freed old (glibc). */
+		recorder_log_release(&hold, p != NULL || n == 0);
+		if (p)
+			client_on_alloc(p, n, caller);
+		return p;
+	}
 	struct hp_live_v2 v;
 	struct client_slot *had = recorder_take(old, &v);
 	void *p = real_realloc(old, n);

@@ -171,7 +171,8 @@ void recorder_slot_setup(struct client_slot *s, uint32_t gen)
 
 	struct hp_region *r = &s->region;
 	s->region_index = r->ext ? (uint8_t)r->ext->region_index : 0;
-	s->traced = r->trace_cap != 0;
+	s->live_log = r->trace_cap != 0 && r->trace_mode == HP_TRACE_LOG;
+	s->traced = r->trace_cap != 0 && !s->live_log;
 	uint32_t bms = r->ext ? r->ext->trace_block_ms : 0;
 	if (bms == 0)
 		bms = h->block_timeout_ms;
@@ -227,6 +228,7 @@ void recorder_slot_chain(struct client_slot *ns, struct client_slot *s)
 	ns->root = s->root;
 	/* Events of every region of the attach go to the root's trace. */
 	ns->traced = ns->root->traced;
+	ns->live_log = ns->root->live_log;
 	ns->track_max = ns->track_max && ns->root->track_max;
 	if (ns->track_max)
 		peak_mirror(ns);
@@ -553,6 +555,243 @@ trace_free(struct client_slot *s, uint64_t key, const struct hp_live_v2 *v)
 	}
 }
 
+/* ---- the live table's log (HP_TRACE_LOG) ---------------------------- */
+
+/* How far ahead of its position a writer of the log prefetches. */
+#define LOG_AHEAD 8
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield" ::: "memory");
+#else
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* What log_take gives. */
+enum log_take {
+	LOG_SLOT,   /* a position of the log, held: publish there */
+	LOG_DIRECT, /* the table is the client's (HP_LOG_DIRECT): use it */
+	LOG_STOPPED /* profiling stopped instead (client_stop) */
+};
+
+static inline uint32_t log_state(const struct client_slot *s)
+{
+	return atomic_load_explicit(&s->root->region.ext->log_state,
+	                            memory_order_seq_cst);
+}
+
+static bool log_stop_asked(const struct hp_region *r)
+{
+	return atomic_load_explicit(&r->hdr->control, memory_order_relaxed) ==
+	       HP_CONTROL_STOP;
+}
+
+/*
+ * No room in the log, or the table changing hands.  Spins (no system
+ * call: the tick clock is a read of the vDSO's page).  With room within
+ * HP_LOG_ROOM_MS (and the writers' waits in all under HP_LOG_WAITS_MS and
+ * HP_LOG_WAITS_MAX of them: the tick clock cannot see short ones), a
+ * position.  Without: the program makes events faster
+ * than the collector applies them (its threads on every core, or the
+ * collector stopped), so this writer takes the table back for the client
+ * (HP_LOG_SWITCHING): it waits until the collector applied everything
+ * logged before, the other writers wait for it, and from then on every
+ * writer uses the table itself (HP_LOG_DIRECT).  If the collector does not
+ * apply the log within HP_LOG_STALL_MS, profiling stops
+ * (HP_STOP_LOG_STALLED): a profile that stops, and says so, rather than
+ * one whose counts are wrong.  Waits are counted as the trace's
+ * (trace_waits, trace_wait_ns).
+ */
+static __attribute__((noinline)) int
+log_slow(struct client_slot *root, struct hp_event_v2 **e, uint64_t *pos)
+{
+	struct hp_region *r = &root->region;
+	struct hp_header_ext_v2 *x = r->ext;
+	uint64_t start = hp_clock_ns(CLOCK_MONOTONIC_COARSE), now = start;
+	const uint64_t room = (uint64_t)HP_LOG_ROOM_MS * 1000000ull;
+	const uint64_t stall = (uint64_t)HP_LOG_STALL_MS * 1000000ull;
+	const uint64_t waits = (uint64_t)HP_LOG_WAITS_MS * 1000000ull;
+	int got = LOG_STOPPED;
+	uint32_t why = HP_STOP_LOG_STALLED;
+	/* Threads: measured on 2 cores, 8 threads allocating make events
+	 * faster than the collector applies them, and contend for the
+	 * log's head; the table is faster in their own hands. */
+	bool threads = !__libc_single_threaded;
+	for (;;) {
+		if (log_stop_asked(r)) {
+			why = HP_STOP_REQUESTED;
+			break;
+		}
+		uint32_t st = atomic_load_explicit(&x->log_state,
+		                                   memory_order_seq_cst);
+		if (st == HP_LOG_DIRECT) {
+			got = LOG_DIRECT;
+			break;
+		}
+		if (st == HP_LOG_LOGGING) {
+			*e = threads ? NULL : trace_reserve(r, pos);
+			if (*e) {
+				if (atomic_load_explicit(
+				            &x->log_state,
+				            memory_order_seq_cst) ==
+				    HP_LOG_LOGGING) {
+					got = LOG_SLOT;
+					break;
+				}
+				/* Switching began after we reserved: the
+				 * position carries nothing. */
+				struct hp_event_v2 none = {.kind = 0};
+				trace_publish(*e, &none, *pos);
+				continue;
+			}
+			uint32_t want = HP_LOG_LOGGING;
+			uint64_t waited =
+			        atomic_load_explicit(&x->trace_wait_ns,
+			                             memory_order_relaxed) +
+			        (now - start);
+			uint64_t nwaits = atomic_load_explicit(
+			        &x->trace_waits, memory_order_relaxed);
+			if ((threads || now - start >= room ||
+			     waited >= waits || nwaits >= HP_LOG_WAITS_MAX) &&
+			    atomic_compare_exchange_strong_explicit(
+			            &x->log_state, &want, HP_LOG_SWITCHING,
+			            memory_order_seq_cst,
+			            memory_order_seq_cst)) {
+				/* Every position handed out so far is whole
+				 * and applied once the tail reaches it. */
+				uint64_t head = atomic_load_explicit(
+				        &x->trace_head, memory_order_seq_cst);
+				while (atomic_load_explicit(
+				               &x->trace_tail,
+				               memory_order_acquire) < head &&
+				       now - start < stall &&
+				       !log_stop_asked(r)) {
+					for (int i = 0; i < 64; i++)
+						cpu_relax();
+					now = hp_clock_ns(
+					        CLOCK_MONOTONIC_COARSE);
+				}
+				if (atomic_load_explicit(&x->trace_tail,
+				                         memory_order_acquire) <
+				    head) {
+					if (log_stop_asked(r))
+						why = HP_STOP_REQUESTED;
+					break;
+				}
+				uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
+				atomic_store_explicit(
+				        &x->log_direct_why,
+				        threads ? HP_LOG_DIRECT_THREADS
+				                : HP_LOG_DIRECT_BEHIND,
+				        memory_order_relaxed);
+				atomic_store_explicit(&x->log_direct_ts,
+				                      ts ? ts : 1,
+				                      memory_order_relaxed);
+				atomic_store_explicit(&x->log_state,
+				                      HP_LOG_DIRECT,
+				                      memory_order_seq_cst);
+				got = LOG_DIRECT;
+				break;
+			}
+		}
+		/* No room, or another writer switching: wait. */
+		if (now - start >= stall)
+			break;
+		for (int i = 0; i < 64; i++)
+			cpu_relax();
+		now = hp_clock_ns(CLOCK_MONOTONIC_COARSE);
+	}
+	if (now != start) {
+		atomic_fetch_add_explicit(&x->trace_waits, 1,
+		                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&x->trace_wait_ns, now - start,
+		                          memory_order_relaxed);
+	}
+	if (got == LOG_STOPPED)
+		client_stop(root, why);
+	return got;
+}
+
+/* A position in the log of s's attach (LOG_SLOT: *e is its slot, held),
+ * or what to do instead. */
+static inline int log_take(struct client_slot *s, struct hp_event_v2 **e,
+                           uint64_t *pos)
+{
+	struct hp_region *r = &s->root->region;
+	uint32_t st = log_state(s);
+	if (HP_LIKELY(st == HP_LOG_LOGGING) &&
+	    HP_LIKELY(__libc_single_threaded)) {
+		*e = trace_reserve(r, pos);
+		/* seq_cst, after the reserve's: a switch that began before
+		 * it is seen here (log_slow). */
+		if (HP_LIKELY(*e != NULL) &&
+		    HP_LIKELY(log_state(s) == HP_LOG_LOGGING)) {
+			/* The slot a few events on, for writing: the log's
+			 * lines are cold (the collector read them a lap
+			 * ago), and the next reserve's locked instruction
+			 * would wait for a store that missed. */
+			__builtin_prefetch(&r->trace[(*pos + LOG_AHEAD) &
+			                             (r->trace_cap - 1)],
+			                   1, 3);
+			return LOG_SLOT;
+		}
+		if (*e) {
+			struct hp_event_v2 none = {.kind = 0};
+			trace_publish(*e, &none, *pos);
+		}
+	} else if (st == HP_LOG_DIRECT) {
+		return LOG_DIRECT;
+	}
+	return log_slow(s->root, e, pos);
+}
+
+/* A free for the log: the block's entry, if it has one, is the
+ * collector's to take out.  False: the table is the client's now. */
+static bool log_free(struct client_slot *s, uint64_t key)
+{
+	uint64_t pos;
+	struct hp_event_v2 *e;
+	int how = log_take(s, &e, &pos);
+	if (how == LOG_DIRECT)
+		return false;
+	if (how == LOG_SLOT) {
+		struct hp_event_v2 ev = {.addr = key,
+		                         .kind = HP_EV_FREE,
+		                         .region = s->region_index};
+		trace_publish(e, &ev, pos);
+	}
+	return true;
+}
+
+bool recorder_log_hold(void *old, struct recorder_hold *h)
+{
+	struct client_slot *s = client_cur();
+	if (!s || !s->live_log)
+		return false;
+	int how = log_take(s, &h->e, &h->pos);
+	if (how == LOG_DIRECT)
+		return false;
+	if (how == LOG_STOPPED)
+		h->e = NULL;
+	h->s = s;
+	h->key = (uintptr_t)old;
+	return true;
+}
+
+void recorder_log_release(const struct recorder_hold *h, bool freed)
+{
+	if (!h->e)
+		return;
+	struct hp_event_v2 ev = {.addr = h->key,
+	                         .kind = freed ? HP_EV_FREE : 0,
+	                         .region = h->s->region_index};
+	trace_publish(h->e, &ev, h->pos);
+}
+
 /* ---- allocation ----------------------------------------------------- */
 
 static inline __attribute__((always_inline)) bool
@@ -704,7 +943,8 @@ record(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 	}
 	/* The live table's lines for this key are most likely cold (a random
 	 * bucket): fetch them while we unwind. */
-	if (key > HP_LIVE_BUSY)
+	if (key > HP_LIVE_BUSY &&
+	    (!s->live_log || log_state(s) == HP_LOG_DIRECT))
 		livetab_prefetch(r, key);
 	/* When it was allocated, as near the allocator's return as we get. */
 	uint64_t ts = alloc_ts(s);
@@ -743,6 +983,8 @@ bool recorder_replay(struct client_slot *s, uint64_t key, size_t size,
 	/* Freed before the attach: out again at once (the alloc_* views
 	 * keep it). */
 	struct hp_live_v2 v;
+	if (freed && s->live_log && log_free(s, key))
+		return true;
 	if (freed && livetab_remove(&s->region, key, &v))
 		recorder_apply_free(s, key, &v);
 	return true;
@@ -805,6 +1047,36 @@ again:;
 		seen = interval_of(
 		        s, atomic_load_explicit(&r->hdr->current_interval,
 		                                memory_order_relaxed));
+	uint64_t lpos;
+	struct hp_event_v2 *le;
+	int lhow = s->live_log ? log_take(s, &le, &lpos) : LOG_DIRECT;
+	if (lhow != LOG_DIRECT) {
+		/* The collector puts the entry in; the stack is charged
+		 * before the event is out, so that the collector's discharge
+		 * of a block that did not fit comes after it. */
+		uint64_t pos = lpos;
+		struct hp_event_v2 *e = lhow == LOG_SLOT ? le : NULL;
+		if (e) {
+			charge(&r->stacks[id], charged, objs);
+			struct hp_event_v2 ev = {.ts_ns = ts,
+			                         .addr = key,
+			                         .size = size,
+			                         .charged = charged,
+			                         .alloc_ts_ns = objs,
+			                         .stack_id = id,
+			                         .tid = v.tid,
+			                         .kind = HP_EV_ALLOC,
+			                         .region = s->region_index,
+			                         .heap_id = (uint16_t)heap_id};
+			trace_publish(e, &ev, pos);
+			if (HP_UNLIKELY(size == 0) && heap_id == 0)
+				region_count(r, HP_CTR_ZERO_SIZE, 1);
+		}
+		if (HP_UNLIKELY(k->level != 0))
+			region_count(r, HP_CTR_NESTED, 1);
+		guard_leave(t, k->level, k->cx);
+		return true;
+	}
 	/* Keys 0 and 1 mark empty and busy slots: such a block (only a
 	 * custom heap's key can be one) is recorded but not tracked. */
 	bool keyable = key > HP_LIVE_BUSY;
@@ -881,6 +1153,8 @@ struct client_slot *recorder_take(void *ptr, struct hp_live_v2 *out)
 		early_free((uintptr_t)ptr);
 		return NULL;
 	}
+	if (s->live_log && log_free(s, (uintptr_t)ptr))
+		return NULL;
 	if (livetab_remove(&s->region, (uintptr_t)ptr, out))
 		return s;
 	if (HP_UNLIKELY(s->prev != NULL))

@@ -354,19 +354,51 @@ static void group_fin(void *arg, int rc)
 /* ---- regions ------------------------------------------------------- */
 
 /*
+ * Whether the live table of an attach's first region is kept by the
+ * collector from a log (HP_TRACE_LOG, docs/LAYOUT.md, "The live table's
+ * log"): when every block of some heap is recorded (interval 1), nothing
+ * else needs the client to keep it (peak tracking, adaptive sampling and
+ * --block-client do), and HEAPPROF_LIVE_LOG=1 asks for it.  Off by
+ * default until two cases work: a collector stopped for over
+ * HP_LOG_STALL_MS stops the profile (the table cannot yet change hands
+ * while the collector is stopped in the middle of an event), and a signal
+ * handler that longjmps out of a hook between a position's reserve and
+ * its publication leaves the log blocked there.
+ */
+static bool live_log_wanted(const struct collector *c, uint32_t version,
+                            uint32_t index)
+{
+	const struct collector_opts *o = &c->opts;
+	if (version < 2 || index != 0)
+		return false;
+	if (o->config_flags &
+	    (HP_CFG_TRACK_MAX | HP_CFG_ADAPTIVE | HP_CFG_BLOCK_CLIENT))
+		return false;
+	if (hp_heap_select_min_interval(o->heap_select, o->nheap_select,
+	                                o->interval) != 1)
+		return false;
+	const char *e = getenv("HEAPPROF_LIVE_LOG");
+	return e && !strcmp(e, "1");
+}
+
+/*
  * Creates, formats and maps a region into *tr: `size` bytes for the
  * tables, plus the trace's bytes in region 0 of a v2 attach when the
- * session traces.  Returns the memfd (for the welcome) or a negative errno.
+ * session traces (or the live table's log when it has one).  Returns the memfd
+ * (for the welcome) or a negative errno.
  */
 static int make_region(struct collector *c, uint64_t size, uint32_t version,
                        uint32_t index, struct target_region *tr)
 {
 	const struct collector_opts *o = &c->opts;
 	bool traced = version >= 2 && index == 0 && o->trace_mode;
+	bool logged = !traced && live_log_wanted(c, version, index);
 	uint64_t tbytes = 0;
 	if (traced)
 		tbytes = o->trace_bytes ? o->trace_bytes
 		                        : HP_TRACE_DEFAULT_BYTES;
+	else if (logged)
+		tbytes = HP_LOG_BYTES;
 	size += tbytes;
 	int fd = memfd_create("heapprof-region",
 	                      MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -401,7 +433,9 @@ static int make_region(struct collector *c, uint64_t size, uint32_t version,
 	        .block_timeout_ms = o->block_timeout_ms,
 	        .layout_version = version,
 	        .region_index = index,
-	        .trace_mode = traced ? o->trace_mode : HP_TRACE_OFF,
+	        .trace_mode = traced   ? o->trace_mode
+	                      : logged ? HP_TRACE_LOG
+	                               : HP_TRACE_OFF,
 	        .trace_block_ms = traced ? o->trace_block_ms : 0,
 	        .trace_bytes = tbytes,
 	};
@@ -1252,7 +1286,7 @@ static int dump_target(struct collector *c, struct target *t,
 		snprintf(j->name, sizeof(j->name), "%s", name);
 		j->named = true;
 	}
-	if (t->tr.mode) {
+	if (t->tr.mode && t->tr.mode != HP_TRACE_LOG) {
 		j->traced = true;
 		collector_trace_stats(t, &j->pt);
 		j->pt.events = t->tr.events; /* handed over; see dump_run */
@@ -1284,8 +1318,8 @@ int collector_dump_final(struct collector *c, struct target *t,
 	if (t->retired || !t->nreg)
 		return 0;
 	int terr = t->tr.mode ? collector_trace_final(c, t) : 0;
-	int rc = dump_target(c, t, reason, NULL, ts, t->tr.mode != 0, NULL,
-	                     false);
+	bool traced = t->tr.mode && t->tr.mode != HP_TRACE_LOG;
+	int rc = dump_target(c, t, reason, NULL, ts, traced, NULL, false);
 	return rc ? rc : terr;
 }
 
@@ -1504,6 +1538,9 @@ void collector_retire(struct collector *c, struct target *t)
 		writeq_submit(&c->wq, unmap_run, free_job, j, 0, 0);
 	t->nreg = 0;
 	t->retired = true;
+	free(t->tr.acc.d);
+	free(t->tr.acc.touched);
+	memset(&t->tr.acc, 0, sizeof(t->tr.acc));
 }
 
 int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,

@@ -33,6 +33,10 @@
 #define TRACE_POLL_MS 10
 /* ... and this often when the last read found the buffer half full. */
 #define TRACE_BUSY_MS 1
+/* The live table's log: how soon the loop looks again after events, and
+ * at most while none come. */
+#define LOG_BUSY_MS 2
+#define LOG_IDLE_MS 16
 
 /* ---- dumps --------------------------------------------------------- */
 
@@ -90,7 +94,22 @@ static void trace_turn(struct session *s)
 		if (!collector_trace_active(t))
 			continue;
 		int wait = TRACE_POLL_MS;
-		if (t->tr.mode == HP_TRACE_STREAMING) {
+		if (t->tr.mode == HP_TRACE_LOG) {
+			/* The program waits when the log is full: look
+			 * again soon while it logs, backing off to
+			 * LOG_IDLE_MS while it does not. */
+			int left = collector_trace_poll(&s->col, t);
+			if (left > 0)
+				t->tr.idle_ms = 0;
+			else if (t->tr.last_read > 0)
+				t->tr.idle_ms = LOG_BUSY_MS;
+			else if (t->tr.idle_ms < LOG_IDLE_MS)
+				t->tr.idle_ms = t->tr.idle_ms
+				                        ? 2 * t->tr.idle_ms
+				                        : LOG_BUSY_MS;
+			wait = t->tr.idle_ms < LOG_IDLE_MS ? (int)t->tr.idle_ms
+			                                   : LOG_IDLE_MS;
+		} else if (t->tr.mode == HP_TRACE_STREAMING) {
 			int left = collector_trace_poll(&s->col, t);
 			if (left < 0)
 				s->write_errors++;
@@ -109,6 +128,41 @@ void session_trace_summary(struct session *s)
 {
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
+		if (t->tr.mode == HP_TRACE_LOG) {
+			/* Not a trace: said only when the program had to
+			 * wait for us, or stopped for it. */
+			if (t->tr.stop_reason == HP_STOP_LOG_STALLED)
+				fprintf(stderr,
+				        PFX
+				        "pid %d: profiling stopped early: "
+				        "record did not take its allocation "
+				        "log for %u ms (was record stopped, "
+				        "or starved of CPU?)\n",
+				        (int)t->pid, HP_LOG_STALL_MS);
+			else if (t->tr.direct_ts &&
+			         t->tr.direct_why == HP_LOG_DIRECT_BEHIND)
+				fprintf(stderr,
+				        PFX
+				        "pid %d: allocated faster than record "
+				        "could follow; from +%.3f s on it kept "
+				        "its live table itself (exact all the "
+				        "same)\n",
+				        (int)t->pid,
+				        t->tr.direct_ts > t->start_ts
+				                ? (double)(t->tr.direct_ts -
+				                           t->start_ts) /
+				                          1e9
+				                : 0.0);
+			else if (t->tr.waits && !t->tr.direct_ts)
+				fprintf(stderr,
+				        PFX "pid %d: waited %llu times "
+				            "(%.3f s in all) for record to "
+				            "take its allocation log\n",
+				        (int)t->pid,
+				        (unsigned long long)t->tr.waits,
+				        (double)t->tr.wait_ns / 1e9);
+			continue;
+		}
 		if (!t->tr.mode)
 			continue;
 		struct prof_trace pt;

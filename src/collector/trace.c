@@ -34,6 +34,8 @@
 /* Events queued for the writer past which a streaming trace is left in
  * the client's buffer for a turn. */
 #define TRACE_QUEUE_MAX (64ull << 20)
+/* Log events applied per turn of the loop (about 50 ms of work). */
+#define LOG_TURN_MAX (1ull << 20)
 
 /* The client's counts, copied while the region is mapped. */
 static void refresh(struct target *t)
@@ -50,6 +52,12 @@ static void refresh(struct target *t)
 	        atomic_load_explicit(&x->trace_waits, memory_order_relaxed);
 	t->tr.wait_ns =
 	        atomic_load_explicit(&x->trace_wait_ns, memory_order_relaxed);
+	t->tr.stop_reason = atomic_load_explicit(
+	        &t->reg[0].region.hdr->stop_reason, memory_order_relaxed);
+	t->tr.direct_ts =
+	        atomic_load_explicit(&x->log_direct_ts, memory_order_relaxed);
+	t->tr.direct_why =
+	        atomic_load_explicit(&x->log_direct_why, memory_order_relaxed);
 }
 
 static uint64_t head_of(const struct target *t)
@@ -60,7 +68,7 @@ static uint64_t head_of(const struct target *t)
 
 static void give_back(struct target *t)
 {
-	if (t->tr.mode == HP_TRACE_STREAMING)
+	if (t->tr.mode == HP_TRACE_STREAMING || t->tr.mode == HP_TRACE_LOG)
 		atomic_store_explicit(&t->reg[0].region.ext->trace_tail,
 		                      t->tr.pos, memory_order_release);
 }
@@ -126,6 +134,73 @@ static int flush(struct collector *c, struct target *t, size_t n)
 	t->tr.events += n;
 	return writeq_submit(&c->wq, events_run, events_fin, j,
 	                     n * sizeof(j->ev[0]), 0);
+}
+
+/* The log's free counters owed: sized to the stack table (calloc: pages
+ * only where ids are used). */
+static int acc_ready(struct target *t)
+{
+	struct livelog_acc *a = &t->tr.acc;
+	if (a->d)
+		return 0;
+	uint64_t cap = t->reg[0].region.stacks_cap;
+	a->d = calloc(cap, 3 * sizeof(uint64_t));
+	a->touched = calloc(cap, sizeof(uint32_t));
+	if (!a->d || !a->touched) {
+		free(a->d);
+		free(a->touched);
+		memset(a, 0, sizeof(*a));
+		return -ENOMEM;
+	}
+	a->cap = cap;
+	return 0;
+}
+
+/* The log's events [pos, end), at most limit, applied to the live table
+ * in order (HP_TRACE_LOG: nothing goes to the profile).  As read_range
+ * for what is not whole yet. */
+static int apply_range(struct target *t, uint64_t end, uint64_t limit,
+                       bool final, uint64_t deadline)
+{
+	struct hp_region *r = &t->reg[0].region;
+	if (acc_ready(t)) {
+		fprintf(stderr,
+		        "heapprof: collector: pid %d: out of memory: its live "
+		        "table is not kept up to date\n",
+		        (int)t->pid);
+		return -ENOMEM;
+	}
+	uint64_t done = 0;
+	while (t->tr.pos < end && done < limit) {
+		struct hp_event_v2 ev;
+		enum hp_ev_read rc = trace_get(r, t->tr.pos, &ev);
+		if (rc == HP_EV_READ_NOT_YET) {
+			if (final && boottime_ns() < deadline) {
+				livelog_flush(r, &t->tr.acc);
+				give_back(t);
+				struct timespec ts = {0, 100000};
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			if (!final)
+				break;
+			t->tr.incomplete++;
+		} else if (rc == HP_EV_READ_OK) {
+			livelog_apply(r, &ev, &t->tr.acc);
+			t->tr.events++;
+		}
+		t->tr.pos++;
+		done++;
+		if ((done & 4095) == 0) {
+			livelog_flush(r, &t->tr.acc);
+			give_back(t);
+		}
+	}
+	livelog_flush(r, &t->tr.acc);
+	give_back(t);
+	if (done)
+		region_count(r, HP_CTR_LIVE_LOG_EVENTS, done);
+	return 0;
 }
 
 static void pause_briefly(void)
@@ -218,7 +293,7 @@ static uint64_t readable_end(const struct target *t)
 	/* Both are the client's words: a streaming writer never runs more
 	 * than the capacity ahead of the tail, and oneshot keeps the first
 	 * capacity events only. */
-	if (t->tr.mode == HP_TRACE_STREAMING) {
+	if (t->tr.mode == HP_TRACE_STREAMING || t->tr.mode == HP_TRACE_LOG) {
 		if (head < t->tr.pos)
 			return t->tr.pos;
 		if (head - t->tr.pos > t->tr.cap)
@@ -239,6 +314,18 @@ int collector_trace_poll(struct collector *c, struct target *t)
 	if (!readable(t) || t->tr.mode == HP_TRACE_RING)
 		return 0;
 	refresh(t);
+	if (t->tr.mode == HP_TRACE_LOG) {
+		uint64_t from = t->tr.pos;
+		int rc =
+		        apply_range(t, readable_end(t), LOG_TURN_MAX, false, 0);
+		t->tr.last_read = t->tr.pos - from;
+		uint64_t end = readable_end(t);
+		t->tr.backlog = end > t->tr.pos ? end - t->tr.pos : 0;
+		if (rc)
+			return rc;
+		return t->tr.backlog > INT32_MAX ? INT32_MAX
+		                                 : (int)t->tr.backlog;
+	}
 	if (ensure_buf(c))
 		return -ENOMEM;
 	/* The writer is far behind: the events wait in the client's buffer
@@ -289,6 +376,10 @@ int collector_trace_final(struct collector *c, struct target *t)
 		                t->tr.dropped[HP_TDROP_ALLOCS] +
 		                t->tr.dropped[HP_TDROP_FREES];
 		t->tr.overwritten = head > gone ? head - gone : 0;
+	} else if (t->tr.mode == HP_TRACE_LOG) {
+		rc = apply_range(t, readable_end(t), UINT64_MAX, true,
+		                 deadline);
+		refresh(t);
 	} else {
 		/* Streaming: what a writer reserved is within the capacity
 		 * of the tail; oneshot keeps the first capacity events. */
@@ -321,7 +412,7 @@ bool collector_trace_active(const struct target *t)
 {
 	if (!readable(t))
 		return false;
-	return t->tr.mode == HP_TRACE_STREAMING ||
+	return t->tr.mode == HP_TRACE_STREAMING || t->tr.mode == HP_TRACE_LOG ||
 	       (t->tr.mode == HP_TRACE_ONESHOT && !t->tr.said_full);
 }
 

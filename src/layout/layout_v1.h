@@ -49,6 +49,9 @@ enum hp_stop_reason {
 	HP_STOP_INTERNAL = 3,  /* internal failure inside the client */
 	HP_STOP_EXIT = 4,      /* the process ran its exit handlers */
 	HP_STOP_COLLECTOR_GONE = 5, /* its connection to the collector closed */
+	HP_STOP_LOG_STALLED =
+	        6, /* the live table's log had no room for
+	            * HP_LOG_STALL_MS: the collector fell behind */
 };
 
 /* header.control, written by the collector, read by the client. */
@@ -112,6 +115,8 @@ enum hp_counter {
 	                          * the bytes the live table is held to (it
 	                          * shares the program's memory cgroup); 0:
 	                          * none */
+	HP_CTR_LIVE_LOG_EVENTS,  /* written by the collector: events of the
+	                          * live table's log it applied */
 	HP_CTR_ALL               /* counters in all */
 };
 

@@ -54,6 +54,39 @@ enum hp_trace_mode {
 	 * Stacks, frames and modules are in their own tables and are never
 	 * overwritten, so every event left stays symbolizable. */
 	HP_TRACE_RING = 3,
+	/* Not a trace the user asked for: the live table's log at interval
+	 * 1 (docs/LAYOUT.md, "The live table's log").  The client appends
+	 * its allocations and frees as streaming does (log_state); the
+	 * collector applies them to the live table and the stacks' free
+	 * counters, in order, and writes none of them to the profile. */
+	HP_TRACE_LOG = 4,
+};
+/* The log's size (bytes of events); how long a writer waits for room,
+ * and the writers in all, before the client takes the table back
+ * (HP_LOG_DIRECT); how long then for the collector to apply what was
+ * logged before, before it stops profiling (HP_STOP_LOG_STALLED). */
+#define HP_LOG_BYTES     (16ull << 20)
+#define HP_LOG_ROOM_MS   20u
+#define HP_LOG_WAITS_MS  100u
+#define HP_LOG_WAITS_MAX 1024u
+#define HP_LOG_STALL_MS  1000u
+
+/* header_ext.log_state: who keeps the live table. */
+enum hp_log_state {
+	/* The collector, from the log. */
+	HP_LOG_LOGGING = 0,
+	/* A writer found no room for HP_LOG_ROOM_MS (the program makes
+	 * events faster than the collector applies them: threads on every
+	 * core): it waits for the collector to apply what was logged, the
+	 * other writers for it. */
+	HP_LOG_SWITCHING = 1,
+	/* The client, in the table itself, as without a log; for the rest
+	 * of the session. */
+	HP_LOG_DIRECT = 2,
+};
+enum hp_log_direct {
+	HP_LOG_DIRECT_THREADS = 1, /* the program started a thread */
+	HP_LOG_DIRECT_BEHIND = 2,  /* no room (HP_LOG_ROOM_MS ...) */
 };
 
 /* trace_dropped[] indexes: events not written, exactly. */
@@ -98,7 +131,13 @@ struct hp_header_ext_v2 {
 	 * the tables would take more than a share of the memory cgroup's
 	 * room the program and the collector share. */
 	uint32_t live_limit;
-	uint64_t reserved1[3];
+	/* Client (HP_TRACE_LOG): enum hp_log_state, only moving forward;
+	 * why and when it went to HP_LOG_DIRECT (enum hp_log_direct;
+	 * CLOCK_BOOTTIME, 0: never). */
+	_Atomic uint32_t log_state;
+	_Atomic uint32_t log_direct_why;
+	_Atomic uint64_t log_direct_ts;
+	uint64_t reserved1[1];
 
 	/* Client: next event position to hand out (events ever reserved,
 	 * whether written or not). */

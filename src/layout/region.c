@@ -101,7 +101,7 @@ int region_format(void *base, uint64_t size, const struct hp_config *cfg)
 	uint32_t version =
 	        cfg->layout_version ? cfg->layout_version : HP_LAYOUT_VERSION;
 	if (version < HP_LAYOUT_MIN_VERSION || version > HP_LAYOUT_VERSION ||
-	    cfg->trace_mode > HP_TRACE_RING)
+	    cfg->trace_mode > HP_TRACE_LOG)
 		return -EINVAL;
 	bool v2 = version >= 2;
 	bool traced =
@@ -372,7 +372,7 @@ int region_bind(struct hp_region *r, void *base, uint64_t size)
 	if (fcap != 0 && (!table_ok(lf, size, 1) || fcap != lcap))
 		return -EINVAL;
 	uint32_t tmode = x ? x->trace_mode : HP_TRACE_OFF;
-	if (tcap != 0 && (tmode == HP_TRACE_OFF || tmode > HP_TRACE_RING))
+	if (tcap != 0 && (tmode == HP_TRACE_OFF || tmode > HP_TRACE_LOG))
 		return -EINVAL;
 	r->base = b;
 	r->size = size;
@@ -1191,36 +1191,52 @@ static void event_publish(struct hp_event_v2 *e, const struct hp_event_v2 *v,
 	atomic_store_explicit(&e->seq, pos + 1, memory_order_release);
 }
 
+struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos_out)
+{
+	struct hp_header_ext_v2 *x = r->ext;
+	uint64_t pos =
+	        atomic_load_explicit(&x->trace_head, memory_order_relaxed);
+	for (;;) {
+		uint64_t tail = atomic_load_explicit(&x->trace_tail,
+		                                     memory_order_acquire);
+		if (pos - tail >= r->trace_cap)
+			return NULL;
+		/* seq_cst: the log's writers load log_state after it. */
+		if (atomic_compare_exchange_weak_explicit(
+		            &x->trace_head, &pos, pos + 1, memory_order_seq_cst,
+		            memory_order_relaxed))
+			break;
+	}
+	/* The collector consumed position pos - capacity, which it does
+	 * only once that event was whole: nobody else writes this slot
+	 * now. */
+	struct hp_event_v2 *e = &r->trace[pos & (r->trace_cap - 1)];
+	atomic_store_explicit(&e->seq, HP_EVENT_BUSY, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	*pos_out = pos;
+	return e;
+}
+
+void trace_publish(struct hp_event_v2 *e, const struct hp_event_v2 *ev,
+                   uint64_t pos)
+{
+	event_publish(e, ev, pos);
+}
+
 int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
 {
 	if (!r->trace_cap)
 		return -ENODEV;
 	struct hp_header_ext_v2 *x = r->ext;
-	uint64_t mask = r->trace_cap - 1;
 	uint64_t pos;
 	struct hp_event_v2 *e;
 
 	switch (r->trace_mode) {
 	case HP_TRACE_STREAMING:
-		pos = atomic_load_explicit(&x->trace_head,
-		                           memory_order_relaxed);
-		for (;;) {
-			uint64_t tail = atomic_load_explicit(
-			        &x->trace_tail, memory_order_acquire);
-			if (pos - tail >= r->trace_cap)
-				return -EAGAIN;
-			if (atomic_compare_exchange_weak_explicit(
-			            &x->trace_head, &pos, pos + 1,
-			            memory_order_relaxed, memory_order_relaxed))
-				break;
-		}
-		/* The collector consumed position pos - capacity, which it
-		 * does only once that event was whole: nobody else writes
-		 * this slot now. */
-		e = &r->trace[pos & mask];
-		atomic_store_explicit(&e->seq, HP_EVENT_BUSY,
-		                      memory_order_relaxed);
-		atomic_thread_fence(memory_order_release);
+	case HP_TRACE_LOG:
+		e = trace_reserve(r, &pos);
+		if (!e)
+			return -EAGAIN;
 		event_publish(e, ev, pos);
 		return 0;
 	case HP_TRACE_ONESHOT:
@@ -1245,7 +1261,7 @@ int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
 	case HP_TRACE_RING: {
 		pos = atomic_fetch_add_explicit(&x->trace_head, 1,
 		                                memory_order_relaxed);
-		e = &r->trace[pos & mask];
+		e = &r->trace[pos & (r->trace_cap - 1)];
 		uint64_t s =
 		        atomic_load_explicit(&e->seq, memory_order_relaxed);
 		/* Held by another writer, or already holding a newer event
@@ -1264,6 +1280,71 @@ int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
 	default:
 		return -ENODEV;
 	}
+}
+
+static void discharge_later(const struct hp_region *r, struct livelog_acc *a,
+                            uint32_t id, uint64_t bytes, uint64_t objs)
+{
+	if (id >= a->cap || id >= r->stacks_cap)
+		return;
+	uint64_t *x = &a->d[3 * (uint64_t)id];
+	if (x[0] == 0)
+		a->touched[a->ntouched++] = id;
+	x[0] += 1;
+	x[1] += bytes;
+	x[2] += objs;
+}
+
+int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
+                  struct livelog_acc *a)
+{
+	if (ev->kind == HP_EV_ALLOC) {
+		/* A stack id no client hands out: nothing was charged to
+		 * it, nothing to track. */
+		if (ev->stack_id >= r->stacks_cap)
+			return 0;
+		/* alloc_ts_ns carries the objects charged (16.16) in a log. */
+		struct hp_live_v2 v = {.stack_id = ev->stack_id,
+		                       .heap_id = ev->heap_id,
+		                       .tid = ev->tid,
+		                       .size = ev->size,
+		                       .charged = ev->charged,
+		                       .objects_fp = ev->alloc_ts_ns,
+		                       .ts_ns = ev->ts_ns};
+		if (ev->addr > HP_LIVE_BUSY &&
+		    livetab_insert(r, ev->addr, &v) == 0)
+			return 1;
+		discharge_later(r, a, ev->stack_id, ev->charged,
+		                ev->alloc_ts_ns);
+		region_count(r, HP_CTR_LIVE_FULL, 1);
+		region_count(r, HP_CTR_LIVE_FULL_BYTES, ev->charged);
+		return 0;
+	}
+	if (ev->kind == HP_EV_FREE) {
+		struct hp_live_v2 v;
+		if (!livetab_remove(r, ev->addr, &v))
+			return 0;
+		discharge_later(r, a, v.stack_id, v.charged, v.objects_fp);
+		return 1;
+	}
+	return 0;
+}
+
+void livelog_flush(struct hp_region *r, struct livelog_acc *a)
+{
+	for (uint64_t i = 0; i < a->ntouched; i++) {
+		uint32_t id = a->touched[i];
+		uint64_t *x = &a->d[3 * (uint64_t)id];
+		struct hp_stack_v1 *s = &r->stacks[id];
+		atomic_fetch_add_explicit(&s->free_count, x[0],
+		                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->free_bytes, x[1],
+		                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->free_objects_fp, x[2],
+		                          memory_order_relaxed);
+		x[0] = x[1] = x[2] = 0;
+	}
+	a->ntouched = 0;
 }
 
 enum hp_ev_read trace_get(const struct hp_region *r, uint64_t pos,

@@ -352,6 +352,39 @@ int livetab_level_ranges(const struct hp_region *r, uint32_t j,
 int trace_put(struct hp_region *r, const struct hp_event_v2 *ev);
 /* Counts ev as dropped (trace_dropped[]). */
 void trace_drop(struct hp_region *r, const struct hp_event_v2 *ev);
+/* Streaming and the log, in two steps: a position reserved (its slot
+ * marked busy; NULL when there is no room, nothing reserved), then the
+ * event published there.  Between them the reader waits at that position:
+ * the caller publishes soon and always (an event of kind 0 where it has
+ * nothing to say). */
+struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos);
+void trace_publish(struct hp_event_v2 *e, const struct hp_event_v2 *ev,
+                   uint64_t pos);
+
+/*
+ * The live table's log (HP_TRACE_LOG), the collector's side: applies one
+ * event the client logged.  HP_EV_ALLOC: its entry goes into the live
+ * table (the client charged the stack already); if it does not fit, or
+ * its key is not one a table can hold, it is counted as freed at once
+ * (HP_CTR_LIVE_FULL).  HP_EV_FREE: the key's entry, if any, leaves the
+ * table.  The stacks' free counters are not changed here: what to
+ * discharge is added up in *a, and livelog_flush adds it to the stacks in
+ * one go, so that the collector writes a stack's record once per batch
+ * (not once per free) while the program reads it.  Events of other kinds,
+ * allocations on stack ids beyond the table, and discharges beyond a->cap
+ * are ignored (the client's data are not trusted).  Returns 1 if the event
+ * changed the table, else 0.
+ */
+struct livelog_acc {
+	uint64_t cap;      /* stack ids [0, cap) */
+	uint64_t *d;       /* 3 words an id: count, bytes, objects (16.16) */
+	uint32_t *touched; /* ids with a nonzero count, cap of them at most */
+	uint64_t ntouched;
+};
+int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
+                  struct livelog_acc *a);
+/* Adds what *a holds to the stacks' free counters and clears it. */
+void livelog_flush(struct hp_region *r, struct livelog_acc *a);
 
 /*
  * The reader's side: the event at position pos.

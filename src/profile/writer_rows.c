@@ -40,6 +40,7 @@ static const char *const counter_names[] = {
         [HP_CTR_ZERO_SIZE] = "zero_size_allocations",
         [HP_CTR_LIVE_UNPREPARED] = "live_levels_unprepared",
         [HP_CTR_LIVE_LIMIT] = "live_table_limit_bytes",
+        [HP_CTR_LIVE_LOG_EVENTS] = "live_log_events",
 };
 
 /* Add stack s (at leaf callsite) to its (callsite, heap) entry, which

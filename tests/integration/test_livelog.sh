@@ -1,0 +1,155 @@
+#!/bin/bash
+# The live table's log (docs/LAYOUT.md, "The live table's log"): at -i 1
+# a single-threaded program appends its allocations and frees and record
+# applies them to the live table.  Experimental, off by default: every
+# session here asks for it with HEAPPROF_LIVE_LOG=1, and compares with the
+# default.
+#
+#   exact      progs/ll_burst under record -i 1: every view of every
+#              function exact, with a realloc that fails (the block stays)
+#              and one that moves; the same profile without the log
+#   threads    the same program then starts threads, which free blocks the
+#              collector put in from the log: the table changes hands
+#              (the process keeps it itself) and every view is exact
+#   sqlite3    Debian's sqlite3 on a fixed script: the same allocations,
+#              frees and leaks with the log as without it
+#   stalled    record stopped (SIGSTOP) while the program allocates: the
+#              program does not wait for it beyond the stall bound, runs
+#              to its end as bare while record is still stopped, and the
+#              profile says that profiling stopped early and why (what
+#              keeps the log off by default: without it the profile stays
+#              exact, test_faults.sh (b))
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/helpers.sh"
+t_setup_build "$1"
+LLB="$PROGS/ll_burst"
+t_require "$HP" "$BUILD/libheapprof.so" "$LLB"
+. "$HERE/session_helpers.sh"
+unset LD_PRELOAD
+export HEAPPROF_LIVE_LOG=1
+
+N=1000000
+K=$((N / 10))
+
+stat_of() { # DB NAME: a process counter of the profile
+	sqlq "$1" "SELECT coalesce(sum(value), 0) FROM heapprof_process_stats WHERE name = '$2';"
+}
+
+# check_burst DB LIVE48: the views of ll_burst's functions (threads: the
+# workers' too), LIVE48 the blocks of ll_burst_alloc still live.
+check_burst() {
+	local db=$1 live=$2
+	check_views "$db" ll_warm 1000 48000 0 0
+	check_views "$db" ll_burst_alloc "$N" $((48 * N)) "$live" $((48 * live))
+	check_views "$db" ll_realloc 1 4096 1 4096
+}
+
+# ---------------------------------------------------------------------------
+t_begin "exact: ll_burst $N under record -i 1 (the log): every view exact, a failed realloc keeps its block, a moved one moves"
+bare_run llb "$LLB" - - "$N"
+assert_eq 0 "$BARE_RC" "bare exit status"
+assert_eq "kept $((K - 1))" "$(cat "$T_DIR/llb.bare.out" 2>/dev/null)" "bare output"
+hp_record llb -i 1 -o "$T_DIR/llb.db" -- "$LLB" - - "$N"
+assert_eq 0 "$REC_RC" "record's exit status"
+assert_eq "kept $((K - 1))" "$(cat "$T_DIR/llb.out")" "the program's output as bare"
+if db_valid "$T_DIR/llb.db"; then
+	check_burst "$T_DIR/llb.db" $((K - 1))
+	assert_eq 0 "$(stat_of "$T_DIR/llb.db" live_table_full)" "nothing lost to a full table"
+	# Every allocation and free of the program went through the log:
+	# at least the burst's N allocations and 0.9 N frees.
+	assert_match "^[0-9]+$" "$(stat_of "$T_DIR/llb.db" live_log_events)" "live_log_events counted"
+	assert_eq 1 "$(($(stat_of "$T_DIR/llb.db" live_log_events) >= N + N * 9 / 10))" \
+		"the log carried the burst ($(stat_of "$T_DIR/llb.db" live_log_events) events)"
+fi
+assert_no_match "kept its live table itself|stopped early" "$(cat "$T_DIR/llb.err")" \
+	"the log kept up (record says nothing about it)"
+
+t_begin "exact: the same without the log (the default): the same views"
+HEAPPROF_LIVE_LOG=0 hp_record llb0 -i 1 -o "$T_DIR/llb0.db" -- "$LLB" - - "$N"
+assert_eq 0 "$REC_RC" "record's exit status"
+if db_valid "$T_DIR/llb0.db"; then
+	check_burst "$T_DIR/llb0.db" $((K - 1))
+	assert_eq 0 "$(stat_of "$T_DIR/llb0.db" live_log_events)" "no log"
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "threads: the program starts threads that free what the collector put in: the table changes hands, every view exact"
+hp_record llt -i 1 -o "$T_DIR/llt.db" -- "$LLB" - - "$N" threads
+assert_eq 0 "$REC_RC" "record's exit status"
+assert_eq "kept 1" "$(cat "$T_DIR/llt.out")" "the program's output"
+if db_valid "$T_DIR/llt.db"; then
+	check_burst "$T_DIR/llt.db" 1
+	assert_eq 1 "$(($(stat_of "$T_DIR/llt.db" live_log_events) >= N))" \
+		"the single-threaded part went through the log"
+	check_views "$T_DIR/llt.db" ll_thread_alloc 2000 128000 0 0
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "sqlite3: Debian's sqlite3 on a fixed script: the same allocations, frees and leaks with the log as without it"
+if ! command -v sqlite3 >/dev/null; then
+	t_skip "sqlite3 not installed"
+else
+	{
+		echo "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL);"
+		echo "BEGIN;"
+		for i in $(seq 1 3000); do echo "INSERT INTO t(b, c) VALUES ('row $i', $i.5);"; done
+		echo "COMMIT;"
+		echo "CREATE INDEX tb ON t(b);"
+		echo "SELECT count(*), sum(c) FROM t WHERE b LIKE 'row 1%';"
+		echo "DELETE FROM t WHERE a % 3 = 0;"
+		echo "SELECT count(*) FROM t;"
+	} >"$W/fixed.sql"
+	totals() { # DB: allocations, frees, leaked bytes at the end dump
+		sqlq "$1" "SELECT sum(CASE WHEN count > 0 THEN count ELSE 0 END) || ' ' ||
+		  -sum(CASE WHEN count < 0 THEN count ELSE 0 END) || ' ' || sum(size)
+		  FROM heap_profile_allocation;"
+	}
+	bare_run sq sqlite3 :memory: ".read $W/fixed.sql"
+	hp_record sq1 -i 1 -o "$T_DIR/sq1.db" -- sqlite3 :memory: ".read $W/fixed.sql"
+	assert_eq "$(cat "$T_DIR/sq.bare.out")" "$(cat "$T_DIR/sq1.out")" "output as bare (log)"
+	HEAPPROF_LIVE_LOG=0 hp_record sq0 -i 1 -o "$T_DIR/sq0.db" -- sqlite3 :memory: ".read $W/fixed.sql"
+	assert_eq "$(cat "$T_DIR/sq.bare.out")" "$(cat "$T_DIR/sq0.out")" "output as bare (no log)"
+	if db_valid "$T_DIR/sq1.db" && db_valid "$T_DIR/sq0.db"; then
+		a=$(totals "$T_DIR/sq1.db")
+		b=$(totals "$T_DIR/sq0.db")
+		t_note "sqlite3 allocations, frees, leaked bytes: log $a, no log $b"
+		assert_eq "$b" "$a" "allocations, frees and leaks equal"
+		assert_match "^[1-9][0-9]{4,} " "$a" "tens of thousands of allocations at least"
+		assert_eq 1 "$(($(stat_of "$T_DIR/sq1.db" live_log_events) > 100000))" \
+			"sqlite3's allocations and frees went through the log"
+	fi
+fi
+
+# ---------------------------------------------------------------------------
+t_begin "stalled: record stopped while the program allocates: the program runs to its end while record is stopped, as bare; the profile says profiling stopped early"
+rm -f "$W/ready" "$W/go"
+start_record st -i 1 -o "$T_DIR/st.db" -- "$LLB" "$W/ready" "$W/go" "$N"
+if wait_until 30 "the program ready" test -e "$W/ready"; then
+	REC=$(pgrep -P "$RPID" -x heapprof | head -n 1)
+	[ -n "$REC" ] || REC=$RPID
+	kill -STOP "$REC"
+	: >"$W/go"
+	# The program ends (its output written) with record still stopped:
+	# it waited for the log at most HP_LOG_STALL_MS (1 s), then went on
+	# unprofiled.
+	wait_until 60 "the program's end while record is stopped" grep_q "$T_DIR/st.out" "^kept "
+	assert_eq T "$(awk '{ print $3 }' "/proc/$REC/stat" 2>/dev/null)" "record was stopped all along"
+	kill -CONT "$REC"
+fi
+wait_record st
+assert_eq 0 "$REC_RC" "record's exit status"
+assert_eq "kept $((K - 1))" "$(cat "$T_DIR/st.out")" "the program's output as bare"
+burst=$(sed -n 's/^burst_ms //p' "$T_DIR/st.err")
+t_note "the burst took ${burst:-?} ms with record stopped"
+assert_match "profiling stopped early: record did not take its allocation log for 1000 ms" \
+	"$(cat "$T_DIR/st.err")" "record says profiling stopped early, and why"
+if db_valid "$T_DIR/st.db"; then
+	assert_match "stopped recording early: record did not take the process's allocation log" \
+		"$("$HP" report "$T_DIR/st.db" 2>&1)" "the report says so"
+	# What was logged before the stop is in the profile: the warm-up's
+	# blocks, all freed.
+	check_views "$T_DIR/st.db" ll_warm 1000 48000 0 0
+fi
+
+t_summary
