@@ -71,12 +71,6 @@ void rep_print_warnings(sqlite3 *db, const struct rd_process *p)
 	if (p->stop_reason == HP_STOP_INTERNAL)
 		printf("  warning: the profiler stopped recording early after "
 		       "an internal failure in the process\n");
-	if (p->stop_reason == HP_STOP_LOG_STALLED)
-		printf("  warning: the profiler stopped recording early: "
-		       "record did not take the process's allocation log for "
-		       "%u ms (was it stopped, or starved of CPU?); what "
-		       "follows is the heap as it was then\n",
-		       HP_LOG_STALL_MS);
 }
 
 /*

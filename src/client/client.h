@@ -95,6 +95,14 @@ struct client_slot {
 	/* The live table is the collector's: allocations and frees go to
 	 * the log in region 0 (HP_TRACE_LOG), not into the table. */
 	bool live_log;
+	/* root, once it took the table back from a collector stopped in the
+	 * middle of inserting a block (log_inflight): that block. */
+	bool lq_alloc;
+	uint64_t lq_key;
+	struct hp_live_v2 lq_v;
+	/* root: when its takeover began (tick clock), kept across a longjmp
+	 * out of it and the resumption. */
+	uint64_t take_start_ns;
 	uint8_t region_index;
 	/* CLOCK_BOOTTIME - CLOCK_MONOTONIC at setup (recorder_alloc_ts). */
 	uint64_t boot_offset;
@@ -256,6 +264,12 @@ struct client_tls {
 	uintptr_t alt_lo, alt_hi;
 	/* The capture context this thread had last (unwind.c): a hint. */
 	uint16_t ctx_hint;
+	/* This thread is taking the live table back from the log: the frame
+	 * (and its return address) of the call doing it.  A hook nested in
+	 * it (a signal handler's) must not wait for it; a hook after a
+	 * longjmp out of it (the frame gone: unwind_frame_gone) finishes
+	 * it. */
+	uintptr_t log_take_frame, log_take_ra;
 	/* [0]: the outermost hook running on this thread; [1]: a record
 	 * nested in it (an allocation by a signal handler that interrupted
 	 * it).  Written only by this thread, read by its signal handlers. */
@@ -305,7 +319,7 @@ HP_HIDDEN void recorder_put_back(struct client_slot *s, void *ptr,
 struct recorder_hold {
 	struct client_slot *s;
 	struct hp_event_v2 *e;
-	uint64_t pos, key;
+	uint64_t pos, was, key;
 };
 HP_HIDDEN bool recorder_log_hold(void *old, struct recorder_hold *h);
 HP_HIDDEN void recorder_log_release(const struct recorder_hold *h, bool freed);

@@ -131,9 +131,12 @@ static void charge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
 	counter_add(&s->alloc_objects_fp, objs, single);
 }
 
-static void discharge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs)
+/* shared: the collector may add to the same free counters (a table the
+ * client took back from the live table's log): atomic adds. */
+static void discharge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs,
+                      bool shared)
 {
-	bool single = __libc_single_threaded;
+	bool single = __libc_single_threaded && !shared;
 	counter_add(&s->free_count, 1, single);
 	counter_add(&s->free_bytes, bytes, single);
 	counter_add(&s->free_objects_fp, objs, single);
@@ -172,6 +175,8 @@ void recorder_slot_setup(struct client_slot *s, uint32_t gen)
 	struct hp_region *r = &s->region;
 	s->region_index = r->ext ? (uint8_t)r->ext->region_index : 0;
 	s->live_log = r->trace_cap != 0 && r->trace_mode == HP_TRACE_LOG;
+	s->lq_alloc = false;
+	s->take_start_ns = 0;
 	s->traced = r->trace_cap != 0 && !s->live_log;
 	uint32_t bms = r->ext ? r->ext->trace_block_ms : 0;
 	if (bms == 0)
@@ -559,6 +564,10 @@ trace_free(struct client_slot *s, uint64_t key, const struct hp_live_v2 *v)
 
 /* How far ahead of its position a writer of the log prefetches. */
 #define LOG_AHEAD 8
+/* Taking the table over: how long to wait for the collector to finish
+ * the event it holds, and for a writer to make its position whole, before
+ * treating them as stopped or gone. */
+#define LOG_WAIT_NS (20 * 1000000ull)
 
 static inline void cpu_relax(void)
 {
@@ -571,11 +580,23 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static void relax_a_while(void)
+{
+	for (int i = 0; i < 64; i++)
+		cpu_relax();
+}
+
+static inline uint64_t tick_ns(void)
+{
+	return hp_clock_ns(CLOCK_MONOTONIC_COARSE);
+}
+
 /* What log_take gives. */
 enum log_take {
 	LOG_SLOT,   /* a position of the log, held: publish there */
 	LOG_DIRECT, /* the table is the client's (HP_LOG_DIRECT): use it */
-	LOG_STOPPED /* profiling stopped instead (client_stop) */
+	LOG_SKIP    /* a hook nested in this thread's takeover: neither
+	             * (not recorded, counted in HP_CTR_REENTRANT) */
 };
 
 static inline uint32_t log_state(const struct client_slot *s)
@@ -584,56 +605,242 @@ static inline uint32_t log_state(const struct client_slot *s)
 	                            memory_order_seq_cst);
 }
 
-static bool log_stop_asked(const struct hp_region *r)
+/*
+ * A free in a table the client took back from the log: as livetab_remove
+ * (which leaves alone the slot the collector named for the event it was
+ * stopped in), and when the block is the one the collector was putting in
+ * then, that insert cancelled (HP_LOGQ_CANCELLED: the collector takes it
+ * out when it resumes).  True: *out is the block's entry.
+ */
+static bool log_direct_remove(struct client_slot *root, uint64_t key,
+                              struct hp_live_v2 *out)
 {
-	return atomic_load_explicit(&r->hdr->control, memory_order_relaxed) ==
-	       HP_CONTROL_STOP;
+	struct hp_region *r = &root->region;
+	_Atomic uint64_t *q = &r->ext->log_q;
+	for (;;) {
+		if (livetab_remove(r, key, out))
+			return true;
+		uint64_t v = atomic_load_explicit(q, memory_order_seq_cst);
+		if ((v & 7) != HP_LOGQ_ALLOC || !root->lq_alloc ||
+		    key != root->lq_key)
+			return false;
+		if (atomic_compare_exchange_strong_explicit(
+		            q, &v, (v & ~(uint64_t)7) | HP_LOGQ_CANCELLED,
+		            memory_order_seq_cst, memory_order_seq_cst)) {
+			*out = root->lq_v;
+			return true;
+		}
+		/* The collector finished it meanwhile: look again. */
+	}
+}
+
+/* An event of the log, applied by the client (taking the table over, or
+ * a writer whose position the takeover gave up on). */
+static void log_apply_direct(struct client_slot *root,
+                             const struct hp_event_v2 *ev)
+{
+	struct hp_region *r = &root->region;
+	if (ev->kind == HP_EV_ALLOC) {
+		if (ev->stack_id >= r->stacks_cap)
+			return;
+		struct hp_live_v2 v = {.stack_id = ev->stack_id,
+		                       .heap_id = ev->heap_id,
+		                       .tid = ev->tid,
+		                       .size = ev->size,
+		                       .charged = ev->charged,
+		                       .objects_fp = ev->alloc_ts_ns,
+		                       .ts_ns = ev->ts_ns};
+		if (ev->addr > HP_LIVE_BUSY &&
+		    livetab_insert(r, ev->addr, &v) == 0)
+			return;
+		discharge(&r->stacks[ev->stack_id], ev->charged,
+		          ev->alloc_ts_ns, true);
+		region_count(r, HP_CTR_LIVE_FULL, 1);
+		region_count(r, HP_CTR_LIVE_FULL_BYTES, ev->charged);
+	} else if (ev->kind == HP_EV_FREE) {
+		struct hp_live_v2 v;
+		if (log_direct_remove(root, ev->addr, &v) &&
+		    v.stack_id < r->stacks_cap)
+			discharge(&r->stacks[v.stack_id], v.charged,
+			          v.objects_fp, true);
+	}
 }
 
 /*
- * No room in the log, or the table changing hands.  Spins (no system
- * call: the tick clock is a read of the vDSO's page).  With room within
- * HP_LOG_ROOM_MS (and the writers' waits in all under HP_LOG_WAITS_MS and
- * HP_LOG_WAITS_MAX of them: the tick clock cannot see short ones), a
- * position.  Without: the program makes events faster
- * than the collector applies them (its threads on every core, or the
- * collector stopped), so this writer takes the table back for the client
- * (HP_LOG_SWITCHING): it waits until the collector applied everything
- * logged before, the other writers wait for it, and from then on every
- * writer uses the table itself (HP_LOG_DIRECT).  If the collector does not
- * apply the log within HP_LOG_STALL_MS, profiling stops
- * (HP_STOP_LOG_STALLED): a profile that stops, and says so, rather than
- * one whose counts are wrong.  Waits are counted as the trace's
- * (trace_waits, trace_wait_ns).
+ * The event the collector took at pos and, after LOG_WAIT_NS, has not
+ * finished: it is stopped in the middle of it.  log_q says how far it got:
+ * no slot named yet, and the client takes the event (HP_LOGQ_TAKEN: the
+ * collector, when it resumes, applies nothing) and applies it; a slot it
+ * is inserting into, and the block is the collector's to put there (a
+ * free of it meanwhile cancels it: log_direct_remove); a slot it is
+ * emptying, and the entry there is as good as gone (livetab_remove skips
+ * the slot).  False: the collector moved on after all.
  */
-static __attribute__((noinline)) int
-log_slow(struct client_slot *root, struct hp_event_v2 **e, uint64_t *pos)
+static bool log_inflight(struct client_slot *root, uint64_t pos)
 {
 	struct hp_region *r = &root->region;
 	struct hp_header_ext_v2 *x = r->ext;
-	uint64_t start = hp_clock_ns(CLOCK_MONOTONIC_COARSE), now = start;
+	const struct hp_event_v2 *e = &r->trace[pos & (r->trace_cap - 1)];
+	struct hp_event_v2 ev = {
+	        .ts_ns = __atomic_load_n(&e->ts_ns, __ATOMIC_RELAXED),
+	        .addr = __atomic_load_n(&e->addr, __ATOMIC_RELAXED),
+	        .size = __atomic_load_n(&e->size, __ATOMIC_RELAXED),
+	        .charged = __atomic_load_n(&e->charged, __ATOMIC_RELAXED),
+	        .alloc_ts_ns =
+	                __atomic_load_n(&e->alloc_ts_ns, __ATOMIC_RELAXED),
+	        .stack_id = __atomic_load_n(&e->stack_id, __ATOMIC_RELAXED),
+	        .tid = __atomic_load_n(&e->tid, __ATOMIC_RELAXED),
+	        .kind = __atomic_load_n(&e->kind, __ATOMIC_RELAXED),
+	        .heap_id = __atomic_load_n(&e->heap_id, __ATOMIC_RELAXED)};
+	uint64_t v = 0;
+	if (atomic_compare_exchange_strong_explicit(
+	            &x->log_q, &v, HP_LOGQ_TAKEN, memory_order_seq_cst,
+	            memory_order_seq_cst)) {
+		log_apply_direct(root, &ev);
+		return true;
+	}
+	if (atomic_load_explicit(&x->log_done, memory_order_acquire) > pos)
+		return false;
+	if ((v & 7) == HP_LOGQ_ALLOC && ev.kind == HP_EV_ALLOC) {
+		root->lq_key = ev.addr;
+		root->lq_v = (struct hp_live_v2){.stack_id = ev.stack_id,
+		                                 .heap_id = ev.heap_id,
+		                                 .tid = ev.tid,
+		                                 .size = ev.size,
+		                                 .charged = ev.charged,
+		                                 .objects_fp = ev.alloc_ts_ns,
+		                                 .ts_ns = ev.ts_ns};
+		root->lq_alloc = true;
+	}
+	return true;
+}
+
+/*
+ * Takes the table back from the collector (this writer set
+ * HP_LOG_SWITCHING): every event logged so far is applied, in order, by
+ * the collector (what it took) or here (the rest); a position no writer
+ * makes whole within LOG_WAIT_NS is given up on (its writer, if it ever
+ * goes on, applies its event directly); then HP_LOG_DIRECT.  Waits only
+ * on bounded things: never on a collector that does not run.
+ */
+static __attribute__((noinline)) void log_takeover(struct client_slot *root,
+                                                   uint32_t why)
+{
+	struct hp_region *r = &root->region;
+	struct hp_header_ext_v2 *x = r->ext;
+	uint64_t head =
+	        atomic_load_explicit(&x->trace_head, memory_order_seq_cst);
+	uint64_t pos =
+	        atomic_load_explicit(&x->trace_tail, memory_order_acquire);
+	uint64_t done =
+	        atomic_load_explicit(&x->log_done, memory_order_acquire);
+	if (done > pos)
+		pos = done;
+	/* The wait counts from the takeover's start, across a longjmp out
+	 * of it and its resumption (a program whose signals interrupt it
+	 * every few microseconds still gets past a position nobody will
+	 * make whole). */
+	if (!root->take_start_ns)
+		root->take_start_ns = tick_ns();
+	while (pos < head) {
+		struct hp_event_v2 ev;
+		bool late = tick_ns() - root->take_start_ns >= LOG_WAIT_NS;
+		int g = livelog_steal(r, pos, &ev, late);
+		if (g == HP_LOGGRAB_TAKEN) {
+			log_apply_direct(root, &ev);
+		} else if (g == HP_LOGGRAB_COLLECTOR) {
+			if (atomic_load_explicit(&x->log_done,
+			                         memory_order_acquire) <= pos) {
+				if (!late) {
+					relax_a_while();
+					continue;
+				}
+				if (!log_inflight(root, pos))
+					continue;
+			}
+		} else if (g == HP_LOGGRAB_NOT_YET) {
+			relax_a_while();
+			continue;
+		}
+		/* CLIENT, ABANDONED: nothing to apply. */
+		pos++;
+	}
+	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
+	atomic_store_explicit(&x->log_direct_ts, ts ? ts : 1,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&x->log_direct_why, why, memory_order_relaxed);
+	atomic_store_explicit(&x->log_state, HP_LOG_DIRECT,
+	                      memory_order_seq_cst);
+}
+
+/*
+ * No room in the log, a thread, or the table changing hands.  Spins (no
+ * system call: the tick clock is a read of the vDSO's page).  With room
+ * within HP_LOG_ROOM_MS (and the writers' waits in all under
+ * HP_LOG_WAITS_MS and HP_LOG_WAITS_MAX of them: the tick clock cannot see
+ * short ones), a position.  Without, or once the process has a second
+ * thread, this writer takes the table back for the client
+ * (log_takeover); the other writers wait for it (bounded: it waits on
+ * nothing that does not run).  Waits are counted as the trace's
+ * (trace_waits, trace_wait_ns).
+ */
+static __attribute__((noinline)) int log_slow(struct client_slot *root,
+                                              struct hp_event_v2 **e,
+                                              uint64_t *pos, uint64_t *was)
+{
+	struct hp_region *r = &root->region;
+	struct hp_header_ext_v2 *x = r->ext;
+	uint64_t start = tick_ns(), now = start;
 	const uint64_t room = (uint64_t)HP_LOG_ROOM_MS * 1000000ull;
-	const uint64_t stall = (uint64_t)HP_LOG_STALL_MS * 1000000ull;
 	const uint64_t waits = (uint64_t)HP_LOG_WAITS_MS * 1000000ull;
-	int got = LOG_STOPPED;
-	uint32_t why = HP_STOP_LOG_STALLED;
+	const uint64_t stall = 1000 * 1000000ull;
 	/* Threads: measured on 2 cores, 8 threads allocating make events
 	 * faster than the collector applies them, and contend for the
 	 * log's head; the table is faster in their own hands. */
 	bool threads = !__libc_single_threaded;
-	for (;;) {
-		if (log_stop_asked(r)) {
-			why = HP_STOP_REQUESTED;
-			break;
+	struct client_tls *t = &hp_tls;
+	uintptr_t me = (uintptr_t)__builtin_frame_address(0);
+	bool resume = false;
+	if (HP_UNLIKELY(t->log_take_frame != 0)) {
+		if (!unwind_frame_gone(t->log_take_frame, t->log_take_ra, me)) {
+			/* Nested in this thread's takeover. */
+			region_count(r, HP_CTR_REENTRANT, 1);
+			return LOG_SKIP;
 		}
+		/* A longjmp left it half done: this thread finishes it. */
+		t->log_take_frame = 0;
+		resume = true;
+	}
+	int got;
+	for (;;) {
 		uint32_t st = atomic_load_explicit(&x->log_state,
 		                                   memory_order_seq_cst);
 		if (st == HP_LOG_DIRECT) {
 			got = LOG_DIRECT;
 			break;
 		}
+		if (st == HP_LOG_SWITCHING && resume) {
+			t->log_take_ra = (uintptr_t)__builtin_return_address(0);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			t->log_take_frame = me;
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			log_takeover(root, HP_LOG_DIRECT_BEHIND);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			t->log_take_frame = 0;
+			got = LOG_DIRECT;
+			break;
+		}
+		if (st == HP_LOG_SWITCHING && now - start >= stall) {
+			/* Another thread's takeover that does not end (a
+			 * longjmp left it, and that thread allocates no
+			 * more): stop profiling rather than wait. */
+			client_stop(root, HP_STOP_INTERNAL);
+			return LOG_SKIP;
+		}
 		if (st == HP_LOG_LOGGING) {
-			*e = threads ? NULL : trace_reserve(r, pos);
+			bool gone = false;
+			*e = threads ? NULL
+			             : livelog_reserve(r, pos, was, &gone);
 			if (*e) {
 				if (atomic_load_explicit(
 				            &x->log_state,
@@ -645,65 +852,39 @@ log_slow(struct client_slot *root, struct hp_event_v2 **e, uint64_t *pos)
 				/* Switching began after we reserved: the
 				 * position carries nothing. */
 				struct hp_event_v2 none = {.kind = 0};
-				trace_publish(*e, &none, *pos);
+				livelog_publish(*e, &none, *pos, *was);
 				continue;
 			}
-			uint32_t want = HP_LOG_LOGGING;
 			uint64_t waited =
 			        atomic_load_explicit(&x->trace_wait_ns,
 			                             memory_order_relaxed) +
 			        (now - start);
 			uint64_t nwaits = atomic_load_explicit(
 			        &x->trace_waits, memory_order_relaxed);
-			if ((threads || now - start >= room ||
+			uint32_t want = HP_LOG_LOGGING;
+			if ((threads || gone || now - start >= room ||
 			     waited >= waits || nwaits >= HP_LOG_WAITS_MAX) &&
 			    atomic_compare_exchange_strong_explicit(
 			            &x->log_state, &want, HP_LOG_SWITCHING,
 			            memory_order_seq_cst,
 			            memory_order_seq_cst)) {
-				/* Every position handed out so far is whole
-				 * and applied once the tail reaches it. */
-				uint64_t head = atomic_load_explicit(
-				        &x->trace_head, memory_order_seq_cst);
-				while (atomic_load_explicit(
-				               &x->trace_tail,
-				               memory_order_acquire) < head &&
-				       now - start < stall &&
-				       !log_stop_asked(r)) {
-					for (int i = 0; i < 64; i++)
-						cpu_relax();
-					now = hp_clock_ns(
-					        CLOCK_MONOTONIC_COARSE);
-				}
-				if (atomic_load_explicit(&x->trace_tail,
-				                         memory_order_acquire) <
-				    head) {
-					if (log_stop_asked(r))
-						why = HP_STOP_REQUESTED;
-					break;
-				}
-				uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
-				atomic_store_explicit(
-				        &x->log_direct_why,
-				        threads ? HP_LOG_DIRECT_THREADS
-				                : HP_LOG_DIRECT_BEHIND,
-				        memory_order_relaxed);
-				atomic_store_explicit(&x->log_direct_ts,
-				                      ts ? ts : 1,
-				                      memory_order_relaxed);
-				atomic_store_explicit(&x->log_state,
-				                      HP_LOG_DIRECT,
-				                      memory_order_seq_cst);
+				t->log_take_ra =
+				        (uintptr_t)__builtin_return_address(0);
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);
+				t->log_take_frame = me;
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);
+				log_takeover(root,
+				             threads ? HP_LOG_DIRECT_THREADS
+				                     : HP_LOG_DIRECT_BEHIND);
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);
+				t->log_take_frame = 0;
 				got = LOG_DIRECT;
 				break;
 			}
 		}
-		/* No room, or another writer switching: wait. */
-		if (now - start >= stall)
-			break;
-		for (int i = 0; i < 64; i++)
-			cpu_relax();
-		now = hp_clock_ns(CLOCK_MONOTONIC_COARSE);
+		/* No room, or another writer taking the table over. */
+		relax_a_while();
+		now = tick_ns();
 	}
 	if (now != start) {
 		atomic_fetch_add_explicit(&x->trace_waits, 1,
@@ -711,21 +892,20 @@ log_slow(struct client_slot *root, struct hp_event_v2 **e, uint64_t *pos)
 		atomic_fetch_add_explicit(&x->trace_wait_ns, now - start,
 		                          memory_order_relaxed);
 	}
-	if (got == LOG_STOPPED)
-		client_stop(root, why);
 	return got;
 }
 
 /* A position in the log of s's attach (LOG_SLOT: *e is its slot, held),
- * or what to do instead. */
+ * or LOG_DIRECT: the table is the client's. */
 static inline int log_take(struct client_slot *s, struct hp_event_v2 **e,
-                           uint64_t *pos)
+                           uint64_t *pos, uint64_t *was)
 {
 	struct hp_region *r = &s->root->region;
 	uint32_t st = log_state(s);
 	if (HP_LIKELY(st == HP_LOG_LOGGING) &&
 	    HP_LIKELY(__libc_single_threaded)) {
-		*e = trace_reserve(r, pos);
+		bool gone;
+		*e = livelog_reserve(r, pos, was, &gone);
 		/* seq_cst, after the reserve's: a switch that began before
 		 * it is seen here (log_slow). */
 		if (HP_LIKELY(*e != NULL) &&
@@ -741,29 +921,41 @@ static inline int log_take(struct client_slot *s, struct hp_event_v2 **e,
 		}
 		if (*e) {
 			struct hp_event_v2 none = {.kind = 0};
-			trace_publish(*e, &none, *pos);
+			livelog_publish(*e, &none, *pos, *was);
 		}
 	} else if (st == HP_LOG_DIRECT) {
 		return LOG_DIRECT;
 	}
-	return log_slow(s->root, e, pos);
+	return log_slow(s->root, e, pos, was);
+}
+
+/* Publishes ev at the position held; if a takeover gave up on it
+ * meanwhile, applies it directly: the takeover gave up on it only once
+ * it had applied every position before it, and no later position
+ * concerns the same address (the address is not back in the program's
+ * hands before this returns). */
+static void log_put(struct client_slot *s, struct hp_event_v2 *e,
+                    const struct hp_event_v2 *ev, uint64_t pos, uint64_t was)
+{
+	if (HP_LIKELY(livelog_publish(e, ev, pos, was)))
+		return;
+	log_apply_direct(s->root, ev);
 }
 
 /* A free for the log: the block's entry, if it has one, is the
  * collector's to take out.  False: the table is the client's now. */
 static bool log_free(struct client_slot *s, uint64_t key)
 {
-	uint64_t pos;
+	uint64_t pos, was;
 	struct hp_event_v2 *e;
-	int how = log_take(s, &e, &pos);
+	int how = log_take(s, &e, &pos, &was);
 	if (how == LOG_DIRECT)
 		return false;
-	if (how == LOG_SLOT) {
-		struct hp_event_v2 ev = {.addr = key,
-		                         .kind = HP_EV_FREE,
-		                         .region = s->region_index};
-		trace_publish(e, &ev, pos);
-	}
+	if (how == LOG_SKIP)
+		return true;
+	struct hp_event_v2 ev = {
+	        .addr = key, .kind = HP_EV_FREE, .region = s->region_index};
+	log_put(s, e, &ev, pos, was);
 	return true;
 }
 
@@ -772,10 +964,10 @@ bool recorder_log_hold(void *old, struct recorder_hold *h)
 	struct client_slot *s = client_cur();
 	if (!s || !s->live_log)
 		return false;
-	int how = log_take(s, &h->e, &h->pos);
+	int how = log_take(s, &h->e, &h->pos, &h->was);
 	if (how == LOG_DIRECT)
 		return false;
-	if (how == LOG_STOPPED)
+	if (how == LOG_SKIP)
 		h->e = NULL;
 	h->s = s;
 	h->key = (uintptr_t)old;
@@ -789,7 +981,7 @@ void recorder_log_release(const struct recorder_hold *h, bool freed)
 	struct hp_event_v2 ev = {.addr = h->key,
 	                         .kind = freed ? HP_EV_FREE : 0,
 	                         .region = h->s->region_index};
-	trace_publish(h->e, &ev, h->pos);
+	log_put(h->s, h->e, &ev, h->pos, h->was);
 }
 
 /* ---- allocation ----------------------------------------------------- */
@@ -985,7 +1177,8 @@ bool recorder_replay(struct client_slot *s, uint64_t key, size_t size,
 	struct hp_live_v2 v;
 	if (freed && s->live_log && log_free(s, key))
 		return true;
-	if (freed && livetab_remove(&s->region, key, &v))
+	if (freed && (s->live_log ? log_direct_remove(s->root, key, &v)
+	                          : livetab_remove(&s->region, key, &v)))
 		recorder_apply_free(s, key, &v);
 	return true;
 }
@@ -1047,31 +1240,31 @@ again:;
 		seen = interval_of(
 		        s, atomic_load_explicit(&r->hdr->current_interval,
 		                                memory_order_relaxed));
-	uint64_t lpos;
+	uint64_t lpos, lwas;
 	struct hp_event_v2 *le;
-	int lhow = s->live_log ? log_take(s, &le, &lpos) : LOG_DIRECT;
-	if (lhow != LOG_DIRECT) {
+	int lhow = s->live_log ? log_take(s, &le, &lpos, &lwas) : LOG_DIRECT;
+	if (HP_UNLIKELY(lhow == LOG_SKIP)) {
+		guard_leave(t, k->level, k->cx);
+		return false;
+	}
+	if (lhow == LOG_SLOT) {
 		/* The collector puts the entry in; the stack is charged
 		 * before the event is out, so that the collector's discharge
 		 * of a block that did not fit comes after it. */
-		uint64_t pos = lpos;
-		struct hp_event_v2 *e = lhow == LOG_SLOT ? le : NULL;
-		if (e) {
-			charge(&r->stacks[id], charged, objs);
-			struct hp_event_v2 ev = {.ts_ns = ts,
-			                         .addr = key,
-			                         .size = size,
-			                         .charged = charged,
-			                         .alloc_ts_ns = objs,
-			                         .stack_id = id,
-			                         .tid = v.tid,
-			                         .kind = HP_EV_ALLOC,
-			                         .region = s->region_index,
-			                         .heap_id = (uint16_t)heap_id};
-			trace_publish(e, &ev, pos);
-			if (HP_UNLIKELY(size == 0) && heap_id == 0)
-				region_count(r, HP_CTR_ZERO_SIZE, 1);
-		}
+		charge(&r->stacks[id], charged, objs);
+		struct hp_event_v2 ev = {.ts_ns = ts,
+		                         .addr = key,
+		                         .size = size,
+		                         .charged = charged,
+		                         .alloc_ts_ns = objs,
+		                         .stack_id = id,
+		                         .tid = v.tid,
+		                         .kind = HP_EV_ALLOC,
+		                         .region = s->region_index,
+		                         .heap_id = (uint16_t)heap_id};
+		log_put(s, le, &ev, lpos, lwas);
+		if (HP_UNLIKELY(size == 0) && heap_id == 0)
+			region_count(r, HP_CTR_ZERO_SIZE, 1);
 		if (HP_UNLIKELY(k->level != 0))
 			region_count(r, HP_CTR_NESTED, 1);
 		guard_leave(t, k->level, k->cx);
@@ -1101,7 +1294,7 @@ again:;
 	if (rc != 0) {
 		/* Its free could never be matched: count it as freed now so
 		 * the space view is not inflated, and say so. */
-		discharge(st, charged, objs);
+		discharge(st, charged, objs, s->live_log);
 		region_count(r, HP_CTR_LIVE_FULL, 1);
 		region_count(r, HP_CTR_LIVE_FULL_BYTES, charged);
 	} else if (HP_UNLIKELY(s->track_max)) {
@@ -1127,7 +1320,8 @@ void recorder_apply_free(struct client_slot *s, uint64_t key,
 		return;
 	if (HP_UNLIKELY(s->track_max))
 		stackmax_touch(r, v->stack_id);
-	discharge(&r->stacks[v->stack_id], v->charged, v->objects_fp);
+	discharge(&r->stacks[v->stack_id], v->charged, v->objects_fp,
+	          s->live_log);
 	if (HP_UNLIKELY(s->track_max))
 		stackmax_free(&s->root->region, v->charged);
 	if (HP_UNLIKELY(s->traced))
@@ -1153,8 +1347,12 @@ struct client_slot *recorder_take(void *ptr, struct hp_live_v2 *out)
 		early_free((uintptr_t)ptr);
 		return NULL;
 	}
-	if (s->live_log && log_free(s, (uintptr_t)ptr))
-		return NULL;
+	if (s->live_log) {
+		if (log_free(s, (uintptr_t)ptr) ||
+		    !log_direct_remove(s->root, (uintptr_t)ptr, out))
+			return NULL;
+		return s;
+	}
 	if (livetab_remove(&s->region, (uintptr_t)ptr, out))
 		return s;
 	if (HP_UNLIKELY(s->prev != NULL))

@@ -356,14 +356,10 @@ static void group_fin(void *arg, int rc)
 /*
  * Whether the live table of an attach's first region is kept by the
  * collector from a log (HP_TRACE_LOG, docs/LAYOUT.md, "The live table's
- * log"): when every block of some heap is recorded (interval 1), nothing
+ * log"): when the session records every block (interval 1), nothing
  * else needs the client to keep it (peak tracking, adaptive sampling and
- * --block-client do), and HEAPPROF_LIVE_LOG=1 asks for it.  Off by
- * default until two cases work: a collector stopped for over
- * HP_LOG_STALL_MS stops the profile (the table cannot yet change hands
- * while the collector is stopped in the middle of an event), and a signal
- * handler that longjmps out of a hook between a position's reserve and
- * its publication leaves the log blocked there.
+ * --block-client do), and HEAPPROF_LIVE_LOG is not 0 (a switch for
+ * measuring one against the other).
  */
 static bool live_log_wanted(const struct collector *c, uint32_t version,
                             uint32_t index)
@@ -374,11 +370,13 @@ static bool live_log_wanted(const struct collector *c, uint32_t version,
 	if (o->config_flags &
 	    (HP_CFG_TRACK_MAX | HP_CFG_ADAPTIVE | HP_CFG_BLOCK_CLIENT))
 		return false;
-	if (hp_heap_select_min_interval(o->heap_select, o->nheap_select,
-	                                o->interval) != 1)
+	/* Interval 1 for the session: no live filter (when sampling, a
+	 * free the filter calls unsampled is not logged, and the filter is
+	 * the collector's to update: too late for that). */
+	if (o->interval != 1)
 		return false;
 	const char *e = getenv("HEAPPROF_LIVE_LOG");
-	return e && !strcmp(e, "1");
+	return !(e && !strcmp(e, "0"));
 }
 
 /*

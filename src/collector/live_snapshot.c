@@ -180,8 +180,6 @@ static const char *stop_str(uint32_t r)
 		return "it is exiting";
 	case HP_STOP_COLLECTOR_GONE:
 		return "its collector went away";
-	case HP_STOP_LOG_STALLED:
-		return "its collector fell behind its live table's log";
 	}
 	return "no reason given";
 }

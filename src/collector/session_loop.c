@@ -99,9 +99,9 @@ static void trace_turn(struct session *s)
 			 * again soon while it logs, backing off to
 			 * LOG_IDLE_MS while it does not. */
 			int left = collector_trace_poll(&s->col, t);
-			if (left > 0)
+			if (left > 0 && t->tr.last_read > 0)
 				t->tr.idle_ms = 0;
-			else if (t->tr.last_read > 0)
+			else if (left > 0 || t->tr.last_read > 0)
 				t->tr.idle_ms = LOG_BUSY_MS;
 			else if (t->tr.idle_ms < LOG_IDLE_MS)
 				t->tr.idle_ms = t->tr.idle_ms
@@ -129,24 +129,18 @@ void session_trace_summary(struct session *s)
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
 		if (t->tr.mode == HP_TRACE_LOG) {
-			/* Not a trace: said only when the program had to
-			 * wait for us, or stopped for it. */
-			if (t->tr.stop_reason == HP_STOP_LOG_STALLED)
+			/* Not a trace: said only when the program took the
+			 * table back because we fell behind, or waited. */
+			if (t->tr.direct_ts &&
+			    t->tr.direct_why == HP_LOG_DIRECT_BEHIND)
 				fprintf(stderr,
 				        PFX
-				        "pid %d: profiling stopped early: "
-				        "record did not take its allocation "
-				        "log for %u ms (was record stopped, "
-				        "or starved of CPU?)\n",
-				        (int)t->pid, HP_LOG_STALL_MS);
-			else if (t->tr.direct_ts &&
-			         t->tr.direct_why == HP_LOG_DIRECT_BEHIND)
-				fprintf(stderr,
-				        PFX
-				        "pid %d: allocated faster than record "
-				        "could follow; from +%.3f s on it kept "
-				        "its live table itself (exact all the "
-				        "same)\n",
+				        "pid %d: its allocation log stalled "
+				        "(record busy or stopped, or a hook "
+				        "left by a longjmp); from +%.3f s on "
+				        "it "
+				        "kept its live table itself (exact all "
+				        "the same)\n",
 				        (int)t->pid,
 				        t->tr.direct_ts > t->start_ts
 				                ? (double)(t->tr.direct_ts -

@@ -52,8 +52,6 @@ static void refresh(struct target *t)
 	        atomic_load_explicit(&x->trace_waits, memory_order_relaxed);
 	t->tr.wait_ns =
 	        atomic_load_explicit(&x->trace_wait_ns, memory_order_relaxed);
-	t->tr.stop_reason = atomic_load_explicit(
-	        &t->reg[0].region.hdr->stop_reason, memory_order_relaxed);
 	t->tr.direct_ts =
 	        atomic_load_explicit(&x->log_direct_ts, memory_order_relaxed);
 	t->tr.direct_why =
@@ -157,8 +155,11 @@ static int acc_ready(struct target *t)
 }
 
 /* The log's events [pos, end), at most limit, applied to the live table
- * in order (HP_TRACE_LOG: nothing goes to the profile).  As read_range
- * for what is not whole yet. */
+ * in order (HP_TRACE_LOG: nothing goes to the profile).  Not final: stops
+ * at a position no writer has made whole.  Final (the process gone or
+ * leaving): waits for one until deadline, then skips it as incomplete.
+ * Once the client has taken the table over (log_state, or a position it
+ * took), nothing more is applied. */
 static int apply_range(struct target *t, uint64_t end, uint64_t limit,
                        bool final, uint64_t deadline)
 {
@@ -171,10 +172,17 @@ static int apply_range(struct target *t, uint64_t end, uint64_t limit,
 		return -ENOMEM;
 	}
 	uint64_t done = 0;
+	/* Once per turn: log_state is on the line the program's writers
+	 * update at every event.  Each position is taken by CAS, by us or by
+	 * a client taking the table over, so a takeover that begins during
+	 * the turn only makes a take fail. */
+	if (atomic_load_explicit(&r->ext->log_state, memory_order_seq_cst) !=
+	    HP_LOG_LOGGING)
+		end = t->tr.pos;
 	while (t->tr.pos < end && done < limit) {
 		struct hp_event_v2 ev;
-		enum hp_ev_read rc = trace_get(r, t->tr.pos, &ev);
-		if (rc == HP_EV_READ_NOT_YET) {
+		int rc = livelog_take(r, t->tr.pos, &ev);
+		if (rc == HP_LOGGRAB_NOT_YET) {
 			if (final && boottime_ns() < deadline) {
 				livelog_flush(r, &t->tr.acc);
 				give_back(t);
@@ -185,9 +193,16 @@ static int apply_range(struct target *t, uint64_t end, uint64_t limit,
 			if (!final)
 				break;
 			t->tr.incomplete++;
-		} else if (rc == HP_EV_READ_OK) {
-			livelog_apply(r, &ev, &t->tr.acc);
+		} else if (rc == HP_LOGGRAB_TAKEN) {
+			/* Applied even if the client begins to take over
+			 * now: it leaves a taken position to us. */
+			if (livelog_apply(r, &ev, &t->tr.acc) < 0)
+				break;
+			atomic_store_explicit(&r->ext->log_done, t->tr.pos + 1,
+			                      memory_order_release);
 			t->tr.events++;
+		} else {
+			break; /* the client's now */
 		}
 		t->tr.pos++;
 		done++;

@@ -49,9 +49,6 @@ enum hp_stop_reason {
 	HP_STOP_INTERNAL = 3,  /* internal failure inside the client */
 	HP_STOP_EXIT = 4,      /* the process ran its exit handlers */
 	HP_STOP_COLLECTOR_GONE = 5, /* its connection to the collector closed */
-	HP_STOP_LOG_STALLED =
-	        6, /* the live table's log had no room for
-	            * HP_LOG_STALL_MS: the collector fell behind */
 };
 
 /* header.control, written by the collector, read by the client. */

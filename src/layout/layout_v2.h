@@ -63,27 +63,43 @@ enum hp_trace_mode {
 };
 /* The log's size (bytes of events); how long a writer waits for room,
  * and the writers in all, before the client takes the table back
- * (HP_LOG_DIRECT); how long then for the collector to apply what was
- * logged before, before it stops profiling (HP_STOP_LOG_STALLED). */
+ * (HP_LOG_DIRECT). */
 #define HP_LOG_BYTES     (16ull << 20)
 #define HP_LOG_ROOM_MS   20u
 #define HP_LOG_WAITS_MS  100u
 #define HP_LOG_WAITS_MAX 1024u
-#define HP_LOG_STALL_MS  1000u
 
 /* header_ext.log_state: who keeps the live table. */
 enum hp_log_state {
 	/* The collector, from the log. */
 	HP_LOG_LOGGING = 0,
 	/* A writer found no room for HP_LOG_ROOM_MS (the program makes
-	 * events faster than the collector applies them: threads on every
-	 * core): it waits for the collector to apply what was logged, the
-	 * other writers for it. */
+	 * events faster than the collector applies them, or the collector
+	 * is stopped), or the process has a second thread: that writer
+	 * takes the table back (the collector finishes the event it holds,
+	 * the writer applies the rest), the other writers wait for it. */
 	HP_LOG_SWITCHING = 1,
 	/* The client, in the table itself, as without a log; for the rest
 	 * of the session. */
 	HP_LOG_DIRECT = 2,
 };
+/* log_q's low 3 bits. */
+enum hp_log_q {
+	HP_LOGQ_ALLOC = 1,     /* collector: inserting into the slot */
+	HP_LOGQ_FREE = 2,      /* collector: taking the slot's entry out */
+	HP_LOGQ_CANCELLED = 3, /* client: the block the collector is putting
+	                        * into the slot was freed meanwhile: the
+	                        * collector takes it out again */
+	HP_LOGQ_TAKEN = 7,     /* client: took the event over before the
+	                        * collector named a slot: it applies none */
+};
+
+/* A log position's seq (HP_TRACE_LOG): position + 1 when whole, the
+ * previous lap's value while a writer holds it, else a tag in the top two
+ * bits with the position. */
+#define HP_LOG_CLAIMED(p) ((2ull << 62) | (p)) /* the collector took it */
+#define HP_LOG_GONE(p)    ((3ull << 62) | (p)) /* the client took it over */
+
 enum hp_log_direct {
 	HP_LOG_DIRECT_THREADS = 1, /* the program started a thread */
 	HP_LOG_DIRECT_BEHIND = 2,  /* no room (HP_LOG_ROOM_MS ...) */
@@ -131,20 +147,32 @@ struct hp_header_ext_v2 {
 	 * the tables would take more than a share of the memory cgroup's
 	 * room the program and the collector share. */
 	uint32_t live_limit;
-	/* Client (HP_TRACE_LOG): enum hp_log_state, only moving forward;
-	 * why and when it went to HP_LOG_DIRECT (enum hp_log_direct;
-	 * CLOCK_BOOTTIME, 0: never). */
-	_Atomic uint32_t log_state;
-	_Atomic uint32_t log_direct_why;
+	/* HP_TRACE_LOG, on this line, which the client does not read while
+	 * the collector keeps the table: the collector's position past the
+	 * last event it applied; when the client took the table back
+	 * (CLOCK_BOOTTIME, 0: never); the slot of the event the collector
+	 * is applying (slot << 3 | HP_LOGQ_*, written by the collector and
+	 * by a client taking the table over), 0 between events. */
+	_Atomic uint64_t log_done;
 	_Atomic uint64_t log_direct_ts;
-	uint64_t reserved1[1];
+	_Atomic uint64_t log_q;
 
 	/* Client: next event position to hand out (events ever reserved,
 	 * whether written or not). */
 	_Atomic uint64_t trace_head;
-	/* Client: HP_TRACE_ONESHOT: CLOCK_BOOTTIME when the first event
-	 * did not fit; 0 while none was refused. */
-	_Atomic uint64_t trace_full_ts;
+	union {
+		/* Client: HP_TRACE_ONESHOT: CLOCK_BOOTTIME when the first
+		 * event did not fit; 0 while none was refused. */
+		_Atomic uint64_t trace_full_ts;
+		/* Client: HP_TRACE_LOG (on the line of trace_head, which
+		 * every writer has in its cache): enum hp_log_state, only
+		 * moving forward, and why it went to HP_LOG_DIRECT (enum
+		 * hp_log_direct). */
+		struct {
+			_Atomic uint32_t log_state;
+			_Atomic uint32_t log_direct_why;
+		};
+	};
 	_Atomic uint64_t trace_dropped[HP_TDROP_COUNT];
 	/* Client: streaming with HP_CFG_BLOCK_CLIENT: writers that waited
 	 * for room, and the nanoseconds they waited in all. */

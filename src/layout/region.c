@@ -774,7 +774,8 @@ static int64_t bucket_take(struct hp_region *r, uint64_t b, uint32_t slots,
 /* Inserts into level `level`: 0, or -ENOSPC when every bucket of the key
  * there is full. */
 static int level_insert(struct hp_region *r, uint32_t level, uint64_t addr,
-                        const struct hp_live_v2 *v, uint32_t *pressure)
+                        const struct hp_live_v2 *v, uint32_t *pressure,
+                        _Atomic uint64_t *q, int64_t *slot)
 {
 	/* With bucket fill (when sampling) the emptier bucket is tried
 	 * first: two choices balance the load far better than first-fit.
@@ -806,6 +807,23 @@ static int level_insert(struct hp_region *r, uint32_t level, uint64_t addr,
 		                        local && which > 0);
 		if (i < 0)
 			continue;
+		if (q) {
+			/* The log's collector: the slot is named before it
+			 * is written, so that a client taking the table
+			 * over leaves it alone (or refuses it: TAKEN). */
+			uint64_t none = 0;
+			if (!atomic_compare_exchange_strong_explicit(
+			            q, &none,
+			            ((uint64_t)i << 3) | HP_LOGQ_ALLOC,
+			            memory_order_seq_cst,
+			            memory_order_seq_cst)) {
+				atomic_store_explicit(&r->live_keys[i],
+				                      HP_LIVE_EMPTY,
+				                      memory_order_release);
+				return -EAGAIN;
+			}
+			*slot = i;
+		}
 		uint32_t fill = 0;
 		if (r->use_fill)
 			fill = atomic_fetch_add_explicit(
@@ -842,8 +860,9 @@ static void raise_open(struct hp_region *r, uint32_t j)
 	}
 }
 
-int livetab_insert_p(struct hp_region *r, uint64_t addr,
-                     const struct hp_live_v2 *v, uint32_t *pressure)
+static int insert_q(struct hp_region *r, uint64_t addr,
+                    const struct hp_live_v2 *v, uint32_t *pressure,
+                    _Atomic uint64_t *q, int64_t *slot)
 {
 	/* From the level the collector says to fill (live_first) up; a
 	 * level past the open one is opened before a block goes there. */
@@ -854,12 +873,19 @@ int livetab_insert_p(struct hp_region *r, uint64_t addr,
 			raise_open(r, level);
 			open = level;
 		}
-		if (level_insert(r, level, addr, v, pressure) == 0)
-			return 0;
+		int rc = level_insert(r, level, addr, v, pressure, q, slot);
+		if (rc != -ENOSPC)
+			return rc;
 	}
 	if (pressure)
 		*pressure = 2 * HP_LIVE_BUCKET;
 	return -ENOSPC;
+}
+
+int livetab_insert_p(struct hp_region *r, uint64_t addr,
+                     const struct hp_live_v2 *v, uint32_t *pressure)
+{
+	return insert_q(r, addr, v, pressure, NULL, NULL);
 }
 
 void livetab_prefetch(const struct hp_region *r, uint64_t addr)
@@ -916,7 +942,8 @@ uint32_t livetab_load_pct(const struct hp_region *r, uint64_t addr)
 /* addr's entry in bucket b taken out into *out: 1; 0 not there; -1 there
  * but another free took it first. */
 static int bucket_remove(struct hp_region *r, uint64_t b, uint64_t addr,
-                         struct hp_live_v2 *out)
+                         struct hp_live_v2 *out, uint64_t skip,
+                         _Atomic uint64_t *q)
 {
 	if (r->use_fill &&
 	    atomic_load_explicit(&r->live_fill[b / HP_LIVE_BUCKET],
@@ -924,17 +951,39 @@ static int bucket_remove(struct hp_region *r, uint64_t b, uint64_t addr,
 		return 0;
 	for (uint32_t i = 0; i < HP_LIVE_BUCKET; i++) {
 		_Atomic uint64_t *k = &r->live_keys[b + i];
-		if (atomic_load_explicit(k, memory_order_relaxed) != addr)
+		if (atomic_load_explicit(k, memory_order_relaxed) != addr ||
+		    b + i == skip)
 			continue;
+		if (q) {
+			/* The log's collector names the slot first (see
+			 * level_insert); TAKEN: the client took over. */
+			uint64_t none = 0;
+			if (!atomic_compare_exchange_strong_explicit(
+			            q, &none, ((b + i) << 3) | HP_LOGQ_FREE,
+			            memory_order_seq_cst, memory_order_seq_cst))
+				return -2;
+		}
 		uint64_t want = addr;
 		atomic_thread_fence(memory_order_acquire);
 		live_load(&r->live_values[b + i], out);
 		/* CAS, not store: two racing frees of one pointer (a program
 		 * bug) must not both take it back. */
+		/* With log_q named, the slot stays busy until the name is
+		 * gone: a client that passed over it must not fill it and
+		 * then pass over its own entry. */
 		if (!atomic_compare_exchange_strong_explicit(
-		            k, &want, HP_LIVE_EMPTY, memory_order_acq_rel,
-		            memory_order_relaxed))
+		            k, &want, q ? HP_LIVE_BUSY : HP_LIVE_EMPTY,
+		            memory_order_acq_rel, memory_order_relaxed)) {
+			if (q)
+				atomic_store_explicit(q, 0,
+				                      memory_order_seq_cst);
 			return -1;
+		}
+		if (q) {
+			atomic_store_explicit(q, 0, memory_order_seq_cst);
+			atomic_store_explicit(k, HP_LIVE_EMPTY,
+			                      memory_order_release);
+		}
 		if (r->use_fill)
 			atomic_fetch_sub_explicit(
 			        &r->live_fill[b / HP_LIVE_BUCKET], 1,
@@ -946,10 +995,25 @@ static int bucket_remove(struct hp_region *r, uint64_t b, uint64_t addr,
 	return 0;
 }
 
-bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
+/* The slot a client of a log-kept table must not look at: the one the
+ * collector named for the event it was stopped in (HP_LOGQ_*); else
+ * UINT64_MAX. */
+static uint64_t logq_skip(const struct hp_region *r)
+{
+	if (r->trace_mode != HP_TRACE_LOG || !r->ext)
+		return UINT64_MAX;
+	uint64_t v = atomic_load_explicit(&r->ext->log_q, memory_order_seq_cst);
+	uint64_t kind = v & 7;
+	return kind >= HP_LOGQ_ALLOC && kind <= HP_LOGQ_CANCELLED ? v >> 3
+	                                                          : UINT64_MAX;
+}
+
+static int remove_q(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out,
+                    _Atomic uint64_t *q)
 {
 	if (!livetab_maybe_live(r, addr))
-		return false;
+		return 0;
+	uint64_t skip = q ? UINT64_MAX : logq_skip(r);
 	int choices = live_choices(r);
 	/* The block was inserted before this free, in a level up to the
 	 * open one: the level inserts go to first (most frees are of recent
@@ -968,13 +1032,18 @@ bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
 			for (int w = from; w < to; w++) {
 				int rc = bucket_remove(
 				        r, live_bucket(r, addr, level, w), addr,
-				        out);
+				        out, skip, q);
 				if (rc)
-					return rc > 0;
+					return rc;
 			}
 		}
 	}
-	return false;
+	return 0;
+}
+
+bool livetab_remove(struct hp_region *r, uint64_t addr, struct hp_live_v2 *out)
+{
+	return remove_q(r, addr, out, NULL) > 0;
 }
 
 /* livetab_advance: keys read to estimate a level's fill; the fill at
@@ -1191,7 +1260,7 @@ static void event_publish(struct hp_event_v2 *e, const struct hp_event_v2 *v,
 	atomic_store_explicit(&e->seq, pos + 1, memory_order_release);
 }
 
-struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos_out)
+static struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos_out)
 {
 	struct hp_header_ext_v2 *x = r->ext;
 	uint64_t pos =
@@ -1217,12 +1286,6 @@ struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos_out)
 	return e;
 }
 
-void trace_publish(struct hp_event_v2 *e, const struct hp_event_v2 *ev,
-                   uint64_t pos)
-{
-	event_publish(e, ev, pos);
-}
-
 int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
 {
 	if (!r->trace_cap)
@@ -1233,7 +1296,6 @@ int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
 
 	switch (r->trace_mode) {
 	case HP_TRACE_STREAMING:
-	case HP_TRACE_LOG:
 		e = trace_reserve(r, &pos);
 		if (!e)
 			return -EAGAIN;
@@ -1298,6 +1360,7 @@ static void discharge_later(const struct hp_region *r, struct livelog_acc *a,
 int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
                   struct livelog_acc *a)
 {
+	_Atomic uint64_t *q = &r->ext->log_q;
 	if (ev->kind == HP_EV_ALLOC) {
 		/* A stack id no client hands out: nothing was charged to
 		 * it, nothing to track. */
@@ -1311,9 +1374,32 @@ int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
 		                       .charged = ev->charged,
 		                       .objects_fp = ev->alloc_ts_ns,
 		                       .ts_ns = ev->ts_ns};
-		if (ev->addr > HP_LIVE_BUSY &&
-		    livetab_insert(r, ev->addr, &v) == 0)
-			return 1;
+		int64_t slot = -1;
+		int rc = ev->addr > HP_LIVE_BUSY
+		                 ? insert_q(r, ev->addr, &v, NULL, q, &slot)
+		                 : -EINVAL;
+		if (rc == -EAGAIN)
+			return -1;
+		if (rc == 0) {
+			uint64_t want = ((uint64_t)slot << 3) | HP_LOGQ_ALLOC;
+			if (atomic_compare_exchange_strong_explicit(
+			            q, &want, 0, memory_order_seq_cst,
+			            memory_order_seq_cst))
+				return 1;
+			/* HP_LOGQ_CANCELLED: the client took the table over
+			 * and the program freed the block meanwhile (the
+			 * client discharged it); the entry comes out. */
+			uint64_t k = ev->addr;
+			bool mine = atomic_compare_exchange_strong_explicit(
+			        &r->live_keys[slot], &k, HP_LIVE_BUSY,
+			        memory_order_acq_rel, memory_order_relaxed);
+			atomic_store_explicit(q, 0, memory_order_seq_cst);
+			if (mine)
+				atomic_store_explicit(&r->live_keys[slot],
+				                      HP_LIVE_EMPTY,
+				                      memory_order_release);
+			return 0;
+		}
 		discharge_later(r, a, ev->stack_id, ev->charged,
 		                ev->alloc_ts_ns);
 		region_count(r, HP_CTR_LIVE_FULL, 1);
@@ -1322,12 +1408,99 @@ int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
 	}
 	if (ev->kind == HP_EV_FREE) {
 		struct hp_live_v2 v;
-		if (!livetab_remove(r, ev->addr, &v))
+		int rc = remove_q(r, ev->addr, &v, q);
+		if (rc == -2)
+			return -1;
+		if (rc <= 0)
 			return 0;
 		discharge_later(r, a, v.stack_id, v.charged, v.objects_fp);
 		return 1;
 	}
 	return 0;
+}
+
+struct hp_event_v2 *livelog_reserve(struct hp_region *r, uint64_t *pos,
+                                    uint64_t *was, bool *gone)
+{
+	struct hp_header_ext_v2 *x = r->ext;
+	*gone = false;
+	uint64_t p = atomic_load_explicit(&x->trace_head, memory_order_relaxed);
+	for (;;) {
+		uint64_t tail = atomic_load_explicit(&x->trace_tail,
+		                                     memory_order_acquire);
+		if (p - tail >= r->trace_cap)
+			return NULL;
+		/* seq_cst: the writer loads log_state after it. */
+		if (atomic_compare_exchange_weak_explicit(
+		            &x->trace_head, &p, p + 1, memory_order_seq_cst,
+		            memory_order_relaxed))
+			break;
+	}
+	*pos = p;
+	struct hp_event_v2 *e = &r->trace[p & (r->trace_cap - 1)];
+	/* No busy mark (one locked instruction less): the slot's seq still
+	 * holds what the last lap left, which no reader takes for position
+	 * p, and the publish is a CAS from it, which fails if a client
+	 * taking the table over gave up on p meanwhile. */
+	*was = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (*was == HP_LOG_GONE(p)) {
+		/* Given up on already: the operation is ours to apply
+		 * directly. */
+		*gone = true;
+		return NULL;
+	}
+	return e;
+}
+
+bool livelog_publish(struct hp_event_v2 *e, const struct hp_event_v2 *ev,
+                     uint64_t pos, uint64_t was)
+{
+	event_store(e, ev);
+	return atomic_compare_exchange_strong_explicit(&e->seq, &was, pos + 1,
+	                                               memory_order_release,
+	                                               memory_order_relaxed);
+}
+
+/* The event at pos, copied once whole; then the CAS that takes it. */
+static int log_grab(const struct hp_region *r, uint64_t pos,
+                    struct hp_event_v2 *out, uint64_t mark, bool abandon)
+{
+	struct hp_event_v2 *e = &r->trace[pos & (r->trace_cap - 1)];
+	uint64_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	for (;;) {
+		if (s == pos + 1) {
+			event_load(e, out);
+			out->seq = pos + 1;
+			if (atomic_compare_exchange_strong_explicit(
+			            &e->seq, &s, mark, memory_order_acq_rel,
+			            memory_order_acquire))
+				return HP_LOGGRAB_TAKEN;
+			continue;
+		}
+		if (s == HP_LOG_CLAIMED(pos))
+			return HP_LOGGRAB_COLLECTOR;
+		if (s == HP_LOG_GONE(pos))
+			return HP_LOGGRAB_CLIENT;
+		/* Reserved, not whole yet (or not even marked busy). */
+		if (!abandon)
+			return HP_LOGGRAB_NOT_YET;
+		if (atomic_compare_exchange_strong_explicit(
+		            &e->seq, &s, HP_LOG_GONE(pos), memory_order_acq_rel,
+		            memory_order_acquire))
+			return HP_LOGGRAB_ABANDONED;
+	}
+}
+
+int livelog_take(const struct hp_region *r, uint64_t pos,
+                 struct hp_event_v2 *out)
+{
+	return log_grab(r, pos, out, HP_LOG_CLAIMED(pos), false);
+}
+
+int livelog_steal(const struct hp_region *r, uint64_t pos,
+                  struct hp_event_v2 *out, bool abandon)
+{
+	return log_grab(r, pos, out, HP_LOG_GONE(pos), abandon);
 }
 
 void livelog_flush(struct hp_region *r, struct livelog_acc *a)

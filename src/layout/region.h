@@ -352,28 +352,55 @@ int livetab_level_ranges(const struct hp_region *r, uint32_t j,
 int trace_put(struct hp_region *r, const struct hp_event_v2 *ev);
 /* Counts ev as dropped (trace_dropped[]). */
 void trace_drop(struct hp_region *r, const struct hp_event_v2 *ev);
-/* Streaming and the log, in two steps: a position reserved (its slot
- * marked busy; NULL when there is no room, nothing reserved), then the
- * event published there.  Between them the reader waits at that position:
- * the caller publishes soon and always (an event of kind 0 where it has
- * nothing to say). */
-struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos);
-void trace_publish(struct hp_event_v2 *e, const struct hp_event_v2 *ev,
-                   uint64_t pos);
 
 /*
- * The live table's log (HP_TRACE_LOG), the collector's side: applies one
- * event the client logged.  HP_EV_ALLOC: its entry goes into the live
- * table (the client charged the stack already); if it does not fit, or
- * its key is not one a table can hold, it is counted as freed at once
- * (HP_CTR_LIVE_FULL).  HP_EV_FREE: the key's entry, if any, leaves the
- * table.  The stacks' free counters are not changed here: what to
+ * The live table's log (HP_TRACE_LOG; docs/LAYOUT.md, "The live table's
+ * log").  Positions' seq: HP_LOG_CLAIMED / HP_LOG_GONE (layout_v2.h).
+ *
+ * Writer (the client): livelog_reserve takes the next position while
+ * there is room (NULL, nothing taken, when there is none), and what its
+ * slot's seq held (*was, for the publish); NULL with *gone: a client
+ * taking the table over gave up on the position (the operation is to be
+ * applied directly).  livelog_publish makes the event whole (a CAS from
+ * *was); false: the takeover gave up on it meanwhile (apply it directly).
+ */
+struct hp_event_v2 *livelog_reserve(struct hp_region *r, uint64_t *pos,
+                                    uint64_t *was, bool *gone);
+bool livelog_publish(struct hp_event_v2 *e, const struct hp_event_v2 *ev,
+                     uint64_t pos, uint64_t was);
+/* What livelog_take and livelog_steal found at a position. */
+enum hp_loggrab {
+	HP_LOGGRAB_TAKEN = 1,     /* whole: copied into *out, and now ours */
+	HP_LOGGRAB_NOT_YET = 0,   /* a writer has not made it whole */
+	HP_LOGGRAB_COLLECTOR = 2, /* the collector took it */
+	HP_LOGGRAB_CLIENT = 3,    /* a client taking the table over took it */
+	HP_LOGGRAB_ABANDONED = 4, /* steal with abandon: given up on; its
+	                           * writer applies it directly */
+};
+/* The collector: takes the event at pos to apply it. */
+int livelog_take(const struct hp_region *r, uint64_t pos,
+                 struct hp_event_v2 *out);
+/* A client taking the table over: takes the event at pos to apply it
+ * itself; with abandon, a position no writer made whole is given up on. */
+int livelog_steal(const struct hp_region *r, uint64_t pos,
+                  struct hp_event_v2 *out, bool abandon);
+
+/*
+ * The collector's side: applies one event it took.  HP_EV_ALLOC: its
+ * entry goes into the live table (the client charged the stack already);
+ * if it does not fit, or its key is not one a table can hold, it is
+ * counted as freed at once (HP_CTR_LIVE_FULL).  HP_EV_FREE: the key's
+ * entry, if any, leaves the table.  The slot it changes is named in
+ * ext->log_q first (HP_LOGQ_*), so that a client taking the table over
+ * while the collector is stopped in the middle of it leaves that slot
+ * alone.  The stacks' free counters are not changed here: what to
  * discharge is added up in *a, and livelog_flush adds it to the stacks in
  * one go, so that the collector writes a stack's record once per batch
  * (not once per free) while the program reads it.  Events of other kinds,
  * allocations on stack ids beyond the table, and discharges beyond a->cap
- * are ignored (the client's data are not trusted).  Returns 1 if the event
- * changed the table, else 0.
+ * are ignored (the client's data are not trusted).  Returns 1 if the
+ * event changed the table, 0 if not, -1 if the client has taken the table
+ * over (the collector applies nothing more).
  */
 struct livelog_acc {
 	uint64_t cap;      /* stack ids [0, cap) */

@@ -1106,19 +1106,25 @@ static void test_live_log(void)
 	while (applied < n) {
 		/* The writer runs ahead until the log is full... */
 		while (put < n) {
-			struct hp_event_v2 *e = trace_reserve(&r, &pos);
+			bool gone;
+			uint64_t was;
+			struct hp_event_v2 *e =
+			        livelog_reserve(&r, &pos, &was, &gone);
+			CHECK(!gone);
 			if (!e) {
 				CHECK_EQ_U64(put - tail, 1024);
 				break;
 			}
 			CHECK_EQ_U64(pos, put);
-			trace_publish(e, &want[put++], pos);
+			CHECK(livelog_publish(e, &want[put++], pos, was));
 		}
 		/* ... and the collector takes up to 300 at a time. */
 		for (int k = 0; k < 300 && applied < put; k++) {
 			struct hp_event_v2 ev;
-			CHECK(trace_get(&r, applied, &ev) == HP_EV_READ_OK);
-			livelog_apply(&r, &ev, &a);
+			CHECK(livelog_take(&r, applied, &ev) ==
+			      HP_LOGGRAB_TAKEN);
+			CHECK(livelog_apply(&r, &ev, &a) >= 0);
+			atomic_store(&r.ext->log_done, applied + 1);
 			applied++;
 		}
 		livelog_flush(&r, &a);
@@ -1164,6 +1170,82 @@ static void test_live_log(void)
 	free(base);
 }
 
+/*
+ * Taking the live table back from its log: a position a writer reserved
+ * and never made whole is given up on only when asked (and its writer's
+ * publish then fails: it applies its event itself); a position no writer
+ * reached yet can be given up on too (the writer that reaches it is told);
+ * a position the collector took is left to it; and the slot the collector
+ * named in log_q for the event it was stopped in is one a client's free
+ * does not touch.
+ */
+static void test_live_log_takeover(void)
+{
+	struct hp_region r;
+	void *base = trace_region(16 << 20, HP_TRACE_LOG, 64 << 10, &r);
+	struct hp_event_v2 ev = {.kind = HP_EV_ALLOC,
+	                         .addr = 0x7f0000002000ull,
+	                         .size = 32,
+	                         .charged = 32,
+	                         .alloc_ts_ns = HP_OBJ_FP_ONE,
+	                         .stack_id = 1},
+	                   out;
+	uint64_t pos, was0, was;
+	bool gone;
+	/* Position 0: reserved, never published. */
+	struct hp_event_v2 *e0 = livelog_reserve(&r, &pos, &was0, &gone);
+	CHECK(e0 && !gone);
+	CHECK_EQ_U64(pos, 0);
+	CHECK_EQ_U64(livelog_steal(&r, 0, &out, false), HP_LOGGRAB_NOT_YET);
+	CHECK_EQ_U64(livelog_take(&r, 0, &out), HP_LOGGRAB_NOT_YET);
+	CHECK_EQ_U64(livelog_steal(&r, 0, &out, true), HP_LOGGRAB_ABANDONED);
+	CHECK(!livelog_publish(e0, &ev, 0, was0));
+	CHECK_EQ_U64(livelog_take(&r, 0, &out), HP_LOGGRAB_CLIENT);
+	/* Position 1: given up on before its writer got there. */
+	CHECK_EQ_U64(livelog_steal(&r, 1, &out, true), HP_LOGGRAB_ABANDONED);
+	CHECK(livelog_reserve(&r, &pos, &was, &gone) == NULL);
+	CHECK(gone);
+	CHECK_EQ_U64(pos, 1);
+	/* Position 2: published, taken by the collector. */
+	struct hp_event_v2 *e2 = livelog_reserve(&r, &pos, &was, &gone);
+	CHECK(e2 && !gone && pos == 2);
+	CHECK(livelog_publish(e2, &ev, 2, was));
+	CHECK_EQ_U64(livelog_take(&r, 2, &out), HP_LOGGRAB_TAKEN);
+	CHECK_EQ_U64(out.addr, ev.addr);
+	CHECK_EQ_U64(livelog_steal(&r, 2, &out, true), HP_LOGGRAB_COLLECTOR);
+	/* Position 3: published, taken by the client. */
+	struct hp_event_v2 *e3 = livelog_reserve(&r, &pos, &was, &gone);
+	CHECK(e3 && pos == 3 && livelog_publish(e3, &ev, 3, was));
+	CHECK_EQ_U64(livelog_steal(&r, 3, &out, false), HP_LOGGRAB_TAKEN);
+	CHECK_EQ_U64(livelog_take(&r, 3, &out), HP_LOGGRAB_CLIENT);
+	/* The collector applies position 2: the entry is in, log_q clear. */
+	struct livelog_acc a = {.cap = r.stacks_cap};
+	a.d = calloc(a.cap, 3 * sizeof(uint64_t));
+	a.touched = calloc(a.cap, sizeof(uint32_t));
+	CHECK_EQ_U64(livelog_apply(&r, &ev, &a), 1);
+	CHECK_EQ_U64(atomic_load(&r.ext->log_q), 0);
+	/* Stopped while emptying its slot: a client's free skips it. */
+	uint64_t slot = UINT64_MAX;
+	for (uint64_t i = 0; i < r.live_cap; i++)
+		if (atomic_load(&r.live_keys[i]) == ev.addr)
+			slot = i;
+	CHECK(slot != UINT64_MAX);
+	atomic_store(&r.ext->log_q, (slot << 3) | HP_LOGQ_FREE);
+	struct hp_live_v2 v;
+	CHECK(!livetab_remove(&r, ev.addr, &v));
+	/* A collector that finds log_q taken applies nothing. */
+	atomic_store(&r.ext->log_q, HP_LOGQ_TAKEN);
+	struct hp_event_v2 fr = {.kind = HP_EV_FREE, .addr = ev.addr};
+	CHECK_EQ_U64(livelog_apply(&r, &fr, &a), -1);
+	CHECK_EQ_U64(livelog_apply(&r, &ev, &a), -1);
+	atomic_store(&r.ext->log_q, 0);
+	CHECK(livetab_remove(&r, ev.addr, &v));
+	CHECK_EQ_U64(v.stack_id, 1);
+	free(a.d);
+	free(a.touched);
+	free(base);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
@@ -1187,6 +1269,7 @@ int main(void)
 	        {"trace_modes", test_trace_modes},
 	        {"live_filter", test_live_filter},
 	        {"live_log", test_live_log},
+	        {"live_log_takeover", test_live_log_takeover},
 	        {NULL, NULL},
 	};
 	return unit_main("region", tests);
