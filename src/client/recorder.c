@@ -769,6 +769,8 @@ static __attribute__((noinline)) void log_takeover(struct client_slot *root,
 	atomic_store_explicit(&x->log_direct_ts, ts ? ts : 1,
 	                      memory_order_relaxed);
 	atomic_store_explicit(&x->log_direct_why, why, memory_order_relaxed);
+	atomic_store_explicit(region_counter(r, HP_CTR_LIVE_LOG_BACK), why,
+	                      memory_order_relaxed);
 	atomic_store_explicit(&x->log_state, HP_LOG_DIRECT,
 	                      memory_order_seq_cst);
 }

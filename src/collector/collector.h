@@ -125,10 +125,8 @@ struct target_trace {
 	 * mapping). */
 	uint64_t dropped[HP_TDROP_COUNT];
 	uint64_t full_ts, waits, wait_ns;
-	uint64_t direct_ts;  /* log: when the client took the table back */
-	uint32_t direct_why; /* and why (enum hp_log_direct) */
-	bool said_full;      /* oneshot: collector_trace_full said so */
-	bool done;           /* the final read is done */
+	bool said_full; /* oneshot: collector_trace_full said so */
+	bool done;      /* the final read is done */
 	/* HP_TRACE_LOG: the stacks' free counters owed (livelog_flush),
 	 * and the pace of the loop's look at the log. */
 	struct livelog_acc acc;

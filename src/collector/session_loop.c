@@ -128,35 +128,11 @@ void session_trace_summary(struct session *s)
 {
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
-		if (t->tr.mode == HP_TRACE_LOG) {
-			/* Not a trace: said only when the program took the
-			 * table back because we fell behind, or waited. */
-			if (t->tr.direct_ts &&
-			    t->tr.direct_why == HP_LOG_DIRECT_BEHIND)
-				fprintf(stderr,
-				        PFX
-				        "pid %d: its allocation log stalled "
-				        "(record busy or stopped, or a hook "
-				        "left by a longjmp); from +%.3f s on "
-				        "it "
-				        "kept its live table itself (exact all "
-				        "the same)\n",
-				        (int)t->pid,
-				        t->tr.direct_ts > t->start_ts
-				                ? (double)(t->tr.direct_ts -
-				                           t->start_ts) /
-				                          1e9
-				                : 0.0);
-			else if (t->tr.waits && !t->tr.direct_ts)
-				fprintf(stderr,
-				        PFX "pid %d: waited %llu times "
-				            "(%.3f s in all) for record to "
-				            "take its allocation log\n",
-				        (int)t->pid,
-				        (unsigned long long)t->tr.waits,
-				        (double)t->tr.wait_ns / 1e9);
+		/* The live table's log is not a trace: nothing to say (the
+		 * profile counts what it carried, live_log_events, and a
+		 * table the program took back, live_log_taken_back). */
+		if (t->tr.mode == HP_TRACE_LOG)
 			continue;
-		}
 		if (!t->tr.mode)
 			continue;
 		struct prof_trace pt;

@@ -52,10 +52,6 @@ static void refresh(struct target *t)
 	        atomic_load_explicit(&x->trace_waits, memory_order_relaxed);
 	t->tr.wait_ns =
 	        atomic_load_explicit(&x->trace_wait_ns, memory_order_relaxed);
-	t->tr.direct_ts =
-	        atomic_load_explicit(&x->log_direct_ts, memory_order_relaxed);
-	t->tr.direct_why =
-	        atomic_load_explicit(&x->log_direct_why, memory_order_relaxed);
 }
 
 static uint64_t head_of(const struct target *t)

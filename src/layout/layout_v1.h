@@ -114,6 +114,8 @@ enum hp_counter {
 	                          * none */
 	HP_CTR_LIVE_LOG_EVENTS,  /* written by the collector: events of the
 	                          * live table's log it applied */
+	HP_CTR_LIVE_LOG_BACK,    /* the client took the live table back
+	                          * from the log: why (enum hp_log_direct) */
 	HP_CTR_ALL               /* counters in all */
 };
 

@@ -41,6 +41,7 @@ static const char *const counter_names[] = {
         [HP_CTR_LIVE_UNPREPARED] = "live_levels_unprepared",
         [HP_CTR_LIVE_LIMIT] = "live_table_limit_bytes",
         [HP_CTR_LIVE_LOG_EVENTS] = "live_log_events",
+        [HP_CTR_LIVE_LOG_BACK] = "live_log_taken_back",
 };
 
 /* Add stack s (at leaf callsite) to its (callsite, heap) entry, which
