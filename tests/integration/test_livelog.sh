@@ -81,8 +81,10 @@ assert_eq 0 "$REC_RC" "record's exit status"
 assert_eq "kept 1" "$(cat "$T_DIR/llt.out")" "the program's output"
 if db_valid "$T_DIR/llt.db"; then
 	check_burst "$T_DIR/llt.db" 1
-	assert_eq 1 "$(stat_of "$T_DIR/llt.db" live_log_taken_back)" \
-		"the program took its table back when it started a thread (live_log_taken_back 1)"
+	# 1 when it started the threads; 2 if the log had stalled before
+	# (a collector slower than the program: a sanitizer build).
+	assert_match "^[12]$" "$(stat_of "$T_DIR/llt.db" live_log_taken_back)" \
+		"the program took its table back (live_log_taken_back 1, or 2 if the log stalled first)"
 	assert_match "^[1-9][0-9]*$" "$(stat_of "$T_DIR/llt.db" live_log_events)" \
 		"the single-threaded part went through the log"
 	check_views "$T_DIR/llt.db" ll_thread_alloc 2000 128000 0 0
