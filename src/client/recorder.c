@@ -643,13 +643,7 @@ static void log_apply_direct(struct client_slot *root,
 	if (ev->kind == HP_EV_ALLOC) {
 		if (ev->stack_id >= r->stacks_cap)
 			return;
-		struct hp_live_v2 v = {.stack_id = ev->stack_id,
-		                       .heap_id = ev->heap_id,
-		                       .tid = ev->tid,
-		                       .size = ev->size,
-		                       .charged = ev->charged,
-		                       .objects_fp = ev->alloc_ts_ns,
-		                       .ts_ns = ev->ts_ns};
+		struct hp_live_v2 v = livelog_entry(ev);
 		if (ev->addr > HP_LIVE_BUSY &&
 		    livetab_insert(r, ev->addr, &v) == 0)
 			return;
@@ -680,18 +674,8 @@ static bool log_inflight(struct client_slot *root, uint64_t pos)
 {
 	struct hp_region *r = &root->region;
 	struct hp_header_ext_v2 *x = r->ext;
-	const struct hp_event_v2 *e = &r->trace[pos & (r->trace_cap - 1)];
-	struct hp_event_v2 ev = {
-	        .ts_ns = __atomic_load_n(&e->ts_ns, __ATOMIC_RELAXED),
-	        .addr = __atomic_load_n(&e->addr, __ATOMIC_RELAXED),
-	        .size = __atomic_load_n(&e->size, __ATOMIC_RELAXED),
-	        .charged = __atomic_load_n(&e->charged, __ATOMIC_RELAXED),
-	        .alloc_ts_ns =
-	                __atomic_load_n(&e->alloc_ts_ns, __ATOMIC_RELAXED),
-	        .stack_id = __atomic_load_n(&e->stack_id, __ATOMIC_RELAXED),
-	        .tid = __atomic_load_n(&e->tid, __ATOMIC_RELAXED),
-	        .kind = __atomic_load_n(&e->kind, __ATOMIC_RELAXED),
-	        .heap_id = __atomic_load_n(&e->heap_id, __ATOMIC_RELAXED)};
+	struct hp_event_v2 ev;
+	livelog_peek(r, pos, &ev);
 	uint64_t v = 0;
 	if (atomic_compare_exchange_strong_explicit(
 	            &x->log_q, &v, HP_LOGQ_TAKEN, memory_order_seq_cst,
@@ -703,13 +687,7 @@ static bool log_inflight(struct client_slot *root, uint64_t pos)
 		return false;
 	if ((v & 7) == HP_LOGQ_ALLOC && ev.kind == HP_EV_ALLOC) {
 		root->lq_key = ev.addr;
-		root->lq_v = (struct hp_live_v2){.stack_id = ev.stack_id,
-		                                 .heap_id = ev.heap_id,
-		                                 .tid = ev.tid,
-		                                 .size = ev.size,
-		                                 .charged = ev.charged,
-		                                 .objects_fp = ev.alloc_ts_ns,
-		                                 .ts_ns = ev.ts_ns};
+		root->lq_v = livelog_entry(&ev);
 		root->lq_alloc = true;
 	}
 	return true;

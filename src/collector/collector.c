@@ -395,9 +395,17 @@ static int make_region(struct collector *c, uint64_t size, uint32_t version,
 	if (traced)
 		tbytes = o->trace_bytes ? o->trace_bytes
 		                        : HP_TRACE_DEFAULT_BYTES;
-	else if (logged)
+	else if (logged && size >= 8 * HP_LOG_BYTES)
 		tbytes = HP_LOG_BYTES;
-	size += tbytes;
+	else
+		logged = false;
+	/* A trace the user asked for comes on top of the tables; the log
+	 * comes out of them, so that the region stays within the share of
+	 * the program's address space it was sized to (a region too small
+	 * to spare an eighth for it has none: the program keeps its
+	 * table). */
+	if (!logged)
+		size += tbytes;
 	int fd = memfd_create("heapprof-region",
 	                      MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)

@@ -1260,22 +1260,32 @@ static void event_publish(struct hp_event_v2 *e, const struct hp_event_v2 *v,
 	atomic_store_explicit(&e->seq, pos + 1, memory_order_release);
 }
 
-static struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos_out)
+/* Streaming and the log: the next position, taken by CAS while head -
+ * tail is under the capacity; false when there is no room.  seq_cst: the
+ * log's writers load log_state after it. */
+static bool head_take(struct hp_region *r, uint64_t *pos)
 {
 	struct hp_header_ext_v2 *x = r->ext;
-	uint64_t pos =
-	        atomic_load_explicit(&x->trace_head, memory_order_relaxed);
+	uint64_t p = atomic_load_explicit(&x->trace_head, memory_order_relaxed);
 	for (;;) {
 		uint64_t tail = atomic_load_explicit(&x->trace_tail,
 		                                     memory_order_acquire);
-		if (pos - tail >= r->trace_cap)
-			return NULL;
-		/* seq_cst: the log's writers load log_state after it. */
+		if (p - tail >= r->trace_cap)
+			return false;
 		if (atomic_compare_exchange_weak_explicit(
-		            &x->trace_head, &pos, pos + 1, memory_order_seq_cst,
-		            memory_order_relaxed))
-			break;
+		            &x->trace_head, &p, p + 1, memory_order_seq_cst,
+		            memory_order_relaxed)) {
+			*pos = p;
+			return true;
+		}
 	}
+}
+
+static struct hp_event_v2 *trace_reserve(struct hp_region *r, uint64_t *pos_out)
+{
+	uint64_t pos;
+	if (!head_take(r, &pos))
+		return NULL;
 	/* The collector consumed position pos - capacity, which it does
 	 * only once that event was whole: nobody else writes this slot
 	 * now. */
@@ -1366,14 +1376,7 @@ int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
 		 * it, nothing to track. */
 		if (ev->stack_id >= r->stacks_cap)
 			return 0;
-		/* alloc_ts_ns carries the objects charged (16.16) in a log. */
-		struct hp_live_v2 v = {.stack_id = ev->stack_id,
-		                       .heap_id = ev->heap_id,
-		                       .tid = ev->tid,
-		                       .size = ev->size,
-		                       .charged = ev->charged,
-		                       .objects_fp = ev->alloc_ts_ns,
-		                       .ts_ns = ev->ts_ns};
+		struct hp_live_v2 v = livelog_entry(ev);
 		int64_t slot = -1;
 		int rc = ev->addr > HP_LIVE_BUSY
 		                 ? insert_q(r, ev->addr, &v, NULL, q, &slot)
@@ -1422,20 +1425,10 @@ int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
 struct hp_event_v2 *livelog_reserve(struct hp_region *r, uint64_t *pos,
                                     uint64_t *was, bool *gone)
 {
-	struct hp_header_ext_v2 *x = r->ext;
 	*gone = false;
-	uint64_t p = atomic_load_explicit(&x->trace_head, memory_order_relaxed);
-	for (;;) {
-		uint64_t tail = atomic_load_explicit(&x->trace_tail,
-		                                     memory_order_acquire);
-		if (p - tail >= r->trace_cap)
-			return NULL;
-		/* seq_cst: the writer loads log_state after it. */
-		if (atomic_compare_exchange_weak_explicit(
-		            &x->trace_head, &p, p + 1, memory_order_seq_cst,
-		            memory_order_relaxed))
-			break;
-	}
+	uint64_t p;
+	if (!head_take(r, &p))
+		return NULL;
 	*pos = p;
 	struct hp_event_v2 *e = &r->trace[p & (r->trace_cap - 1)];
 	/* No busy mark (one locked instruction less): the slot's seq still
@@ -1489,6 +1482,12 @@ static int log_grab(const struct hp_region *r, uint64_t pos,
 		            memory_order_acquire))
 			return HP_LOGGRAB_ABANDONED;
 	}
+}
+
+void livelog_peek(const struct hp_region *r, uint64_t pos,
+                  struct hp_event_v2 *out)
+{
+	event_load(&r->trace[pos & (r->trace_cap - 1)], out);
 }
 
 int livelog_take(const struct hp_region *r, uint64_t pos,

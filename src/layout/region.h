@@ -377,6 +377,22 @@ enum hp_loggrab {
 	HP_LOGGRAB_ABANDONED = 4, /* steal with abandon: given up on; its
 	                           * writer applies it directly */
 };
+/* The fields of the event at pos, whatever its seq says (a client taking
+ * the table over reads the one the collector holds). */
+void livelog_peek(const struct hp_region *r, uint64_t pos,
+                  struct hp_event_v2 *out);
+/* A logged allocation's live-table entry (alloc_ts_ns carries the
+ * objects charged, 16.16, in a log). */
+static inline struct hp_live_v2 livelog_entry(const struct hp_event_v2 *ev)
+{
+	return (struct hp_live_v2){.stack_id = ev->stack_id,
+	                           .heap_id = ev->heap_id,
+	                           .tid = ev->tid,
+	                           .size = ev->size,
+	                           .charged = ev->charged,
+	                           .objects_fp = ev->alloc_ts_ns,
+	                           .ts_ns = ev->ts_ns};
+}
 /* The collector: takes the event at pos to apply it. */
 int livelog_take(const struct hp_region *r, uint64_t pos,
                  struct hp_event_v2 *out);
