@@ -314,8 +314,8 @@ HP_HIDDEN void recorder_put_back(struct client_slot *s, void *ptr,
  * the real call (a free logged after it could come after the allocation
  * of the same address by another thread), then filled in with the
  * free of the old block, or with nothing if the call failed.  hold: false
- * when the session has no log (use recorder_take); e NULL when profiling
- * stopped instead. */
+ * when the table is not the log's (use recorder_take); e NULL in a hook
+ * nested in this thread's takeover of the table (not recorded). */
 struct recorder_hold {
 	struct client_slot *s;
 	struct hp_event_v2 *e;
