@@ -142,6 +142,8 @@ static void discharge(struct hp_stack_v1 *s, uint64_t bytes, uint64_t objs,
 	counter_add(&s->free_objects_fp, objs, single);
 }
 
+static void log_nest_reset(void);
+
 void recorder_slot_setup(struct client_slot *s, uint32_t gen)
 {
 	/* Cached once: the collector wrote these before handing the region
@@ -177,6 +179,8 @@ void recorder_slot_setup(struct client_slot *s, uint32_t gen)
 	s->live_log = r->trace_cap != 0 && r->trace_mode == HP_TRACE_LOG;
 	s->lq_alloc = false;
 	s->take_start_ns = 0;
+	if (s->live_log)
+		log_nest_reset();
 	s->traced = r->trace_cap != 0 && !s->live_log;
 	uint32_t bms = r->ext ? r->ext->trace_block_ms : 0;
 	if (bms == 0)
@@ -595,9 +599,38 @@ static inline uint64_t tick_ns(void)
 enum log_take {
 	LOG_SLOT,   /* a position of the log, held: publish there */
 	LOG_DIRECT, /* the table is the client's (HP_LOG_DIRECT): use it */
-	LOG_SKIP    /* a hook nested in this thread's takeover: neither
-	             * (not recorded, counted in HP_CTR_REENTRANT) */
+	LOG_SKIP    /* neither: not recorded, counted (HP_CTR_REENTRANT:
+	             * a hook nested in this thread's takeover that found
+	             * no room; HP_CTR_STOPPED: a takeover that never ends) */
 };
+
+/*
+ * Hooks nested in this thread's takeover (a signal handler that allocates
+ * while it runs, which may be tens of milliseconds): their events wait
+ * here, in order, and the takeover applies them after the log's, then
+ * closes the buffer (LOG_NEST_CLOSED: a hook nested from then on finds the
+ * table up to date and uses it).  One takeover per session at most, so one
+ * buffer for the process; the library's own memory, not thread-local.  An
+ * entry's seq: 0 reserved, 1 whole, 2 applied (a takeover resumed after a
+ * longjmp applies none twice).  A hook that never made its entry whole (a
+ * longjmp out of the handler) is counted as skipped.
+ */
+#define LOG_NEST_CAP    1024u
+#define LOG_NEST_CLOSED (1ull << 63)
+/* log_take's position for an entry of log_nest. */
+#define LOG_NEST_POS UINT64_MAX
+static struct {
+	_Atomic uint64_t n; /* entries reserved | LOG_NEST_CLOSED */
+	uint64_t done;      /* entries the takeover went past */
+	struct hp_event_v2 e[LOG_NEST_CAP];
+} log_nest;
+
+/* A new session's log: its takeover has the buffer to itself. */
+static void log_nest_reset(void)
+{
+	log_nest.done = 0;
+	atomic_store_explicit(&log_nest.n, 0, memory_order_seq_cst);
+}
 
 static inline uint32_t log_state(const struct client_slot *s)
 {
@@ -693,6 +726,87 @@ static bool log_inflight(struct client_slot *root, uint64_t pos)
 	return true;
 }
 
+/* The events of hooks nested in the takeover, applied in order; then
+ * the buffer closed, once no hook reserved an entry since (a handler
+ * that runs between the last look and the close finds it open, and its
+ * entry is applied by the next round). */
+static void log_nest_drain(struct client_slot *root)
+{
+	for (;;) {
+		uint64_t n =
+		        atomic_load_explicit(&log_nest.n, memory_order_seq_cst);
+		if (n & LOG_NEST_CLOSED)
+			return;
+		uint64_t i = log_nest.done;
+		if (i >= n || i >= LOG_NEST_CAP) {
+			if (atomic_compare_exchange_strong_explicit(
+			            &log_nest.n, &n, n | LOG_NEST_CLOSED,
+			            memory_order_seq_cst, memory_order_seq_cst))
+				return;
+			continue;
+		}
+		struct hp_event_v2 *e = &log_nest.e[i];
+		uint64_t whole = 1;
+		if (atomic_compare_exchange_strong_explicit(
+		            &e->seq, &whole, 2, memory_order_acquire,
+		            memory_order_relaxed)) {
+			struct hp_event_v2 ev = *e;
+			log_apply_direct(root, &ev);
+		} else if (whole == 0) {
+			region_count(&root->region, HP_CTR_REENTRANT, 1);
+		}
+		log_nest.done = i + 1;
+	}
+}
+
+/* A hook nested in this thread's takeover, or in the instants before it
+ * (log_slow marks the thread before it switches): the log while it is
+ * still the collector's and has room; an entry of log_nest while the
+ * takeover runs; the table once it is the client's. */
+static int log_nested(struct client_slot *root, struct hp_event_v2 **e,
+                      uint64_t *pos, uint64_t *was)
+{
+	struct hp_region *r = &root->region;
+	struct hp_header_ext_v2 *x = r->ext;
+	uint32_t st = atomic_load_explicit(&x->log_state, memory_order_seq_cst);
+	if (st == HP_LOG_DIRECT)
+		return LOG_DIRECT;
+	if (st == HP_LOG_LOGGING) {
+		bool gone = false;
+		*e = livelog_reserve(r, pos, was, &gone);
+		if (*e) {
+			if (atomic_load_explicit(&x->log_state,
+			                         memory_order_seq_cst) ==
+			    HP_LOG_LOGGING)
+				return LOG_SLOT;
+			struct hp_event_v2 none = {.kind = 0};
+			livelog_publish(*e, &none, *pos, *was);
+		}
+	} else {
+		uint64_t n =
+		        atomic_load_explicit(&log_nest.n, memory_order_seq_cst);
+		for (;;) {
+			if (n & LOG_NEST_CLOSED)
+				return LOG_DIRECT;
+			if (n >= LOG_NEST_CAP)
+				break;
+			if (atomic_compare_exchange_weak_explicit(
+			            &log_nest.n, &n, n + 1,
+			            memory_order_seq_cst,
+			            memory_order_seq_cst)) {
+				*e = &log_nest.e[n];
+				atomic_store_explicit(&(*e)->seq, 0,
+				                      memory_order_relaxed);
+				*pos = LOG_NEST_POS;
+				*was = 0;
+				return LOG_SLOT;
+			}
+		}
+	}
+	region_count(r, HP_CTR_REENTRANT, 1);
+	return LOG_SKIP;
+}
+
 /*
  * Takes the table back from the collector (this writer set
  * HP_LOG_SWITCHING): every event logged so far is applied, in order, by
@@ -743,6 +857,7 @@ static __attribute__((noinline)) void log_takeover(struct client_slot *root,
 		/* CLIENT, ABANDONED: nothing to apply. */
 		pos++;
 	}
+	log_nest_drain(root);
 	uint64_t ts = hp_clock_ns(CLOCK_BOOTTIME);
 	atomic_store_explicit(&x->log_direct_ts, ts ? ts : 1,
 	                      memory_order_relaxed);
@@ -782,16 +897,13 @@ static __attribute__((noinline)) int log_slow(struct client_slot *root,
 	uintptr_t me = (uintptr_t)__builtin_frame_address(0);
 	bool resume = false;
 	if (HP_UNLIKELY(t->log_take_frame != 0)) {
-		if (!unwind_frame_gone(t->log_take_frame, t->log_take_ra, me)) {
-			/* Nested in this thread's takeover. */
-			region_count(r, HP_CTR_REENTRANT, 1);
-			return LOG_SKIP;
-		}
+		if (!unwind_frame_gone(t->log_take_frame, t->log_take_ra, me))
+			return log_nested(root, e, pos, was);
 		/* A longjmp left it half done: this thread finishes it. */
 		t->log_take_frame = 0;
 		resume = true;
 	}
-	int got;
+	int got = -1;
 	for (;;) {
 		uint32_t st = atomic_load_explicit(&x->log_state,
 		                                   memory_order_seq_cst);
@@ -842,24 +954,32 @@ static __attribute__((noinline)) int log_slow(struct client_slot *root,
 			uint64_t nwaits = atomic_load_explicit(
 			        &x->trace_waits, memory_order_relaxed);
 			uint32_t want = HP_LOG_LOGGING;
-			if ((threads || gone || now - start >= room ||
-			     waited >= waits || nwaits >= HP_LOG_WAITS_MAX) &&
-			    atomic_compare_exchange_strong_explicit(
-			            &x->log_state, &want, HP_LOG_SWITCHING,
-			            memory_order_seq_cst,
-			            memory_order_seq_cst)) {
+			if (threads || gone || now - start >= room ||
+			    waited >= waits || nwaits >= HP_LOG_WAITS_MAX) {
+				/* Marked before the switch: a handler that
+				 * runs between the two is nested in it
+				 * (log_nested), not a writer waiting for a
+				 * takeover its own thread cannot finish. */
 				t->log_take_ra =
 				        (uintptr_t)__builtin_return_address(0);
 				__atomic_signal_fence(__ATOMIC_SEQ_CST);
 				t->log_take_frame = me;
 				__atomic_signal_fence(__ATOMIC_SEQ_CST);
-				log_takeover(root,
-				             threads ? HP_LOG_DIRECT_THREADS
-				                     : HP_LOG_DIRECT_BEHIND);
+				if (atomic_compare_exchange_strong_explicit(
+				            &x->log_state, &want,
+				            HP_LOG_SWITCHING,
+				            memory_order_seq_cst,
+				            memory_order_seq_cst)) {
+					log_takeover(
+					        root,
+					        threads ? HP_LOG_DIRECT_THREADS
+					                : HP_LOG_DIRECT_BEHIND);
+					got = LOG_DIRECT;
+				}
 				__atomic_signal_fence(__ATOMIC_SEQ_CST);
 				t->log_take_frame = 0;
-				got = LOG_DIRECT;
-				break;
+				if (got == LOG_DIRECT)
+					break;
 			}
 		}
 		/* No room, or another writer taking the table over. */
@@ -917,6 +1037,16 @@ static inline int log_take(struct client_slot *s, struct hp_event_v2 **e,
 static void log_put(struct client_slot *s, struct hp_event_v2 *e,
                     const struct hp_event_v2 *ev, uint64_t pos, uint64_t was)
 {
+	if (HP_UNLIKELY(pos == LOG_NEST_POS)) {
+		/* An entry of log_nest: read by this thread only, once the
+		 * handler it runs in has returned. */
+		uint64_t seq = 1;
+		struct hp_event_v2 v = *ev;
+		v.seq = 0;
+		*e = v;
+		atomic_store_explicit(&e->seq, seq, memory_order_release);
+		return;
+	}
 	if (HP_LIKELY(livelog_publish(e, ev, pos, was)))
 		return;
 	log_apply_direct(s->root, ev);

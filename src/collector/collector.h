@@ -91,6 +91,7 @@ struct target_region {
 	 * index, and the bytes it allocated in all. */
 	uint64_t stacks_ready, frames_ready;
 	uint32_t levels_ready; /* live-table levels */
+	uint64_t log_ready;    /* bytes of the live table's log */
 	bool index_ready;
 	uint64_t prepared_bytes;
 	/* collector_tend's pace: the next look (CLOCK_MONOTONIC ns), the
@@ -275,6 +276,9 @@ void collector_prepare_region(struct target_region *tr);
 /* Unmaps tr and closes its memfd (a region never handed over). */
 void collector_region_drop(struct target_region *tr);
 int collector_tend(struct collector *c);
+/* The live table's log allocated ahead of its writers' head (a position),
+ * from each read of it (trace.c). */
+void collector_prepare_log(struct target_region *tr, uint64_t head);
 /* Bytes of a target's regions the collector allocated (prepared). */
 uint64_t collector_prepared_bytes(const struct target *t);
 /* Bytes of a region in memory, whoever allocated them: its memfd's

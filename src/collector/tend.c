@@ -9,8 +9,10 @@
  * maps it.  So the collector allocates what the client is about to use:
  *
  *   - at creation (collector_prepare_region): the fixed tables, the trace
- *     (a ring, all of it used), the first stack records, frames and index
- *     slots, and level 0 of the live table (and its filter);
+ *     (a ring, all of it used), the first megabyte of the live table's
+ *     log (the rest ahead of its writers: collector_prepare_log), the
+ *     first stack records, frames and index slots, and level 0 of the
+ *     live table (and its filter);
  *   - while the program runs (collector_tend, from the session's loop):
  *     the live table's next level once the one inserts go to is 60% full
  *     (livetab_advance; inserts move on at HP_LIVE_FIRST_FULL_PCT), and
@@ -135,12 +137,35 @@ static void prepare_level(struct target_region *tr, uint32_t j)
 		                      memory_order_release);
 }
 
+/* The live table's log: its first LOG_FIRST bytes at creation, then up
+ * to LOG_AHEAD past the writers' head (collector_prepare_log, at each read
+ * of it, every few milliseconds while it moves), in steps of LOG_STEP,
+ * until all of it is: a process that makes a few allocations costs the
+ * collector a page of log, not 16 MiB, and its start does not wait for
+ * them (4096 pages, 2-4 ms here; a followed shell script's every
+ * process has one). */
+#define LOG_FIRST (1ull << 20)
+#define LOG_AHEAD (4ull << 20)
+#define LOG_STEP  (1ull << 20)
+
 void collector_prepare_region(struct target_region *tr)
 {
 	const struct hp_region *r = &tr->region;
 	/* Header, trace, heaps, modules, strings: everything before the
-	 * live keys (region_format's order). */
-	prepare(tr, 0, table_off(r, r->live_keys));
+	 * live keys (region_format's order); of the live table's log, its
+	 * start. */
+	uint64_t keys = table_off(r, r->live_keys);
+	if (r->trace_mode == HP_TRACE_LOG && r->trace_cap) {
+		uint64_t t0 = table_off(r, r->trace);
+		uint64_t tn = r->trace_cap * sizeof(*r->trace);
+		prepare(tr, 0, t0);
+		tr->log_ready = tn < LOG_FIRST ? tn : LOG_FIRST;
+		prepare(tr, t0, tr->log_ready);
+		if (keys > t0 + tn)
+			prepare(tr, t0 + tn, keys - (t0 + tn));
+	} else {
+		prepare(tr, 0, keys);
+	}
 	if (r->live_filter)
 		prepare(tr, table_off(r, r->live_filter),
 		        r->live_filter_mask + 1);
@@ -188,6 +213,29 @@ static void tend_region(struct target_region *tr)
 		tr->tend_gap_ms =
 		        tr->tend_gap_ms ? tr->tend_gap_ms * 2 : TEND_MIN_MS;
 	tr->tend_load = load;
+}
+
+void collector_prepare_log(struct target_region *tr, uint64_t head)
+{
+	const struct hp_region *r = &tr->region;
+	if (!tr->base || r->trace_mode != HP_TRACE_LOG || !r->trace_cap)
+		return;
+	uint64_t tn = r->trace_cap * sizeof(*r->trace);
+	if (tr->log_ready >= tn)
+		return;
+	/* head is the client's word: past a lap, the whole log. */
+	uint64_t want = head >= r->trace_cap
+	                        ? tn
+	                        : head * sizeof(*r->trace) + LOG_AHEAD;
+	if (want > tn)
+		want = tn;
+	if (want < tr->log_ready + LOG_STEP && want < tn)
+		return;
+	if (want <= tr->log_ready)
+		return;
+	prepare(tr, table_off(r, r->trace) + tr->log_ready,
+	        want - tr->log_ready);
+	tr->log_ready = want;
 }
 
 int collector_tend(struct collector *c)

@@ -34,8 +34,13 @@
 /* Events queued for the writer past which a streaming trace is left in
  * the client's buffer for a turn. */
 #define TRACE_QUEUE_MAX (64ull << 20)
-/* Log events applied per turn of the loop (about 50 ms of work). */
+/* Log events applied per turn of the loop, and the time a turn may take
+ * (checked every 4096 events): the loop has other work (a forked child
+ * waits for its session, a periodic dump is due), and a sanitizer-built
+ * or preempted collector applies events ten times slower.  A turn that
+ * stops with events left comes back at once (trace_turn). */
 #define LOG_TURN_MAX (1ull << 20)
+#define LOG_TURN_NS  (5 * 1000000ull)
 
 /* The client's counts, copied while the region is mapped. */
 static void refresh(struct target *t)
@@ -130,29 +135,41 @@ static int flush(struct collector *c, struct target *t, size_t n)
 	                     n * sizeof(j->ev[0]), 0);
 }
 
-/* The log's free counters owed: sized to the stack table (calloc: pages
- * only where ids are used). */
-static int acc_ready(struct target *t)
+/* The log's free counters owed: arrays for the stack ids met so far
+ * (livelog_acc.want), grown between batches (nothing is owed then), from
+ * 4096 ids, doubling, up to the stack table's size.  Out of memory: the
+ * ids past cap are discharged one at a time, as livelog_apply does. */
+#define ACC_MIN_IDS 4096
+static void acc_ready(struct target *t)
 {
 	struct livelog_acc *a = &t->tr.acc;
-	if (a->d)
-		return 0;
-	uint64_t cap = t->reg[0].region.stacks_cap;
-	a->d = calloc(cap, 3 * sizeof(uint64_t));
-	a->touched = calloc(cap, sizeof(uint32_t));
-	if (!a->d || !a->touched) {
-		free(a->d);
-		free(a->touched);
-		memset(a, 0, sizeof(*a));
-		return -ENOMEM;
-	}
+	uint64_t stacks = t->reg[0].region.stacks_cap;
+	uint64_t want = a->want > ACC_MIN_IDS ? a->want : ACC_MIN_IDS;
+	if (want > stacks)
+		want = stacks;
+	if (a->d && want <= a->cap)
+		return;
+	uint64_t cap = a->cap ? a->cap : ACC_MIN_IDS;
+	while (cap < want)
+		cap *= 2;
+	if (cap > stacks)
+		cap = stacks;
+	uint64_t *d = realloc(a->d, cap * 3 * sizeof(uint64_t));
+	if (!d)
+		return;
+	a->d = d;
+	memset(d + 3 * a->cap, 0, (cap - a->cap) * 3 * sizeof(uint64_t));
+	uint32_t *touched = realloc(a->touched, cap * sizeof(uint32_t));
+	if (!touched)
+		return; /* d is larger, cap is not: still consistent */
+	a->touched = touched;
 	a->cap = cap;
-	return 0;
 }
 
 /* The log's events [pos, end), at most limit, applied to the live table
  * in order (HP_TRACE_LOG: nothing goes to the profile).  Not final: stops
- * at a position no writer has made whole.  Final (the process gone or
+ * at a position no writer has made whole, and at deadline (boottime_ns;
+ * 0: none).  Final (the process gone or
  * leaving): waits for one until deadline, then skips it as incomplete.
  * Once the client has taken the table over (log_state, or a position it
  * took), nothing more is applied. */
@@ -160,13 +177,7 @@ static int apply_range(struct target *t, uint64_t end, uint64_t limit,
                        bool final, uint64_t deadline)
 {
 	struct hp_region *r = &t->reg[0].region;
-	if (acc_ready(t)) {
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: out of memory: its live "
-		        "table is not kept up to date\n",
-		        (int)t->pid);
-		return -ENOMEM;
-	}
+	acc_ready(t);
 	uint64_t done = 0;
 	/* Once per turn: log_state is on the line the program's writers
 	 * update at every event.  Each position is taken by CAS, by us or by
@@ -205,6 +216,8 @@ static int apply_range(struct target *t, uint64_t end, uint64_t limit,
 		if ((done & 4095) == 0) {
 			livelog_flush(r, &t->tr.acc);
 			give_back(t);
+			if (!final && deadline && boottime_ns() >= deadline)
+				break;
 		}
 	}
 	livelog_flush(r, &t->tr.acc);
@@ -326,9 +339,10 @@ int collector_trace_poll(struct collector *c, struct target *t)
 		return 0;
 	refresh(t);
 	if (t->tr.mode == HP_TRACE_LOG) {
+		collector_prepare_log(&t->reg[0], head_of(t));
 		uint64_t from = t->tr.pos;
-		int rc =
-		        apply_range(t, readable_end(t), LOG_TURN_MAX, false, 0);
+		int rc = apply_range(t, readable_end(t), LOG_TURN_MAX, false,
+		                     boottime_ns() + LOG_TURN_NS);
 		t->tr.last_read = t->tr.pos - from;
 		uint64_t end = readable_end(t);
 		t->tr.backlog = end > t->tr.pos ? end - t->tr.pos : 0;

@@ -1357,8 +1357,20 @@ int trace_put(struct hp_region *r, const struct hp_event_v2 *ev)
 static void discharge_later(const struct hp_region *r, struct livelog_acc *a,
                             uint32_t id, uint64_t bytes, uint64_t objs)
 {
-	if (id >= a->cap || id >= r->stacks_cap)
+	if (id >= r->stacks_cap)
 		return;
+	if (id >= a->cap) {
+		struct hp_stack_v1 *s = &r->stacks[id];
+		atomic_fetch_add_explicit(&s->free_count, 1,
+		                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->free_bytes, bytes,
+		                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->free_objects_fp, objs,
+		                          memory_order_relaxed);
+		if (id >= a->want)
+			a->want = (uint64_t)id + 1;
+		return;
+	}
 	uint64_t *x = &a->d[3 * (uint64_t)id];
 	if (x[0] == 0)
 		a->touched[a->ntouched++] = id;

@@ -412,9 +412,10 @@ int livelog_steal(const struct hp_region *r, uint64_t pos,
  * alone.  The stacks' free counters are not changed here: what to
  * discharge is added up in *a, and livelog_flush adds it to the stacks in
  * one go, so that the collector writes a stack's record once per batch
- * (not once per free) while the program reads it.  Events of other kinds,
- * allocations on stack ids beyond the table, and discharges beyond a->cap
- * are ignored (the client's data are not trusted).  Returns 1 if the
+ * (not once per free) while the program reads it (an id past a->cap is
+ * discharged at once, and asked for in a->want).  Events of other kinds
+ * and stack ids beyond the table are ignored (the client's data are not
+ * trusted).  Returns 1 if the
  * event changed the table, 0 if not, -1 if the client has taken the table
  * over (the collector applies nothing more).
  */
@@ -423,6 +424,11 @@ struct livelog_acc {
 	uint64_t *d;       /* 3 words an id: count, bytes, objects (16.16) */
 	uint32_t *touched; /* ids with a nonzero count, cap of them at most */
 	uint64_t ntouched;
+	/* Ids past cap met meanwhile (discharged at once, one atomic add
+	 * each): the collector grows the arrays to want between batches.
+	 * Sized to the stacks in use, not to the table: a process with ten
+	 * stacks costs the collector a few pages, not the table's size. */
+	uint64_t want;
 };
 int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
                   struct livelog_acc *a);

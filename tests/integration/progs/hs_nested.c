@@ -18,10 +18,20 @@
  * the profile's alloc views of hs_handler_alloc plus what it says it
  * skipped must add up to it) and "count hs_main_alloc ao as o s" (timing
  * dependent).  Exits 43.
+ *
+ * hs_nested READY GO THREAD_AFTER: creates READY and waits for GO (at
+ * most 60 s, else exit 3) before the timer starts (test_livelog.sh stops
+ * record there), and starts a thread (which returns at once) after
+ * THREAD_AFTER iterations of the main loop: a profiler that changes how it
+ * records when a process gets threads does it then, alarms landing in the
+ * middle of it.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -69,6 +79,11 @@ NOINLINE void hs_main_alloc(unsigned long i)
 	ring_n[k] = n;
 }
 
+static void *hs_thread(void *arg)
+{
+	return arg;
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -76,7 +91,7 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	/* Three blocks in the 200-byte cache bin (see above). */
 	void *warm[3];
@@ -90,11 +105,30 @@ int main(void)
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGALRM, &sa, NULL);
+	unsigned long thread_after = 0;
+	pthread_t th;
+	if (argc == 4) {
+		thread_after = strtoul(argv[3], NULL, 10);
+		FILE *f = fopen(argv[1], "w");
+		if (!f)
+			return 2;
+		fclose(f);
+		double wait_end = now() + 60.0;
+		while (access(argv[2], F_OK) != 0) {
+			if (now() > wait_end)
+				return 3;
+			struct timespec ts = {0, 2000000};
+			nanosleep(&ts, NULL);
+		}
+	}
 	double deadline = now() + 30.0;
 	struct itimerval it = {{0, 100}, {0, 100}};
 	setitimer(ITIMER_REAL, &it, NULL);
 	for (unsigned long i = 0; handler_allocs < HANDLER; i++) {
 		hs_main_alloc(i);
+		if (thread_after && i == thread_after &&
+		    pthread_create(&th, NULL, hs_thread, NULL) == 0)
+			pthread_join(th, NULL);
 		if (i % 1024 == 0 && now() > deadline)
 			break;
 	}
