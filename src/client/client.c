@@ -900,6 +900,14 @@ out:
  * now on.  Returns the regions unmapped, or -EBUSY when an attach is
  * under way.  errno is kept.
  */
+/* Where the collector's injector writes the timeout of a system call it
+ * interrupted and issues again (a struct timespec: semtimedop,
+ * rt_sigtimedwait, io_getevents), with what is left of it: the program's
+ * own timespec is never written, and memory on the thread's stack could
+ * be a signal handler's before the call reads it (inject.c,
+ * cut_timeout).  Written by the injector only, read by the kernel. */
+HP_EXPORT struct timespec heapprof_internal_reissue[8];
+
 HP_EXPORT int64_t heapprof_internal_detach(void)
 {
 	int saved = errno;

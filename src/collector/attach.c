@@ -134,6 +134,17 @@ static const char *begin_error(int64_t e)
 	}
 }
 
+/* The library's area for a reissued call's timeout (inject.c,
+ * cut_timeout); an older library has none. */
+static void set_reissue_area(struct inject_ctx *ic, pid_t pid, uint64_t handle)
+{
+	char ignored[INJECT_WHY];
+	uint64_t area = 0;
+	if (inject_symbol_addr(pid, handle, "heapprof_internal_reissue", &area,
+	                       ignored) == 0)
+		inject_set_reissue_area(ic, area);
+}
+
 /* The client's two calls and the answer between them, on c's thread. */
 static int attach_calls(struct collector *col, struct inject_ctx *ic, pid_t pid,
                         uint64_t handle, const char *how, const char *fork_path,
@@ -256,6 +267,8 @@ int attach_process(struct collector *c, pid_t pid, const char *how,
 		r->loaded = rc == 0;
 	}
 	if (!rc)
+		set_reissue_area(ic, pid, handle);
+	if (!rc)
 		rc = attach_calls(c, ic, pid, handle, how, fork_path, out, r,
 		                  why);
 	char why2[INJECT_WHY] = "";
@@ -308,6 +321,7 @@ int detach_process(pid_t pid, char *why)
 		struct inject_ctx *ctx;
 		if (inject_attach(pid, &o, &ctx, why))
 			return -1;
+		set_reissue_area(ctx, pid, handle);
 		o.checked = true;
 		int rc = inject_stop_others(ctx, why);
 		uint64_t ret = 0;

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -101,6 +102,21 @@ struct inject_ctx {
 	uint64_t stack_low; /* the bottom of the thread's stack mapping */
 	bool in_sigdeliv;   /* the stop is the SIGSEGV of a returned call */
 	bool reissue;       /* an EINTR-only call: issue it again */
+	/* How long the chosen thread had waited in its call when stopped
+	 * (sleep_elapsed), cut from its timeout at the reissue; the other
+	 * threads' (inject_stop_others) likewise. */
+	uint64_t elapsed_ns;
+	bool elapsed_known;
+	uint64_t others_elapsed[MAX_TIDS];
+	bool others_known[MAX_TIDS];
+	/* Where a reissued call's new timeout (a struct timespec) may be
+	 * written in the target: heapprof's library's, once loaded
+	 * (inject_set_reissue_area); 0: none (such a call keeps its whole
+	 * timeout). */
+	uint64_t reissue_area;
+	unsigned reissue_next;
+	int reissue_cut_ms; /* the chosen thread's timeout cut by this */
+	bool reissue_full;  /* a timed call reissued with its whole timeout */
 	uint64_t tmpblk;    /* a temporary-mask call's own mask (SigBlk) */
 	bool stuck;         /* a call did not return in time */
 	bool gone;          /* the thread exited */
@@ -954,11 +970,268 @@ static bool temp_blocked_pending(pid_t tid, uint64_t tmp, uint64_t own)
 	return ((st.sigpnd | st.shdpnd) & tmp & ~own) != 0;
 }
 
-static void make_reissue(struct user_regs_struct *r)
+/*
+ * Reissued with the time that remains.  The calls above that take a
+ * timeout take it relative, and the kernel does not say how much of it
+ * is left: issued again as they were, each stop restarts the wait (a
+ * thread in epoll_wait(2500) attached to five times waited 12.9 s).  So
+ * the injector measures how long the thread had slept in the call when
+ * it stopped, and cuts that from the timeout.
+ *
+ * The measure: the scheduler's se.exec_start (/proc/PID/task/TID/sched)
+ * is the time the thread last left the CPU, on that CPU's task clock.
+ * Read before the stop (the thread asleep in its call) and after it (the
+ * thread ran to the stop and left the CPU again), on the same CPU, with
+ * one voluntary switch between (the stop's own), the difference is how
+ * long it slept in that call.  Per-CPU task clocks differ (they leave
+ * out interrupt and steal time since boot), so on another CPU the wall
+ * time between our two reads stands in: less than the truth, never more
+ * (the call only ends later than bare, never sooner).  More switches
+ * (the thread woke and called again) or no sched file: no cut, counted
+ * (inject_stats.reissue_full).
+ */
+struct sleep_mark {
+	bool ok;
+	int cpu;
+	uint64_t nvcsw;
+	uint64_t exec_ns;
+	uint64_t mono_ns;
+	uint64_t int_ns; /* the interrupt (CLOCK_MONOTONIC) */
+};
+
+/* The EINTR-only calls with a relative timeout, and the argument that
+ * holds it. */
+static int timeout_arg(long nr)
 {
+	switch (nr) {
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_semtimedop:
+		return 4;
+	case SYS_rt_sigtimedwait:
+		return 3;
+	case SYS_io_getevents:
+		return 5;
+	default:
+		return 0;
+	}
+}
+
+static unsigned long long *arg_reg(struct user_regs_struct *r, int i)
+{
+	switch (i) {
+	case 3:
+		return &r->rdx;
+	case 4:
+		return &r->r10;
+	default:
+		return &r->r8;
+	}
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* "se.exec_start   :   23777520.799286" (ms, 6 decimals) and
+ * "nr_voluntary_switches   :   12" from the sched file; the CPU (field
+ * 39) from stat. */
+static bool sleep_mark_read(pid_t pid, pid_t tid, struct sleep_mark *m)
+{
+	char buf[4096];
+	if (proc_task_read(pid, tid, "sched", buf, sizeof(buf)) <= 0)
+		return false;
+	bool have_exec = false, have_sw = false;
+	for (char *l = buf; l && *l;) {
+		char *nl = strchr(l, '\n');
+		char *line = l;
+		l = nl ? nl + 1 : NULL;
+		char *colon = strchr(line, ':');
+		if (!colon || (nl && colon > nl))
+			continue;
+		if (!strncmp(line, "se.exec_start ", 14)) {
+			char *end;
+			unsigned long long ms = strtoull(colon + 1, &end, 10);
+			unsigned long long frac = 0;
+			int digits = 0;
+			if (*end == '.')
+				for (end++;
+				     *end >= '0' && *end <= '9' && digits < 6;
+				     end++, digits++)
+					frac = frac * 10 +
+					       (unsigned)(*end - '0');
+			for (; digits < 6; digits++)
+				frac *= 10;
+			m->exec_ns = ms * 1000000ull + frac;
+			have_exec = true;
+		} else if (!strncmp(line, "nr_voluntary_switches ", 22)) {
+			m->nvcsw = strtoull(colon + 1, NULL, 10);
+			have_sw = true;
+		}
+	}
+	if (!have_exec || !have_sw ||
+	    proc_task_read(pid, tid, "stat", buf, sizeof(buf)) <= 0)
+		return false;
+	/* Field 3 follows the ") " that ends the name; the CPU is field
+	 * 39. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return false;
+	int field = 2;
+	for (; *p && field < 39; p++)
+		if (*p == ' ')
+			field++;
+	if (field != 39 || *p < '0' || *p > '9')
+		return false;
+	m->cpu = atoi(p);
+	m->mono_ns = mono_ns();
+	return true;
+}
+
+/* CPU cpu's task clock less CLOCK_MONOTONIC, read on it (this thread
+ * moved there for the read, then back): at most the true offset (our own
+ * se.exec_start is when we began to run there, or later). */
+static bool cpu_offset(int cpu, int64_t *off)
+{
+	cpu_set_t was, one;
+	if (cpu < 0 || cpu >= CPU_SETSIZE ||
+	    sched_getaffinity(0, sizeof(was), &was) != 0)
+		return false;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one) != 0)
+		return false;
+	struct sleep_mark me;
+	bool ok = sleep_mark_read(getpid(), (pid_t)syscall(SYS_gettid), &me) &&
+	          me.cpu == cpu;
+	sched_setaffinity(0, sizeof(was), &was);
+	if (!ok)
+		return false;
+	*off = (int64_t)me.exec_ns - (int64_t)me.mono_ns;
+	return true;
+}
+
+/* Before stopping tid: a mark if it sleeps in a timed EINTR-only call. */
+static void sleep_mark_before(pid_t pid, pid_t tid, struct sleep_mark *m)
+{
+	m->ok = false;
+	long nr = proc_task_syscall(pid, tid);
+	if (nr < 0 || !timeout_arg(nr))
+		return;
+	m->ok = sleep_mark_read(pid, tid, m);
+	/* stop_one interrupts it next. */
+	m->int_ns = mono_ns();
+}
+
+/* After its stop: how long it had slept in the call (0: unknown). */
+static uint64_t sleep_elapsed(pid_t pid, pid_t tid, const struct sleep_mark *m,
+                              bool *known)
+{
+	struct sleep_mark m2;
+	*known = false;
+	if (!m->ok || !sleep_mark_read(pid, tid, &m2) ||
+	    m2.nvcsw != m->nvcsw + 1)
+		return 0;
+	*known = true;
+	if (m2.cpu == m->cpu && m2.exec_ns >= m->exec_ns)
+		return m2.exec_ns - m->exec_ns;
+	/* It woke on another CPU: its sleep's start on our clock, from that
+	 * CPU's offset now (its task clock has lost interrupt and steal time
+	 * since: the start comes out later, the wait shorter), to the
+	 * interrupt (the stop came after it). */
+	int64_t off;
+	if (cpu_offset(m->cpu, &off)) {
+		int64_t start = (int64_t)m->exec_ns - off;
+		if (start > 0 && (uint64_t)start < m->int_ns)
+			return m->int_ns - (uint64_t)start;
+	}
+	return m->int_ns > m->mono_ns ? m->int_ns - m->mono_ns : 0;
+}
+
+/* The call's timeout less elapsed_ns, in r (its argument, or for a
+ * struct timespec a new one in the reissue area).  False: it keeps its
+ * whole timeout (no measure, or nowhere to put a timespec). */
+static bool cut_timeout(struct inject_ctx *c, pid_t tid,
+                        struct user_regs_struct *r, uint64_t elapsed_ns,
+                        bool known, int *cut_ms)
+{
+	long nr = (long)r->orig_rax;
+	int a = timeout_arg(nr);
+	*cut_ms = 0;
+	if (!a)
+		return true;
+	unsigned long long *reg = arg_reg(r, a);
+	if (nr == SYS_epoll_wait || nr == SYS_epoll_pwait) {
+		int ms = (int)*reg;
+		if (ms <= 0)
+			return true; /* no wait, or none to cut */
+		if (!known)
+			return false;
+		/* Whole milliseconds slept: the rest rounds up. */
+		uint64_t e = elapsed_ns / 1000000ull;
+		int left = e >= (uint64_t)ms ? 0 : ms - (int)e;
+		*cut_ms = ms - left;
+		*reg = (unsigned long long)(unsigned)left;
+		return true;
+	}
+	if (*reg == 0)
+		return true; /* NULL: no timeout */
+	struct timespec ts;
+	if (inject_read(c->pid, *reg, &ts, sizeof(ts)) != 0 || ts.tv_sec < 0 ||
+	    ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000L)
+		return false; /* the kernel's EINVAL or EFAULT, as it was */
+	if (!known)
+		return false;
+	uint64_t total =
+	        (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t left = elapsed_ns >= total ? 0 : total - elapsed_ns;
+	*cut_ms = (int)((total - left) / 1000000ull);
+#ifdef SYS_epoll_pwait2
+	if (nr == SYS_epoll_pwait2 && (left + 999999) / 1000000 <= INT32_MAX) {
+		/* epoll_pwait with the same arguments and the rest in
+		 * milliseconds, rounded up: no memory of ours needed. */
+		*reg = (unsigned long long)((left + 999999) / 1000000);
+		r->rax = SYS_epoll_pwait;
+		return true;
+	}
+#endif
+	if (!c->reissue_area)
+		return false;
+	struct timespec nts = {(time_t)(left / 1000000000ull),
+	                       (long)(left % 1000000000ull)};
+	uint64_t at = c->reissue_area +
+	              (c->reissue_next++ % INJECT_REISSUE_SLOTS) * sizeof(nts);
+	struct iovec local = {&nts, sizeof(nts)};
+	struct iovec remote = {(void *)(uintptr_t)at, sizeof(nts)};
+	if (process_vm_writev(c->pid, &local, 1, &remote, 1, 0) !=
+	    (ssize_t)sizeof(nts))
+		return false;
+	(void)tid;
+	*reg = at;
+	return true;
+}
+
+static void make_reissue(struct inject_ctx *c, pid_t tid,
+                         struct user_regs_struct *r, uint64_t elapsed_ns,
+                         bool known)
+{
+	int cut = 0;
 	r->rax = r->orig_rax;
+	/* Before orig_rax goes: cut_timeout reads it (and may issue
+	 * another call, rax). */
+	bool whole = !cut_timeout(c, tid, r, elapsed_ns, known, &cut);
 	r->rip -= 2; /* the syscall instruction */
 	r->orig_rax = (unsigned long long)-1;
+	if (tid == c->tid) {
+		c->reissue_cut_ms = cut;
+		c->reissue_full = whole;
+	}
 }
 
 /* ---- choosing the thread ---------------------------------------------- */
@@ -1075,14 +1348,15 @@ static int stop_one(pid_t tid)
 /* Lets a stopped thread go, its interrupted call issued again when the
  * stop made it return EINTR (and no signal is pending to take its
  * place). */
-static void resume_other(pid_t tid)
+static void resume_other(struct inject_ctx *c, pid_t tid, uint64_t elapsed_ns,
+                         bool known)
 {
 	struct user_regs_struct r;
 	if (ptrace(PTRACE_GETREGS, tid, 0, &r) == 0 && stopped_eintr(&r)) {
 		uint64_t mask = 0;
 		ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof(mask), &mask);
 		if (!signal_pending(tid, mask)) {
-			make_reissue(&r);
+			make_reissue(c, tid, &r, elapsed_ns, known);
 			ptrace(PTRACE_SETREGS, tid, 0, &r);
 		}
 	}
@@ -1211,6 +1485,8 @@ restore_running:
 static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
                       char *last, size_t lastlen, char *why)
 {
+	struct sleep_mark mark;
+	sleep_mark_before(c->pid, tid, &mark);
 	int stopped = stop_one(tid);
 	if (stopped == -ETIMEDOUT)
 		return fail(
@@ -1239,6 +1515,9 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 	}
 	const char *bad = NULL;
 	bool eintr = stopped_eintr(&r);
+	bool known = false;
+	uint64_t elapsed =
+	        eintr ? sleep_elapsed(c->pid, tid, &mark, &known) : 0;
 	if (eintr && !may_reissue) {
 		snprintf(last, lastlen,
 		         "thread %d was in a call that the stop interrupts "
@@ -1273,20 +1552,25 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 				ptrace(PTRACE_DETACH, tid, 0, 0);
 				return TRY_UNSAFE;
 			}
+			/* A call entered since: it began a moment ago. */
 			eintr = stopped_eintr(&r);
+			elapsed = 0;
+			known = true;
 		}
 	}
 	if (!bad) {
 		c->tid = tid;
 		c->saved = r;
 		c->reissue = eintr;
+		c->elapsed_ns = elapsed;
+		c->elapsed_known = known;
 		struct proc_status ps;
 		if ((long long)r.orig_rax >= 0 && temp_mask((long)r.orig_rax) &&
 		    proc_status(tid, &ps) == 0)
 			c->tmpblk = ps.sigblk;
 		return TRY_SAFE;
 	}
-	resume_other(tid);
+	resume_other(c, tid, elapsed, known);
 	return TRY_UNSAFE;
 }
 
@@ -1636,8 +1920,14 @@ undo:;
 void inject_resume_others(struct inject_ctx *c)
 {
 	for (int i = 0; i < c->nothers; i++)
-		resume_other(c->others[i]);
+		resume_other(c, c->others[i], c->others_elapsed[i],
+		             c->others_known[i]);
 	c->nothers = 0;
+}
+
+void inject_set_reissue_area(struct inject_ctx *c, uint64_t addr)
+{
+	c->reissue_area = addr;
 }
 
 /* Whether the stopped thread tid is in, or has a frame in, the extra
@@ -1691,14 +1981,20 @@ int inject_stop_others(struct inject_ctx *c, char *why)
 	for (int i = 0; i < t.n; i++) {
 		if (t.v[i] == c->tid)
 			continue;
+		struct sleep_mark mark;
+		sleep_mark_before(c->pid, t.v[i], &mark);
 		int rc = stop_one(t.v[i]);
 		if (rc < 0) {
 			inject_resume_others(c);
 			return fail(why, "thread %d of %d could not be stopped",
 			            (int)t.v[i], (int)c->pid);
 		}
-		if (rc > 0)
-			c->others[c->nothers++] = t.v[i];
+		if (rc > 0) {
+			int k = c->nothers++;
+			c->others[k] = t.v[i];
+			c->others_elapsed[k] = sleep_elapsed(
+			        c->pid, t.v[i], &mark, &c->others_known[k]);
+		}
 	}
 	/* A thread started meanwhile (by a thread not yet stopped) is not
 	 * in the list: look again, now that every thread listed is stopped. */
@@ -1787,7 +2083,7 @@ int inject_detach(struct inject_ctx *c, struct inject_stats *stats, char *why)
 	     temp_blocked_pending(tid, c->tmpblk, c->mask)))
 		reissue = true;
 	if (reissue)
-		make_reissue(&r);
+		make_reissue(c, tid, &r, c->elapsed_ns, c->elapsed_known);
 	c->reissue = reissue;
 	if (ptrace(PTRACE_SETREGS, tid, 0, &r) < 0 && !rc)
 		rc = fail(why, "cannot put back the registers of thread %d: %s",
@@ -1821,6 +2117,8 @@ out:
 		stats->total_ms = end - c->t0;
 		stats->stopped_ms = c->t_safe ? end - c->t_stop : 0;
 		stats->reissued = c->reissue;
+		stats->reissue_cut_ms = c->reissue ? c->reissue_cut_ms : 0;
+		stats->reissue_full = c->reissue && c->reissue_full;
 		stats->held_signals = c->nheld;
 		stats->entry_traps = c->entry_traps;
 		stats->unwound = c->unwound;

@@ -56,11 +56,14 @@ struct inject_stats {
 	/* The injected thread's own stop: from its stop to its detach (the
 	 * threads tried before it were each stopped only for a check). */
 	double stopped_ms;
-	int reissued;     /* 1: an EINTR-only call was issued again */
-	int held_signals; /* signals that arrived and were re-delivered */
-	int entry_traps;  /* threads run from inside the allocator to its
-	                     next entry (a breakpoint) */
-	int unwound;      /* stacks checked by unwinding (not scanned) */
+	int reissued;       /* 1: an EINTR-only call was issued again */
+	int reissue_cut_ms; /* ... its timeout cut by what it had waited */
+	int reissue_full;   /* 1: ... a timed one, with its whole timeout (no
+	                       measure of its wait, or nowhere to put one) */
+	int held_signals;   /* signals that arrived and were re-delivered */
+	int entry_traps;    /* threads run from inside the allocator to its
+	                       next entry (a breakpoint) */
+	int unwound;        /* stacks checked by unwinding (not scanned) */
 };
 
 /* 0 if pid may be injected into; -1 with the one-line reason otherwise:
@@ -144,6 +147,12 @@ int inject_libc_symbol(struct inject_ctx *c, const char *name, uint64_t *addr,
  * -1: error (every other thread runs again).  A thread stopped in a call
  * that returns EINTR to a stop has it issued again when let go. */
 int inject_stop_others(struct inject_ctx *c, char *why);
+/* Where a reissued call's new timeout (a struct timespec) may be written
+ * in the target: INJECT_REISSUE_SLOTS of them at addr (heapprof's
+ * library's heapprof_internal_reissue, once loaded).  Without, a call
+ * whose timeout is a timespec keeps its whole timeout when reissued. */
+#define INJECT_REISSUE_SLOTS 8
+void inject_set_reissue_area(struct inject_ctx *c, uint64_t addr);
 void inject_resume_others(struct inject_ctx *c);
 /* Puts back the mask, the extended state and the registers, re-delivers
  * the signals that arrived meanwhile, detaches and frees c.  stats (may

@@ -470,6 +470,29 @@ int proc_tasks(pid_t pid, int (*fn)(void *ctx, pid_t tid), void *ctx)
 	return rc;
 }
 
+ssize_t proc_task_read(pid_t pid, pid_t tid, const char *file, char *buf,
+                       size_t len)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)pid, (int)tid,
+	         file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t got = 0;
+	while (got + 1 < len) {
+		ssize_t n = read(fd, buf + got, len - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
 long proc_task_syscall(pid_t pid, pid_t tid)
 {
 	char path[96], buf[256];

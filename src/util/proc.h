@@ -142,6 +142,10 @@ int proc_tasks(pid_t pid, int (*fn)(void *ctx, pid_t tid), void *ctx);
  * /proc/PID/task/TID/syscall: its number, or -1 when it runs in user
  * space ("running"); -2 on error (errno set; EACCES: not ours). */
 long proc_task_syscall(pid_t pid, pid_t tid);
+/* /proc/PID/task/TID/FILE into buf (NUL-terminated, at most len - 1
+ * bytes): the bytes read, or -1 if it cannot be opened. */
+ssize_t proc_task_read(pid_t pid, pid_t tid, const char *file, char *buf,
+                       size_t len);
 
 /* ---- by name -------------------------------------------------------- */
 

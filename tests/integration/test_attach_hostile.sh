@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# test_attach_hostile.sh BUILD: attaching to running programs that make it
+# hard (issue 31, "Harmless in production, round three").  Every target is
+# started bare, under a private XDG_RUNTIME_DIR (no daemon unless a case
+# starts one).
+#
+#   timedwait-*  progs/attach_timedwait: a thread waiting over and over in
+#                a call that returns EINTR to any stop, with a relative
+#                timeout (epoll_wait, epoll_pwait2, semtimedop,
+#                sigtimedwait, io_getevents), attached and detached back to
+#                back (record -p -d) for the whole run: each wait ends no
+#                later than its timeout plus the stops that fell in it, and
+#                returns what bare returns (the timeout's 0 or EAGAIN).
+#                Before, each stop restarted the wait with the whole
+#                timeout (an epoll_wait(2500) attached five times: 12.9 s).
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
+. "$HERE/helpers.sh"
+t_setup_build "$1"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/attach_timedwait"
+. "$HERE/session_helpers.sh"
+unset LD_PRELOAD
+
+# ---------------------------------------------------------------------------
+# timedwait MODE: WAIT_MS x NWAITS waits, attach cycles until it is done.
+WAIT_MS=1500
+NWAITS=4
+# What a wait may take beyond its timeout: the stops in it (an attach and
+# a detach stop the thread tens of ms each here; hundreds on a loaded
+# 2-core machine) and scheduling.  A wait restarted whole takes at least
+# a third more (a stop in its last two thirds adds 500 ms or more).
+SLACK_MS=450
+for mode in epoll pwait2 semtimedop sigtimedwait io_getevents; do
+	t_begin "timedwait-$mode: waits in $mode attached and detached back to back end as bare (its timeout plus the stops, the same results)"
+	bare_run "tw-$mode" "$PROGS/attach_timedwait" "$mode" 300 2
+	assert_eq 0 "$BARE_RC" "bare exit status ($(head -c 200 "$T_DIR/tw-$mode.bare.err"))" || continue
+	out="$W/tw-$mode.pout"
+	"$PROGS/attach_timedwait" "$mode" "$WAIT_MS" "$NWAITS" >"$out" 2>"$W/tw-$mode.perr" &
+	TPID=$!
+	TPIDS="$TPIDS $TPID"
+	wait_until 20 "ready from attach_timedwait $mode" grep_q "$out" "^ready$" || continue
+	cycles=0
+	fails=0
+	while kill -0 "$TPID" 2>/dev/null && ! grep_q "$out" "^done$"; do
+		run_bounded 60 "$HP" record -p "$TPID" -d 0.25 -o "$W/tw-$mode.$cycles.db" \
+			>"$W/tw-$mode.rec.out" 2>"$W/tw-$mode.rec.err" || true
+		grep -q "profiling" "$W/tw-$mode.rec.err" || fails=$((fails + 1))
+		cycles=$((cycles + 1))
+		[ "$cycles" -ge 40 ] && break
+	done
+	wait_child 30 "$TPID"
+	assert_eq 0 "$WAIT_RC" "the program's exit status ($(head -c 200 "$W/tw-$mode.perr"))"
+	assert_eq 0 "$fails" "attach cycles that did not profile (of $cycles; last: $(tail -n 2 "$W/tw-$mode.rec.err" | tr '\n' ' '))"
+	assert_ge "$cycles" 4 "attach cycles during the run"
+	# Every result as bare's; every wait within its timeout plus slack.
+	res=$(awk '$1 == "wait" { print $4 }' "$out" | sort -u | tr '\n' ' ')
+	assert_eq "$(awk '$1 == "wait" { print $4 }' "$T_DIR/tw-$mode.bare.out" | sort -u | tr '\n' ' ')" "$res" \
+		"the calls' results (bare's: the timeout's)"
+	assert_eq "$NWAITS" "$(grep -c '^wait ' "$out")" "waits made"
+	longest=$(awk '$1 == "wait" && $3 > m { m = $3 } END { print m + 0 }' "$out")
+	t_note "$mode: $cycles attach cycles; waits of $WAIT_MS ms took $(awk '$1 == "wait" { printf "%s ", $3 }' "$out")ms"
+	assert_le "$longest" $((WAIT_MS + SLACK_MS)) "the longest wait, ms"
+	# Never shorter (whole ms of two clock reads: 1 ms less at worst).
+	shortest=$(awk '$1 == "wait" && (m == "" || $3 < m) { m = $3 } END { print m + 0 }' "$out")
+	assert_ge "$shortest" $((WAIT_MS - 1)) "the shortest wait, ms (never shorter than the timeout)"
+done
+
+t_summary
