@@ -118,7 +118,8 @@ static void say_still_running(struct session *s)
 {
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
-		if (t->retired || t->disconnected || session_is_command(s, t))
+		if (t->retired || (t->disconnected && !t->conn_lost) ||
+		    session_is_command(s, t))
 			continue;
 		char comm[64];
 		proc_comm(t->pid, comm, sizeof(comm));
@@ -139,7 +140,10 @@ static void say_still_running(struct session *s)
  */
 static void detach_target(struct target *t)
 {
-	if (t->retired || t->disconnected || !t->nreg || kill(t->pid, 0) != 0)
+	/* Disconnected: gone, unless the program only closed or reused our
+	 * descriptor (conn_lost: it still maps its region). */
+	if (t->retired || (t->disconnected && !t->conn_lost) || !t->nreg ||
+	    kill(t->pid, 0) != 0)
 		return;
 	char why[INJECT_WHY];
 	if (detach_process(t->pid, why) >= 0)
@@ -184,9 +188,13 @@ static void finish(struct session *s)
 		int code = cmd && s->child_exited
 		                   ? session_status_code(s->child_status)
 		                   : -1;
-		if (collector_end_row(&s->col, t,
-		                      t->disconnected ? t->disconnect_ts : end,
-		                      code, t->disconnected && !cmd) != 0)
+		/* A process profiled on without its connection, still
+		 * running at the end, ends with the session as a connected
+		 * one does. */
+		bool gone = t->disconnected && !(t->conn_lost && !t->retired &&
+		                                 proc_alive(t->pid));
+		if (collector_end_row(&s->col, t, gone ? t->disconnect_ts : end,
+		                      code, gone && !cmd) != 0)
 			s->write_errors++;
 	}
 	if (!s->daemon_mode && s->col.ntargets == 0) {

@@ -403,15 +403,19 @@ void session_on_signal_daemon(struct session *s,
 
 /*
  * Whether a -p/-n session has nothing left to wait for: every process it
- * asked for attached or failed, no target is still connected (or within
- * its exec grace), and, with names, no new process can come (--no-startup
- * after the daemon's report of running matches, or the daemon is gone).
+ * asked for attached or failed, no target is still connected, profiled
+ * without its connection, or within its exec grace, and, with names, no new
+ * process can come (--no-startup after the daemon's report of running matches,
+ * or the daemon is gone).
  */
 bool session_daemon_over(struct session *s)
 {
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		const struct target *t = s->col.targets[i];
-		if (!t->retired && !t->disconnected)
+		/* A connection the program closed or reused is no exit: it
+		 * is profiled on through its region while it maps it
+		 * (session_reap_disconnected). */
+		if (!t->retired && (!t->disconnected || t->conn_lost))
 			return false;
 		if (!t->retired && s->cfg->follow_exec)
 			return false; /* in its grace */

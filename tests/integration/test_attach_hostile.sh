@@ -13,11 +13,19 @@
 #                returns what bare returns (the timeout's 0 or EAGAIN).
 #                Before, each stop restarted the wait with the whole
 #                timeout (an epoll_wait(2500) attached five times: 12.9 s).
+#   fdreuse      progs/attach_fdreuse dup2s /dev/null over every descriptor
+#                number once attached (the session's connection with them),
+#                then allocates: the session goes on through the region,
+#                exact (fd_alloc N x 96 B), to the program's exit; with -d,
+#                to the -d, then the region is unmapped and the program's
+#                numbers are all still its /dev/null.  Before, the session
+#                ended 30 ms after the dup2s, with nothing recorded and -d
+#                ignored.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
-t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/attach_timedwait"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/attach_timedwait" "$PROGS/attach_fdreuse"
 . "$HERE/session_helpers.sh"
 unset LD_PRELOAD
 
@@ -30,7 +38,7 @@ NWAITS=4
 # 2-core machine) and scheduling.  A wait restarted whole takes at least
 # a third more (a stop in its last two thirds adds 500 ms or more).
 SLACK_MS=450
-for mode in epoll pwait2 semtimedop sigtimedwait io_getevents; do
+for mode in ${TW_MODES:-epoll pwait2 semtimedop sigtimedwait io_getevents}; do
 	t_begin "timedwait-$mode: waits in $mode attached and detached back to back end as bare (its timeout plus the stops, the same results)"
 	bare_run "tw-$mode" "$PROGS/attach_timedwait" "$mode" 300 2
 	assert_eq 0 "$BARE_RC" "bare exit status ($(head -c 200 "$T_DIR/tw-$mode.bare.err"))" || continue
@@ -64,5 +72,68 @@ for mode in epoll pwait2 semtimedop sigtimedwait io_getevents; do
 	shortest=$(awk '$1 == "wait" && (m == "" || $3 < m) { m = $3 } END { print m + 0 }' "$out")
 	assert_ge "$shortest" $((WAIT_MS - 1)) "the shortest wait, ms (never shorter than the timeout)"
 done
+
+# ---------------------------------------------------------------------------
+FDN=20000
+bare_run fdr "$PROGS/attach_fdreuse" /dev/null "$FDN"
+FDR_BARE="ready
+taken $(awk '$1 == "taken" { print $2 }' "$T_DIR/fdr.bare.out")
+made fd_alloc $FDN 96
+ok"
+
+# fdreuse_start TAG [STOP]: the program under ulimit -n 1024, attached
+# (record -p -i 1, RECORD_ARGS more); TPID, RPID.
+fdreuse_start() {
+	local tag=$1
+	shift
+	rm -f "$W/$tag.go"
+	(ulimit -n 1024 && exec "$PROGS/attach_fdreuse" "$W/$tag.go" "$FDN" "$@") \
+		>"$W/$tag.pout" 2>"$W/$tag.perr" &
+	TPID=$!
+	TPIDS="$TPIDS $TPID"
+	wait_until 20 "ready from attach_fdreuse" grep_q "$W/$tag.pout" "^ready$" || return 1
+	start_record "$tag" -p "$TPID" -i 1 -o "$T_DIR/$tag.db" "${RECORD_ARGS[@]}"
+	wait_until 30 "the profiling line" grep_q "$T_DIR/$tag.err" "pid $TPID .*: profiling" || return 1
+	: >"$W/$tag.go"
+}
+
+t_begin "fdreuse: a program that dup2s over every descriptor number once attached is profiled on through its region, exact, to its exit"
+assert_eq 0 "$BARE_RC" "bare exit status"
+RECORD_ARGS=()
+if fdreuse_start fr1; then
+	wait_record fr1
+	assert_eq 0 "$REC_RC" "record's exit status"
+	wait_child 30 "$TPID"
+	assert_eq 0 "$WAIT_RC" "the program's exit status"
+	assert_eq "$(grep -v '^taken' <<<"$FDR_BARE")" "$(grep -v '^taken' "$W/fr1.pout")" "the program's output as bare"
+	assert_match "^taken [0-9]{3,}$" "$(grep '^taken' "$W/fr1.pout")" "numbers taken over"
+	assert_match "closed its connection" "$(cat "$T_DIR/fr1.err")" "record says the connection was taken"
+	if db_valid "$T_DIR/fr1.db"; then
+		read -r ao as _ <<<"$(leaf_views "$T_DIR/fr1.db" fd_alloc)"
+		assert_eq "$FDN $((96 * FDN))" "$ao $as" "fd_alloc alloc_objects alloc_space (exact)"
+	fi
+fi
+
+t_begin "fdreuse -d 1.5: the session lasts its -d through the region, then leaves the program as it was (no region mapped, its numbers its own)"
+RECORD_ARGS=(-d 1.5)
+t0=$(date +%s%N)
+if fdreuse_start fr2 "$W/fr2.stop"; then
+	wait_record fr2
+	took=$((($(date +%s%N) - t0) / 1000000))
+	assert_eq 0 "$REC_RC" "record's exit status"
+	assert_ge "$took" 1500 "ms from the start to record's end (-d 1.5)"
+	assert_eq yes "$(kill -0 "$TPID" 2>/dev/null && echo yes)" "the program runs on after the session"
+	assert_eq 0 "$(grep -c 'heapprof-region' "/proc/$TPID/maps" 2>/dev/null)" "regions mapped in the program after the session"
+	: >"$W/fr2.stop"
+	wait_child 30 "$TPID"
+	assert_eq 0 "$WAIT_RC" "the program's exit status"
+	assert_eq "ok" "$(tail -n 1 "$W/fr2.pout")" "the program's descriptors all its own at the end"
+	if db_valid "$T_DIR/fr2.db"; then
+		read -r ao as _ <<<"$(leaf_views "$T_DIR/fr2.db" fd_alloc)"
+		assert_eq "$FDN $((96 * FDN))" "$ao $as" "fd_alloc alloc_objects alloc_space (exact)"
+		read -r ao _ <<<"$(leaf_views "$T_DIR/fr2.db" fd_more)"
+		assert_ge "${ao:-0}" 100 "fd_more allocations recorded during the -d"
+	fi
+fi
 
 t_summary
