@@ -278,6 +278,9 @@ void rep_print_process_header(sqlite3 *db, const struct rd_process *p,
 		       strsignal((int)(p->exit_status - 128)));
 	else
 		printf("%" PRId64 "\n", p->exit_status);
+	/* Why it may have little or nothing (an allocator of its own). */
+	if (p->note && p->note[0])
+		printf("  note           %s\n", p->note);
 	/* What it started that the session did not follow: where the
 	 * work went when this process has little or nothing. */
 	if (p->exec_not_followed)

@@ -14,8 +14,10 @@
  * profile is written by a thread of its own (writeq.h): a dump reads the
  * regions here and queues the writing.
  */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,7 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
+#include "collector/inject_elf.h"
 #include "util/human.h"
 #include "util/memcg.h"
 #include "util/proc.h"
@@ -153,6 +156,40 @@ static char *put_str(char **at, const char *s)
 	memcpy(d, s, n);
 	*at += n;
 	return d;
+}
+
+/*
+ * A process whose executable defines malloc itself (and exports it, as a
+ * linker does for a symbol the C library's own calls then bind to): every
+ * call of the program and of its libraries goes to that allocator, which
+ * neither the preloaded hooks nor the routed slots of an attach see; the
+ * profile would hold only what reaches the C library, often nothing.
+ * Said (one line) and kept as the process's note for the report.  Returns
+ * note, or NULL if the executable has no malloc of its own.
+ */
+static const char *own_malloc_note(pid_t pid, char *note, size_t len)
+{
+	char exe[PATH_MAX], path[64], why[128];
+	if (proc_exe(pid, exe, sizeof(exe)) != 0)
+		return NULL;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	struct ielf e;
+	if (ielf_open(path, &e, why, sizeof(why)) != 0)
+		return NULL;
+	uint64_t v;
+	int type = 0;
+	bool own = ielf_sym(&e, "malloc", &v, NULL, &type) == 0 &&
+	           (type == STT_FUNC || type == STT_GNU_IFUNC);
+	ielf_close(&e);
+	if (!own)
+		return NULL;
+	snprintf(note, len,
+	         "its executable %s defines malloc itself: heapprof sees only "
+	         "what reaches the C library's allocator; report that "
+	         "allocator's blocks with the custom allocator API "
+	         "(heapprof/heap_profile.h, docs/HEAPS.md)",
+	         exe);
+	return note;
 }
 
 /* Numbers the row (info->upid), queues it; e: its end at once, or NULL. */
@@ -717,6 +754,14 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		cmd = proc_cmdline(ti->pid);
 	proc_exe(ti->pid, t->exe, sizeof(t->exe));
 	proc_comm(ti->pid, t->comm, sizeof(t->comm));
+	/* Read while the process waits for the welcome (a short one is
+	 * gone right after); said once it is a target. */
+	char note[PATH_MAX + 256], who[64] = "";
+	const char *own_malloc = NULL;
+	if (!ti->how || strcmp(ti->how, "fork") != 0)
+		own_malloc = own_malloc_note(ti->pid, note, sizeof(note));
+	if (own_malloc)
+		proc_comm(ti->pid, who, sizeof(who));
 	/* The process may allocate as soon as it has the welcome: its
 	 * profiling starts now, not after our bookkeeping. */
 	uint64_t start_ts = boottime_ns();
@@ -768,6 +813,12 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	        .ppid = ti->ppid > 0 ? ti->ppid : 0,
 	        .session_id = c->opts.session_id,
 	};
+	/* A fork child runs its parent's image, said for the parent. */
+	if (own_malloc) {
+		info.note = own_malloc;
+		fprintf(stderr, "heapprof: collector: pid %d (%s): %s\n",
+		        (int)ti->pid, who[0] ? who : "?", own_malloc);
+	}
 	rc = add_row(c, &info, NULL, &t->upid);
 	free(cmd);
 	return rc;

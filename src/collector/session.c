@@ -167,6 +167,8 @@ static void finish(struct session *s)
 {
 	if (!s->daemon_mode)
 		say_still_running(s);
+	else
+		session_say_unanswered(s);
 	uint64_t ts = boottime_ns();
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
@@ -247,7 +249,10 @@ static int close_profile(struct session *s)
 {
 	int rc = profile_close(s->col.profile);
 	s->col.profile = NULL;
-	bool empty = s->daemon_mode && s->col.ntargets == 0 && !s->rejected;
+	/* A process refused because another session profiles it is no
+	 * process profiled: said when refused, no row kept (a session that
+	 * profiles others keeps its rows, as the report shows them). */
+	bool empty = s->daemon_mode && s->col.ntargets == 0;
 	if (empty) {
 		/* Nothing to show: no file is better than an empty one. */
 		static const char *const suffix[] = {"", "-wal", "-shm"};

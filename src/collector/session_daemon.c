@@ -95,6 +95,65 @@ static void field_str(char *dst, size_t dstlen, const char *src, size_t len)
 			*p = '?';
 }
 
+/* A process the daemon signalled that did not answer: attached by
+ * injection (its library is loaded already: the injector calls it). */
+static void signal_unanswered(struct session *s, struct want *w,
+                              const char *name)
+{
+	char comm[64];
+	if (!name || !name[0]) {
+		proc_comm(w->pid, comm, sizeof(comm));
+		name = comm[0] ? comm : "?";
+	}
+	fprintf(stderr,
+	        PFX "pid %d (%s): no answer to heapprofd's signal in %d ms "
+	            "(a runtime that takes every signal, as Go's does, drops "
+	            "it); attaching by injection\n",
+	        w->pid, name, SIGNAL_ANSWER_MS);
+	w->st = W_PENDING;
+	session_attach(s, w->pid, w->explicit_pid);
+}
+
+int session_signal_fallback(struct session *s)
+{
+	if (s->finished)
+		return -1;
+	uint64_t now = hp_clock_ns(CLOCK_MONOTONIC), next = UINT64_MAX;
+	const uint64_t wait = SIGNAL_ANSWER_MS * 1000000ull;
+	for (size_t i = 0; i < s->nwants; i++) {
+		struct want *w = &s->wants[i];
+		if (w->st != W_SIGNALLED)
+			continue;
+		if (now >= w->signalled_ns + wait) {
+			signal_unanswered(s, w, NULL);
+			/* session_attach may have grown the array. */
+			continue;
+		}
+		if (w->signalled_ns + wait < next)
+			next = w->signalled_ns + wait;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000 + 1);
+}
+
+void session_say_unanswered(struct session *s)
+{
+	for (size_t i = 0; i < s->nwants; i++) {
+		const struct want *w = &s->wants[i];
+		if (w->st != W_SIGNALLED && w->st != W_PENDING)
+			continue;
+		char comm[64];
+		proc_comm(w->pid, comm, sizeof(comm));
+		fprintf(stderr,
+		        PFX
+		        "pid %d (%s): not profiled: the session ended before "
+		        "it answered%s\n",
+		        w->pid, comm[0] ? comm : "?",
+		        w->st == W_SIGNALLED ? " heapprofd's signal" : "");
+	}
+}
+
 static void on_target_msg(struct session *s, const struct hp_ctl_msg *m)
 {
 	struct hp_ctl_target t;
@@ -107,10 +166,21 @@ static void on_target_msg(struct session *s, const struct hp_ctl_msg *m)
 	struct want *w = session_want_add(s, t.pid, is_explicit_pid(s, t.pid));
 	const char *sn = target_status_name(t.status);
 	if (t.status == HP_TGT_SIGNALLED) {
-		if (w && w->st != W_ATTACHED)
+		if (w && w->st != W_ATTACHED) {
 			w->st = W_SIGNALLED;
+			w->signalled_ns = hp_clock_ns(CLOCK_MONOTONIC);
+		}
 		fprintf(stderr, PFX "pid %d (%s): asked to attach\n", t.pid,
 		        name[0] ? name : "?");
+		return;
+	}
+	/* Attached meanwhile (by injection, when the signal went
+	 * unanswered): what the daemon says of the signal no longer
+	 * matters (the client, profiled, answers a late one BUSY). */
+	if (w && w->st == W_ATTACHED)
+		return;
+	if (t.status == HP_TGT_TIMEOUT && w && w->st == W_SIGNALLED) {
+		signal_unanswered(s, w, name);
 		return;
 	}
 	if (t.status == HP_TGT_NO_CLIENT) {

@@ -30,8 +30,14 @@ enum want_state {
 struct want {
 	int pid;
 	enum want_state st;
-	bool explicit_pid; /* named with -p */
+	bool explicit_pid;     /* named with -p */
+	uint64_t signalled_ns; /* W_SIGNALLED since (CLOCK_MONOTONIC) */
 };
+
+/* How long a process the daemon signalled may take to answer before the
+ * session attaches it by injection instead (its runtime may own the
+ * signal: Go's takes every signal and drops ours). */
+#define SIGNAL_ANSWER_MS 1000
 
 struct session {
 	const struct session_config *cfg;
@@ -144,6 +150,11 @@ const char *session_final_reason(struct session *s, struct target *t,
  * (no client, or one that does not catch the signal) or with no daemon:
  * the client is injected (attach.h).  Says what came of it. */
 void session_attach(struct session *s, pid_t pid, bool explicit_pid);
+/* Processes signalled SIGNAL_ANSWER_MS ago without an answer: attached by
+ * injection.  Returns ms until the next one is due, or -1. */
+int session_signal_fallback(struct session *s);
+/* At the end: says which signalled processes never answered. */
+void session_say_unanswered(struct session *s);
 /* No daemon: the -p pids, and the running processes -n names. */
 int session_attach_direct(struct session *s);
 

@@ -261,6 +261,9 @@ void session_event_loop(struct session *s)
 		timeout = min_timeout(timeout, s->trace_timeout);
 		timeout = min_timeout(timeout, s->follow_timeout);
 		timeout = min_timeout(timeout, s->mem_timeout);
+		if (s->daemon_mode)
+			timeout = min_timeout(timeout,
+			                      session_signal_fallback(s));
 		if (s->daemon_mode && s->cfg->nnames && !s->names_startup)
 			timeout = min_timeout(timeout, 100);
 		if (poll(fds, n, timeout) < 0) {

@@ -21,11 +21,26 @@
 #                numbers are all still its /dev/null.  Before, the session
 #                ended 30 ms after the dup2s, with nothing recorded and -d
 #                ignored.
+#   sigowner     progs/attach_sigowner, preloaded, with heapprofd running,
+#                takes every signal (as Go's runtime does): the daemon's
+#                request never reaches the library; record -p attaches it
+#                by injection after SIGNAL_ANSWER_MS and says so, exact.
+#                Before: "asked to attach", then after 3 s "not profiled:
+#                did not attach" and exit 1 (or, with a shorter -d,
+#                nothing said).
+#   ownmalloc    progs/hostile_ownmalloc defines malloc itself: record
+#                says so in one line naming the executable and pointing to
+#                the custom allocator API, and so does the report (before:
+#                an empty profile, nothing said)
+#   nothing      a session that profiled nothing exits 1 and writes no
+#                profile: a signalled process that never answers before
+#                -d ends, named as such.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
-t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/attach_timedwait" "$PROGS/attach_fdreuse"
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/attach_timedwait" "$PROGS/attach_fdreuse" \
+	"$PROGS/attach_sigowner" "$PROGS/hostile_ownmalloc"
 . "$HERE/session_helpers.sh"
 unset LD_PRELOAD
 
@@ -135,5 +150,64 @@ if fdreuse_start fr2 "$W/fr2.stop"; then
 		assert_ge "${ao:-0}" 100 "fd_more allocations recorded during the -d"
 	fi
 fi
+
+# ---------------------------------------------------------------------------
+t_begin "sigowner: a preloaded program whose runtime takes every signal, heapprofd running: record -p attaches it by injection, exact"
+SON=30000
+start_daemon
+rm -f "$W/so.go"
+LD_PRELOAD="$BUILD/libheapprof.so" "$PROGS/attach_sigowner" "$W/so.go" "$SON" \
+	>"$W/so.pout" 2>"$W/so.perr" &
+TPID=$!
+TPIDS="$TPIDS $TPID"
+if wait_until 20 "ready from attach_sigowner" grep_q "$W/so.pout" "^ready$"; then
+	start_record so -p "$TPID" -i 1 -o "$T_DIR/so.db"
+	if wait_until 30 "the profiling line" grep_q "$T_DIR/so.err" "pid $TPID .*: profiling"; then
+		: >"$W/so.go"
+	fi
+	wait_record so
+	assert_eq 0 "$REC_RC" "record's exit status"
+	wait_child 30 "$TPID"
+	assert_eq 0 "$WAIT_RC" "the program's exit status"
+	assert_eq "ready
+made so_alloc $SON 80" "$(cat "$W/so.pout")" "the program's output"
+	assert_match "pid $TPID \(attach_sigowner\): no answer to heapprofd's signal in [0-9]+ ms .*attaching by injection" \
+		"$(cat "$T_DIR/so.err")" "record says why it injects"
+	if db_valid "$T_DIR/so.db"; then
+		read -r ao as _ <<<"$(leaf_views "$T_DIR/so.db" so_alloc)"
+		assert_eq "$SON $((80 * SON))" "$ao $as" "so_alloc alloc_objects alloc_space (exact)"
+	fi
+fi
+
+t_begin "nothing: record -p of a process that never answers, -d shorter than the wait for it: exit 1, no profile, the process named"
+rm -f "$W/so2.go"
+LD_PRELOAD="$BUILD/libheapprof.so" "$PROGS/attach_sigowner" "$W/so2.go" 10 \
+	>"$W/so2.pout" 2>"$W/so2.perr" &
+TPID=$!
+TPIDS="$TPIDS $TPID"
+if wait_until 20 "ready from attach_sigowner" grep_q "$W/so2.pout" "^ready$"; then
+	hp_record so2 -p "$TPID" -i 1 -d 0.3 -o "$T_DIR/so2.db"
+	assert_eq 1 "$REC_RC" "record's exit status"
+	assert_eq "" "$(ls "$T_DIR"/so2.db* 2>/dev/null)" "no profile written (nor -wal, -shm)"
+	assert_match "pid $TPID \(attach_sigowner\): not profiled: the session ended before it answered heapprofd's signal" \
+		"$(cat "$T_DIR/so2.err")" "record names the process and why"
+	: >"$W/so2.go"
+	wait_child 30 "$TPID"
+	assert_eq 0 "$WAIT_RC" "the program's exit status"
+fi
+daemon_gone TERM
+
+# ---------------------------------------------------------------------------
+t_begin "ownmalloc: an executable with its own malloc: record and the report say so, naming it and the custom allocator API"
+OM="$PROGS/hostile_ownmalloc"
+bare_run om "$OM"
+hp_record om -i 1 -o "$T_DIR/om.db" -- "$OM"
+assert_eq "$BARE_RC" "$REC_RC" "record's exit status (the program's)"
+assert_eq "$(cat "$T_DIR/om.bare.out")" "$(cat "$T_DIR/om.out")" "the program's output as bare"
+OM_RE="its executable $OM defines malloc itself: .*custom allocator API \(heapprof/heap_profile.h"
+assert_eq 1 "$(grep -Ec "^heapprof: collector: pid [0-9]+ \(hostile_ownmall\): $OM_RE" "$T_DIR/om.err")" \
+	"one line from record ($(head -c 300 "$T_DIR/om.err"))"
+"$HP" report "$T_DIR/om.db" >"$T_DIR/om.report" 2>&1
+assert_match "^  note +$OM_RE" "$(grep '^  note' "$T_DIR/om.report")" "the report's note"
 
 t_summary
