@@ -59,8 +59,15 @@ static void record_usage(FILE *f)
 	      "                         also orphans (daemons), and record "
 	      "lasts while\n"
 	      "                         any of them runs\n"
-	      "      --follow-exec      keep profiling a target after it "
-	      "execs (new row)\n"
+	      "      --follow-exec      keep profiling every target after it "
+	      "execs (new\n"
+	      "                         row); without it, CMD itself is "
+	      "followed through\n"
+	      "                         its own execs (a shim, sh -c 'exec "
+	      "...'), not its\n"
+	      "                         children\n"
+	      "      --no-follow-exec   not even CMD's own exec: profile its "
+	      "first image\n"
 	      "\n"
 	      "session:\n"
 	      "  -d, --duration SECONDS end after this long (decimals "
@@ -210,6 +217,7 @@ enum {
 	OPT_NO_RUNNING,
 	OPT_FOLLOW_FORK,
 	OPT_FOLLOW_EXEC,
+	OPT_NO_FOLLOW_EXEC,
 	OPT_DUMP_INTERVAL,
 	OPT_DUMP_PHASE,
 	OPT_DUMP_AT_MAX,
@@ -241,6 +249,7 @@ static const struct option longopts[] = {
         {"no-running", no_argument, NULL, OPT_NO_RUNNING},
         {"follow-fork", no_argument, NULL, OPT_FOLLOW_FORK},
         {"follow-exec", no_argument, NULL, OPT_FOLLOW_EXEC},
+        {"no-follow-exec", no_argument, NULL, OPT_NO_FOLLOW_EXEC},
         {"dump-interval", required_argument, NULL, OPT_DUMP_INTERVAL},
         {"dump-phase", required_argument, NULL, OPT_DUMP_PHASE},
         {"dump-at-max", no_argument, NULL, OPT_DUMP_AT_MAX},
@@ -317,6 +326,9 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		return 0;
 	case OPT_FOLLOW_EXEC:
 		c->follow_exec = true;
+		return 0;
+	case OPT_NO_FOLLOW_EXEC:
+		c->no_follow_exec = true;
 		return 0;
 	case OPT_DUMP_INTERVAL:
 		return rec_parse_u64("--dump-interval", arg,

@@ -106,7 +106,7 @@ static void print_how(const struct rd_process *p)
 	        {"pid", "by pid (record -p)"},
 	        {"name", "by name (record -n)"},
 	        {"fork", "forked by a profiled process (--follow-fork)"},
-	        {"exec", "after an exec (--follow-exec)"},
+	        {"exec", "after an exec (the same process, a new image)"},
 	};
 	const char *text = p->how;
 

@@ -1398,11 +1398,6 @@ static void follow_fork(void)
 
 /* ---- constructor / destructor --------------------------------------- */
 
-/* Set by `heapprof record` beside HEAPPROF_SOCKET when the session follows
- * forks or execs (src/collector/session_launch.c,
- * session_setup_child_env). */
-#define HP_ENV_FOLLOW "HEAPPROF_FOLLOW"
-
 extern char **environ;
 
 /* environ's "NAME=value" entry for name, or NULL. */
@@ -1423,9 +1418,11 @@ static char *env_entry(const char *name)
  * allocates for them) and what it passes on: every child and every image
  * it execs would load the library and knock on the collector.  So, once
  * read, they go, unless the session follows forks or execs
- * (HEAPPROF_FOLLOW), whose new images need them to say hello.  LD_PRELOAD
- * keeps the user's entries: ours (the first) is cut out of the string in
- * place.
+ * (HEAPPROF_FOLLOW "1"), whose new images need them to say hello.  With
+ * HEAPPROF_FOLLOW "exec" (record's default: its command followed through
+ * exec, not its children) a copy is kept first, which exec.c puts back
+ * for an exec of the process itself.  LD_PRELOAD keeps the user's
+ * entries: ours (the first) is cut out of the string in place.
  *
  * This runs in the constructor, before main: the process has one thread
  * unless a library constructed before us started one, and nothing else
@@ -1436,7 +1433,8 @@ static char *env_entry(const char *name)
 static void env_scrub(void)
 {
 	const char *follow = getenv(HP_ENV_FOLLOW);
-	if (follow && *follow)
+	bool own_exec = follow && strcmp(follow, HP_FOLLOW_OWN_EXEC) == 0;
+	if (follow && *follow && !own_exec)
 		return;
 	char *pre = env_entry("LD_PRELOAD");
 	if (pre) {
@@ -1447,6 +1445,13 @@ static void env_scrub(void)
 			if (v[i] == '/')
 				base = v + i + 1;
 		if (first && strncmp(base, "libheapprof", 11) == 0) {
+			if (own_exec && first < PATH_MAX) {
+				char lib[PATH_MAX];
+				memcpy(lib, v, first);
+				lib[first] = '\0';
+				exec_keep(lib, getenv(HP_ENV_SOCKET),
+				          getenv(HP_ENV_SECCOMP), follow);
+			}
 			const char *rest = v + first + strspn(v + first, ": ");
 			if (*rest)
 				memmove(v, rest, str_len(rest) + 1);

@@ -44,6 +44,10 @@ HP_HIDDEN bool sandbox_at_start(void);
 HP_HIDDEN void client_child_note(void);
 /* spawn.c: the real functions, found once in the constructor. */
 HP_HIDDEN void spawn_init(void);
+/* exec.c: the variables to put back for an exec of this process (its
+ * pid now), from the constructor (env_scrub) before they leave environ. */
+HP_HIDDEN void exec_keep(const char *preload, const char *socket,
+                         const char *seccomp, const char *follow);
 /* /proc/self/status, whole, in a static buffer (NULL if unreadable); a
  * normal context only (the constructor, the destructor). */
 HP_HIDDEN const char *proc_status_read(void);

@@ -859,8 +859,8 @@ int collector_grow(struct collector *c, struct target *t)
 
 void collector_note_exec(const struct collector *c, struct target *t)
 {
-	if (c->opts.follow_exec || t->exec_not_followed[0] ||
-	    (!t->exe[0] && !t->comm[0]))
+	if (c->opts.follow_exec || t->exec_followed ||
+	    t->exec_not_followed[0] || (!t->exe[0] && !t->comm[0]))
 		return;
 	char exe[sizeof(t->exe)], comm[sizeof(t->comm)];
 	proc_exe(t->pid, exe, sizeof(exe));

@@ -170,6 +170,9 @@ struct target {
 	 * path was gone), or ""; the first child it forked, or 0. */
 	char exe[256], comm[16];
 	char exec_not_followed[256];
+	/* Its exec was followed (its new image is a target of its own):
+	 * never noted as not followed. */
+	bool exec_followed;
 	pid_t children_not_followed;
 	/* Its memory cgroup, as the session watches it. */
 	struct memwatch mw;

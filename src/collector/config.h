@@ -50,6 +50,9 @@ struct session_config {
 	bool no_running; /* -n: do not take processes running now */
 	bool follow_fork;
 	bool follow_exec;
+	/* -- CMD: not even the command's own exec (record follows it by
+	 * default: a shim, a wrapper script, sh -c 'exec ...'). */
+	bool no_follow_exec;
 
 	/* Session. */
 	const char *output;   /* NULL: heapprof.<name>.<pid>.db */

@@ -165,6 +165,7 @@ static void detach_target(struct target *t)
  */
 static void finish(struct session *s)
 {
+	session_say_not_followed(s);
 	if (!s->daemon_mode)
 		say_still_running(s);
 	else
@@ -396,8 +397,7 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 		close(go[1]);
 		close(err[0]);
 		if (session_setup_child_env(lib, s->col.path,
-		                            s->cfg->follow_fork ||
-		                                    s->cfg->follow_exec) != 0)
+		                            session_follow_env(s)) != 0)
 			_exit(127);
 		session_child_run(s, go[0], err[1], &oldmask, cfg->argv);
 	}

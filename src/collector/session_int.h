@@ -106,7 +106,14 @@ void session_trace_summary(struct session *s);
 
 /* session_launch.c: record -- CMD started */
 int session_find_library(char *out, size_t len);
-int session_setup_child_env(const char *path, const char *sock, bool follow);
+/* HEAPPROF_FOLLOW for the command: "1" (--follow-fork, --follow-exec),
+ * HP_FOLLOW_OWN_EXEC (the default: the command through its own execs),
+ * NULL (--no-follow-exec). */
+const char *session_follow_env(const struct session *s);
+/* At the end: what the session did not follow (execs, children). */
+void session_say_not_followed(struct session *s);
+int session_setup_child_env(const char *path, const char *sock,
+                            const char *follow);
 void session_child_run(const struct session *s, int go_fd, int err_fd,
                        const sigset_t *oldmask, char *const *argv);
 int session_exec_result(int err_fd);

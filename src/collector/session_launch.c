@@ -15,10 +15,6 @@
 #include "collector/session_int.h"
 #include "util/proc.h"
 
-/* Tells the client to keep LD_PRELOAD and HEAPPROF_* in the program's
- * environment (src/client/client.c reads it, env_scrub). */
-#define HP_ENV_FOLLOW "HEAPPROF_FOLLOW"
-
 /* Path of libheapprof.so: next to the heapprof binary, or under ../lib. */
 int session_find_library(char *out, size_t len)
 {
@@ -60,7 +56,15 @@ static long seccomp_filters_of_self(void)
 	return proc_status(getpid(), &st) == 0 ? st.seccomp : 0;
 }
 
-int session_setup_child_env(const char *path, const char *sock, bool follow)
+const char *session_follow_env(const struct session *s)
+{
+	if (s->cfg->follow_fork || s->cfg->follow_exec)
+		return "1";
+	return s->cfg->no_follow_exec ? NULL : HP_FOLLOW_OWN_EXEC;
+}
+
+int session_setup_child_env(const char *path, const char *sock,
+                            const char *follow)
 {
 	char lib[PATH_MAX + 32];
 	preload_entry(path, lib, sizeof(lib));
@@ -82,9 +86,9 @@ int session_setup_child_env(const char *path, const char *sock, bool follow)
 	rc |= setenv(HP_ENV_SECCOMP, nf, 1);
 	/* The client takes these variables out of the program's environment
 	 * unless it must pass them on: the new images of followed processes
-	 * need them (src/client/client.c, env_scrub). */
+	 * need them (src/client/client.c, env_scrub; src/client/exec.c). */
 	if (follow)
-		rc |= setenv(HP_ENV_FOLLOW, "1", 1);
+		rc |= setenv(HP_ENV_FOLLOW, follow, 1);
 	else
 		rc |= unsetenv(HP_ENV_FOLLOW);
 	free(v);

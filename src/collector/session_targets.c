@@ -32,6 +32,14 @@ bool session_is_command(const struct session *s, const struct target *t)
 	return !s->daemon_mode && t->pid == s->child;
 }
 
+/* Whether a new image of pid is followed: every target's with
+ * --follow-exec; by default the command's own (its pid: not a child's). */
+static bool follows_exec(const struct session *s, pid_t pid)
+{
+	return s->cfg->follow_exec ||
+	       (!s->daemon_mode && !s->cfg->no_follow_exec && pid == s->child);
+}
+
 /* The dump of a target whose connection closed and that did not come
  * back as a new image: its last state, then its row ends. */
 void session_finish_gone(struct session *s, struct target *t)
@@ -149,7 +157,7 @@ uint32_t session_want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 			p->children_not_followed = 1;
 		return HP_WELCOME_NOT_TARGET;
 	}
-	if (!cfg->follow_exec && !(h->flags & HP_HELLO_FORK_CHILD)) {
+	if (!follows_exec(s, pid) && !(h->flags & HP_HELLO_FORK_CHILD)) {
 		/* A target's new image (it kept the environment: with
 		 * --follow-fork) says hello while it runs: not followed. */
 		struct target *old = collector_find(&s->col, pid);
@@ -198,13 +206,16 @@ uint32_t session_want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 			return HP_WELCOME_ACCEPT;
 		}
 	}
-	if (cfg->follow_exec && collector_had_pid(&s->col, pid)) {
+	if (follows_exec(s, pid) && collector_had_pid(&s->col, pid)) {
 		/* The same pid says hello again from a constructor: its
 		 * image was replaced.  The old one's connection may not have
 		 * closed yet (two sockets, no order between them). */
 		struct target *old = collector_find(&s->col, pid);
-		if (old)
+		if (old) {
+			old->exec_followed = true;
+			old->exec_not_followed[0] = '\0';
 			session_finish_exec(s, old);
+		}
 		ti->ppid = proc_ppid(pid);
 		ti->how = "exec";
 		ti->from_startup = true;
@@ -327,4 +338,48 @@ bool session_embedded_over(struct session *s)
 	uint64_t left = (until - now) / 1000000 + 1;
 	s->follow_timeout = left < FOLLOW_POLL_MS ? (int)left : FOLLOW_POLL_MS;
 	return false;
+}
+
+/* At the end: what the session did not follow, in one line each (the
+ * report says it per process): execs into a new image, and processes that
+ * started children. */
+void session_say_not_followed(struct session *s)
+{
+	char pids[PIDS_SAID * 12 + 16] = "";
+	size_t o = 0, n = 0;
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		const struct target *t = s->col.targets[i];
+		if (!t->exec_not_followed[0])
+			continue;
+		fprintf(stderr,
+		        PFX "pid %d (%s) exec'd %s, which was not profiled "
+		            "(--follow-exec follows every process's exec)\n",
+		        (int)t->pid, t->comm[0] ? t->comm : "?",
+		        t->exec_not_followed);
+	}
+	for (size_t i = 0; i < s->col.ntargets; i++) {
+		const struct target *t = s->col.targets[i];
+		if (!t->children_not_followed)
+			continue;
+		/* One pid once (its images are targets of their own). */
+		bool seen = false;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = s->col.targets[k]->pid == t->pid &&
+			       s->col.targets[k]->children_not_followed;
+		if (seen)
+			continue;
+		if (n++ < PIDS_SAID && o < sizeof(pids))
+			o += (size_t)snprintf(pids + o, sizeof(pids) - o,
+			                      "%s%d", o ? " " : "",
+			                      (int)t->pid);
+	}
+	if (!n)
+		return;
+	if (n > PIDS_SAID && o < sizeof(pids))
+		snprintf(pids + o, sizeof(pids) - o, " ...");
+	fprintf(stderr,
+	        PFX "%zu profiled process%s started child processes, which "
+	            "were not profiled (pid %s; --follow-fork profiles "
+	            "them)\n",
+	        n, n == 1 ? "" : "es", pids);
 }

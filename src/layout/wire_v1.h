@@ -21,6 +21,15 @@
  * record itself runs under ("Seccomp_filters:" of /proc/self/status), so
  * the client can tell filters the program added (src/client/sandbox.c). */
 #define HP_ENV_SECCOMP "HEAPPROF_SECCOMP_FILTERS"
+/* Set by `heapprof record` for its command: what the client keeps of
+ * these variables for what the program starts (src/client/client.c,
+ * env_scrub).  "1": they stay in the environment (--follow-fork,
+ * --follow-exec: children and new images say hello); HP_FOLLOW_OWN_EXEC:
+ * they leave it, and come back only for an exec of the process itself
+ * (src/client/exec.c: record follows its command through exec by
+ * default); unset: they leave it. */
+#define HP_ENV_FOLLOW      "HEAPPROF_FOLLOW"
+#define HP_FOLLOW_OWN_EXEC "exec"
 
 enum hp_hello_flags {
 	HP_HELLO_AT_STARTUP = 0x1, /* sent from the library constructor */

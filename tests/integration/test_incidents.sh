@@ -125,6 +125,26 @@ if db_valid "$T_DIR/def.db"; then
 	assert_match "memory limit +64.00 MiB" "$rep" "report: the limit beside the heap"
 fi
 
+t_begin "sh -c 'exec CMD' (a wrapper, as pyenv's shims are): the program it becomes is followed by default: its memory dump and the oom-kill mark, not the shell's"
+make_cgroup sh
+rc=0
+timeout 120 "$HP" record -o "$T_DIR/sh.db" -- sh -c "exec '$GROW' '$CG'" \
+	>"$T_DIR/sh.out" 2>"$T_DIR/sh.err" </dev/null || rc=$?
+assert_eq "$BARE_RC" "$rc" "record's exit status as bare (137)"
+assert_eq "inc_grow: ready" "$(cat "$T_DIR/sh.out")" "output as bare"
+drop_cgroup
+if db_valid "$T_DIR/sh.db"; then
+	assert_eq "1|sh|command 2|inc_grow|exec" "$(q "$T_DIR/sh.db" "SELECT h.upid, p.name, h.how
+	  FROM process p JOIN heapprof_process h USING(upid) ORDER BY h.upid;" | tr '\n' ' ' | sed 's/ $//')" \
+		"the shell's row, then its new image's (followed through exec)"
+	assert_eq "exec" "$(q "$T_DIR/sh.db" "SELECT group_concat(reason, ' ') FROM heapprof_dump WHERE upid = 1;")" \
+		"the shell's dumps: its image's end at the exec"
+	assert_eq "memory oom-kill" "$(q "$T_DIR/sh.db" "SELECT group_concat(reason, ' ') FROM (SELECT reason FROM heapprof_dump WHERE upid = 2 ORDER BY ts, id);")" \
+		"the program's dumps: the memory dump and the oom-kill mark"
+	assert_eq grow_here "$(top_fn "$T_DIR/sh.db" oom-kill)" "top function at the OOM kill"
+	assert_match "pid [0-9]+: killed by the OOM killer" "$(cat "$T_DIR/sh.err")" "record says the OOM kill"
+fi
+
 t_begin "--memory-dump 50%: the memory dump at half the limit"
 make_cgroup half
 rc=0

@@ -11,7 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
 t_setup_build "$1"
-t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/execer" "$PROGS/forker" \
+t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/execer" "$PROGS/forker" "$PROGS/exec_chain" \
 	"$PROGS/hostile_dumpspawn"
 
 q() { sqlq "$@"; }
@@ -23,8 +23,38 @@ mkdir -p "$W"
 printf 'create table t(x);\ninsert into t values(randomblob(1000000));\nselect length(x) from t;\n' >"$W/script.sql"
 
 # ---------------------------------------------------------------------------
-t_begin "exec not followed: sh -c 'exec sqlite3 ...' says so in the profile and the report"
-hp_record ex -o "$T_DIR/ex.db" -- sh -c "exec sqlite3 :memory: < '$W/script.sql'"
+t_begin "the command followed through its exec by default: sh -c 'exec sqlite3 ...' (a wrapper) profiles sqlite3"
+hp_record dx -o "$T_DIR/dx.db" -- sh -c "exec sqlite3 :memory: < '$W/script.sql'"
+assert_eq 0 "$REC_RC" "exit status"
+assert_eq 1000000 "$(cat "$T_DIR/dx.out")" "sqlite3 ran, its output as bare"
+assert_eq "sh|command|1 sqlite3|exec|1 " \
+	"$(q "$T_DIR/dx.db" "SELECT p.name, h.how, h.exec_not_followed IS NULL
+	  FROM process p JOIN heapprof_process h USING(upid) ORDER BY upid;" | tr '\n' ' ')" \
+	"rows: the shell, then sqlite3 as its new image; no exec noted"
+assert_ge "$(q "$T_DIR/dx.db" "SELECT coalesce(sum(size), 0) FROM heap_profile_allocation WHERE upid = 2 AND size > 0;")" \
+	1000000 "sqlite3's row holds the 1 MB blob"
+assert_eq "" "$(grep -v '^heapprof: profile written' "$T_DIR/dx.err")" "nothing said not followed"
+
+t_begin "the command followed through each function of the exec family (progs/exec_chain): its new image exact; a forked child's exec not followed"
+for mode in execv execvp execl execlp execle execve execvpe fexecve; do
+	hp_record ec-$mode -i 1 -o "$T_DIR/ec-$mode.db" -- "$PROGS/exec_chain" "$mode"
+	assert_eq "0 final" "$REC_RC $(cat "$T_DIR/ec-$mode.out")" "$mode: exit status, output" || continue
+	assert_eq "$PROGS/exec_chain|command exec_chain|exec " \
+		"$(q "$T_DIR/ec-$mode.db" "SELECT p.name, h.how FROM process p JOIN heapprof_process h USING(upid) ORDER BY upid;" | tr '\n' ' ')" \
+		"$mode: rows: the command, then its new image"
+	assert_eq "7 1400 5 1000" "$(leaf_views "$T_DIR/ec-$mode.db" ec_final "" "a.upid = 2")" "$mode: ec_final in the new image (exact)"
+	assert_eq "3 300 3 300" "$(leaf_views "$T_DIR/ec-$mode.db" ec_first "" "a.upid = 1")" "$mode: ec_first in the first image"
+done
+hp_record ecf -i 1 -o "$T_DIR/ecf.db" -- "$PROGS/exec_chain" fork
+assert_eq "0 final parent" "$REC_RC $(cat "$T_DIR/ecf.out" | tr '\n' ' ' | sed 's/ $//')" "fork: exit status, output"
+assert_eq "1|1" "$(q "$T_DIR/ecf.db" "SELECT count(*), max(children_not_followed) FROM heapprof_process;")" \
+	"fork: one row, children noted as not followed"
+assert_eq "5 250 5 250" "$(leaf_views "$T_DIR/ecf.db" ec_parent)" "fork: the parent's ec_parent (exact)"
+assert_eq "0" "$(q "$T_DIR/ecf.db" "SELECT count(*) FROM stack_profile_frame WHERE name = 'ec_final';")" \
+	"fork: nothing of the child's exec"
+
+t_begin "exec not followed (--no-follow-exec): sh -c 'exec sqlite3 ...' says so at the end, in the profile and the report"
+hp_record ex --no-follow-exec -o "$T_DIR/ex.db" -- sh -c "exec sqlite3 :memory: < '$W/script.sql'"
 assert_eq 0 "$REC_RC" "exit status"
 assert_eq 1000000 "$(cat "$T_DIR/ex.out")" "sqlite3 ran"
 assert_eq "$(command -v sqlite3 | xargs readlink -f)||1" \
@@ -33,6 +63,8 @@ assert_eq "$(command -v sqlite3 | xargs readlink -f)||1" \
 "$HP" report "$T_DIR/ex.db" >"$T_DIR/ex.rep" 2>&1
 assert_eq "  not followed   exec'd $(command -v sqlite3 | xargs readlink -f): use --follow-exec to profile it" \
 	"$(grep '^  not followed' "$T_DIR/ex.rep")" "the report says so, in one line"
+assert_match "^heapprof: record: pid [0-9]+ \(sh\) exec'd $(command -v sqlite3 | xargs readlink -f), which was not profiled" \
+	"$(grep "exec'd" "$T_DIR/ex.err")" "record says so when it ends"
 
 t_begin "exec not followed: a program that renames itself (prctl) and exits did not exec"
 hp_record rn -o "$T_DIR/rn.db" -- perl -e '$0 = "renamed-worker"; open my $f, "<", "/proc/self/comm"; print <$f>'
@@ -49,6 +81,8 @@ assert_eq "|1" "$(q "$T_DIR/ch.db" "SELECT exec_not_followed, children_not_follo
 "$HP" report "$T_DIR/ch.db" >"$T_DIR/ch.rep" 2>&1
 assert_eq "  not followed   started child processes: use --follow-fork to profile them" \
 	"$(grep '^  not followed' "$T_DIR/ch.rep")" "the report says so, in one line"
+assert_match "^heapprof: record: 1 profiled process started child processes, which were not profiled \(pid [0-9]+; --follow-fork profiles them\)$" \
+	"$(grep "child processes" "$T_DIR/ch.err")" "record says so when it ends"
 
 t_begin "children not followed: a fork() child (forker), with allocations in the parent"
 hp_record fk -i 1 -o "$T_DIR/fk.db" -- "$PROGS/forker"

@@ -32,10 +32,12 @@ run_both() {
 		t_fail "$tag: stdout differs under the profiler: $(diff "$T_DIR/$tag.bare.out" "$T_DIR/$tag.out" | head -n 10 | tr '\n' ' ')"
 	fi
 	db_valid "$T_DIR/$tag.db" || return 1
-	assert_eq "$want" "$(sqlq "$T_DIR/$tag.db" "SELECT exit_status FROM heapprof_process;")" \
+	# The last image's row has the exit status (an exec'd one is the
+	# command's new image: followed by default, RB_PROCS rows).
+	assert_eq "$want" "$(sqlq "$T_DIR/$tag.db" "SELECT exit_status FROM heapprof_process ORDER BY upid DESC LIMIT 1;")" \
 		"$tag: heapprof_process.exit_status"
-	assert_eq 1 "$(sqlq "$T_DIR/$tag.db" "SELECT count(*) FROM process;")" \
-		"$tag: processes in the profile (only the launched one)"
+	assert_eq "${RB_PROCS:-1}" "$(sqlq "$T_DIR/$tag.db" "SELECT count(*) FROM process;")" \
+		"$tag: processes in the profile (the launched one and its followed images)"
 	# (RB_NO_DUMP=1: a process that never attached may have no dump.)
 	[ "${RB_NO_DUMP:-0}" = 1 ] ||
 		assert_ge "$(sqlq "$T_DIR/$tag.db" "SELECT count(*) FROM heapprof_dump;")" 1 \
@@ -58,16 +60,25 @@ if run_both forker 5 -i 1 -- "$PROGS/forker"; then
 fi
 
 # ---------------------------------------------------------------------------
-t_begin "execer: exec of itself; the new image is not profiled"
-if run_both execer 6 -i 1 -- "$PROGS/execer"; then
+t_begin "execer: exec of itself; the new image is followed (by default) in a row of its own"
+if RB_PROCS=2 run_both execer 6 -i 1 -- "$PROGS/execer"; then
 	db="$T_DIR/execer.db"
-	# before_exec: 20 x malloc(500), 5 freed.
+	# before_exec: 20 x malloc(500), 5 freed (at the exec: the old
+	# image's end).
 	check_views "$db" before_exec 20 10000 15 7500
-	assert_eq 0 "$(leaf_rows "$db" after_exec_alloc)" "rows of after_exec_alloc"
+	# after_exec_alloc: 10 x malloc(700), none freed, in the new image.
+	assert_eq "10 7000 10 7000" "$(leaf_views "$db" after_exec_alloc "" "a.upid = 2")" \
+		"after_exec_alloc in the new image's row"
+fi
+
+t_begin "execer --no-follow-exec: the new image is not profiled"
+if run_both execer-nf 6 -i 1 --no-follow-exec -- "$PROGS/execer"; then
+	check_views "$T_DIR/execer-nf.db" before_exec 20 10000 15 7500
+	assert_eq 0 "$(leaf_rows "$T_DIR/execer-nf.db" after_exec_alloc)" "rows of after_exec_alloc"
 fi
 
 t_begin "execer true: exec of /bin/true"
-if run_both execer-true 0 -i 1 -- "$PROGS/execer" true; then
+if RB_PROCS=2 run_both execer-true 0 -i 1 -- "$PROGS/execer" true; then
 	check_views "$T_DIR/execer-true.db" before_exec 20 10000 15 7500
 fi
 
@@ -210,13 +221,12 @@ fi
 # ---------------------------------------------------------------------------
 # The same programs at the default interval and with frame-pointer
 # unwinding: they must still run unchanged.
-for prog in forker:5 execer:6 vforker:8 sighandler:10 thread_churn:11 forkthreads:14; do
-	name=${prog%%:*}
-	want=${prog##*:}
+for prog in forker:5:1 execer:6:2 vforker:8:1 sighandler:10:1 thread_churn:11:1 forkthreads:14:1; do
+	IFS=: read -r name want procs <<<"$prog"
 	t_begin "$name at the default interval: runs unchanged"
-	run_both "$name-default" "$want" -- "$PROGS/$name" >/dev/null
+	RB_PROCS=$procs run_both "$name-default" "$want" -- "$PROGS/$name" >/dev/null
 	t_begin "$name -i 1 --unwind fp: runs unchanged"
-	run_both "$name-fp" "$want" -i 1 --unwind fp -- "$PROGS/$name" >/dev/null
+	RB_PROCS=$procs run_both "$name-fp" "$want" -i 1 --unwind fp -- "$PROGS/$name" >/dev/null
 done
 
 # ---------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 /*
  * execer: the profiled process execs itself (/proc/self/exe) with the
  * argument "child"; the new image allocates in after_exec_alloc and exits 6.
- * An exec'd image is not profiled, so only before_exec shows:
+ * record follows the command through its exec by default (the new
+ * image's row); with --no-follow-exec only before_exec shows:
  *   before_exec       20 x malloc(500), 5 freed (exact with -i 1)
- *   after_exec_alloc  (new image) 10 x malloc(700): never in the profile
+ *   after_exec_alloc  (new image) 10 x malloc(700), none freed
  * With "true" as argv[1] it execs /bin/true instead (exit 0).
  */
 #include <stdio.h>
