@@ -1182,7 +1182,7 @@ static bool cut_timeout(struct inject_ctx *c, pid_t tid,
 	}
 	if (*reg == 0)
 		return true; /* NULL: no timeout */
-	struct timespec ts;
+	struct timespec ts = {0, 0};
 	if (inject_read(c->pid, *reg, &ts, sizeof(ts)) != 0 || ts.tv_sec < 0 ||
 	    ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000L)
 		return false; /* the kernel's EINVAL or EFAULT, as it was */
