@@ -245,42 +245,109 @@ struct client_guard {
 	uintptr_t ra;
 };
 
-/* Per-thread state: the sampler and the re-entrancy guard. */
-struct client_tls {
-	int64_t bytes_left; /* bytes until the next sample point */
+/* A thread's Poisson sampler (sampler.c). */
+struct client_sampler {
+	uint64_t rng;
 	/* The interval the pending gap was drawn with: the sample point that
 	 * ends it is charged this much (adaptive sampling changes the
-	 * interval between gaps, never within one). */
+	 * interval between gaps, never within one).  0: not known (a record
+	 * taken after the thread's countdown began): the interval in force
+	 * stands in for it. */
 	uint64_t gap_interval;
 	/* The interval in force for the last sampled allocation (its first
 	 * sample point's gap), for its object estimate. */
 	uint64_t obj_interval;
-	uint64_t rng;
 	uint8_t seeded;
-	/* gettid(), read at this thread's first sampled allocation or
-	 * traced free; 0 until then (and in a fork child: reset there). */
-	uint32_t tid;
+};
+
+/*
+ * A thread's state beyond what the hooks' fast path and the re-entrancy
+ * guard need: a record of thread.c's pool (the library's own memory), not
+ * static TLS, which glibc carves out of every thread's stack.  A thread
+ * takes one at its first hook that needs it (client_thread) and gives it
+ * back when it exits (a pthread key's destructor).  A thread without one
+ * (the pool empty, or its record given back at its exit) is still
+ * profiled, with what the hook can work out each time (thread.c).
+ */
+struct client_thread {
+	struct client_sampler sm;
 	/* The stack the capture may read (unwind.c): this thread's own
 	 * stack [stack_lo, stack_hi) once stack_tried found it, and the
 	 * alternate signal stack it set with sigaltstack() (0, 0 if none). */
-	uint8_t stack_tried;
 	uintptr_t stack_lo, stack_hi;
 	uintptr_t alt_lo, alt_hi;
-	/* The capture context this thread had last (unwind.c): a hint. */
-	uint16_t ctx_hint;
 	/* This thread is taking the live table back from the log: the frame
 	 * (and its return address) of the call doing it.  A hook nested in
 	 * it (a signal handler's) must not wait for it; a hook after a
 	 * longjmp out of it (the frame gone: unwind_frame_gone) finishes
 	 * it. */
 	uintptr_t log_take_frame, log_take_ra;
+	/* The custom heaps' gaps (thread_heap_gaps): a block of thread.c's
+	 * second pool, 1 + its index; 0: none yet. */
+	uint32_t gaps;
+	/* The capture context this thread had last (unwind.c): a hint. */
+	uint16_t ctx_hint;
+	uint8_t stack_tried;
+};
+
+/* The custom heaps' samplers of one thread (heaps.c): bytes to the next
+ * sample point of each heap (0: none drawn), for the session gen. */
+struct heap_gaps {
+	int gen;
+	uint32_t reserved;
+	int64_t left[HP_MAX_HEAPS]; /* [0] unused: libc.malloc */
+};
+
+/*
+ * Per-thread state in static TLS: what the allocation fast path and the
+ * re-entrancy guard need, and no more (at most 64 bytes: glibc carves a
+ * thread's static TLS out of its stack, and a program's 16 KiB threads
+ * have none to spare; tests/integration/test_tls.sh checks the size).
+ * The rest is the thread's record (struct client_thread).
+ */
+struct client_tls {
+	int64_t bytes_left; /* bytes until the next sample point */
+	/* This thread's record: NULL before it took one, HP_THREAD_GONE
+	 * once it gave it back (its exit). */
+	struct client_thread *th;
 	/* [0]: the outermost hook running on this thread; [1]: a record
 	 * nested in it (an allocation by a signal handler that interrupted
 	 * it).  Written only by this thread, read by its signal handlers. */
 	struct client_guard guard[2];
+	/* gettid(), read at this thread's first sampled allocation or
+	 * traced free; 0 until then (and in a fork child: reset there). */
+	uint32_t tid;
+	uint32_t flags; /* HP_TLS_* */
 };
+/* bytes_left counts down a gap drawn by sampler_slow (before: 0 - the
+ * bytes allocated). */
+#define HP_TLS_GAP_DRAWN 1u
+/* This thread found the pool of records empty (counted once). */
+#define HP_TLS_MISSED 2u
+_Static_assert(sizeof(struct client_tls) <= 64, "static TLS budget");
 extern HP_HIDDEN __thread struct client_tls hp_tls
         __attribute__((tls_model("initial-exec")));
+
+#define HP_THREAD_GONE ((struct client_thread *)(uintptr_t)1)
+
+/* thread.c: the records. */
+/* This thread's record, taken now if it has none; NULL when the pool is
+ * empty or the thread gave its record back (it is exiting).  Lock-free,
+ * no system call, async-signal-safe. */
+HP_HIDDEN struct client_thread *thread_claim(void);
+static inline struct client_thread *client_thread(void)
+{
+	struct client_thread *th = hp_tls.th;
+	if (HP_LIKELY((uintptr_t)th > (uintptr_t)HP_THREAD_GONE))
+		return th;
+	return th ? NULL : thread_claim();
+}
+/* th's custom-heap gaps, taken now if it has none; NULL when there are
+ * none free.  Async-signal-safe. */
+HP_HIDDEN struct heap_gaps *thread_heap_gaps(struct client_thread *th);
+/* The constructor's part (from unwind_setup): the key whose destructor
+ * gives a thread's record back, and the fork child's reset. */
+HP_HIDDEN void thread_setup(void);
 
 /* recorder.c: accounting of one allocation / free / realloc. */
 /*
@@ -346,11 +413,20 @@ HP_HIDDEN void recorder_unhold(int level);
  * header.current_interval from `seen`), up to its max.  true if done. */
 HP_HIDDEN bool recorder_adapt(struct client_slot *s, uint64_t seen);
 
-/* sampler.c: the slow path of the Poisson sampler. */
+/* sampler.c: the slow path of the Poisson sampler (bytes_left in t, the
+ * rest in the thread's record, or drawn afresh without one). */
 HP_HIDDEN uint64_t sampler_slow(struct client_tls *t, size_t size);
-/* One exponential gap of mean `interval` from t's generator (seeded on
+/* The interval for the object estimate of the allocation sampler_slow
+ * just sampled on this thread. */
+HP_HIDDEN uint64_t sampler_obj_interval(void);
+/* th's sampler, or, for a thread without a record (th NULL), *local,
+ * seeded afresh: the gaps of a Poisson process are memoryless, so a
+ * sampler that starts anew at a report draws what one kept would. */
+HP_HIDDEN struct client_sampler *sampler_of(struct client_thread *th,
+                                            struct client_sampler *local);
+/* One exponential gap of mean `interval` from sm's generator (seeded on
  * first use): the custom heaps' samplers. */
-HP_HIDDEN int64_t sampler_gap(struct client_tls *t, uint64_t interval);
+HP_HIDDEN int64_t sampler_gap(struct client_sampler *sm, uint64_t interval);
 
 /*
  * Called by every allocating hook after the real allocator returned p != 0,

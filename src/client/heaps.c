@@ -82,15 +82,11 @@ struct AHeapProfileDisableCallbackInfo {
 static struct AHeapInfo heap_tab[HP_MAX_HEAPS]; /* [0] unused: malloc */
 static _Atomic uint32_t heap_next = 1;
 
-/* Per thread and heap: bytes to the next sample point, and the session
- * (attach generation) the gap was drawn in. */
-struct heap_gap {
-	int64_t left;
-	int gen;
-	uint32_t reserved;
-};
-static __thread struct heap_gap heap_gaps[HP_MAX_HEAPS]
-        __attribute__((tls_model("initial-exec")));
+/* Per thread and heap, bytes to the next sample point are kept in a
+ * block of thread.c's (struct heap_gaps, not static TLS: 512 bytes a
+ * thread), taken at the thread's first sampled report; a thread without
+ * one draws a gap afresh at each report (the gaps are memoryless: the
+ * same sampler, one draw more per report). */
 
 /* ---- misuse: one line, once per kind ---------------------------------- */
 
@@ -169,7 +165,9 @@ static _Atomic bool cb_wanted;   /* a registered heap has callbacks */
 static _Atomic bool cb_running;  /* the thread runs in this process */
 static _Atomic int cb_starting;  /* one thread starts it */
 static _Atomic bool cb_failed;   /* it could not start: no retries */
-static __thread int cb_depth;    /* callbacks running on this thread */
+/* The thread running callbacks (its thread pointer; under cb_lock), 0
+ * when none runs. */
+static _Atomic uintptr_t cb_thread;
 
 void heaps_session_changed(void)
 {
@@ -200,7 +198,8 @@ static void dispatch(void)
 		int want_gen = iv ? gen : 0;
 		if (iv == h->told_interval && want_gen == h->told_gen)
 			continue;
-		cb_depth++;
+		atomic_store_explicit(&cb_thread, thread_pointer(),
+		                      memory_order_relaxed);
 		if (h->told_interval && h->on_disable) {
 			struct AHeapProfileDisableCallbackInfo di = {0};
 			h->on_disable(h->disable_data, &di);
@@ -213,7 +212,7 @@ static void dispatch(void)
 		}
 		h->told_interval = iv;
 		h->told_gen = want_gen;
-		cb_depth--;
+		atomic_store_explicit(&cb_thread, 0, memory_order_relaxed);
 	}
 }
 
@@ -296,7 +295,7 @@ void heaps_after_fork_child(void)
 	atomic_store_explicit(&cb_starting, 0, memory_order_relaxed);
 	atomic_store_explicit(&cb_failed, false, memory_order_relaxed);
 	pthread_mutex_init(&cb_lock, NULL);
-	cb_depth = 0;
+	atomic_store_explicit(&cb_thread, 0, memory_order_relaxed);
 	for (uint32_t id = 1; id < HP_MAX_HEAPS; id++) {
 		heap_tab[id].told_interval = 0;
 		heap_tab[id].told_gen = 0;
@@ -425,7 +424,8 @@ HP_EXPORT uint32_t AHeapProfile_registerHeap(AHeapInfo *info)
 		cb_start();
 		/* Profiled already: the enable callback has run when we
 		 * return.  From inside a callback, the thread does it. */
-		if (cb_depth == 0 &&
+		if (atomic_load_explicit(&cb_thread, memory_order_relaxed) !=
+		            thread_pointer() &&
 		    atomic_load_explicit(&hp_active, memory_order_acquire))
 			dispatch_locked();
 		else
@@ -469,21 +469,31 @@ static __attribute__((noinline)) bool heap_report(uint32_t heap_id,
 	if (sampled || iv == 1 || size >= iv) {
 		charged = size; /* exact, or the caller's own estimate */
 	} else {
-		struct client_tls *t = &hp_tls;
-		struct heap_gap *g = &heap_gaps[heap_id];
-		if (g->gen != gen) {
-			/* First report of this thread in this session. */
-			g->left = sampler_gap(t, iv);
-			g->gen = gen;
+		struct client_thread *th = client_thread();
+		struct client_sampler local, *sm = sampler_of(th, &local);
+		struct heap_gaps *g = th ? thread_heap_gaps(th) : NULL;
+		int64_t left = 0;
+		if (HP_LIKELY(g != NULL)) {
+			if (g->gen != gen) {
+				/* First report of this thread in this
+				 * session: no gap drawn. */
+				memset(g->left, 0, sizeof(g->left));
+				g->gen = gen;
+			}
+			left = g->left[heap_id];
 		}
-		g->left -= (int64_t)size;
-		if (g->left > 0)
-			goto out;
+		if (!left)
+			left = sampler_gap(sm, iv);
+		left -= (int64_t)size;
 		charged = 0;
-		while (g->left <= 0) {
+		while (left <= 0) {
 			charged += iv;
-			g->left += sampler_gap(t, iv);
+			left += sampler_gap(sm, iv);
 		}
+		if (g)
+			g->left[heap_id] = left;
+		if (!charged)
+			goto out;
 		objs = recorder_objects_fp(size, false, iv);
 	}
 	done = recorder_record(heap_id, heap_key(heap_id, alloc_id), size,

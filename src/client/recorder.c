@@ -877,7 +877,10 @@ static __attribute__((noinline)) void log_takeover(struct client_slot *root,
  * thread, this writer takes the table back for the client
  * (log_takeover); the other writers wait for it (bounded: it waits on
  * nothing that does not run).  Waits are counted as the trace's
- * (trace_waits, trace_wait_ns).
+ * (trace_waits, trace_wait_ns).  The takeover's mark is in the thread's
+ * record: a thread without one (thread.c) never takes the table over; it
+ * logs while there is room, and after HP_LOG_ROOM_MS without, its event
+ * is skipped (counted as reentrant_skipped).
  */
 static __attribute__((noinline)) int log_slow(struct client_slot *root,
                                               struct hp_event_v2 **e,
@@ -893,10 +896,10 @@ static __attribute__((noinline)) int log_slow(struct client_slot *root,
 	 * faster than the collector applies them, and contend for the
 	 * log's head; the table is faster in their own hands. */
 	bool threads = !__libc_single_threaded;
-	struct client_tls *t = &hp_tls;
+	struct client_thread *t = client_thread();
 	uintptr_t me = (uintptr_t)__builtin_frame_address(0);
 	bool resume = false;
-	if (HP_UNLIKELY(t->log_take_frame != 0)) {
+	if (HP_UNLIKELY(t && t->log_take_frame != 0)) {
 		if (!unwind_frame_gone(t->log_take_frame, t->log_take_ra, me))
 			return log_nested(root, e, pos, was);
 		/* A longjmp left it half done: this thread finishes it. */
@@ -931,8 +934,8 @@ static __attribute__((noinline)) int log_slow(struct client_slot *root,
 		}
 		if (st == HP_LOG_LOGGING) {
 			bool gone = false;
-			*e = threads ? NULL
-			             : livelog_reserve(r, pos, was, &gone);
+			*e = threads && t ? NULL
+			                  : livelog_reserve(r, pos, was, &gone);
 			if (*e) {
 				if (atomic_load_explicit(
 				            &x->log_state,
@@ -954,8 +957,15 @@ static __attribute__((noinline)) int log_slow(struct client_slot *root,
 			uint64_t nwaits = atomic_load_explicit(
 			        &x->trace_waits, memory_order_relaxed);
 			uint32_t want = HP_LOG_LOGGING;
-			if (threads || gone || now - start >= room ||
-			    waited >= waits || nwaits >= HP_LOG_WAITS_MAX) {
+			if (HP_UNLIKELY(!t)) {
+				if (!gone && now - start >= room) {
+					region_count(r, HP_CTR_REENTRANT, 1);
+					got = LOG_SKIP;
+					break;
+				}
+			} else if (threads || gone || now - start >= room ||
+			           waited >= waits ||
+			           nwaits >= HP_LOG_WAITS_MAX) {
 				/* Marked before the switch: a handler that
 				 * runs between the two is nested in it
 				 * (log_nested), not a writer waiting for a
@@ -1115,9 +1125,11 @@ record_keep_errno(uint32_t heap_id, uint64_t key, size_t size, uint64_t charged,
 void recorder_sample(void *ptr, size_t size, uint64_t charged, bool exact,
                      uintptr_t caller)
 {
-	record_keep_errno(0, (uintptr_t)ptr, size, charged,
-	                  recorder_objects_fp(size, exact, hp_tls.obj_interval),
-	                  caller);
+	record_keep_errno(
+	        0, (uintptr_t)ptr, size, charged,
+	        recorder_objects_fp(size, exact,
+	                            exact ? 0 : sampler_obj_interval()),
+	        caller);
 }
 
 bool recorder_record(uint32_t heap_id, uint64_t key, size_t size,

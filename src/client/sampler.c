@@ -8,12 +8,17 @@
  * Adaptive sampling (HP_CFG_ADAPTIVE) changes the interval while threads
  * run.  A thread picks the new interval up when it draws its next gap, and
  * each sample point is charged the interval of the gap it ends
- * (hp_tls.gap_interval): the rate is constant within a gap, so by the
- * memoryless property charging 1/rate per point stays unbiased however the
- * rate changes between points.  The object estimate of a sampled
+ * (client_sampler.gap_interval): the rate is constant within a gap, so by
+ * the memoryless property charging 1/rate per point stays unbiased however
+ * the rate changes between points.  The object estimate of a sampled
  * allocation uses the interval of the gap pending when it began
- * (hp_tls.obj_interval), which is the one its sampling probability
- * depended on.
+ * (client_sampler.obj_interval), which is the one its sampling
+ * probability depended on.
+ *
+ * The countdown is in static TLS (hp_tls.bytes_left: the fast path); the
+ * generator and the intervals are in the thread's record (thread.c).  A
+ * thread without one draws each gap from a generator seeded afresh, and
+ * takes the interval in force for the gap pending.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -21,7 +26,7 @@
 
 #include "client/client.h"
 
-static uint64_t rng_next(struct client_tls *t)
+static uint64_t rng_next(struct client_sampler *t)
 {
 	/* xorshift64*: fast, good enough to place sample points. */
 	uint64_t x = t->rng;
@@ -59,7 +64,7 @@ static double neg_log(double u)
 	return -((double)e * 0.69314718055994530942 + p);
 }
 
-static int64_t exp_gap(struct client_tls *t, uint64_t interval)
+static int64_t exp_gap(struct client_sampler *t, uint64_t interval)
 {
 	/* u in (0, 1]: 53 random bits, never 0 so ln(u) is finite. */
 	double u = (double)((rng_next(t) >> 11) + 1) * 0x1.0p-53;
@@ -69,13 +74,18 @@ static int64_t exp_gap(struct client_tls *t, uint64_t interval)
 	return (int64_t)(gap + 0.5);
 }
 
-/* Draws the next gap at the interval in force now and remembers it. */
-static int64_t draw_gap(struct client_tls *t)
+/* The sampling interval in force now (adaptive sampling raises it). */
+static uint64_t interval_now(void)
 {
 	uint64_t interval =
 	        atomic_load_explicit(&hp_client.interval, memory_order_relaxed);
-	if (HP_UNLIKELY(interval == 0))
-		interval = 1;
+	return interval ? interval : 1;
+}
+
+/* Draws the next gap at the interval in force now and remembers it. */
+static int64_t draw_gap(struct client_sampler *t)
+{
+	uint64_t interval = interval_now();
 	t->gap_interval = interval;
 	return exp_gap(t, interval);
 }
@@ -84,9 +94,11 @@ static int64_t draw_gap(struct client_tls *t)
  * Seeds a thread's generator at its first allocation, inside the hook: no
  * system call (the thread id comes from glibc's descriptor), just values
  * that differ between threads and runs: the time stamp counter, a count
- * of seeded threads, the thread id and where the thread's TLS lies.
+ * of seeded generators, the thread id and where the generator lies.  (A
+ * generator of a thread without a record, seeded at each draw, takes the
+ * thread pointer for the id: unwind_thread_id falls back to gettid.)
  */
-static void seed(struct client_tls *t)
+static void seed(struct client_sampler *t)
 {
 	static _Atomic uint64_t seeded_threads;
 	uint64_t n = atomic_fetch_add_explicit(&seeded_threads, 1,
@@ -98,8 +110,12 @@ static void seed(struct client_tls *t)
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO */
 	uint64_t now = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32);
 #endif
-	uint64_t s = now ^ ((uint64_t)unwind_thread_id() << 17) ^ (uintptr_t)t ^
-	             (n * 0x9e3779b97f4a7c15ull);
+	struct client_thread *th = hp_tls.th;
+	uint64_t id = (uintptr_t)th > (uintptr_t)HP_THREAD_GONE && t == &th->sm
+	                      ? (uint64_t)unwind_thread_id()
+	                      : (uint64_t)thread_pointer();
+	uint64_t s =
+	        now ^ (id << 17) ^ (uintptr_t)t ^ (n * 0x9e3779b97f4a7c15ull);
 	s ^= s >> 33;
 	s *= 0xff51afd7ed558ccdull;
 	s ^= s >> 33;
@@ -107,32 +123,56 @@ static void seed(struct client_tls *t)
 	t->seeded = 1;
 }
 
-int64_t sampler_gap(struct client_tls *t, uint64_t interval)
+int64_t sampler_gap(struct client_sampler *t, uint64_t interval)
 {
 	if (HP_UNLIKELY(!t->seeded))
 		seed(t);
 	return exp_gap(t, interval ? interval : 1);
 }
 
+struct client_sampler *sampler_of(struct client_thread *th,
+                                  struct client_sampler *local)
+{
+	if (HP_LIKELY(th != NULL))
+		return &th->sm;
+	*local = (struct client_sampler){.seeded = 0};
+	return local;
+}
+
 uint64_t sampler_slow(struct client_tls *t, size_t size)
 {
-	if (HP_UNLIKELY(!t->gap_interval)) {
+	struct client_sampler local, *sm = sampler_of(client_thread(), &local);
+	if (HP_UNLIKELY(!(t->flags & HP_TLS_GAP_DRAWN))) {
 		/* First allocation of this thread: bytes_left was 0 - size.
 		 * Place the first sample point and re-test.  (The generator
 		 * may be seeded already, by a custom heap's sampler.) */
-		if (!t->seeded)
-			seed(t);
-		t->bytes_left += draw_gap(t);
+		t->flags |= HP_TLS_GAP_DRAWN;
+		if (!sm->seeded)
+			seed(sm);
+		t->bytes_left += draw_gap(sm);
 		if (t->bytes_left > 0)
 			return 0;
+	} else if (HP_UNLIKELY(!sm->gap_interval)) {
+		/* No record when the pending gap was drawn (or none now): it
+		 * was drawn at the interval in force then, which is the one
+		 * now unless adaptive sampling changed it meanwhile. */
+		if (!sm->seeded)
+			seed(sm);
+		sm->gap_interval = interval_now();
 	}
-	t->obj_interval = t->gap_interval;
+	sm->obj_interval = sm->gap_interval;
 	uint64_t charged = 0;
 	while (t->bytes_left <= 0) {
-		charged += t->gap_interval;
-		t->bytes_left += draw_gap(t);
+		charged += sm->gap_interval;
+		t->bytes_left += draw_gap(sm);
 	}
 	return charged;
+}
+
+uint64_t sampler_obj_interval(void)
+{
+	struct client_thread *th = client_thread();
+	return th ? th->sm.obj_interval : interval_now();
 }
 
 void client_alloc_recorded(void *p, size_t size, uintptr_t caller, int how)

@@ -102,6 +102,9 @@ void unwind_setup(void)
 		pd_size = *sz;
 	if (tid && pd_size && tid[0] == 32 && tid[2] + 4 <= pd_size)
 		pd_tid_off = (int32_t)tid[2];
+	/* The threads' records (thread.c): their key, the fork child's
+	 * reset. */
+	thread_setup();
 }
 
 /* ---- capture contexts -----------------------------------------------
@@ -151,12 +154,14 @@ struct capture_ctx *unwind_ctx_claim(uint32_t level)
 	struct capture_ctx *pool = __atomic_load_n(&ctx_pool, __ATOMIC_ACQUIRE);
 	if (!pool)
 		return NULL;
-	struct client_tls *t = &hp_tls;
+	struct client_thread *t = client_thread();
 	uintptr_t tp = thread_pointer();
 	/* The thread pointer is aligned: tp + 1 + level is this thread's
 	 * alone, per level. */
 	uintptr_t holder = tp + 1 + level;
-	struct capture_ctx *c = &pool[t->ctx_hint % CTX_COUNT];
+	/* (Without a record, no hint: the probes from the hash.) */
+	struct capture_ctx *c =
+	        &pool[(t ? t->ctx_hint : ctx_hash(tp)) % CTX_COUNT];
 	if (HP_LIKELY(ctx_take(c, holder))) {
 		if (HP_LIKELY(atomic_load_explicit(&c->owner,
 		                                   memory_order_relaxed) == tp))
@@ -175,7 +180,8 @@ struct capture_ctx *unwind_ctx_claim(uint32_t level)
 				if (atomic_load_explicit(
 				            &c->owner, memory_order_relaxed) ==
 				    tp) {
-					t->ctx_hint = (uint16_t)i;
+					if (t)
+						t->ctx_hint = (uint16_t)i;
 					return c;
 				}
 				atomic_store_explicit(&c->busy, 0,
@@ -189,7 +195,8 @@ struct capture_ctx *unwind_ctx_claim(uint32_t level)
 	if (!spare)
 		return NULL;
 	atomic_store_explicit(&spare->owner, tp, memory_order_relaxed);
-	t->ctx_hint = (uint16_t)spare_i;
+	if (t)
+		t->ctx_hint = (uint16_t)spare_i;
 	return spare;
 }
 
@@ -279,7 +286,11 @@ void unwind_note_stack(const void *sp, size_t size)
 
 void unwind_note_altstack(const void *sp, size_t size, int flags)
 {
-	struct client_tls *t = &hp_tls;
+	/* A thread without a record cannot keep it: a capture on that
+	 * stack keeps the caller only (counted, stack_unbounded). */
+	struct client_thread *t = client_thread();
+	if (!t)
+		return;
 	uintptr_t lo = (uintptr_t)sp;
 	if ((flags & SS_DISABLE) || !sp || lo + size < lo) {
 		t->alt_lo = t->alt_hi = 0;
@@ -344,22 +355,20 @@ static bool pd_stack_at(uintptr_t tp, uint32_t off, uintptr_t sp,
 	return true;
 }
 
-/* This thread's own stack, from glibc's thread descriptor, once.  The
- * bounds are written before stack_tried: a signal handler's capture that
- * interrupts this one looks again and finds the same values. */
-static void thread_stack(struct client_tls *t, uintptr_t sp)
+/* This thread's own stack, from glibc's thread descriptor, if sp is on
+ * it. */
+static bool thread_stack_find(uintptr_t sp, struct bounds *b)
 {
 	if (!pd_size)
-		goto tried;
+		return false;
 	uintptr_t tp = thread_pointer();
-	struct bounds b;
 	int32_t off = atomic_load_explicit(&pd_stack_off, memory_order_relaxed);
 	if (off == -1) {
 		/* Look for the one offset that fits; more than one: give up
 		 * (never guess). */
 		int32_t found = -1;
 		for (uint32_t o = 0; o + 24 <= pd_size; o += 8) {
-			if (!pd_stack_at(tp, o, sp, &b))
+			if (!pd_stack_at(tp, o, sp, b))
 				continue;
 			if (found >= 0) {
 				found = -2;
@@ -367,47 +376,63 @@ static void thread_stack(struct client_tls *t, uintptr_t sp)
 			}
 			found = (int32_t)o;
 		}
+		/* None: maybe not a glibc thread stack; later. */
 		if (found == -1)
-			goto tried; /* maybe not a glibc thread stack: later */
+			return false;
 		int32_t expect = -1;
 		atomic_compare_exchange_strong_explicit(
 		        &pd_stack_off, &expect, found, memory_order_relaxed,
 		        memory_order_relaxed);
 		off = atomic_load_explicit(&pd_stack_off, memory_order_relaxed);
 	}
-	if (off < 0 || !pd_stack_at(tp, (uint32_t)off, sp, &b))
-		goto tried;
-	t->stack_lo = b.lo;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	t->stack_hi = b.hi;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-tried:
+	return off >= 0 && pd_stack_at(tp, (uint32_t)off, sp, b);
+}
+
+/* The same, once per record.  The bounds are written before stack_tried:
+ * a signal handler's capture that interrupts this one looks again and
+ * finds the same values. */
+static void thread_stack(struct client_thread *t, uintptr_t sp)
+{
+	struct bounds b;
+	if (thread_stack_find(sp, &b)) {
+		t->stack_lo = b.lo;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->stack_hi = b.hi;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	}
 	t->stack_tried = 1;
 }
 
 /* The bounds of the stack sp is on; false when heapprof cannot prove
- * them. */
-static bool stack_bounds(struct client_tls *t, uintptr_t sp, struct bounds *b)
+ * them.  t: this thread's record (NULL: none; its own stack is looked up
+ * each time, and an alternate signal stack is not known). */
+static bool stack_bounds(struct client_thread *t, uintptr_t sp,
+                         struct bounds *b)
 {
-	if (sp >= t->stack_lo && sp < t->stack_hi) {
-		b->lo = t->stack_lo;
-		b->hi = t->stack_hi;
-		return true;
-	}
-	uintptr_t ahi = t->alt_hi;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	uintptr_t alo = t->alt_lo;
-	if (sp >= alo && sp < ahi) {
-		b->lo = alo;
-		b->hi = ahi;
-		return true;
+	if (HP_LIKELY(t != NULL)) {
+		if (sp >= t->stack_lo && sp < t->stack_hi) {
+			b->lo = t->stack_lo;
+			b->hi = t->stack_hi;
+			return true;
+		}
+		uintptr_t ahi = t->alt_hi;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		uintptr_t alo = t->alt_lo;
+		if (sp >= alo && sp < ahi) {
+			b->lo = alo;
+			b->hi = ahi;
+			return true;
+		}
 	}
 	if (sp >= main_lo && sp < main_hi) {
 		b->lo = main_lo;
 		b->hi = main_hi;
 		return true;
 	}
-	if (!t->stack_tried) {
+	if (!t) {
+		if (thread_stack_find(sp, b))
+			return true;
+	} else if (!t->stack_tried) {
 		thread_stack(t, sp);
 		if (sp >= t->stack_lo && sp < t->stack_hi) {
 			b->lo = t->stack_lo;
@@ -428,13 +453,20 @@ bool unwind_frame_gone(uintptr_t mark, uintptr_t ra, uintptr_t here)
 	 * call since wrote over it) says the same.  That word is read only
 	 * on a stack that is surely mapped: the one we run on, the thread's
 	 * own, the main thread's. */
-	struct client_tls *t = &hp_tls;
+	struct client_thread *t = client_thread();
 	struct bounds b;
 	if (!stack_bounds(t, here, &b) || !b.lo)
 		return false;
 	if (mark >= b.lo && mark <= b.hi - 16)
 		return here >= mark || word_at(mark + 8) != ra;
-	if ((mark >= t->stack_lo && mark + 16 <= t->stack_hi) ||
+	struct bounds own = {0, 0};
+	if (t) {
+		own.lo = t->stack_lo;
+		own.hi = t->stack_hi;
+	} else if (!thread_stack_find(mark, &own)) {
+		own.lo = own.hi = 0;
+	}
+	if ((mark >= own.lo && mark + 16 <= own.hi) ||
 	    (mark >= main_lo && mark + 16 <= main_hi))
 		return word_at(mark + 8) != ra;
 	return false;
@@ -476,7 +508,7 @@ struct step_read {
 /* One step from the frame at r (its rule c) to its caller.  0: done (the
  * outermost frame), 1: stepped, 2: stepped through a signal frame, -1:
  * stopped early. */
-static int step(struct client_tls *t, struct capture_ctx *cx, struct regs *r,
+static int step(struct client_thread *t, struct capture_ctx *cx, struct regs *r,
                 struct bounds *b, struct cfi_rule c, bool *exact, bool dwarf,
                 struct step_read *rd)
 {
@@ -778,7 +810,7 @@ __attribute__((noinline)) uint32_t unwind_capture(struct capture_ctx *cx,
                                                   uintptr_t caller,
                                                   uint32_t *flags)
 {
-	struct client_tls *t = &hp_tls;
+	struct client_thread *t = client_thread();
 	uint64_t *pcs = cx->frames;
 	/* What a rare step (signal frames, frames without CFI) works on
 	 * lives in the context, not on the program's stack: under it, a rule
@@ -1080,7 +1112,7 @@ caller_only:
 
 __attribute__((noinline)) bool unwind_stack_room(uintptr_t *room)
 {
-	struct client_tls *t = &hp_tls;
+	struct client_thread *t = client_thread();
 	struct regs r;
 	struct bounds b;
 	*room = UINTPTR_MAX;
@@ -1093,7 +1125,7 @@ __attribute__((noinline)) bool unwind_stack_room(uintptr_t *room)
 
 bool unwind_in_signal_handler(void)
 {
-	struct client_tls *t = &hp_tls;
+	struct client_thread *t = client_thread();
 	struct regs r;
 	struct bounds b;
 	if (!program_regs(&r) || !stack_bounds(t, r.sp, &b))

@@ -18,6 +18,7 @@
 #define RECORDER_CAPTURE unwind_capture
 #include "../../src/client/recorder.c"
 #include "../../src/client/sampler.c"
+#include "../../src/client/thread.c"
 
 struct client_state hp_client;
 __thread struct client_tls hp_tls;
@@ -96,7 +97,7 @@ static void use_slot(struct client_slot *s)
 	hp_client.interval = iv;
 	hp_client.exact_from = iv == 1 ? 0 : iv;
 	hp_active = 1;
-	hp_tls = (struct client_tls){0};
+	hp_tls = (struct client_tls){.th = client_thread()};
 	grows = 0;
 	stops = 0;
 	grow_to = NULL;
@@ -508,7 +509,6 @@ struct tid_job {
 static void *tid_worker(void *arg)
 {
 	struct tid_job *j = arg;
-	hp_tls = (struct client_tls){0};
 	j->tid = my_gettid();
 	j->before = boot_ns();
 	CHECK(recorder_record(j->heap_id, j->key, 64, 64, HP_OBJ_FP_ONE, 0));
@@ -581,7 +581,6 @@ struct at_once_job {
 static void *at_once_worker(void *arg)
 {
 	struct at_once_job *j = arg;
-	hp_tls = (struct client_tls){0};
 	/* Two threads per callsite: both intern the same stack at once. */
 	cur_pc = 0x402000 + 0x100 * (uint64_t)(j->t % 2);
 	uintptr_t base = 0x10000000 + (uintptr_t)j->t * 0x1000000;

@@ -14,6 +14,8 @@
 /* The stub unwinder below stands in for unwind.c. */
 #define RECORDER_CAPTURE unwind_capture
 #include "../../src/client/recorder.c"
+/* The thread's record (its generator and intervals). */
+#include "../../src/client/thread.c"
 
 struct client_state hp_client;
 __thread struct client_tls hp_tls;
@@ -48,6 +50,23 @@ struct client_slot *client_grow(struct client_slot *s, uint32_t table)
 	return NULL;
 }
 
+/* A thread that has not allocated yet (its record kept). */
+static void tls_reset(void)
+{
+	struct client_thread *th = hp_tls.th;
+	hp_tls = (struct client_tls){.th = th};
+	if (th && th != HP_THREAD_GONE)
+		th->sm = (struct client_sampler){.seeded = 0};
+}
+
+/* The thread's sampler (its record). */
+static struct client_sampler *sm(void)
+{
+	struct client_thread *th = client_thread();
+	CHECK(th != NULL);
+	return &th->sm;
+}
+
 /* Charge for one allocation, as client_on_alloc computes it. */
 static uint64_t charge_of(size_t size, bool *sampled, bool *exact)
 {
@@ -70,7 +89,7 @@ static void set_interval(uint64_t i)
 {
 	hp_client.interval = i;
 	hp_client.exact_from = i == 1 ? 0 : i;
-	hp_tls = (struct client_tls){0};
+	tls_reset();
 }
 
 /* Runs `trials` independent streams of n allocations of `size` bytes and
@@ -82,7 +101,7 @@ static void check_stream(uint64_t interval, size_t size, unsigned n,
 	double bytes = (double)size * n;
 	double sum = 0, sumsq = 0, objsum = 0;
 	for (unsigned t = 0; t < trials; t++) {
-		hp_tls = (struct client_tls){0};
+		tls_reset();
 		double est = 0, obj = 0;
 		for (unsigned i = 0; i < n; i++) {
 			bool sampled, exact;
@@ -91,7 +110,7 @@ static void check_stream(uint64_t interval, size_t size, unsigned n,
 			if (sampled)
 				obj += (double)recorder_objects_fp(
 				               size, exact,
-				               hp_tls.obj_interval) /
+				               sampler_obj_interval()) /
 				       HP_OBJ_FP_ONE;
 		}
 		sum += est;
@@ -134,6 +153,19 @@ static void test_mid_allocations(void)
 static void test_other_interval(void)
 {
 	check_stream(65536, 512, 20000, 1000);
+}
+
+/* A thread without a record (the pool empty, or its record given back at
+ * its exit) draws every gap from a generator seeded afresh: the same
+ * estimates, unbiased and with the same spread. */
+static void test_without_record(void)
+{
+	struct client_thread *keep = hp_tls.th;
+	hp_tls.th = HP_THREAD_GONE;
+	check_stream(4096, 100, 10000, 1000);
+	check_stream(4096, 1500, 2000, 1000);
+	CHECK(hp_tls.th == HP_THREAD_GONE); /* it took none */
+	hp_tls.th = keep;
 }
 
 static void test_large_is_exact(void)
@@ -179,7 +211,7 @@ static void test_interval_change_charges_gap_interval(void)
 	set_interval(4096);
 	bool sampled, exact;
 	charge_of(1, &sampled, &exact); /* seeds: gap drawn at 4096 */
-	CHECK_EQ_U64(hp_tls.gap_interval, 4096);
+	CHECK_EQ_U64(sm()->gap_interval, 4096);
 	hp_client.interval = 16384; /* as recorder_adapt does */
 	uint64_t first = 0, later = 0;
 	int samples = 0;
@@ -190,10 +222,10 @@ static void test_interval_change_charges_gap_interval(void)
 		if (samples == 0) {
 			first = c;
 			/* Its object estimate uses the old interval too. */
-			CHECK_EQ_U64(hp_tls.obj_interval, 4096);
+			CHECK_EQ_U64(sampler_obj_interval(), 4096);
 		} else {
 			later += c % 16384;
-			CHECK_EQ_U64(hp_tls.obj_interval, 16384);
+			CHECK_EQ_U64(sampler_obj_interval(), 16384);
 		}
 		samples++;
 	}
@@ -228,7 +260,7 @@ static void test_adaptive_stream_unbiased(void)
 			if (sampled)
 				obj += (double)recorder_objects_fp(
 				               size, exact,
-				               hp_tls.obj_interval) /
+				               sampler_obj_interval()) /
 				       HP_OBJ_FP_ONE;
 		}
 		sum += est;
@@ -293,6 +325,7 @@ int main(void)
 	        {"small_allocations", test_small_allocations},
 	        {"mid_allocations", test_mid_allocations},
 	        {"other_interval", test_other_interval},
+	        {"without_record", test_without_record},
 	        {"large_is_exact", test_large_is_exact},
 	        {"interval_one_records_everything",
 	         test_interval_one_records_everything},
