@@ -25,8 +25,12 @@
 #include "profile/trace_read.h"
 #include "util/err.h"
 #include "util/human.h"
+#include "util/textfile.h"
 
 #define SUBSYS "check"
+/* A rule file is a few lines; the bound keeps a wrong file (a log, a
+ * binary) from being read into memory. */
+#define RULES_FILE_MAX (1u << 20)
 
 struct check_opts {
 	const char *file, *baseline, *junit, *heap;
@@ -130,6 +134,16 @@ static void ruleset_free(struct ruleset *rs)
 	free(rs->r);
 }
 
+/* "bad rule 'TEXT': WHY" with where before it, the rule's control bytes
+ * escaped (\x01): a rule may come from any file.  (ck_parse never sees
+ * one, so why quotes none.) */
+static void bad_rule(const char *where, const char *text, const char *why)
+{
+	char t[512];
+	hp_err(SUBSYS, "%sbad rule '%s': %s", where ? where : "",
+	       hp_text_escape(t, sizeof(t), text, strlen(text)), why);
+}
+
 /* Parse text as the next rule.  0, or -1 (one line naming it). */
 static int add_rule(struct ruleset *rs, const char *text, const char *where)
 {
@@ -145,43 +159,62 @@ static int add_rule(struct ruleset *rs, const char *text, const char *where)
 		rs->r = r;
 		rs->cap = cap;
 	}
+	/* A tab is a blank; any other control byte is no part of a rule
+	 * (a file that is not text, or a paste gone wrong). */
+	const char *c = hp_text_control(text, strlen(text), "\t");
+	if (c) {
+		snprintf(why, sizeof(why), "a control byte (\\x%02x)",
+		         (unsigned char)*c);
+		bad_rule(where, text, why);
+		return -1;
+	}
 	struct ck_rule *r = &rs->r[rs->n++];
 	if (ck_parse(text, r, why, sizeof(why)) < 0) {
-		hp_err(SUBSYS, "%sbad rule '%s': %s", where ? where : "",
-		       r->text ? r->text : text, why);
+		bad_rule(where, r->text ? r->text : text, why);
 		return -1;
 	}
 	return 0;
 }
 
 /* The rules of a -f file: one a line, '#' to the end of a line a
- * comment, blank lines ignored.  0 or -1 (message printed). */
+ * comment, blank lines ignored.  A regular file of at most
+ * RULES_FILE_MAX bytes; a line with a NUL byte is refused (it would
+ * otherwise end the rule there, silently).  0 or -1 (message printed). */
 static int read_rule_file(struct ruleset *rs, const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char *line = NULL, where[512];
-	size_t cap = 0;
+	char *buf, why[HP_TEXT_WHY_MAX], where[512];
+	size_t len;
 	long lineno = 0;
 	int err = 0;
 
-	if (!f) {
-		hp_err(SUBSYS, "%s: %s", path, strerror(errno));
+	if (hp_text_read(path, RULES_FILE_MAX, 0, &buf, &len, why) < 0) {
+		hp_err(SUBSYS, "%s: %s", path, why);
 		return -1;
 	}
-	while (!err && getline(&line, &cap, f) >= 0) {
+	for (char *p = buf, *end = buf + len; !err && p < end;) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		char *line = p;
 		lineno++;
-		line[strcspn(line, "#\r\n")] = '\0';
+		p += n + 1;
+		if (memchr(line, '\0', n)) {
+			hp_err(SUBSYS,
+			       "%s:%ld: a NUL byte in the line: not a rule"
+			       " file",
+			       path, lineno);
+			err = -1;
+			break;
+		}
+		if (n && line[n - 1] == '\r')
+			n--;    /* a CRLF file */
+		line[n] = '\0'; /* the '\n', or buf's own NUL at the end */
+		line[strcspn(line, "#")] = '\0';
 		if (!line[strspn(line, " \t")])
 			continue;
 		snprintf(where, sizeof(where), "%s:%ld: ", path, lineno);
 		err = add_rule(rs, line, where);
 	}
-	if (!err && ferror(f)) {
-		hp_err(SUBSYS, "%s: %s", path, strerror(errno));
-		err = -1;
-	}
-	free(line);
-	fclose(f);
+	free(buf);
 	return err;
 }
 

@@ -34,6 +34,7 @@
 #include "export/serve.h"
 #include "util/err.h"
 #include "util/proc.h"
+#include "util/textfile.h"
 
 #define SUBSYS   "serve"
 #define MAX_ARGS 64
@@ -93,6 +94,9 @@ static void usage(FILE *f)
 	      " in DIR (-o)\n"
 	      "  /debug/pprof/heap         the processes, profiled or why"
 	      " not\n"
+	      "  /debug/pprof/symbol       the names of the profiles'"
+	      " addresses, for go tool\n"
+	      "                            pprof (as Go's net/http/pprof)\n"
 	      "\n"
 	      "  -p, --pid PID[,PID]     running processes (repeatable)\n"
 	      "  -n, --name NAME[,NAME]  processes by name, running and"
@@ -108,6 +112,8 @@ static void usage(FILE *f)
 	      " loopback\n"
 	      "      --token-file FILE   ask for 'Authorization: Bearer"
 	      " <the file's first line>'\n"
+	      "                          (FILE: mode 0600 or 0400, as ssh"
+	      " wants of a key)\n"
 	      "      --all-users         every user's processes (root only;"
 	      " default: the\n"
 	      "                          agent's own user's)\n"
@@ -273,28 +279,57 @@ static int config_line(struct serve_opts *o, const char *path, int lineno,
 	return r ? -1 : 0;
 }
 
+/* A config is a few lines; the bound keeps a wrong file (a log, a
+ * binary) from being read into memory. */
+#define CONFIG_FILE_MAX (1u << 20)
+
 static int read_config(struct serve_opts *o, const char *path)
 {
-	FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
-	if (!f) {
-		hp_err(SUBSYS, "--config %s: %s", path, strerror(errno));
+	char *buf, why[HP_TEXT_WHY_MAX];
+	size_t len;
+	if (hp_text_read(path, CONFIG_FILE_MAX, HP_TEXT_STDIN, &buf, &len,
+	                 why) < 0) {
+		hp_err(SUBSYS, "--config %s: %s", path, why);
 		return -1;
 	}
-	char line[4096];
 	int lineno = 0, err = 0;
-	while (!err && fgets(line, sizeof(line), f)) {
+	for (char *p = buf, *end = buf + len; !err && p < end;) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		char *l = p;
 		lineno++;
-		line[strcspn(line, "\r\n")] = '\0';
-		char *l = line + strspn(line, " \t");
-		size_t n = strlen(l);
+		p += n + 1;
+		if (n && l[n - 1] == '\r')
+			n--; /* a CRLF file */
+		/* A NUL would end the value there; any other control byte
+		 * (a tab is a blank) is no part of a path, a name or a
+		 * number: the file is not what it should be. */
+		const char *c = hp_text_control(l, n, "\t");
+		if (c && !*c) {
+			hp_err(SUBSYS, "%s:%d: a NUL byte: not a text config",
+			       path, lineno);
+			err = -1;
+			break;
+		}
+		if (c) {
+			hp_err(SUBSYS,
+			       "%s:%d: a control byte (\\x%02x): not a"
+			       " text config",
+			       path, lineno, (unsigned char)*c);
+			err = -1;
+			break;
+		}
+		l[n] = '\0'; /* the '\n', or buf's own NUL at the end */
+		l += strspn(l, " \t");
+		n = strlen(l);
 		while (n && (l[n - 1] == ' ' || l[n - 1] == '\t'))
 			l[--n] = '\0';
 		if (!*l || *l == '#')
 			continue;
 		err = config_line(o, path, lineno, l);
 	}
-	if (f != stdin)
-		fclose(f);
+	/* The values kept point into copies (config_line): buf goes. */
+	free(buf);
 	return err;
 }
 
@@ -356,24 +391,45 @@ static int parse_listen(const char *s, int allow_remote,
 	return 0;
 }
 
-/* The token: the file's first line, not empty.  0 or -1 (message). */
-static int read_token(const char *path, char *buf, size_t len)
+/* A token is a line; the bound keeps a wrong file from being read. */
+#define TOKEN_FILE_MAX (64u << 10)
+
+/* The token: the file's first line, not empty, in a regular file only
+ * its owner may use (a token others can read is no secret; one they can
+ * write lets them in).  0 or -1 (message). */
+static int read_token(const char *path, char *tok, size_t len)
 {
-	FILE *f = fopen(path, "re");
-	if (!f || !fgets(buf, (int)len, f)) {
-		hp_err(SUBSYS, "--token-file %s: %s", path,
-		       f ? "empty" : strerror(errno));
-		if (f)
-			fclose(f);
+	char *buf, why[HP_TEXT_WHY_MAX];
+	size_t n;
+	if (hp_text_read(path, TOKEN_FILE_MAX, HP_TEXT_PRIVATE, &buf, &n, why) <
+	    0) {
+		hp_err(SUBSYS, "--token-file %s: %s", path, why);
 		return -1;
 	}
-	fclose(f);
-	buf[strcspn(buf, "\r\n")] = '\0';
-	if (!buf[0]) {
-		hp_err(SUBSYS, "--token-file %s: the first line is empty",
-		       path);
+	const char *nl = memchr(buf, '\n', n);
+	size_t k = nl ? (size_t)(nl - buf) : n;
+	if (k && buf[k - 1] == '\r')
+		k--;
+	/* No control byte can travel in an HTTP header: such a token could
+	 * never match, and a NUL would cut it short. */
+	const char *c = hp_text_control(buf, k, "");
+	const char *bad = !n         ? "empty"
+	                  : !k       ? "the first line is empty"
+	                  : c        ? "a control byte in the first line"
+	                  : k >= len ? "the first line is too long"
+	                             : NULL;
+	if (bad) {
+		if (c)
+			hp_err(SUBSYS, "--token-file %s: %s (\\x%02x)", path,
+			       bad, (unsigned char)*c);
+		else
+			hp_err(SUBSYS, "--token-file %s: %s", path, bad);
+		free(buf);
 		return -1;
 	}
+	memcpy(tok, buf, k);
+	tok[k] = '\0';
+	free(buf);
 	return 0;
 }
 

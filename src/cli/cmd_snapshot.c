@@ -317,7 +317,7 @@ static int run_live(const struct snap_opts *o)
 		hp_err(SUBSYS, "out of memory");
 	if (err || snapshot_pprof_of_db(db_path, out, o->heap,
 	                                o->with_tags ? SNAPSHOT_PPROF_TAGS : 0,
-	                                ls.wall, &nsamples, SUBSYS) < 0)
+	                                ls.wall, &nsamples, NULL, SUBSYS) < 0)
 		goto out;
 	print_summary(pid, &ls.snap, interval);
 	printf("wrote %s and %s (%zu sample%s)\n", db_path, out, nsamples,

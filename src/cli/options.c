@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "collector/config.h"
 #include "util/err.h"
 #include "util/suggest.h"
 
@@ -207,6 +208,12 @@ int opt_parse_pid(const char *cmd, const char *v, long *out)
 {
 	if (opt_parse_long(v, out) < 0 || *out <= 0) {
 		hp_err(cmd, "invalid --pid '%s'", v);
+		return -1;
+	}
+	/* A pid is an int: 4294967297 would become pid 1 in a pid_t. */
+	if (*out > CFG_PID_MAX) {
+		hp_err(cmd, "invalid --pid '%s': too large (pids go up to %d)",
+		       v, CFG_PID_MAX);
 		return -1;
 	}
 	return 0;

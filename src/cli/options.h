@@ -70,7 +70,8 @@ long opt_pick_dump(const char *cmd, const char *who, const struct rd_dump *d,
 /* "dump 3" or "snapshot 'after-load'" for messages; buf of 160 bytes. */
 const char *opt_dump_str(const struct dump_ref *ref, char *buf, size_t len);
 
-/* --pid P: a positive pid; else "heapprof: <cmd>: invalid --pid ..." (-1). */
+/* --pid P: a pid, 1 .. CFG_PID_MAX (the kernel's largest); else
+ * "heapprof: <cmd>: invalid --pid ..." (-1). */
 int opt_parse_pid(const char *cmd, const char *v, long *out);
 
 /*

@@ -176,12 +176,20 @@ static void put_string(FILE *f, const char *key, const char *s)
 {
 	fprintf(f, "%s: \"", key);
 	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if (*s == '\n')
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch == '\n')
 			fputs("\\n", f);
+		else if (ch == '\t')
+			fputs("\\t", f);
+		else if (ch == '\r')
+			fputs("\\r", f);
+		else if (ch < 0x20 || ch == 0x7f)
+			/* a config holds no raw control byte (config_read) */
+			fprintf(f, "\\x%02x", ch);
 		else
-			fputc(*s, f);
+			fputc(ch, f);
 	}
 	fputs("\"\n", f);
 }

@@ -89,6 +89,15 @@ static int is_scalar(char ch)
  * A double-quoted string at ps->p, decoded.  Escapes: \" \\ \n \t \r \'.
  * 0, or -1 (message printed).
  */
+/* A hex digit's value, or -1. */
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
 static int read_string(struct parser *ps, struct value *v)
 {
 	int line = ps->line;
@@ -137,10 +146,27 @@ static int read_string(struct parser *ps, struct value *v)
 		case 'r':
 			out[o++] = '\r';
 			break;
+		case 'x': {
+			/* \xNN, as protobuf: how --print-config writes any
+			 * other control byte, which the file may not hold
+			 * raw */
+			int hi = ps->end - ps->p >= 2 ? hexval(ps->p[0]) : -1;
+			int lo = hi >= 0 ? hexval(ps->p[1]) : -1;
+			if (lo < 0) {
+				cfg_perr(ps, line,
+				         "'\\x' in a string needs two hex"
+				         " digits");
+				free(out);
+				return -1;
+			}
+			ps->p += 2;
+			out[o++] = (char)(hi << 4 | lo);
+			break;
+		}
 		default:
 			cfg_perr(ps, line,
 			         "unknown escape '\\%c' in a string (use \\\" "
-			         "\\\\ \\n \\t \\r)",
+			         "\\\\ \\n \\t \\r \\xNN)",
 			         (unsigned char)e < 0x20 ? '?' : e);
 			free(out);
 			return -1;

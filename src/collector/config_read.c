@@ -17,6 +17,7 @@
 
 #include "collector/config_text.h"
 #include "layout/region.h"
+#include "util/textfile.h"
 
 /* A config is a few lines; the bound keeps a wrong file (a binary, a
  * huge log) from being read into memory. */
@@ -460,27 +461,34 @@ static int read_all(FILE *f, const char *what, char **buf, size_t *len)
 	return 0;
 }
 
-int config_read(struct session_config *c, FILE *f, const char *what)
+/* Parse buf[0..len) (buf[len] a NUL), the text of what. */
+static int parse_text(struct session_config *c, char *buf, size_t len,
+                      const char *what)
 {
 	struct parser ps;
-	char *buf;
-	size_t len;
 
-	if (read_all(f, what, &buf, &len) < 0)
-		return -1;
 	memset(&ps, 0, sizeof(ps));
 	ps.c = c;
 	ps.what = what;
 	ps.p = buf;
 	ps.end = buf + len;
 	ps.line = 1;
-	const char *nul = memchr(buf, '\0', len);
+	/* A NUL would end a value there; any other control byte but the
+	 * blanks is no part of a config (a binary, a paste gone wrong), and
+	 * inside a string it would reach a file name or a heap name. */
+	const char *bad = hp_text_control(buf, len, "\t\n\r\f\v");
 	int rc;
-	if (nul) {
+	if (bad) {
 		int line = 1;
-		for (const char *q = buf; q < nul; q++)
+		for (const char *q = buf; q < bad; q++)
 			line += *q == '\n';
-		cfg_perr(&ps, line, "a NUL byte: not a text config");
+		if (*bad)
+			cfg_perr(&ps, line,
+			         "a control byte (\\x%02x): not a"
+			         " text config",
+			         (unsigned char)*bad);
+		else
+			cfg_perr(&ps, line, "a NUL byte: not a text config");
 		rc = -1;
 	} else {
 		rc = parse_fields(&ps, 0);
@@ -488,6 +496,17 @@ int config_read(struct session_config *c, FILE *f, const char *what)
 			rc = parse_end(&ps);
 	}
 	config_free_argv(ps.cmd);
+	return rc;
+}
+
+int config_read(struct session_config *c, FILE *f, const char *what)
+{
+	char *buf;
+	size_t len;
+
+	if (read_all(f, what, &buf, &len) < 0)
+		return -1;
+	int rc = parse_text(c, buf, len, what);
 	free(buf);
 	return rc;
 }
@@ -496,13 +515,14 @@ int config_load(struct session_config *c, const char *path)
 {
 	if (!strcmp(path, "-"))
 		return config_read(c, stdin, "<stdin>");
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		fprintf(stderr, PREFIX "config %s: cannot open: %s\n", path,
-		        strerror(errno));
+	/* A regular file only: a FIFO would block record for ever. */
+	char *buf, why[HP_TEXT_WHY_MAX];
+	size_t len;
+	if (hp_text_read(path, CFG_FILE_MAX, 0, &buf, &len, why) < 0) {
+		fprintf(stderr, PREFIX "config %s: %s\n", path, why);
 		return -1;
 	}
-	int rc = config_read(c, f, path);
-	fclose(f);
+	int rc = parse_text(c, buf, len, path);
+	free(buf);
 	return rc;
 }

@@ -806,6 +806,97 @@ int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys)
 	return err;
 }
 
+/* ---- symbols ------------------------------------------------------------ */
+
+/* The name of location i's innermost function; NULL: none, or one that
+ * cannot be a line of the symbol protocol. */
+static const char *loc_name(const struct pp_profile *p, size_t i)
+{
+	const struct pp_location *l = &p->locs.a[i];
+	if (!l->address || !l->nlines)
+		return NULL;
+	uint64_t fid = p->lines.a[l->line_off].function;
+	if (!fid || fid > p->fns.n)
+		return NULL;
+	int64_t k = p->fns.a[fid - 1].name;
+	if (k <= 0 || (size_t)k >= p->strs.n)
+		return NULL;
+	const char *name = p->strs.a[k];
+	for (const char *c = name; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return NULL;
+	return name;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct pp_sym *x = a, *y = b;
+	if (x->address != y->address)
+		return x->address < y->address ? -1 : 1;
+	/* the first location of an address wins: names in location order */
+	return x->name < y->name ? -1 : x->name > y->name;
+}
+
+int pp_symtab_make(const struct pp_profile *p, struct pp_symtab *t)
+{
+	size_t n = 0, bytes = 0;
+
+	memset(t, 0, sizeof(*t));
+	for (size_t i = 0; i < p->locs.n; i++) {
+		const char *name = loc_name(p, i);
+		if (name) {
+			n++;
+			bytes += strlen(name) + 1;
+		}
+	}
+	t->syms = alloc_n(n, sizeof(*t->syms));
+	t->names = malloc(bytes ? bytes : 1);
+	if (!t->syms || !t->names) {
+		pp_symtab_free(t);
+		return -ENOMEM;
+	}
+	/* Names copied in location order, so that their addresses order
+	 * the entries of one address as sym_cmp wants. */
+	char *w = t->names;
+	for (size_t i = 0; i < p->locs.n; i++) {
+		const char *name = loc_name(p, i);
+		if (!name)
+			continue;
+		size_t len = strlen(name) + 1;
+		memcpy(w, name, len);
+		t->syms[t->n++] = (struct pp_sym){p->locs.a[i].address, w};
+		w += len;
+	}
+	qsort(t->syms, t->n, sizeof(*t->syms), sym_cmp);
+	size_t k = 0;
+	for (size_t i = 0; i < t->n; i++)
+		if (!k || t->syms[k - 1].address != t->syms[i].address)
+			t->syms[k++] = t->syms[i];
+	t->n = k;
+	return 0;
+}
+
+const struct pp_sym *pp_symtab_find(const struct pp_symtab *t, uint64_t address)
+{
+	size_t lo = 0, hi = t->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->syms[mid].address < address)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < t->n && t->syms[lo].address == address ? &t->syms[lo]
+	                                                   : NULL;
+}
+
+void pp_symtab_free(struct pp_symtab *t)
+{
+	free(t->syms);
+	free(t->names);
+	memset(t, 0, sizeof(*t));
+}
+
 /* ---- from a profile file ------------------------------------------------ */
 
 int pp_add_dump(struct pp_profile *p, sqlite3 *db, const struct rd_stacks *s,

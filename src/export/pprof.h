@@ -88,6 +88,35 @@ int pp_encode(struct pp_profile *p, uint8_t **out, size_t *len);
 /* Encode, gzip and write to path (replaced if it exists). */
 int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys);
 
+/* ---- symbols ----------------------------------------------------------- */
+
+/* An address of the profile's locations and the function there. */
+struct pp_sym {
+	uint64_t address;
+	const char *name; /* into the table's names */
+};
+
+/*
+ * The named locations of a profile, for a pprof symbol server (`heapprof
+ * serve`'s /debug/pprof/symbol): each address with the innermost function
+ * at it (the first of its lines, as Go's runtime.FuncForPC names the
+ * innermost of those inlined at a pc), sorted by address, one entry per
+ * address.  Names holding a control byte are left out: the symbol
+ * protocol is one line per address.
+ */
+struct pp_symtab {
+	struct pp_sym *syms;
+	size_t n;
+	char *names; /* the names, each NUL-terminated */
+};
+
+/* The table of p into *t (free with pp_symtab_free).  0 or -ENOMEM. */
+int pp_symtab_make(const struct pp_profile *p, struct pp_symtab *t);
+/* The entry of address in t, or NULL. */
+const struct pp_sym *pp_symtab_find(const struct pp_symtab *t,
+                                    uint64_t address);
+void pp_symtab_free(struct pp_symtab *t);
+
 /* ---- from a profile file ---------------------------------------------- */
 
 /*

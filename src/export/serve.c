@@ -2,9 +2,12 @@
  * `heapprof serve`'s HTTP server (serve.h, docs/FLEET.md "Design").
  *
  * libmicrohttpd runs one internal polling thread: every handler below
- * runs on it, one request at a time, so the reader cache needs no lock.
- * Connections are bounded (MHD_OPTION_CONNECTION_LIMIT, per IP too) and
- * timed out (MHD_OPTION_CONNECTION_TIMEOUT); a request body is refused.
+ * runs on it, one request at a time, so the reader cache and the symbol
+ * tables need no lock.  Connections are bounded
+ * (MHD_OPTION_CONNECTION_LIMIT, per IP too) and timed out
+ * (MHD_OPTION_CONNECTION_TIMEOUT); a request body is refused, but for
+ * the addresses a POST to /debug/pprof/symbol asks about, read as they
+ * come (never held whole) up to SYMBOL_BODY_MAX.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,10 +32,21 @@
 #include "export/snapshot_pprof.h"
 #include "util/err.h"
 #include "util/proc.h"
+#include "util/textfile.h"
 
 #define SUBSYS "serve"
 /* A pprof response is read whole into memory: no more than this. */
 #define MAX_PPROF_BYTES (256u << 20)
+/* The symbols of this many profiles served last are kept for
+ * /debug/pprof/symbol: go tool pprof asks right after its fetch, so the
+ * newest is the one it means; a few more cover scrapers interleaved. */
+#define SYMTABS     4
+#define SYMBOL_PATH "/debug/pprof/symbol"
+/* The addresses of one symbol request (go tool pprof sends each one
+ * "0x7f3a2b1c4d5e+", 15 bytes): a million. */
+#define SYMBOL_BODY_MAX (16u << 20)
+/* A pid above the kernel's PID_MAX_LIMIT is no pid. */
+#define PID_MAX_LIMIT 4194304
 
 /* A reader kept across requests for its names: of one process, known by
  * its pid and start time (a pid reused is another process). */
@@ -71,6 +85,14 @@ struct serve_server {
 	struct conn_watch *watch;
 	size_t nwatch;
 	uint64_t cut; /* connections cut */
+	/* the symbols of the profiles served last, newest first; asked[i]:
+	 * the symbol request that last answered syms[i] (each address is
+	 * answered once per request) */
+	struct served_syms {
+		struct pp_symtab t;
+		uint64_t *asked;
+	} syms[SYMTABS];
+	uint64_t symbol_requests;
 };
 
 /* ---- which processes ----------------------------------------------------- */
@@ -663,11 +685,27 @@ static int saved_path(const struct serve_server *s, pid_t pid, char *buf,
 	return -1;
 }
 
+/* Keep t (taken) as the newest symbol table, the oldest dropped. */
+static void keep_symbols(struct serve_server *s, struct pp_symtab *t)
+{
+	uint64_t *asked = calloc(t->n ? t->n : 1, sizeof(*asked));
+	if (!asked) {
+		pp_symtab_free(t);
+		return;
+	}
+	struct served_syms *last = &s->syms[SYMTABS - 1];
+	pp_symtab_free(&last->t);
+	free(last->asked);
+	memmove(&s->syms[1], &s->syms[0], (SYMTABS - 1) * sizeof(s->syms[0]));
+	s->syms[0] = (struct served_syms){.t = *t, .asked = asked};
+}
+
 static enum MHD_Result do_pprof(struct serve_server *s,
                                 struct MHD_Connection *conn,
                                 const struct pprof_ask *a)
 {
 	struct live_snapshot ls;
+	struct pp_symtab syms;
 	char db[PATH_MAX], out[PATH_MAX], saved[PATH_MAX] = "";
 	char *body = NULL;
 	size_t len = 0, nsamples = 0;
@@ -702,16 +740,21 @@ static enum MHD_Result do_pprof(struct serve_server *s,
 	snprintf(db, sizeof(db), "%s/request-%" PRIu64 ".db", s->c.dir, s->seq);
 	snprintf(out, sizeof(out), "%s/request-%" PRIu64 ".pb.gz", s->c.dir,
 	         s->seq);
-	if (rc == 0)
-		rc = live_snapshot_write_db(&ls, db, "heapprof serve");
+	if (rc == 0 &&
+	    (rc = live_snapshot_write_db(&ls, db, "heapprof serve")) != 0)
+		hp_err(SUBSYS, "pid %d: %s", (int)a->pid, ls.why);
 	uint64_t wall = ls.wall;
 	live_snapshot_close(&ls);
 	if (rc == 0)
 		rc = snapshot_pprof_of_db(db, out, a->heap,
 		                          SNAPSHOT_PPROF_GO_NAMES, wall,
-		                          &nsamples, SUBSYS);
+		                          &nsamples, &syms, SUBSYS);
+	if (rc == 0 && read_whole(out, &body, &len) != 0) {
+		pp_symtab_free(&syms);
+		rc = -1;
+	}
 	if (rc == 0)
-		rc = read_whole(out, &body, &len);
+		keep_symbols(s, &syms);
 	if (rc == 0 && a->save &&
 	    (saved_path(s, a->pid, saved, sizeof(saved)) ||
 	     rename(db, saved) != 0)) {
@@ -778,45 +821,285 @@ static int bool_arg(const char *v)
 	return -1;
 }
 
-/* The arguments of /debug/pprof/heap into *a (pid 0: none asked);
- * NULL, or what is wrong with them. */
-static const char *pprof_args(struct serve_server *s,
-                              struct MHD_Connection *conn, struct pprof_ask *a,
-                              char *why, size_t len)
+/* The keys of /debug/pprof/heap's query. */
+static const char *const pprof_keys[] = {"pid",  "name",  "heap",
+                                         "save", "debug", "seconds"};
+#define NPPROF_KEYS (sizeof(pprof_keys) / sizeof(pprof_keys[0]))
+
+/* What a walk over a query found wrong first (why[0]: nothing). */
+struct query_check {
+	unsigned seen[NPPROF_KEYS];
+	char why[256];
+};
+
+static bool has_control(const char *v)
 {
+	for (; v && *v; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return true;
+	return false;
+}
+
+/* One argument of /debug/pprof/heap's query: no control byte in it (a
+ * NUL decoded from %00 arrives as 0x7f, unescape below), a key of ours
+ * at most once and with a value.  Keys of others are let be: scrapers
+ * add their own. */
+static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind,
+                                 const char *key, const char *value)
+{
+	struct query_check *q = cls;
+	char k[64];
+	(void)kind;
+	if (q->why[0])
+		return MHD_NO;
+	if (has_control(key) || has_control(value)) {
+		snprintf(q->why, sizeof(q->why),
+		         "a control byte in the query ('%s')",
+		         hp_text_escape(k, sizeof(k), key, strlen(key)));
+		return MHD_NO;
+	}
+	for (size_t i = 0; i < NPPROF_KEYS; i++) {
+		if (strcmp(key, pprof_keys[i]))
+			continue;
+		if (++q->seen[i] > 1)
+			snprintf(q->why, sizeof(q->why), "%s given twice", key);
+		else if (!value)
+			snprintf(q->why, sizeof(q->why), "%s needs a value",
+			         key);
+	}
+	return q->why[0] ? MHD_NO : MHD_YES;
+}
+
+/* A pid as a query gives it: decimal digits only (no sign, no blank, no
+ * "0x": what strtol would also take), 1 .. PID_MAX_LIMIT.  0 or -1. */
+static int parse_pid(const char *p, pid_t *out)
+{
+	long v = 0;
+	if (!p[0] || strlen(p) > 7)
+		return -1;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (*p - '0');
+	}
+	if (v <= 0 || v > PID_MAX_LIMIT)
+		return -1;
+	*out = (pid_t)v;
+	return 0;
+}
+
+/* The arguments of /debug/pprof/heap into *a (pid 0: none asked): 0, or
+ * the status to answer with why (len bytes) its text: 400 for a malformed
+ * query, 404 for a name no process has. */
+static unsigned pprof_args(struct serve_server *s, struct MHD_Connection *conn,
+                           struct pprof_ask *a, char *why, size_t len)
+{
+	struct query_check qc;
+	memset(&qc, 0, sizeof(qc));
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, check_arg, &qc);
+	memset(a, 0, sizeof(*a));
+	if (qc.why[0]) {
+		snprintf(why, len, "%s", qc.why);
+		return MHD_HTTP_BAD_REQUEST;
+	}
 	const char *p = arg(conn, "pid"), *name = arg(conn, "name");
 	const char *debug = arg(conn, "debug");
 	int save = bool_arg(arg(conn, "save"));
-	memset(a, 0, sizeof(*a));
+	const char *bad = NULL;
 	a->heap = arg(conn, "heap");
 	if (p && name)
-		return "pid and name exclude each other";
-	if (arg(conn, "seconds"))
-		return "delta profiles (seconds=) are not served: the heap "
-		       "profile is of now, scrape it without seconds";
-	if (debug && strcmp(debug, "0"))
-		return "only the binary profile is served (debug=0)";
-	if (a->heap && !a->heap[0])
-		return "empty heap";
-	if (save < 0)
-		return "save is 1 or 0";
-	if (save && !s->c.keep)
-		return "save=1: this agent keeps no profiles (start it with "
-		       "-o DIR)";
-	a->save = save;
-	if (p) {
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (!p[0] || *end || errno || v <= 0 || v > INT32_MAX)
-			return "invalid pid";
-		a->pid = (pid_t)v;
-	} else if (name && !name[0]) {
-		return "empty name";
-	} else if (name && live_snapshot_find(name, &a->pid, why, len)) {
-		return why;
+		bad = "pid and name exclude each other";
+	else if (arg(conn, "seconds"))
+		bad = "delta profiles (seconds=) are not served: the heap "
+		      "profile is of now, scrape it without seconds";
+	else if (debug && strcmp(debug, "0"))
+		bad = "only the binary profile is served (debug=0)";
+	else if (a->heap && !a->heap[0])
+		bad = "empty heap";
+	else if (save < 0)
+		bad = "save is 1 or 0";
+	else if (save && !s->c.keep)
+		bad = "save=1: this agent keeps no profiles (start it with "
+		      "-o DIR)";
+	else if (p && parse_pid(p, &a->pid) < 0)
+		bad = "invalid pid (a process id: digits only)";
+	else if (!p && name && !name[0])
+		bad = "empty name";
+	if (bad) {
+		snprintf(why, len, "%s", bad);
+		return MHD_HTTP_BAD_REQUEST;
 	}
-	return NULL;
+	a->save = save;
+	if (!p && name && live_snapshot_find(name, &a->pid, why, len))
+		return MHD_HTTP_NOT_FOUND;
+	return 0;
+}
+
+/* ---- /debug/pprof/symbol ---------------------------------------------- */
+
+/*
+ * Go's net/http/pprof symbol handler, which go tool pprof asks for the
+ * names of the addresses of a profile's mappings that lack some: the
+ * query (GET) or body (POST) is addresses joined by '+' ("0x4a1b2c+
+ * 0x4a1d00"); the answer "num_symbols: 1" (there are symbols), then
+ * "0xADDR NAME" for each address known.  Known here: the named locations
+ * of the profiles served last (pp_symtab), newest first, each address
+ * answered once per request.  A word that is no address is skipped, as
+ * Go skips it.
+ */
+struct symbol_ask {
+	uint64_t id; /* which request: symtab's asked marks */
+	FILE *out;   /* the answer so far */
+	char *body;  /* out's buffer (open_memstream) */
+	size_t len;
+	char word[24]; /* the word being read */
+	size_t wlen;
+	bool wlong; /* longer than any address: skipped */
+};
+
+static int symbol_ask_open(struct serve_server *s, struct symbol_ask *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->id = ++s->symbol_requests;
+	k->out = open_memstream(&k->body, &k->len);
+	if (!k->out)
+		return -1;
+	fputs("num_symbols: 1\n", k->out);
+	return 0;
+}
+
+static void symbol_ask_close(struct symbol_ask *k)
+{
+	if (k->out)
+		fclose(k->out);
+	free(k->body);
+	memset(k, 0, sizeof(*k));
+}
+
+/* A word as Go's strconv.ParseUint(word, 0, 64) mostly reads it: "0x"
+ * and hex digits (what go tool pprof sends), or decimal.  0: none. */
+static uint64_t word_address(const char *w, size_t n)
+{
+	unsigned base = 10;
+	uint64_t v = 0;
+	if (n > 2 && w[0] == '0' && (w[1] == 'x' || w[1] == 'X')) {
+		base = 16;
+		w += 2;
+		n -= 2;
+	}
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned d;
+		char c = w[i];
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (base == 16 && c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else if (base == 16 && c >= 'A' && c <= 'F')
+			d = (unsigned)(c - 'A' + 10);
+		else
+			return 0;
+		if (v > (UINT64_MAX - d) / base)
+			return 0; /* does not fit: no address */
+		v = v * base + d;
+	}
+	return v;
+}
+
+static void symbol_word_end(struct serve_server *s, struct symbol_ask *k)
+{
+	uint64_t addr = k->wlong ? 0 : word_address(k->word, k->wlen);
+	k->wlen = 0;
+	k->wlong = false;
+	if (!addr)
+		return;
+	for (size_t t = 0; t < SYMTABS; t++) {
+		struct served_syms *ss = &s->syms[t];
+		const struct pp_sym *y = pp_symtab_find(&ss->t, addr);
+		if (!y)
+			continue;
+		size_t i = (size_t)(y - ss->t.syms);
+		if (ss->asked[i] != k->id) {
+			ss->asked[i] = k->id;
+			fprintf(k->out, "%#" PRIx64 " %s\n", addr, y->name);
+		}
+		return;
+	}
+}
+
+/* Bytes of the addresses: words end at '+' (and at a blank, what a
+ * query's '+' became in libmicrohttpd's hands). */
+static void symbol_feed(struct serve_server *s, struct symbol_ask *k,
+                        const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '+' || p[i] == ' ') {
+			symbol_word_end(s, k);
+		} else if (k->wlen < sizeof(k->word)) {
+			k->word[k->wlen++] = p[i];
+		} else {
+			k->wlong = true;
+		}
+	}
+}
+
+static enum MHD_Result symbol_query_key(void *cls, enum MHD_ValueKind kind,
+                                        const char *key, const char *value)
+{
+	void **c = cls;
+	struct serve_server *s = c[0];
+	struct symbol_ask *k = c[1];
+	(void)kind;
+	symbol_feed(s, k, key, strlen(key));
+	if (value) { /* "k=v": one word, as Go reads the raw query */
+		symbol_feed(s, k, "=", 1);
+		symbol_feed(s, k, value, strlen(value));
+	}
+	symbol_word_end(s, k);
+	return MHD_YES;
+}
+
+/* The answer to k, whose words are all in. */
+static enum MHD_Result symbol_reply(struct serve_server *s,
+                                    struct MHD_Connection *conn,
+                                    struct symbol_ask *k)
+{
+	symbol_word_end(s, k);
+	if (fclose(k->out) != 0) {
+		k->out = NULL;
+		symbol_ask_close(k);
+		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+		                  "out of memory\n");
+	}
+	k->out = NULL;
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	        k->len, k->body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		symbol_ask_close(k);
+		return MHD_NO;
+	}
+	k->body = NULL; /* the response's now */
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        "text/plain; charset=utf-8");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* GET /debug/pprof/symbol[?ADDR+ADDR...] */
+static enum MHD_Result do_symbol_get(struct serve_server *s,
+                                     struct MHD_Connection *conn)
+{
+	struct symbol_ask k;
+	if (symbol_ask_open(s, &k) < 0)
+		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+		                  "out of memory\n");
+	void *c[2] = {s, &k};
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, symbol_query_key,
+	                          c);
+	return symbol_reply(s, conn, &k);
 }
 
 static enum MHD_Result route(struct serve_server *s,
@@ -824,21 +1107,22 @@ static enum MHD_Result route(struct serve_server *s,
 {
 	if (!strcmp(url, "/metrics"))
 		return do_metrics(s, conn);
+	if (!strcmp(url, SYMBOL_PATH))
+		return do_symbol_get(s, conn);
 	if (strcmp(url, "/debug/pprof/heap")) {
+		/* also a path with a control byte (%00 and the like): it
+		 * names nothing */
 		s->bad_requests++;
 		return reply_text(conn, MHD_HTTP_NOT_FOUND,
-		                  "not found: /metrics and /debug/pprof/heap "
-		                  "are served\n");
+		                  "not found: /metrics, /debug/pprof/heap "
+		                  "and " SYMBOL_PATH " are served\n");
 	}
 	struct pprof_ask a;
 	char why[1024];
-	const char *bad = pprof_args(s, conn, &a, why, sizeof(why));
-	if (bad) {
+	unsigned status = pprof_args(s, conn, &a, why, sizeof(why));
+	if (status) {
 		s->bad_requests++;
-		return reply_text(conn,
-		                  bad == why ? MHD_HTTP_NOT_FOUND
-		                             : MHD_HTTP_BAD_REQUEST,
-		                  "%s\n", bad);
+		return reply_text(conn, status, "%s\n", why);
 	}
 	return a.pid ? do_pprof(s, conn, &a) : do_list(s, conn);
 }
@@ -867,7 +1151,10 @@ static void watch_busy(struct serve_server *s, struct MHD_Connection *conn,
 
 /* A request's state between libmicrohttpd's calls. */
 struct req {
-	size_t body; /* bytes of a request body seen (refused) */
+	size_t body; /* bytes of a request body seen */
+	/* a POST to /debug/pprof/symbol with the token: its body read */
+	bool symbol;
+	struct symbol_ask k;
 };
 
 /* A body is read and dropped up to this much, then the connection
@@ -882,24 +1169,43 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	struct serve_server *s = cls;
 	struct req *q = *con_cls;
 	(void)version;
-	(void)upload_data;
 
 	if (!q) { /* headers only so far */
 		q = calloc(1, sizeof(*q));
 		*con_cls = q;
 		watch_busy(s, conn, true);
-		return q ? MHD_YES : MHD_NO;
+		if (!q)
+			return MHD_NO;
+		/* Only a client with the token gets its addresses read. */
+		if (!strcmp(method, "POST") && !strcmp(url, SYMBOL_PATH) &&
+		    token_ok(s, conn)) {
+			if (symbol_ask_open(s, &q->k) < 0)
+				return MHD_NO;
+			q->symbol = true;
+		}
+		return MHD_YES;
 	}
-	if (*upload_data_size) { /* a body: read, dropped, refused */
-		q->body += *upload_data_size;
+	if (*upload_data_size) { /* a body: read (symbol), else dropped */
+		size_t n = *upload_data_size;
+		q->body += n;
 		*upload_data_size = 0;
-		return q->body <= MAX_BODY_BYTES ? MHD_YES : MHD_NO;
+		if (q->symbol)
+			symbol_feed(s, &q->k, upload_data, n);
+		return q->body <= (q->symbol ? SYMBOL_BODY_MAX : MAX_BODY_BYTES)
+		               ? MHD_YES
+		               : MHD_NO;
 	}
 	s->requests++;
-	if (q->body || (strcmp(method, "GET") && strcmp(method, "HEAD"))) {
+	if (q->symbol)
+		return symbol_reply(s, conn, &q->k);
+	/* (a POST to it that is still here lacks the token: 401 below) */
+	bool symbol_post = !strcmp(method, "POST") && !strcmp(url, SYMBOL_PATH);
+	if (!symbol_post &&
+	    (q->body || (strcmp(method, "GET") && strcmp(method, "HEAD")))) {
 		s->bad_requests++;
 		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-		                  "only GET\n");
+		                  "only GET and HEAD (and POST to " SYMBOL_PATH
+		                  ")\n");
 	}
 	if (!token_ok(s, conn)) {
 		s->bad_requests++;
@@ -912,10 +1218,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
+	struct req *q = *con_cls;
 	(void)why;
-	free(*con_cls);
+	if (q)
+		symbol_ask_close(&q->k);
+	free(q);
 	*con_cls = NULL;
 	watch_busy(cls, conn, false);
+}
+
+/*
+ * libmicrohttpd decodes %XX in the path and the query in place and hands
+ * the handlers C strings: "/metrics%00.txt" would arrive as "/metrics",
+ * "pid=5%00" as "5", the rest cut off unseen.  A NUL decoded here becomes
+ * 0x7f (DEL), a control byte like the others: no path with one is served
+ * (404), no query value with one is taken (400).
+ */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *v)
+{
+	(void)cls;
+	(void)c;
+	size_t n = MHD_http_unescape(v);
+	for (size_t i = 0; i < n; i++)
+		if (!v[i])
+			v[i] = 0x7f;
+	return n;
 }
 
 /* libmicrohttpd calls this with CLOSED before it closes the socket, so
@@ -996,7 +1323,8 @@ struct serve_server *serve_start(const struct serve_config *c)
 	        MHD_OPTION_CONNECTION_TIMEOUT, c->timeout_s,
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 << 10),
 	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
+	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	        MHD_OPTION_UNESCAPE_CALLBACK, unescape, s, MHD_OPTION_END);
 	if (!s->d) {
 		char a[INET6_ADDRSTRLEN + 16];
 		serve_addr_str(&c->addr, port, a, sizeof(a));
@@ -1027,6 +1355,10 @@ void serve_stop(struct serve_server *s)
 	MHD_stop_daemon(s->d);
 	for (size_t i = 0; i < s->nslots; i++)
 		top_reader_free(s->slots[i].r);
+	for (size_t i = 0; i < SYMTABS; i++) {
+		pp_symtab_free(&s->syms[i].t);
+		free(s->syms[i].asked);
+	}
 	pthread_mutex_destroy(&s->mu);
 	free(s->watch);
 	free(s);

@@ -12,6 +12,12 @@
  *                                   its database kept in the agent's
  *                                   directory)
  *   GET /debug/pprof/heap           the profiled processes, as text
+ *   GET, POST /debug/pprof/symbol   Go's symbol protocol: the names of
+ *                                   the addresses of the profiles served
+ *                                   last (GET alone: "num_symbols: 1")
+ *
+ * A malformed query is 400, a path served by nothing (one holding a
+ * control byte too) 404.
  *
  * Errors: serve_start prints one line "heapprof: serve: ..." and returns
  * NULL.

@@ -113,6 +113,8 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 
 	if (!err && !pp)
 		err = -ENOMEM;
+	if (j->symtab)
+		memset(j->symtab, 0, sizeof(*j->symtab));
 	if (!err && j->go_names)
 		pp_use_go_heap_names(pp);
 	j->from_blocks = !err && j->sum.nblocks > 0;
@@ -153,8 +155,12 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 		hp_err(subsys, "out of memory");
 	if (!err)
 		j->nsamples = pp_nsamples(pp);
+	if (!err && j->symtab && (err = pp_symtab_make(pp, j->symtab)) < 0)
+		hp_err(subsys, "out of memory");
 	if (!err)
 		err = pp_write_gz(pp, j->path, subsys);
+	if (err && j->symtab)
+		pp_symtab_free(j->symtab);
 	free(b);
 	free(c1);
 	free(c2);
@@ -164,7 +170,7 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 
 int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
                          unsigned flags, uint64_t wall, size_t *nsamples,
-                         const char *subsys)
+                         struct pp_symtab *symtab, const char *subsys)
 {
 	sqlite3 *db = reader_open(db_path, subsys);
 	struct rd_stacks s;
@@ -198,6 +204,7 @@ int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
 		        .wall_ns = (int64_t)wall,
 		        .path = out,
 		        .go_names = (flags & SNAPSHOT_PPROF_GO_NAMES) != 0,
+		        .symtab = symtab,
 		};
 		err = snapshot_pprof_write(&j, subsys);
 		*nsamples = j.nsamples;

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "export/pprof.h"
 #include "profile/blocks.h"
 #include "profile/reader.h"
 
@@ -31,6 +32,8 @@ struct snapshot_pprof_job {
 	int64_t wall_ns; /* 0: from the file */
 	const char *path;
 	int go_names; /* Go's heap sample type names (pp_use_go_heap_names) */
+	/* not NULL: filled with the profile's symbols (pp_symtab_make) */
+	struct pp_symtab *symtab;
 	/* results */
 	size_t nsamples;
 	int from_blocks;
@@ -50,9 +53,10 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys);
 
 /* The pprof of the snapshot database db_path just written (its one process
  * and dump), taken at wall (CLOCK_REALTIME, ns), to out; the samples
- * written in *nsamples.  0 or -1 (message printed). */
+ * written in *nsamples; its symbols in *symtab unless NULL (free with
+ * pp_symtab_free).  0 or -1 (message printed). */
 int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
                          unsigned flags, uint64_t wall, size_t *nsamples,
-                         const char *subsys);
+                         struct pp_symtab *symtab, const char *subsys);
 
 #endif

@@ -93,6 +93,15 @@ static int parse_limit(const char *p, struct ck_rule *r, char *why, size_t len)
 		snprintf(why, len, "bad limit '%s': %s", p, bad);
 		return -1;
 	}
+	/* The limit is held and printed as a double: above 2^53 it would
+	 * be rounded (and past 2^63 printed as a negative size).  No heap
+	 * comes near 8 PiB. */
+	if (v > CK_LIMIT_MAX) {
+		snprintf(why, len,
+		         "bad limit '%s': too large (at most %llu, 8 PiB)", p,
+		         (unsigned long long)CK_LIMIT_MAX);
+		return -1;
+	}
 	if ((r->v == RD_OBJECTS || r->v == RD_ALLOC_OBJECTS) &&
 	    !isdigit((unsigned char)p[strlen(p) - 1])) {
 		snprintf(why, len, "bad limit '%s': a count takes no unit", p);

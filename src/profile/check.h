@@ -43,6 +43,10 @@ struct ck_rule {
 	double limit; /* bytes, a count, or percent */
 };
 
+/* The largest limit (bytes or a count): 2^53, the last whole number a
+ * double holds exactly. */
+#define CK_LIMIT_MAX (1ull << 53)
+
 /* Parse text into r.  0, or -1 with the reason in why (len bytes; 128
  * enough) and r left empty.  Free with ck_rule_free either way. */
 int ck_parse(const char *text, struct ck_rule *r, char *why, size_t len);

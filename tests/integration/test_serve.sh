@@ -82,6 +82,7 @@ fi
 
 t_begin "serve --token-file: 401 without the token, 200 with it"
 echo "s3cret-$$" >"$W/token"
+chmod 600 "$W/token" # serve refuses a token others may read
 if start_serve s2 -p "$APID" --token-file "$W/token"; then
 	http "$SURL/metrics" >/dev/null
 	assert_eq 401 "$HTTP_CODE" "no token"

@@ -224,6 +224,7 @@ if ! command -v prometheus >/dev/null 2>&1; then
 else
 	TOKEN="tok-$$-$RANDOM"
 	echo "$TOKEN" >"$W/token"
+	chmod 600 "$W/token" # serve refuses a token others may read
 	echo "wrong-$$" >"$W/wrong"
 	if start_alloc b && start_serve p2 -p "$APID" -i 1 \
 		--token-file "$W/token"; then

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "collector/config.h"
@@ -244,8 +245,8 @@ static void test_round_trip(void)
 
 	/* Command-line style: argv not owned, odd strings. */
 	static char *argv[] = {
-	        "./prog", "arg with \"quotes\"", "back\\slash", "new\nline",
-	        "",       "tab\there",           NULL};
+	        "./prog", "arg with \"quotes\"", "back\\slash",     "new\nline",
+	        "",       "tab\there",           "cr\rctl\x01\x7f", NULL};
 	config_defaults(&c);
 	c.argv = argv;
 	c.interval = 1ull << 40;
@@ -371,9 +372,16 @@ static const struct bad bad_cases[] = {
         {"process_cmdline: \"ab\ncd\"",
          "config t.cfg:1: field 'process_cmdline': unterminated string (a "
          "'\"' is missing on this line)"},
+        {"process_cmdline: \"a\\x4\"",
+         "config t.cfg:1: field 'process_cmdline': '\\x' in a string "
+         "needs two hex digits"},
+        /* a raw control byte: in a string it would reach a name */
+        {"pid: 1\nheaps: \"a\x01"
+         "b\"",
+         "config t.cfg:2: a control byte (\\x01): not a text config"},
         {"process_cmdline: \"a\\qb\"",
          "config t.cfg:1: field 'process_cmdline': unknown escape '\\q' in a "
-         "string (use \\\" \\\\ \\n \\t \\r)"},
+         "string (use \\\" \\\\ \\n \\t \\r \\xNN)"},
         {"process_cmdline: server",
          "config t.cfg:1: field 'process_cmdline': expected a string in "
          "double quotes ('server')"},
@@ -706,7 +714,17 @@ static void test_load(void)
 	config_free(&c);
 	unlink(path);
 
-	/* Missing file and a directory: one line naming the file. */
+	/* Missing file, a directory and a FIFO no one writes to (which an
+	 * open(2) for reading would wait on for ever): one line naming the
+	 * file, at once. */
+	char fifo[] = "/tmp/heapprof-test-config-fifo-XXXXXX";
+	int ffd = mkstemp(fifo);
+	CHECK(ffd >= 0);
+	if (ffd >= 0) {
+		close(ffd);
+		unlink(fifo);
+	}
+	CHECK(mkfifo(fifo, 0600) == 0);
 	FILE *cap = tmpfile();
 	saved = dup(2);
 	fflush(stderr);
@@ -714,6 +732,7 @@ static void test_load(void)
 	config_defaults(&c);
 	int r1 = config_load(&c, path);
 	int r2 = config_load(&c, "/tmp");
+	int r3 = config_load(&c, fifo);
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
@@ -721,13 +740,15 @@ static void test_load(void)
 	size_t n = fread(errbuf, 1, sizeof(errbuf) - 1, cap);
 	errbuf[n] = '\0';
 	fclose(cap);
-	CHECK(r1 == -1 && r2 == -1);
-	char want[256];
+	unlink(fifo);
+	CHECK(r1 == -1 && r2 == -1 && r3 == -1);
+	char want[512];
 	snprintf(want, sizeof(want),
-	         "heapprof: record: config %s: cannot open: No such file or "
-	         "directory\n"
-	         "heapprof: record: config /tmp: cannot read: Is a directory\n",
-	         path);
+	         "heapprof: record: config %s: No such file or directory\n"
+	         "heapprof: record: config /tmp: not a regular file (a "
+	         "directory)\n"
+	         "heapprof: record: config %s: not a regular file (a FIFO)\n",
+	         path, fifo);
 	CHECK(!strcmp(errbuf, want));
 	if (strcmp(errbuf, want))
 		fprintf(stderr, "  got: %s", errbuf);

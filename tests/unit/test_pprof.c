@@ -5,8 +5,8 @@
  * location addresses (return address - 1, absolute), lines of offline
  * symbols innermost first, unnamed and pseudo-mapping frames, labels
  * (string and numeric with a unit, checked in the encoded bytes too),
- * dropped all-zero samples, sharing across two stack tables, and the
- * gzip file.
+ * dropped all-zero samples, sharing across two stack tables, the gzip
+ * file, and the symbol table of /debug/pprof/symbol.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -490,12 +490,48 @@ static void test_write_gz(void)
 	pp_free(p);
 }
 
+/* The symbols a symbol server answers with: each named location's
+ * address and its innermost function, sorted; no entry for an unnamed
+ * frame, a synthetic one (no address) or an address not in the profile. */
+static void test_symtab(void)
+{
+	struct pp_profile *p = pp_new(1);
+	struct pp_symtab t;
+	int64_t v[RD_NVIEWS] = {1, 1, 1, 1};
+
+	for (int64_t cs = 1; cs <= 6; cs++)
+		CHECK(pp_add_sample(p, &stacks, cs, v, NULL, NULL) == 0);
+	CHECK(pp_symtab_make(p, &t) == 0);
+	/* main, leaf (inner at outer's address), ns::f: the unnamed, the
+	 * [unknown] and the synthetic frames have none */
+	CHECK_EQ_U64(t.n, 3);
+	for (size_t i = 1; i < t.n; i++)
+		CHECK(t.syms[i - 1].address < t.syms[i].address);
+	const struct pp_sym *y = pp_symtab_find(&t, BASE + 0x1234 - 1);
+	CHECK(y && !strcmp(y->name, "inner"));
+	y = pp_symtab_find(&t, BASE + 0x1500 - 1);
+	CHECK(y && !strcmp(y->name, "main"));
+	y = pp_symtab_find(&t, BASE + 0x1900 - 1);
+	CHECK(y && !strcmp(y->name, "ns::f(int)"));
+	CHECK(pp_symtab_find(&t, BASE + 0x1800 - 1) == NULL);
+	CHECK(pp_symtab_find(&t, 0x7f0000001000ULL - 1) == NULL);
+	CHECK(pp_symtab_find(&t, 0) == NULL);
+	CHECK(pp_symtab_find(&t, BASE + 0x1500) == NULL);
+	pp_symtab_free(&t);
+	CHECK(t.n == 0 && t.syms == NULL);
+	pp_free(p);
+}
+
 int main(void)
 {
 	static const struct unit_test tests[] = {
-	        {"header", test_header},           {"samples", test_samples},
-	        {"two_sources", test_two_sources}, {"labels", test_labels},
-	        {"write_gz", test_write_gz},       {NULL, NULL},
+	        {"header", test_header},
+	        {"samples", test_samples},
+	        {"two_sources", test_two_sources},
+	        {"labels", test_labels},
+	        {"write_gz", test_write_gz},
+	        {"symtab", test_symtab},
+	        {NULL, NULL},
 	};
 	return unit_main("pprof", tests);
 }
