@@ -313,8 +313,8 @@ static int run_live(const struct snap_opts *o)
 	uint64_t interval = live_snapshot_interval(&ls);
 	size_t nsamples = 0;
 	err = live_snapshot_write_db(&ls, db_path, me);
-	if (err == -ENOMEM)
-		hp_err(SUBSYS, "out of memory");
+	if (err)
+		hp_err(SUBSYS, "no snapshot written: %s", ls.why);
 	if (err || snapshot_pprof_of_db(db_path, out, o->heap,
 	                                o->with_tags ? SNAPSHOT_PPROF_TAGS : 0,
 	                                ls.wall, &nsamples, NULL, SUBSYS) < 0)

@@ -338,8 +338,11 @@ static int dump_run(void *arg)
 		j->pt.events = j->pt.events > lost ? j->pt.events - lost : 0;
 		rc = profile_set_trace(j->p, j->upid, &j->pt);
 	}
+	/* The dump all the same: a write error of the trace's row is the
+	 * writer's to count with the dump it cost (a full disk). */
+	int drc = profile_write_dump(j->p, j->upid, &s.dump);
 	if (!rc)
-		rc = profile_write_dump(j->p, j->upid, &s.dump);
+		rc = drc;
 	snapshot_free(&s);
 	return rc;
 }

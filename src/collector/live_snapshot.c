@@ -399,10 +399,11 @@ int live_snapshot_write_db(struct live_snapshot *ls, const char *path,
 	        .ppid = ppid > 0 ? ppid : 0,
 	        .session_id = h->session_id,
 	};
+	struct profile_status pst = {0};
 	struct profile *prof =
-	        err ? NULL : profile_create(path, record_cmdline);
+	        err ? NULL : profile_open(path, record_cmdline, &pst);
 	if (!err && !prof)
-		err = -EIO;
+		err = pst.err ? pst.err : -EIO;
 	if (!err)
 		err = profile_begin_process(prof, &pi, &upid);
 	snap->dump.ts_ns = ls->ts;
@@ -416,9 +417,31 @@ int live_snapshot_write_db(struct live_snapshot *ls, const char *path,
 	if (!err)
 		err = profile_set_meta(prof, LIVE_SNAPSHOT_META_CLOCK_OFFSET,
 		                       off);
-	int cerr = prof ? profile_close(prof) : 0;
-	if (!err)
-		err = cerr;
+	bool made = prof != NULL; /* the file is ours to remove */
+	if (prof) {
+		struct profile_status end;
+		int cerr = profile_finish(prof, &end);
+		profile_free(prof);
+		if (!pst.err)
+			pst = end;
+		if (!err)
+			err = end.err ? end.err : cerr;
+	}
+	/* One dump: a file without all of it is no snapshot (a full disk
+	 * costs it, never the process, which was only read).  A file
+	 * profile_open refused or could not make is not ours, or gone. */
+	if (err && made) {
+		static const char *const side[] = {"", "-wal", "-shm",
+		                                   "-journal"};
+		char f[4096];
+		for (size_t i = 0; i < sizeof(side) / sizeof(side[0]); i++)
+			if (snprintf(f, sizeof(f), "%s%s", path, side[i]) <
+			    (int)sizeof(f))
+				unlink(f);
+	}
+	if (err)
+		snprintf(ls->why, sizeof(ls->why), "%s: %s", path,
+		         pst.err ? pst.why : strerror(-err));
 	free(cmdline);
 	return err;
 }

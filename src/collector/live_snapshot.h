@@ -76,8 +76,8 @@ uint64_t live_snapshot_interval(const struct live_snapshot *ls);
  * ls->snap as a profile database at path (replaced): one process (how
  * "snapshot"), one dump named "snapshot" with every block, and
  * LIVE_SNAPSHOT_META_CLOCK_OFFSET.  record_cmdline: the command that took
- * it.  0 or a negative errno; the writer prints its own errors, -ENOMEM
- * is left to the caller.
+ * it.  0 or a negative errno, with ls->why saying why ("PATH: No space
+ * left on device"): nothing is printed, and no file is left.
  */
 int live_snapshot_write_db(struct live_snapshot *ls, const char *path,
                            const char *record_cmdline);

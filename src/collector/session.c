@@ -179,7 +179,6 @@ static void finish(struct session *s)
 		                         ts) != 0)
 			s->write_errors++;
 	}
-	session_trace_summary(s);
 	for (size_t i = 0; i < s->col.ntargets; i++)
 		collector_stop(s->col.targets[i]);
 	for (size_t i = 0; i < s->col.ntargets; i++)
@@ -245,10 +244,71 @@ static void finish(struct session *s)
 	s->dfd = -1;
 }
 
-/* Closes the profile and says where it is; returns 0 when written. */
+static const char *dumps_word(int64_t n)
+{
+	return n == 1 ? "dump" : "dumps";
+}
+
+/*
+ * After a write error (a full disk, ...): what became of the profile, in
+ * one line, with the numbers the file left holds (profile_finish counted
+ * them): the program ran on, the profile paid.
+ */
+static void say_lost(const struct session *s, const struct profile_status *st)
+{
+	long long n = st->dumps, kept = st->dumps_kept, lost = n - kept;
+	char events[96] = "";
+	if (st->events_kept < st->events)
+		snprintf(events, sizeof(events),
+		         "; %lld of %lld trace events kept",
+		         (long long)st->events_kept, (long long)st->events);
+	if (st->removed && st->damaged)
+		fprintf(stderr,
+		        "heapprof: no profile: %s: %s; what was written could "
+		        "not be left a whole database and is removed (%lld %s "
+		        "lost)\n",
+		        s->out, st->why, n, dumps_word(n));
+	else if (st->removed && n == 1)
+		fprintf(stderr,
+		        "heapprof: no profile: %s: %s; its one dump could not "
+		        "be kept\n",
+		        s->out, st->why);
+	else if (st->removed && n)
+		fprintf(stderr,
+		        "heapprof: no profile: %s: %s; none of its %lld dumps "
+		        "could be kept\n",
+		        s->out, st->why, n);
+	else if (st->removed)
+		fprintf(stderr, "heapprof: no profile: %s: %s\n", s->out,
+		        st->why);
+	else if (lost && st->lost_last)
+		fprintf(stderr,
+		        "heapprof: profile %s is incomplete: %s: the first "
+		        "%lld of %lld dumps are kept, the last %lld lost%s\n",
+		        s->out, st->why, kept, n, lost, events);
+	else if (lost)
+		fprintf(stderr,
+		        "heapprof: profile %s is incomplete: %s: %lld of %lld "
+		        "dumps kept, %lld lost%s\n",
+		        s->out, st->why, kept, n, lost, events);
+	else
+		fprintf(stderr,
+		        "heapprof: profile %s is incomplete: %s: %s %lld %s "
+		        "kept%s\n",
+		        s->out, st->why, n == 1 ? "its" : "all", n,
+		        dumps_word(n),
+		        events[0] ? events : ", not all of its other rows");
+}
+
+/* Closes the profile and says in one line what became of it (the trace's
+ * summary before, with what the file kept); returns 0 when written
+ * whole. */
 static int close_profile(struct session *s)
 {
-	int rc = profile_close(s->col.profile);
+	struct profile_status st;
+	profile_finish(s->col.profile, &st);
+	session_trace_summary(s);
+	profile_free(s->col.profile);
 	s->col.profile = NULL;
 	/* A process refused because another session profiles it is no
 	 * process profiled: said when refused, no row kept (a session that
@@ -268,14 +328,16 @@ static int close_profile(struct session *s)
 			                    "profile written\n");
 		return -1;
 	}
-	if (rc != 0 || s->write_errors) {
-		/* The writer said the first error and what is kept; a second
-		 * line would only repeat it. */
-		if (!profile_errors_said())
-			fprintf(stderr,
-			        PFX "the profile %s may be incomplete (write "
-			            "errors above)\n",
-			        s->out);
+	if (st.err) {
+		say_lost(s, &st);
+		return -1;
+	}
+	if (s->write_errors) {
+		/* Not the file's: a dump that could not be read or made
+		 * (out of memory, said above). */
+		fprintf(stderr,
+		        PFX "the profile %s may be incomplete (errors above)\n",
+		        s->out);
 		return -1;
 	}
 	fprintf(stderr, "heapprof: profile written to %s\n", s->out);
@@ -350,6 +412,43 @@ static void session_free(struct session *s)
 	free(s->cmdline);
 }
 
+/*
+ * Record's status once the command is gone: the command's (128 + signal
+ * for a signal).  A profile that could not be written (disk full, ...) is
+ * a failure of record even when the program succeeded: 1 then; a failing
+ * program's own status is the more useful one to pass on.
+ */
+static int command_result(struct session *s, bool profile_written)
+{
+	int code = session_status_code(s->child_status);
+	/* The command died of SIGINT while its group had the terminal:
+	 * Ctrl-C went to it alone, where bare it would have reached
+	 * record's whole group too (a shell script running record, which
+	 * stops only when it got SIGINT itself and its child died of it).
+	 * Once all is done, record's group gets it (session_run). */
+	if (s->tty_given && WIFSIGNALED(s->child_status) &&
+	    WTERMSIG(s->child_status) == SIGINT && s->tty >= 0 &&
+	    tcgetpgrp(s->tty) == getpgrp())
+		s->reraise = SIGINT;
+	return !profile_written && code == 0 ? 1 : code;
+}
+
+/*
+ * The command runs unprofiled (no room for the profile, said already):
+ * record is only its wrapper, as when profiling it (signals passed on,
+ * job control, its status), with no dump to take.  As with a profile
+ * that could not be written whole, a command that exited 0 gives 1: the
+ * profile asked for is not there; a failing command's own status is the
+ * more useful one to pass on.
+ */
+static int run_bare(struct session *s)
+{
+	s->finished = true; /* SIGUSR1: no dump to take */
+	session_wait_command(s);
+	session_reap_children(s);
+	return command_result(s, false);
+}
+
 static int run_embedded(struct session *s, const char *record_cmdline)
 {
 	const struct session_config *cfg = s->cfg;
@@ -396,10 +495,8 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 	if (pid == 0) {
 		close(go[1]);
 		close(err[0]);
-		if (session_setup_child_env(lib, s->col.path,
-		                            session_follow_env(s)) != 0)
-			_exit(127);
-		session_child_run(s, go[0], err[1], &oldmask, cfg->argv);
+		session_child_run(s, go[0], err[1], &oldmask, cfg->argv, lib,
+		                  s->col.path);
 	}
 	close(go[0]);
 	close(err[1]);
@@ -409,16 +506,34 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 	s->cmdline = hp_join_args(NULL, -1, cfg->argv);
 
 	s->out = cfg->output ? strdup(cfg->output) : default_output(cfg, pid);
-	s->col.profile = s->out ? profile_create(s->out, record_cmdline) : NULL;
-	if (!s->col.profile || !s->cmdline) {
+	struct profile_status pst = {.err = -ENOMEM};
+	snprintf(pst.why, sizeof(pst.why), "out of memory");
+	s->col.profile =
+	        s->out ? profile_open(s->out, record_cmdline, &pst) : NULL;
+	/* A full disk costs the profile, never the program: it runs as it
+	 * would bare (no library, no socket in its environment). */
+	bool bare = !s->col.profile && pst.no_room && s->cmdline;
+	if (!s->col.profile && !bare)
+		fprintf(stderr, "heapprof: profile: %s: %s\n",
+		        s->out ? s->out : "-o", pst.why);
+	if ((!s->col.profile && !bare) || !s->cmdline) {
 		/* Nothing ran yet: closing the pipe makes the child exit. */
 		close(go[1]);
 		close(err[0]);
 		waitpid(pid, NULL, 0);
 		return 1;
 	}
+	if (bare) {
+		fprintf(stderr,
+		        "heapprof: no profile: %s: %s; %s runs "
+		        "unprofiled\n",
+		        s->out, pst.why, s->cmd_name);
+		/* Its orphans go where they would bare. */
+		if (cfg->follow_fork)
+			prctl(PR_SET_CHILD_SUBREAPER, 0);
+	}
 	session_tty_give_at_start(s);
-	if (write(go[1], "g", 1) != 1)
+	if (write(go[1], bare ? "b" : "g", 1) != 1)
 		perror("heapprof: record");
 	close(go[1]);
 	int exec_err = session_exec_result(err[0]);
@@ -429,11 +544,15 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 		        strerror(exec_err));
 		waitpid(pid, NULL, 0);
 		session_tty_take_back(s);
-		profile_close(s->col.profile);
-		s->col.profile = NULL;
-		unlink(s->out);
+		if (s->col.profile) {
+			profile_close(s->col.profile);
+			s->col.profile = NULL;
+			unlink(s->out);
+		}
 		return exec_err == ENOENT ? 127 : 126;
 	}
+	if (bare)
+		return run_bare(s);
 	if (session_arm_timers(s) != 0) {
 		perror("heapprof: record: timerfd");
 		kill(pid, SIGKILL);
@@ -455,20 +574,7 @@ static int run_embedded(struct session *s, const char *record_cmdline)
 	session_reap_children(s);
 	if (prc != 0 && !s->child_exited)
 		return 1;
-	/* A profile that could not be written (disk full, ...) is a failure
-	 * of record even when the program succeeded; a failing program's own
-	 * status is the more useful one to pass on. */
-	int code = session_status_code(s->child_status);
-	/* The command died of SIGINT while its group had the terminal:
-	 * Ctrl-C went to it alone, where bare it would have reached
-	 * record's whole group too (a shell script running record, which
-	 * stops only when it got SIGINT itself and its child died of it).
-	 * Once all is done, record's group gets it (session_run). */
-	if (s->tty_given && WIFSIGNALED(s->child_status) &&
-	    WTERMSIG(s->child_status) == SIGINT && s->tty >= 0 &&
-	    tcgetpgrp(s->tty) == getpgrp())
-		s->reraise = SIGINT;
-	return prc != 0 && code == 0 ? 1 : code;
+	return command_result(s, prc == 0);
 }
 
 static int run_daemon(struct session *s, const char *record_cmdline)
@@ -504,9 +610,22 @@ static int run_daemon(struct session *s, const char *record_cmdline)
 	}
 	s->out = cfg->output ? strdup(cfg->output)
 	                     : default_output(cfg, getpid());
-	s->col.profile = s->out ? profile_create(s->out, record_cmdline) : NULL;
-	if (!s->col.profile)
+	struct profile_status pst = {.err = -ENOMEM};
+	snprintf(pst.why, sizeof(pst.why), "out of memory");
+	s->col.profile =
+	        s->out ? profile_open(s->out, record_cmdline, &pst) : NULL;
+	if (!s->col.profile) {
+		/* Before any process is touched: none is disturbed. */
+		if (pst.no_room)
+			fprintf(stderr,
+			        "heapprof: no profile: %s: %s; no process was "
+			        "attached\n",
+			        s->out, pst.why);
+		else
+			fprintf(stderr, "heapprof: profile: %s: %s\n",
+			        s->out ? s->out : "profile", pst.why);
 		return 1;
+	}
 	for (int i = 0; i < cfg->npids; i++)
 		session_want_add(s, cfg->pids[i], true);
 	s->names_startup = cfg->nnames && !cfg->no_startup && !s->direct;

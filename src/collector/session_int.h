@@ -115,7 +115,8 @@ void session_say_not_followed(struct session *s);
 int session_setup_child_env(const char *path, const char *sock,
                             const char *follow);
 void session_child_run(const struct session *s, int go_fd, int err_fd,
-                       const sigset_t *oldmask, char *const *argv);
+                       const sigset_t *oldmask, char *const *argv,
+                       const char *lib, const char *sock);
 int session_exec_result(int err_fd);
 /* preload.c: the LD_PRELOAD entry for the client library at path lib
  * (the per-ABI tree's $LIB form where there is one; else lib). */

@@ -96,11 +96,14 @@ int session_setup_child_env(const char *path, const char *sock,
 }
 
 /* In the child: its own process group, then wait for the go byte (the
- * parent may give the group the terminal meanwhile), record's signal
+ * parent may give the group the terminal meanwhile): 'g' to run with the
+ * client library lib preloaded and the collector's socket sock, 'b' to
+ * run bare (no profile: its environment untouched); record's signal
  * state undone, exec; if exec fails, send its errno through err_fd
  * (close-on-exec, so success closes it silently).  Never returns. */
 void session_child_run(const struct session *s, int go_fd, int err_fd,
-                       const sigset_t *oldmask, char *const *argv)
+                       const sigset_t *oldmask, char *const *argv,
+                       const char *lib, const char *sock)
 {
 	/* The parent does it too: whichever runs first. */
 	setpgid(0, 0);
@@ -112,6 +115,9 @@ void session_child_run(const struct session *s, int go_fd, int err_fd,
 	if (n != 1)
 		_exit(127); /* parent gave up; it already said why */
 	close(go_fd);
+	if (b == 'g' &&
+	    session_setup_child_env(lib, sock, session_follow_env(s)))
+		_exit(127);
 	sigaction(SIGXFSZ, &s->old_xfsz, NULL);
 	sigaction(SIGPIPE, &s->old_pipe, NULL);
 	if (s->ttou_saved)

@@ -123,7 +123,8 @@ static void trace_turn(struct session *s)
 	s->trace_timeout = timeout;
 }
 
-/* The end of record: what each process's trace kept and left out. */
+/* The end of record: what each process's trace kept and left out (after
+ * profile_finish, which counts what the file kept after a write error). */
 void session_trace_summary(struct session *s)
 {
 	for (size_t i = 0; i < s->col.ntargets; i++) {
@@ -137,9 +138,19 @@ void session_trace_summary(struct session *s)
 			continue;
 		struct prof_trace pt;
 		collector_trace_stats(t, &pt);
-		char extra[160] = "";
+		char extra[224] = "";
 		size_t o = 0;
-		if (pt.incomplete)
+		/* Read, then not written (a full disk): the file's own count
+		 * once it is closed after a write error. */
+		int64_t in_file = profile_events_kept(s->col.profile, t->upid);
+		if (in_file >= 0 && (uint64_t)in_file < pt.events)
+			pt.events = (uint64_t)in_file;
+		if (t->tr.events > pt.events)
+			o += (size_t)snprintf(
+			        extra + o, sizeof(extra) - o,
+			        ", %llu not written to the profile",
+			        (unsigned long long)(t->tr.events - pt.events));
+		if (pt.incomplete && o < sizeof(extra))
 			o += (size_t)snprintf(
 			        extra + o, sizeof(extra) - o,
 			        ", %llu incomplete",

@@ -86,17 +86,12 @@ static int events_run(void *arg)
 {
 	struct events_job *j = arg;
 	int rc = profile_write_events(j->p, j->upid, j->ev, j->n);
-	if (rc) {
+	/* Not said here: the writer keeps the error, and the end of the
+	 * session says what the file kept (record's trace summary counts
+	 * these as not written). */
+	if (rc)
 		atomic_fetch_add_explicit(&j->tr->lost, j->n,
 		                          memory_order_relaxed);
-		if (!atomic_exchange_explicit(&j->tr->failed, 1,
-		                              memory_order_relaxed))
-			fprintf(stderr,
-			        "heapprof: collector: pid %d: trace events "
-			        "could not be written (above); the trace is "
-			        "incomplete\n",
-			        (int)j->pid);
-	}
 	return rc;
 }
 

@@ -11,12 +11,17 @@
  * callsite two such rows, when equal stacks of two regions fall in two
  * batches: the sums are the same.)
  *
- * Errors: functions return 0 or a negative errno and print one line,
- * prefixed "heapprof: profile:", to stderr.
+ * Errors: functions return 0 or a negative errno.  A write error (a full
+ * disk, ...) is not printed: the writer keeps the first one, and its
+ * caller says in one line what became of the file (profile_finish, struct
+ * profile_status).  Other errors (out of memory, a process the writer
+ * never heard of) print one line, prefixed "heapprof: profile:", to
+ * stderr.
  */
 #ifndef HEAPPROF_PROFILE_H
 #define HEAPPROF_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -161,7 +166,39 @@ struct prof_process_end {
 	int children_not_followed;
 };
 
-/* Create (truncate) the database at path. NULL on error (message printed). */
+/*
+ * What became of a profile file: its first error, and, once it is closed
+ * (profile_finish), what the file kept.  The caller says it in one line.
+ */
+struct profile_status {
+	int err;      /* the first error, a negative errno; 0: none */
+	bool no_room; /* err is a full file system or quota (ENOSPC,
+	               * EDQUOT) or the file size limit (EFBIG) */
+	/* err in words, without the path: "No space left on device", "the
+	 * file size limit was hit (ulimit -f: 2.00 MiB)", "cannot create:
+	 * Not a directory", "disk I/O error (committing dump)". */
+	char why[192];
+	/* profile_finish, when err: the dumps (profile_write_dump calls) and
+	 * trace events (profile_write_events) handed to the writer, and how
+	 * many of them the file left holds (-1: not known). */
+	int64_t dumps, dumps_kept;
+	bool lost_last; /* the dumps lost are the last ones */
+	int64_t events, events_kept;
+	/* No file is left: nothing was kept, or what was left could not be
+	 * made a whole database (damaged). */
+	bool removed, damaged;
+};
+
+/*
+ * Create the database at path (an old regular file and its -wal, -shm and
+ * -journal are replaced; anything else is refused), its schema written.
+ * NULL on error, with st saying why (nothing printed) and no file left
+ * behind: st->no_room when the file system has no room for it.
+ */
+struct profile *profile_open(const char *path, const char *record_cmdline,
+                             struct profile_status *st);
+/* profile_open, printing one line "heapprof: profile: PATH: WHY" when it
+ * fails. */
 struct profile *profile_create(const char *path, const char *record_cmdline);
 int profile_begin_process(struct profile *p, const struct prof_process *info,
                           int64_t *upid_out);
@@ -220,10 +257,20 @@ int profile_set_trace(struct profile *p, int64_t upid,
  * e.g. "config": the session's config as config_print writes it.
  */
 int profile_set_meta(struct profile *p, const char *key, const char *value);
-/* Commit and close; 0 or negative errno. Frees p in every case. */
+/*
+ * Close the file and leave it whole, with no -wal, -shm or -journal beside
+ * it: every dump committed is copied into it when there is room; when there
+ * is none, what the last copy left is kept and the rest is dropped.  After
+ * a write error the file is checked and counted (st: the dumps and events
+ * it kept), and removed when it kept no dump or is damaged.  0, or st->err.
+ * p stays allocated for profile_events_kept until profile_free.
+ */
+int profile_finish(struct profile *p, struct profile_status *st);
+/* Trace events of process upid in the file profile_finish left; -1 when
+ * it did not count them (no write error). */
+int64_t profile_events_kept(const struct profile *p, int64_t upid);
+void profile_free(struct profile *p);
+/* profile_finish and profile_free; 0 or negative errno; NULL is fine. */
 int profile_close(struct profile *p);
-/* How many write errors this process has printed (only the first of them
- * is printed): a caller with nothing to add stays quiet. */
-int profile_errors_said(void);
 
 #endif

@@ -19,8 +19,16 @@
  * big commits by a thread of its own (ckpt.h); the heapprof_dump row says
  * how long the dump took (write_ms).
  *
+ * A full disk costs the profile, never the session: write errors are not
+ * printed here but kept (the first one), the dumps that fail are counted,
+ * and at the end (profile_finish) the file is left whole without its
+ * -wal and -shm files: every commit copied into it when there is room,
+ * else what the last checkpoint copied (ckpt.h: a checkpoint is made with
+ * its room reserved or not at all), counted and checked; a file that kept
+ * no dump is removed.  The caller says what became of it, in one line.
+ *
  * This file holds the file itself: creating it with its schema and
- * statements, saying write errors, metadata, closing it.  Process rows
+ * statements, keeping write errors, metadata, closing it.  Process rows
  * are writer_process.c; mappings, frames and callsites writer_stacks.c;
  * a dump's transaction writer_dump.c and its rows writer_rows.c; the
  * event trace writer_trace.c; their shared state writer_int.h.
@@ -183,9 +191,6 @@ static int errno_of(int rc)
 	}
 }
 
-/* Write errors said so far by this process (see profile_errors_said). */
-static int errors_said;
-
 /*
  * Whether an SQLite error is the file size limit (`ulimit -f`; record
  * ignores SIGXFSZ, so a write past it fails with EFBIG instead of killing
@@ -214,65 +219,114 @@ static bool hit_fsize(const struct profile *p, int rc)
 	return false;
 }
 
+/* The file size limit, by name and value. */
+static const char *fsize_text(char *buf, size_t len)
+{
+	struct rlimit rl;
+	char b[HP_FMT_BYTES_MAX];
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < INT64_MAX)
+		snprintf(
+		        buf, len, "the file size limit was hit (ulimit -f: %s)",
+		        hp_fmt_bytes_short(b, sizeof(b), (int64_t)rl.rlim_cur));
+	else
+		snprintf(buf, len, "the file size limit was hit");
+	return buf;
+}
+
 /* Why an SQLite call failed, in words: the file size limit by name (SQLite
  * would say "disk I/O error"), else SQLite's message. */
 static const char *err_text(const struct profile *p, int rc, char *buf,
                             size_t len)
 {
-	if (hit_fsize(p, rc)) {
-		struct rlimit rl;
-		char b[HP_FMT_BYTES_MAX];
-		if (getrlimit(RLIMIT_FSIZE, &rl) == 0 &&
-		    rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < INT64_MAX)
-			snprintf(buf, len,
-			         "the file size limit was hit (ulimit -f: %s)",
-			         hp_fmt_bytes_short(b, sizeof(b),
-			                            (int64_t)rl.rlim_cur));
-		else
-			snprintf(buf, len, "the file size limit was hit");
-		return buf;
-	}
+	if (hit_fsize(p, rc))
+		return fsize_text(buf, len);
 	return p && p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc);
 }
 
+/* rc as a negative errno: a full disk or quota by the system's errno
+ * (SQLite says "disk I/O error" for EDQUOT and for ENOSPC outside a
+ * write), the file size limit as EFBIG. */
 static int errno_of_p(const struct profile *p, int rc)
 {
-	return hit_fsize(p, rc) ? -EFBIG : errno_of(rc);
+	if (hit_fsize(p, rc))
+		return -EFBIG;
+	int sys = p && p->db ? sqlite3_system_errno(p->db) : 0;
+	if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN) &&
+	    (sys == ENOSPC || sys == EDQUOT))
+		return -sys;
+	return errno_of(rc);
+}
+
+static bool is_no_room(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT || err == -EFBIG;
+}
+
+/* The first error, in words (see struct profile_status). */
+static void keep_err(struct profile *p, int err, const char *why)
+{
+	if (p->status.err)
+		return;
+	p->status.err = err;
+	p->status.no_room = is_no_room(err);
+	snprintf(p->status.why, sizeof(p->status.why), "%s", why);
+}
+
+int wr_err(struct profile *p, int err, const char *what)
+{
+	char why[160];
+	if (err == -EFBIG)
+		fsize_text(why, sizeof(why));
+	else if (is_no_room(err) || !what)
+		snprintf(why, sizeof(why), "%s", strerror(-err));
+	else
+		snprintf(why, sizeof(why), "%s (%s)", strerror(-err), what);
+	keep_err(p, err, why);
+	return err;
 }
 
 /*
- * Print the SQLite error for `what` and return it as a negative errno.
- * A full disk fails every dump after the first that does not fit, and the
- * indexes at the end: one line for the first error, which names the file
- * and says what is kept, instead of a line per attempt.  Every dump is its
- * own transaction, so what was committed before stays readable.
+ * Keep the SQLite error for `what` and return it as a negative errno.  A
+ * full disk fails every dump after the first that does not fit: the first
+ * error is what the caller says at the end, with what the file kept
+ * (profile_finish).  Every dump is its own transaction, so what was
+ * committed before stays readable.
  */
 int wr_sql_err(struct profile *p, int rc, const char *what)
 {
-	char why[96];
-	if (errors_said++ == 0) {
-		/* A limit of the process is what the user must change: name
-		 * it (SQLite says "unable to open database file"). */
-		char hint[96] = "";
-		struct rlimit rl;
-		if (p->db && sqlite3_system_errno(p->db) == EMFILE &&
-		    getrlimit(RLIMIT_NOFILE, &rl) == 0)
-			snprintf(hint, sizeof(hint),
-			         ": too many open files, the limit (ulimit -n)"
-			         " is %llu",
-			         (unsigned long long)rl.rlim_cur);
-		fprintf(stderr,
-		        SUBSYS "%s: %s%s (%s); the dumps written before are "
-		               "kept, later write errors are not repeated\n",
-		        p->path ? p->path : "profile",
-		        err_text(p, rc, why, sizeof(why)), hint, what);
-	}
-	return errno_of_p(p, rc);
+	int err = errno_of_p(p, rc);
+	if (p->status.err)
+		return err;
+	if (is_no_room(err))
+		return wr_err(p, err, what);
+	/* A limit of the process is what the user must change: name it
+	 * (SQLite says "unable to open database file"). */
+	char hint[96] = "", why[96];
+	struct rlimit rl;
+	if (p->db && sqlite3_system_errno(p->db) == EMFILE &&
+	    getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		snprintf(hint, sizeof(hint),
+		         ": too many open files, the limit (ulimit -n) is %llu",
+		         (unsigned long long)rl.rlim_cur);
+	char text[sizeof(p->status.why)];
+	snprintf(text, sizeof(text), "%s%s (%s)",
+	         err_text(p, rc, why, sizeof(why)), hint, what);
+	keep_err(p, err, text);
+	return err;
 }
 
-int profile_errors_said(void)
+/*
+ * A transaction is committed only once the database file has room for
+ * it: a checkpoint that a reader holds back, or one made at the close,
+ * then cannot fail for room (the blocks are the file's; a complete
+ * checkpoint gives back what it did not use).
+ */
+int wr_commit(struct profile *p, const char *what)
 {
-	return errors_said;
+	/* Inside the transaction, ckpt_room sees its size. */
+	int room = ckpt_room(p->fd, p->db);
+	return room ? wr_err(p, room, what) : exec(p, "COMMIT", what);
 }
 
 /*
@@ -284,11 +338,14 @@ int profile_errors_said(void)
  * checkpoint (the file then holds the dumps before them, never part of
  * one: a checkpoint stops at a commit).
  * A checkpoint of another connection in progress (SQLITE_BUSY) copies
- * them too.  0, or the error said (a full disk).
+ * them too.  0, or the error kept (no room: nothing copied, ckpt.h).
  */
 int wr_fold_wal(struct profile *p, const char *what)
 {
-	int rc = ckpt_now(p->ckpt, p->db);
+	int room = 0;
+	int rc = ckpt_now(p->ckpt, p->db, p->fd, &room);
+	if (room)
+		return wr_err(p, room, what);
 	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0
 	                                            : wr_sql_err(p, rc, what);
 }
@@ -326,48 +383,71 @@ static int write_meta(struct profile *p, const char *record_cmdline)
 	return rc == SQLITE_OK ? 0 : wr_sql_err(p, rc, "writing metadata");
 }
 
+/* The profile file and the side files SQLite may make beside it. */
+static const char *const side_suffix[] = {"", "-wal", "-shm", "-journal"};
+#define NSIDE (sizeof(side_suffix) / sizeof(side_suffix[0]))
+
+/* Remove path's side files from `from` on (1: all but the file itself). */
+static void remove_files(const char *path, size_t from)
+{
+	char buf[4096];
+	for (size_t i = from; i < NSIDE; i++)
+		if (snprintf(buf, sizeof(buf), "%s%s", path, side_suffix[i]) <
+		    (int)sizeof(buf))
+			unlink(buf);
+}
+
 /*
  * Remove an old profile and its SQLite side files, so nothing is replayed,
- * then create the file.  Only regular files are replaced: run as root, an
- * unlink of whatever -o names would take /dev/full or a socket with it.
- * Creating the file here, not in SQLite, gives the system's reason
- * (ENOTDIR, EROFS, EACCES, ...) instead of "unable to open database file".
+ * then create the file, kept open as p->fd.  Only regular files are
+ * replaced: run as root, an unlink of whatever -o names would take
+ * /dev/full or a socket with it.  Creating the file here, not in SQLite,
+ * gives the system's reason (ENOTDIR, EROFS, EACCES, ...) instead of
+ * "unable to open database file".
  */
-static int remove_old(const char *path)
+static int create_file(struct profile *p, const char *path)
 {
-	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
-	char buf[4096];
+	char buf[4096], why[160];
 
-	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
-		if (snprintf(buf, sizeof(buf), "%s%s", path, suffix[i]) >=
+	for (size_t i = 0; i < NSIDE; i++) {
+		if (snprintf(buf, sizeof(buf), "%s%s", path, side_suffix[i]) >=
 		    (int)sizeof(buf)) {
-			fprintf(stderr, SUBSYS "%s: file name too long\n",
-			        path);
+			keep_err(p, -ENAMETOOLONG, "file name too long");
 			return -ENAMETOOLONG;
 		}
+		/* The file itself, or its side file by name. */
+		char side[24] = "";
+		if (i)
+			snprintf(side, sizeof(side), "its %s file ",
+			         side_suffix[i]);
 		struct stat sb;
 		if (stat(buf, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-			fprintf(stderr,
-			        SUBSYS "%s: is %s, not a profile file: "
-			               "not replaced\n",
-			        buf, hp_file_kind(sb.st_mode));
-			return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+			int err = S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+			snprintf(why, sizeof(why),
+			         "%sis %s, not a profile file: not replaced",
+			         side, hp_file_kind(sb.st_mode));
+			keep_err(p, err, why);
+			return err;
 		}
 		if (unlink(buf) < 0 && errno != ENOENT) {
 			int err = -errno;
-			fprintf(stderr, SUBSYS "%s: cannot replace: %s\n", buf,
-			        strerror(errno));
+			snprintf(why, sizeof(why), "%scannot replace: %s", side,
+			         strerror(errno));
+			keep_err(p, err, why);
 			return err;
 		}
 	}
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
+	p->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (p->fd < 0) {
 		int err = -errno;
-		fprintf(stderr, SUBSYS "%s: cannot create: %s\n", path,
-		        strerror(errno));
+		/* No room for a new file is a full disk too. */
+		if (is_no_room(err))
+			return wr_err(p, err, NULL);
+		snprintf(why, sizeof(why), "cannot create: %s",
+		         strerror(errno));
+		keep_err(p, err, why);
 		return err;
 	}
-	close(fd);
 	return 0;
 }
 
@@ -377,13 +457,8 @@ static int open_db(struct profile *p, const char *path)
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	            SQLITE_OPEN_NOMUTEX;
 	int rc = sqlite3_open_v2(path, &p->db, flags, NULL);
-	if (rc != SQLITE_OK) {
-		char why[96];
-		errors_said++;
-		fprintf(stderr, SUBSYS "%s: %s\n", path,
-		        err_text(p, rc, why, sizeof(why)));
-		return errno_of_p(p, rc);
-	}
+	if (rc != SQLITE_OK)
+		return wr_sql_err(p, rc, "opening");
 	/*
 	 * WAL: the main file changes only at checkpoints, so a crash
 	 * mid-dump leaves earlier dumps intact in .db + .db-wal, and
@@ -426,40 +501,53 @@ static int open_db(struct profile *p, const char *path)
 	return err;
 }
 
-static int destroy(struct profile *p, int fold);
+static void discard(struct profile *p);
 
-struct profile *profile_create(const char *path, const char *record_cmdline)
+struct profile *profile_open(const char *path, const char *record_cmdline,
+                             struct profile_status *st)
 {
 	struct profile *p = calloc(1, sizeof(*p));
 
 	if (!p) {
-		fprintf(stderr, SUBSYS "out of memory\n");
+		*st = (struct profile_status){.err = -ENOMEM};
+		snprintf(st->why, sizeof(st->why), "out of memory");
 		return NULL;
 	}
+	p->fd = -1;
 	hmap_init(&p->mappings);
 	hmap_init(&p->frames);
 	pairmap_init(&p->callsites);
 	p->next = (struct next_ids){1, 1, 1};
 	p->sym = symbolizer_new();
 	p->path = strdup(path);
-	int err = p->sym && p->path ? remove_old(path) : -ENOMEM;
+	int err = p->sym && p->path ? create_file(p, path) : -ENOMEM;
 	if (!err)
 		err = open_db(p, path);
 	if (!err)
 		err = write_meta(p, record_cmdline);
 	if (!err)
-		err = exec(p, "COMMIT", "creating schema");
+		err = wr_commit(p, "creating schema");
 	/* An empty profile in the file itself, before the first dump. */
 	if (!err)
 		err = wr_fold_wal(p, "creating schema");
 	if (err) {
-		if (err == -ENOMEM)
-			fprintf(stderr, SUBSYS "out of memory\n");
-		destroy(p, 0);
+		wr_err(p, err, "creating it");
+		*st = p->status;
+		discard(p);
 		return NULL;
 	}
 	/* 1000 pages: SQLite's own threshold (4 MiB). */
-	p->ckpt = ckpt_start(p->db, path, 1000);
+	p->ckpt = ckpt_start(p->db, path, 1000, p->fd);
+	*st = p->status;
+	return p;
+}
+
+struct profile *profile_create(const char *path, const char *record_cmdline)
+{
+	struct profile_status st;
+	struct profile *p = profile_open(path, record_cmdline, &st);
+	if (!p)
+		fprintf(stderr, SUBSYS "%s: %s\n", path, st.why);
 	return p;
 }
 
@@ -480,37 +568,228 @@ static void free_state(struct profile *p)
 	symbolizer_free(p->sym);
 }
 
-/* Close the database (folding the WAL back in if fold) and free p. */
-static int destroy(struct profile *p, int fold)
+static void finalize_all(struct profile *p)
+{
+	for (int i = 0; i < ST_COUNT; i++) {
+		sqlite3_finalize(p->st[i]);
+		p->st[i] = NULL;
+	}
+}
+
+/* A profile that could not be made: closed as it is (SQLite's checkpoint
+ * at the close would want room too) and removed with its side files. */
+static void discard(struct profile *p)
+{
+	finalize_all(p);
+	if (p->db) {
+		sqlite3_db_config(p->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+		                  NULL);
+		sqlite3_close_v2(p->db);
+		p->db = NULL;
+	}
+	if (p->fd >= 0) {
+		remove_files(p->path, 0);
+		close(p->fd);
+	}
+	profile_free(p);
+}
+
+/*
+ * The file alone, its WAL dropped (no room to copy it in), is in the state
+ * the last checkpoint left, which was whole (ckpt.h); its header still
+ * says WAL, so SQLite would look for the -wal and -shm files again (and
+ * make a -shm to read it).  The header's file format bytes say rollback
+ * journal instead, as `PRAGMA journal_mode=DELETE` would write them if it
+ * could run (it wants the WAL, a -shm and a journal, so room).  Written in
+ * place: no room needed.
+ */
+static int header_to_rollback(int fd)
+{
+	unsigned char h[20];
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h, "SQLite format 3", 16) != 0)
+		return -EINVAL;
+	if (h[18] == 1 && h[19] == 1)
+		return 0;
+	if (h[18] != 2 || h[19] != 2)
+		return -EINVAL;
+	static const unsigned char legacy[2] = {1, 1};
+	return pwrite(fd, legacy, 2, 18) == 2 ? 0 : -EIO;
+}
+
+/* Whether the file is as long as its header says (the reader's check: a
+ * page missing at the end reads as zeros). */
+static bool whole_length(int fd)
+{
+	unsigned char h[32];
+	struct stat sb;
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    fstat(fd, &sb) != 0)
+		return false;
+	uint32_t page = (uint32_t)h[16] << 8 | h[17];
+	if (page == 1)
+		page = 65536;
+	uint64_t pages = (uint64_t)h[28] << 24 | (uint64_t)h[29] << 16 |
+	                 (uint64_t)h[30] << 8 | h[31];
+	return page >= 512 && sb.st_size % page == 0 &&
+	       (uint64_t)sb.st_size >= pages * page;
+}
+
+static int64_t count_of(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t n = -1;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+/*
+ * After a write error: what the file left holds, read back (a checked
+ * database, its dumps and events counted), so that what the caller says
+ * is what is there.  A file that is damaged or kept no dump is removed.
+ */
+static void count_file(struct profile *p)
+{
+	struct profile_status *st = &p->status;
+	st->dumps = p->dumps_tried;
+	st->events = p->events_tried;
+	st->dumps_kept = st->events_kept = -1;
+	sqlite3 *db = NULL;
+	/* (A header still saying WAL would have SQLite make a -shm.) */
+	bool ok = !st->damaged && p->fd >= 0 && whole_length(p->fd) &&
+	          sqlite3_open_v2(p->path, &db, SQLITE_OPEN_READONLY, NULL) ==
+	                  SQLITE_OK;
+	sqlite3_stmt *q = NULL;
+	if (ok &&
+	    sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL) ==
+	            SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW) {
+		const unsigned char *r = sqlite3_column_text(q, 0);
+		ok = r && !strcmp((const char *)r, "ok");
+	} else {
+		ok = false;
+	}
+	sqlite3_finalize(q);
+	if (ok)
+		st->dumps_kept = count_of(db, "SELECT count(*) FROM"
+		                              " heapprof_dump");
+	if (ok && st->dumps_kept >= 0 &&
+	    sqlite3_prepare_v2(db,
+	                       "SELECT upid, count(*) FROM heapprof_event"
+	                       " GROUP BY upid",
+	                       -1, &q, NULL) == SQLITE_OK) {
+		st->events_kept = 0;
+		while (sqlite3_step(q) == SQLITE_ROW) {
+			struct proc_state *ps =
+			        wr_proc_find(p, sqlite3_column_int64(q, 0));
+			int64_t n = sqlite3_column_int64(q, 1);
+			if (ps)
+				ps->events_kept = n;
+			st->events_kept += n;
+		}
+		sqlite3_finalize(q);
+	}
+	sqlite3_close(db);
+	if (st->dumps_kept < 0 || st->events_kept < 0) {
+		st->damaged = true;
+		st->dumps_kept = st->events_kept = 0;
+	}
+	/* Once a dump failed, a later one kept means the lost ones are not
+	 * just the last ones (the kept ones are the first dumps_kept of the
+	 * dumps before the first failure, and those after it kept). */
+	st->lost_last =
+	        p->first_failed > 0 && st->dumps_kept == p->first_failed - 1;
+	/* A profile is its dumps (the events' stacks come with them): a
+	 * file without one is no profile. */
+	if (st->damaged || st->dumps_kept == 0) {
+		remove_files(p->path, 0);
+		st->removed = true;
+		st->dumps_kept = st->events_kept = 0;
+	}
+	for (size_t i = 0; i < p->nprocs; i++)
+		if (p->procs[i].events_kept < 0 || st->removed)
+			p->procs[i].events_kept = 0;
+}
+
+int profile_finish(struct profile *p, struct profile_status *st)
 {
 	int err = 0;
 
-	for (int i = 0; i < ST_COUNT; i++)
-		sqlite3_finalize(p->st[i]);
+	if (!p) {
+		*st = (struct profile_status){0};
+		return 0;
+	}
+	finalize_all(p);
 	if (p->db) {
-		/* Fold the WAL back in: one self-contained file. */
-		/* While the checkpointer copies the last dump into the file. */
-		if (fold && sqlite3_get_autocommit(p->db))
-			err = exec(p, profile_index_sql, "creating indexes");
+		bool idle = sqlite3_get_autocommit(p->db);
+		/* What is committed into the file first, the indexes on top:
+		 * on a full disk they must not cost a dump.  They only speed
+		 * up reading (a killed record's file has none): a failure to
+		 * make them, or to copy them in, is not an error. */
+		bool folded = idle && wr_fold_wal(p, "copying the last dumps"
+		                                     " into the file") == 0;
+		if (folded)
+			sqlite3_exec(p->db, profile_index_sql, NULL, NULL,
+			             NULL);
 		ckpt_stop(p->ckpt);
 		p->ckpt = NULL;
-		if (fold && !err && sqlite3_get_autocommit(p->db))
+		/* Fold the WAL back in: one self-contained file.  Without
+		 * room for it, the file keeps what the last checkpoint copied
+		 * into it and the rest is dropped with the WAL (after the
+		 * fold above: the indexes only). */
+		int room = ckpt_room(p->fd, p->db);
+		if (room && !folded)
+			wr_err(p, room, "closing");
+		else if (!room && idle)
 			err = exec(p,
 			           "PRAGMA wal_checkpoint(TRUNCATE);"
 			           " PRAGMA journal_mode=DELETE;",
 			           "closing");
+		if (room)
+			sqlite3_db_config(p->db,
+			                  SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+			                  NULL);
 		int rc = sqlite3_close(p->db);
-		if (rc != SQLITE_OK && !err) {
-			errors_said++;
-			fprintf(stderr, SUBSYS "closing: %s\n",
-			        sqlite3_errstr(rc));
-			err = errno_of(rc);
+		p->db = NULL;
+		if (rc != SQLITE_OK && !err)
+			err = wr_sql_err(p, rc, "closing");
+		if (room) {
+			remove_files(p->path, 1);
+			if (header_to_rollback(p->fd) != 0) {
+				wr_err(p, -EIO, "closing");
+				p->status.damaged = true;
+			}
 		}
 	}
+	if (p->status.err)
+		count_file(p);
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	*st = p->status;
+	return err;
+}
+
+int64_t profile_events_kept(const struct profile *p, int64_t upid)
+{
+	for (size_t i = 0; p && i < p->nprocs; i++)
+		if (p->procs[i].upid == upid)
+			return p->procs[i].events_kept;
+	return -1;
+}
+
+void profile_free(struct profile *p)
+{
+	if (!p)
+		return;
+	if (p->db)
+		profile_finish(p, &(struct profile_status){0});
 	free_state(p);
 	free(p->path);
 	free(p);
-	return err;
 }
 
 int profile_set_meta(struct profile *p, const char *key, const char *value)
@@ -532,5 +811,8 @@ int profile_set_meta(struct profile *p, const char *key, const char *value)
 
 int profile_close(struct profile *p)
 {
-	return p ? destroy(p, 1) : 0;
+	struct profile_status st;
+	int err = profile_finish(p, &st);
+	profile_free(p);
+	return err;
 }

@@ -221,15 +221,19 @@ static int remember_leaves(struct proc_state *ps, const struct dump_ctx *c)
 	return 0;
 }
 
-int profile_write_dump(struct profile *p, int64_t upid,
-                       const struct prof_dump *d)
+static int write_dump(struct profile *p, int64_t upid,
+                      const struct prof_dump *d)
 {
 	struct proc_state *ps = wr_proc_find(p, upid);
 	struct dump_ctx c;
 
 	if (!ps) {
-		fprintf(stderr, SUBSYS "dump for unknown process %" PRId64 "\n",
-		        upid);
+		/* After a write error, the process row that failed (said at
+		 * the end, with what the file kept). */
+		if (!p->status.err)
+			fprintf(stderr,
+			        SUBSYS "dump for unknown process %" PRId64 "\n",
+			        upid);
 		return -EINVAL;
 	}
 	/* write_ms: from the collector's first read of the region (or our
@@ -248,7 +252,7 @@ int profile_write_dump(struct profile *p, int64_t upid,
 	p->saved = p->next;
 	err = write_dump_body(&c, ps);
 	if (!err)
-		err = exec(p, "COMMIT", "committing dump");
+		err = wr_commit(p, "committing dump");
 	if (err) {
 		if (err == -ENOMEM)
 			fprintf(stderr, SUBSYS "out of memory\n");
@@ -274,6 +278,20 @@ int profile_write_dump(struct profile *p, int64_t upid,
 		err = step(p, ST_DUMP_TIME, "writing dump time");
 	}
 	ctx_fini(&c);
+	return err;
+}
+
+/* A dump, counted: the end of the session says how many the file kept. */
+int profile_write_dump(struct profile *p, int64_t upid,
+                       const struct prof_dump *d)
+{
+	int64_t n = ++p->dumps_tried;
+	int err = write_dump(p, upid, d);
+	if (err) {
+		if (!p->first_failed)
+			p->first_failed = n;
+		wr_err(p, err, "writing a dump");
+	}
 	return err;
 }
 
@@ -303,7 +321,7 @@ int profile_intern_stacks(struct profile *p, int64_t upid,
 	p->saved = p->next;
 	err = write_batches(&c, ps, false);
 	if (!err)
-		err = exec(p, "COMMIT", "interning stacks");
+		err = wr_commit(p, "interning stacks");
 	if (err)
 		rollback(p);
 	else

@@ -56,6 +56,9 @@ struct proc_state {
 	 * most of its time looking up the callsites of the same stacks
 	 * again). */
 	struct pairmap stack_leaf;
+	/* Its events in the file profile_finish left (counted after a write
+	 * error; -1 otherwise). */
+	int64_t events_kept;
 };
 
 /* One (callsite, heap) of the dump being written, stacks merged. */
@@ -131,6 +134,17 @@ struct next_ids {
 struct profile {
 	sqlite3 *db;
 	char *path; /* for messages */
+	/* The database file, open since we created it (profile_open): room
+	 * for checkpoints is reserved through it (ckpt_room).  Closed only
+	 * after every SQLite connection to the file: a close drops the
+	 * process's POSIX locks on it, SQLite's too. */
+	int fd;
+	/* The first error, and at the end what the file kept. */
+	struct profile_status status;
+	/* Dumps handed to profile_write_dump, the number of the first of
+	 * them that failed (0: none), events handed to
+	 * profile_write_events. */
+	int64_t dumps_tried, first_failed, events_tried;
 	sqlite3_stmt *st[ST_COUNT];
 	struct bulk_src bulk[BK_COUNT];
 	struct ckpt *ckpt; /* NULL: SQLite's own automatic checkpoint */
@@ -190,12 +204,19 @@ struct dump_ctx {
 
 /* writer.c */
 
-/* Say the SQLite error rc for `what` (once per process) and return it as
- * a negative errno. */
+/* Keep the SQLite error rc for `what` as the profile's first error (when
+ * it is; nothing is printed) and return it as a negative errno. */
 int wr_sql_err(struct profile *p, int rc, const char *what);
+/* Keep err (a negative errno) for `what` the same way; returns err. */
+int wr_err(struct profile *p, int err, const char *what);
+
+/* Commit the open transaction once the database file has room for it
+ * (ckpt_room: its checkpoint cannot fail for room, however late a reader
+ * lets it run); 0, or the error kept (the caller rolls back). */
+int wr_commit(struct profile *p, const char *what);
 
 /* Copy what the WAL holds into the database file now; 0, or the error
- * said. */
+ * kept (no room for it: nothing copied). */
 int wr_fold_wal(struct profile *p, const char *what);
 
 static inline int64_t i64(uint64_t v)
@@ -204,7 +225,7 @@ static inline int64_t i64(uint64_t v)
 	return (int64_t)v;
 }
 
-/* Run sql; 0, or the error said. */
+/* Run sql; 0, or the error kept. */
 static inline int exec(struct profile *p, const char *sql, const char *what)
 {
 	int rc = sqlite3_exec(p->db, sql, NULL, NULL, NULL);

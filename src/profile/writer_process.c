@@ -94,7 +94,7 @@ int profile_begin_process(struct profile *p, const struct prof_process *info,
 	if (!err)
 		err = insert_process(p, info, &upid);
 	if (!err)
-		err = exec(p, "COMMIT", "adding process");
+		err = wr_commit(p, "adding process");
 	if (err) {
 		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
 		return err;
@@ -102,6 +102,7 @@ int profile_begin_process(struct profile *p, const struct prof_process *info,
 	struct proc_state *ps = &p->procs[p->nprocs++];
 	memset(ps, 0, sizeof(*ps));
 	ps->upid = upid;
+	ps->events_kept = -1;
 	ps->interval = info->sampling_interval;
 	pairmap_init(&ps->prev);
 	pairmap_init(&ps->tstacks);

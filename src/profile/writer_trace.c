@@ -124,11 +124,14 @@ int profile_write_events(struct profile *p, int64_t upid,
                          const struct prof_event *ev, size_t n)
 {
 	struct proc_state *ps = wr_proc_find(p, upid);
+	p->events_tried += (int64_t)n;
 	if (!ps) {
-		fprintf(stderr,
-		        SUBSYS "events for unknown process %" PRId64 "\n",
-		        upid);
-		return -EINVAL;
+		if (!p->status.err)
+			fprintf(stderr,
+			        SUBSYS "events for unknown process %" PRId64
+			               "\n",
+			        upid);
+		return wr_err(p, -EINVAL, "writing events");
 	}
 	if (!n)
 		return 0;
@@ -179,7 +182,7 @@ int profile_write_events(struct profile *p, int64_t upid,
 		err = step(p, ST_EVENT, "writing events");
 		p->bulk[BK_EVENT].nrows = 0;
 		if (!err)
-			err = exec(p, "COMMIT", "writing events");
+			err = wr_commit(p, "writing events");
 		if (err)
 			sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
 	}
@@ -187,7 +190,7 @@ int profile_write_events(struct profile *p, int64_t upid,
 		fprintf(stderr, SUBSYS "out of memory\n");
 	free(odd);
 	free(rows);
-	return err;
+	return err ? wr_err(p, err, "writing events") : 0;
 }
 
 int profile_set_trace(struct profile *p, int64_t upid,
@@ -195,9 +198,11 @@ int profile_set_trace(struct profile *p, int64_t upid,
 {
 	struct proc_state *ps = wr_proc_find(p, upid);
 	if (!ps) {
-		fprintf(stderr, SUBSYS "trace of unknown process %" PRId64 "\n",
-		        upid);
-		return -EINVAL;
+		if (!p->status.err)
+			fprintf(stderr,
+			        SUBSYS "trace of unknown process %" PRId64 "\n",
+			        upid);
+		return wr_err(p, -EINVAL, "writing the trace");
 	}
 	sqlite3_stmt *st = p->st[ST_TRACE];
 	sqlite3_bind_int64(st, 1, upid);

@@ -441,7 +441,9 @@ if [ "$FULL_OK" = 1 ]; then
 	wait_child 120 "$RPID"
 	assert_eq 1 "$WAIT_RC" "record's status (the program exited 0)"
 	assert_eq 1 "$(wc -l <"$D/err")" "one line on stderr: $(head -c 400 "$D/err" | tr '\n' '|')"
-	assert_match 'f\.db: (database or disk is full|.*too large|.*File too large)' "$(cat "$D/err")" "it names the file and the reason"
+	assert_match "^heapprof: profile $SMALL/f\.db is incomplete: No space left on device: the first 2 of 3 dumps are kept, the last 1 lost\$" \
+		"$(cat "$D/err")" "it names the file, the reason and what the file kept"
+	assert_eq "f.db" "$(ls "$SMALL")" "no -wal or -shm left beside it"
 	assert_eq "fault_target: steps 65936" "$(cat "$D/out")" "the program's output"
 	if db_valid "$DB"; then
 		assert_eq 2 "$(ndumps "$DB")" "the two dumps before the disk filled"

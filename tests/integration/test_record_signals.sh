@@ -170,9 +170,11 @@ db_valid "$T_DIR/$tag.db" &&
 		"the process row: never attached, its exit status"
 
 # The profile outgrows ulimit -f (a 1 MiB region fits; 400000 trace
-# events do not): the write fails with EFBIG, said once with what is kept.
-# A failing program's status is passed on; one that succeeded gives 1, its
-# profile being incomplete (as with a full disk, docs/safety/faults.md).
+# events do not): the write fails with EFBIG, said once with what became
+# of the profile: its one dump (at the end) did not fit, so no profile is
+# left, and the trace's line counts the events as not written.  A failing
+# program's status is passed on; one that succeeded gives 1, its profile
+# missing (as with a full disk, docs/safety/faults.md).
 for code in 7 0; do
 	t_begin "fsize-profile: the profile outgrows ulimit -f 2 MiB: one line, the program's status (exit $code)"
 	tag=fs-profile-$code
@@ -190,10 +192,12 @@ for code in 7 0; do
 	assert_eq "$(cat "$T_DIR/$tag.bare.out")" "$(cat "$T_DIR/$tag.out")" "stdout as bare"
 	err=$(cat "$T_DIR/$tag.err")
 	assert_eq 1 "$(grep -c 'file size limit' "$T_DIR/$tag.err")" "one line about the file size limit: $err"
-	assert_match "^heapprof: profile: $T_DIR/$tag.db: the file size limit was hit \(ulimit -f: 2.00 MiB\) \(.*\); the dumps written before are kept, later write errors are not repeated$" \
+	assert_match "^heapprof: no profile: $T_DIR/$tag.db: the file size limit was hit \(ulimit -f: 2.00 MiB\); its one dump could not be kept$" \
 		"$err" "the line"
+	assert_match "^heapprof: record: pid [0-9]+: trace \(streaming\): 0 events kept, 0 dropped, 0 overwritten, 400001 not written to the profile" \
+		"$err" "the trace's line: no event kept"
 	assert_no_match "disk I/O error|File size limit exceeded" "$err" "no other words for it"
-	assert_eq ok "$(sqlq "$T_DIR/$tag.db" "PRAGMA integrity_check;")" "what was written is a valid database"
+	assert_eq "" "$(ls "$T_DIR" | grep "^$tag\.db")" "no file left (no -wal, no -shm)"
 done
 
 # ---------------------------------------------------------------------------
