@@ -49,10 +49,12 @@ unset LD_PRELOAD
 WAIT_MS=1500
 NWAITS=4
 # What a wait may take beyond its timeout: the stops in it (an attach and
-# a detach stop the thread tens of ms each here; hundreds on a loaded
-# 2-core machine) and scheduling.  A wait restarted whole takes at least
-# a third more (a stop in its last two thirds adds 500 ms or more).
-SLACK_MS=450
+# a detach stop the thread about 10 ms each here; a sanitizer-built
+# collector on a loaded 2-core machine, hundreds) and scheduling.  A wait
+# restarted whole by a stop after 900 ms of it takes more than this, and
+# with an attach or detach every 300 ms or so one lands there in every
+# wait (before the fix: 2.5-4.6 s for 1.5 s waits).
+SLACK_MS=900
 for mode in ${TW_MODES:-epoll pwait2 semtimedop sigtimedwait io_getevents}; do
 	t_begin "timedwait-$mode: waits in $mode attached and detached back to back end as bare (its timeout plus the stops, the same results)"
 	bare_run "tw-$mode" "$PROGS/attach_timedwait" "$mode" 300 2
