@@ -277,7 +277,9 @@ t_begin "top: errors in one line"
 expect_error e1 2 'need -p PID or -n NAME' top
 expect_error e2 2 '-p and -n exclude each other' top -p 1 -n x
 expect_error e3 2 "invalid -d '0.01'" top -p 1 -d 0.01
-expect_error e4 1 'no process with pid 2147483600' top -p 2147483600
+# Past the kernel's largest pid: a bad value (issue 31), not a lookup.
+expect_error e4 2 "invalid --pid '2147483600': too large" top -p 2147483600
+expect_error e6 1 'no process with pid 4194304' top -p 4194304
 expect_error e5 1 "no process of yours is named 'no-such-top'" top -n no-such-top
 
 t_summary
