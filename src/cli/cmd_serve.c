@@ -35,6 +35,7 @@
 #include "util/err.h"
 #include "util/proc.h"
 #include "util/textfile.h"
+#include "util/clock.h"
 
 #define SUBSYS   "serve"
 #define MAX_ARGS 64
@@ -452,13 +453,6 @@ struct agent {
 	struct session s[SERVE_MAX_TARGETS];
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static uint64_t start_time(pid_t pid)
 {
 	struct proc_stat st;
@@ -540,7 +534,7 @@ static void reap(struct agent *a)
 			uint64_t wait = 1000u << k;
 			ss->failures++;
 			ss->retry_ms =
-			        now_ms() +
+			        hp_mono_ms() +
 			        (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
 			fprintf(stderr,
 			        "heapprof: serve: pid %d (%s): session ended"
@@ -559,7 +553,7 @@ static void follow(struct agent *a)
 {
 	pid_t t[SERVE_MAX_TARGETS];
 	size_t n = serve_targets(a->c, t);
-	uint64_t now = now_ms();
+	uint64_t now = hp_mono_ms();
 	for (size_t i = 0; i < n; i++) {
 		uint64_t start = start_time(t[i]);
 		struct session *ss = NULL, *free_slot = NULL;

@@ -37,6 +37,7 @@
 
 #include "layout/wire_v1.h"
 #include "util/proc.h"
+#include "util/clock.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -55,13 +56,6 @@ static int fail(char *why, const char *fmt, ...)
 	vsnprintf(why, INJECT_WHY, fmt, ap);
 	va_end(ap);
 	return -1;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 struct find_lib {
@@ -237,7 +231,7 @@ int attach_process(struct collector *c, pid_t pid, const char *how,
 	memset(r, 0, sizeof(*r));
 	if (out)
 		*out = NULL;
-	double t0 = now_ms();
+	double t0 = hp_mono_msf();
 	if (inject_check(pid, why))
 		return -1;
 	char mapped[PATH_MAX];
@@ -274,7 +268,7 @@ int attach_process(struct collector *c, pid_t pid, const char *how,
 	char why2[INJECT_WHY] = "";
 	if (inject_detach(ic, &r->stop, why2) && !rc)
 		rc = fail(why, "%s", why2);
-	r->total_ms = now_ms() - t0;
+	r->total_ms = hp_mono_msf() - t0;
 	return rc;
 }
 

@@ -46,6 +46,7 @@
 #include "collector/inject_elf.h"
 #include <elfutils/libdwfl.h>
 #include "util/proc.h"
+#include "util/clock.h"
 
 #define DEFAULT_BUDGET_MS 50
 #define DEFAULT_CALL_MS   10000
@@ -147,13 +148,6 @@ struct inject_ctx {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static double now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 __attribute__((format(printf, 2, 3))) static int fail(char *why,
                                                       const char *fmt, ...)
 {
@@ -174,7 +168,7 @@ static void pause_us(long us)
  * (ETIMEDOUT, ECHILD...). */
 static int wait_tid(pid_t tid, int *st, int timeout_ms)
 {
-	double end = now_ms() + timeout_ms;
+	double end = hp_mono_msf() + timeout_ms;
 	long us = 10;
 	for (;;) {
 		pid_t r = waitpid(tid, st, __WALL | WNOHANG);
@@ -182,7 +176,7 @@ static int wait_tid(pid_t tid, int *st, int timeout_ms)
 			return 0;
 		if (r < 0 && errno != EINTR)
 			return -1;
-		if (now_ms() >= end) {
+		if (hp_mono_msf() >= end) {
 			errno = ETIMEDOUT;
 			return -1;
 		}
@@ -190,12 +184,6 @@ static int wait_tid(pid_t tid, int *st, int timeout_ms)
 		if (us < 200)
 			us *= 2;
 	}
-}
-
-static const char *base_name(const char *p)
-{
-	const char *s = strrchr(p, '/');
-	return s ? s + 1 : p;
 }
 
 /* ---- the target's mappings ------------------------------------------- */
@@ -254,7 +242,7 @@ static const struct seg *maps_lib(const struct tmaps *m, const char *base,
 		const struct seg *s = &m->v[i];
 		if (s->path[0] != '/' || s->offset != 0)
 			continue;
-		const char *b = base_name(s->path);
+		const char *b = hp_base_name(s->path);
 		if (prefix ? !strncmp(b, base, strlen(base)) : !strcmp(b, base))
 			return s;
 	}
@@ -1426,10 +1414,10 @@ static int trap_at_entry(struct inject_ctx *c, pid_t tid,
 		rc = -1;
 		goto restore;
 	}
-	double end = now_ms() + ENTRY_WAIT_MS;
+	double end = hp_mono_msf() + ENTRY_WAIT_MS;
 	bool interrupted = false;
 	for (;;) {
-		double left = end - now_ms();
+		double left = end - hp_mono_msf();
 		int st;
 		if (!interrupted && left <= 0) {
 			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
@@ -1504,7 +1492,7 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 		                              : strerror(-stopped));
 	if (!stopped)
 		return TRY_UNSAFE; /* gone */
-	c->t_stop = now_ms();
+	c->t_stop = hp_mono_msf();
 	if (!c->t_seize)
 		c->t_seize = c->t_stop;
 	c->tries++;
@@ -1541,7 +1529,7 @@ static int try_thread(struct inject_ctx *c, pid_t tid, bool may_reissue,
 			return TRY_UNSAFE;
 		if (t == 1) {
 			/* Its stop for us starts now: it ran meanwhile. */
-			c->t_stop = now_ms();
+			c->t_stop = hp_mono_msf();
 			c->entry_traps++;
 			bad = unsafe(c, tid, &r, entry, &hit, last, lastlen);
 		} else if (t == 0) {
@@ -1632,14 +1620,14 @@ static int find_safe_thread(struct inject_ctx *c, char *why)
 					return r == TRY_SAFE ? 0 : -1;
 			}
 		}
-		if (now_ms() >= end && !c->tries)
+		if (hp_mono_msf() >= end && !c->tries)
 			return fail(
 			        why,
 			        "no thread of %d could be stopped within %d "
 			        "ms: each of its %d threads is stopped, in "
 			        "uninterruptible sleep or exiting",
 			        (int)c->pid, c->o.budget_ms, t.n);
-		if (now_ms() >= end)
+		if (hp_mono_msf() >= end)
 			return fail(
 			        why,
 			        "no safe point in %d within %d ms (%d tries "
@@ -1878,12 +1866,12 @@ int inject_attach(pid_t pid, const struct inject_opts *o,
 			c->ndeny--;
 		add_range(c, c->o.deny_lo, c->o.deny_hi, c->o.deny_what);
 	}
-	c->t0 = now_ms();
+	c->t0 = hp_mono_msf();
 	if (find_safe_thread(c, why)) {
 		ctx_free(c);
 		return -1;
 	}
-	c->t_safe = now_ms();
+	c->t_safe = hp_mono_msf();
 	c->scratch = (c->saved.rsp - RED_ZONE) & ~(uint64_t)15;
 	if (save_state(c, why))
 		goto undo;
@@ -2107,7 +2095,7 @@ int inject_detach(struct inject_ctx *c, struct inject_stats *stats, char *why)
 	}
 out:
 	if (stats) {
-		double end = now_ms();
+		double end = hp_mono_msf();
 		memset(stats, 0, sizeof(*stats));
 		stats->tid = tid;
 		stats->tries = c->tries;

@@ -19,6 +19,7 @@
 
 #include "daemon/daemon.h"
 #include "layout/paths.h"
+#include "util/clock.h"
 
 /* Once a message has started, the rest must follow within this time even
  * when the caller waits forever for the start: a peer that stops in the
@@ -28,19 +29,12 @@
  * reading). */
 #define CTL_SEND_MS 5000
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds left until deadline (-1: none) for poll(). */
 static int left_ms(int64_t deadline)
 {
 	if (deadline < 0)
 		return -1;
-	int64_t l = deadline - now_ms();
+	int64_t l = deadline - (int64_t)hp_mono_ms();
 	if (l < 0)
 		return 0;
 	if (l > 1000000000)
@@ -57,7 +51,7 @@ int ctl_send(int sock, uint16_t type, const void *payload, uint32_t len, int fd)
 	                       .type = type,
 	                       .len = len};
 	size_t total = sizeof(h) + len, sent = 0;
-	int64_t deadline = now_ms() + CTL_SEND_MS;
+	int64_t deadline = (int64_t)hp_mono_ms() + CTL_SEND_MS;
 	int fd_sent = fd < 0;
 	while (sent < total) {
 		struct iovec iov[2];
@@ -329,7 +323,7 @@ int ctl_recv(int sock, struct hp_ctl_msg *m, int timeout_ms,
 	m->len = 0;
 	m->payload = NULL;
 	m->fd = -1;
-	int64_t start = now_ms();
+	int64_t start = (int64_t)hp_mono_ms();
 	int64_t first_dl = timeout_ms < 0 ? -1 : start + timeout_ms;
 	int64_t rest_dl;
 	struct hp_ctl_hdr h = {0}; /* read_full fills it: 0 for the analyzer */
@@ -349,7 +343,7 @@ int ctl_recv(int sock, struct hp_ctl_msg *m, int timeout_ms,
 			goto fail;
 		off = 1;
 	}
-	rest_dl = now_ms() + CTL_REST_MS;
+	rest_dl = (int64_t)hp_mono_ms() + CTL_REST_MS;
 	if (first_dl >= 0 && first_dl < rest_dl)
 		rest_dl = first_dl;
 	rc = read_full(sock, (char *)&h + off, sizeof(h) - off, &fd, rest_dl,

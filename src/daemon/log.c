@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon_int.h"
+#include "util/clock.h"
 
 int g_startup_fd = -1; /* background startup: errors go to parent */
 char g_log_path[160];  /* background: rotated when too large */
@@ -73,7 +74,5 @@ void derr(const char *fmt, ...)
 
 int64_t now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)hp_mono_ms();
 }

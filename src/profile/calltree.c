@@ -12,6 +12,7 @@
 
 #include "profile/calltree.h"
 #include "util/err.h"
+#include "util/clock.h"
 
 #define CS_UNRESOLVED (-1)
 #define CS_BUSY       (-2) /* on the resolution stack: a parent loop */
@@ -36,12 +37,6 @@ static int ivec_push(struct ct_ivec *a, int32_t x)
 
 /* After the last '/' (empty when the path ends with one): the module of an
  * unnamed frame's "module+0xrelpc". */
-static const char *base_name(const char *path)
-{
-	const char *b = path ? strrchr(path, '/') : NULL;
-	return b ? b + 1 : (path ? path : "");
-}
-
 /*
  * Lookups by id, with a fast path for the usual dense ids (id = index + 1)
  * before the reader's binary search.
@@ -132,7 +127,7 @@ static int32_t unnamed_func(struct calltree *g, int32_t module,
 	char buf[320];
 
 	snprintf(buf, sizeof(buf), "%s+0x%" PRIx64,
-	         mod_path && *mod_path ? base_name(mod_path) : "[unknown]",
+	         mod_path && *mod_path ? hp_base_name(mod_path) : "[unknown]",
 	         (uint64_t)rel_pc);
 	return intern_func(g, module, -1, buf);
 }

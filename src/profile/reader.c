@@ -19,6 +19,7 @@
 #include "profile/schema.h"
 #include "util/err.h"
 #include "util/grow.h"
+#include "util/clock.h"
 
 /* What look_at learnt of the file before SQLite opened it. */
 struct file_facts {
@@ -29,12 +30,6 @@ struct file_facts {
 	unsigned char h[100];
 	bool have_header; /* h holds the first 100 bytes of a SQLite file */
 };
-
-static const char *base_name(const char *path)
-{
-	const char *b = strrchr(path, '/');
-	return b && b[1] ? b + 1 : path;
-}
 
 /*
  * A file in WAL mode with nothing in a -wal file beside it: if it is a
@@ -68,7 +63,8 @@ static void say_not_profile(const char *path, const char *subsys,
 		       "%s-wal beside it holds %lld bytes of write-ahead log "
 		       "that SQLite did not apply to it (damaged, or not its "
 		       "log)",
-		       path, table, base_name(path), (long long)ff->wal_size);
+		       path, table, hp_base_name(path),
+		       (long long)ff->wal_size);
 	else
 		hp_err(subsys, "%s: not a heapprof profile (no %s table)%s",
 		       path, table, wal_hint(ff));
@@ -285,7 +281,7 @@ static int look_at(const char *path, const char *subsys, struct file_facts *ff)
 		       "%s: not a heapprof profile (an empty file), though "
 		       "%s-wal beside it holds %lld bytes of write-ahead log: "
 		       "not opened, so that SQLite does not delete that log",
-		       path, base_name(path), (long long)ff->wal_size);
+		       path, hp_base_name(path), (long long)ff->wal_size);
 		return -EINVAL;
 	}
 	return check_length(path, subsys, ff);
