@@ -47,7 +47,7 @@ unset LD_PRELOAD
 # ---------------------------------------------------------------------------
 # timedwait MODE: WAIT_MS x NWAITS waits, attach cycles until it is done.
 WAIT_MS=1500
-NWAITS=4
+NWAITS=3
 # What a wait may take beyond its timeout: the stops in it (an attach and
 # a detach stop the thread about 10 ms each here; a sanitizer-built
 # collector on a loaded 2-core machine, hundreds) and scheduling.  A wait
