@@ -44,6 +44,9 @@ HP_HIDDEN bool sandbox_at_start(void);
 HP_HIDDEN void client_child_note(void);
 /* spawn.c: the real functions, found once in the constructor. */
 HP_HIDDEN void spawn_init(void);
+/* The next definition of name after ours (dlsym RTLD_NEXT), looked up
+ * once into *slot (spawn.c; exec.c's wrappers too). */
+HP_HIDDEN void *client_real(_Atomic(void *) *slot, const char *name);
 /* exec.c: the variables to put back for an exec of this process (its
  * pid now), from the constructor (env_scrub) before they leave environ. */
 HP_HIDDEN void exec_keep(const char *preload, const char *socket,

@@ -23,7 +23,6 @@
  * exec is no allocation path, and malloc would be the program's) and
  * unmapped if the exec fails; errno is the real call's.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -55,16 +54,6 @@ static bool keeping;
 static _Atomic(void *) real_execve, real_execv, real_execvp, real_execvpe,
         real_fexecve, real_execveat;
 
-static void *real(_Atomic(void *) *slot, const char *name)
-{
-	void *f = atomic_load_explicit(slot, memory_order_acquire);
-	if (!f) {
-		f = dlsym(RTLD_NEXT, name);
-		atomic_store_explicit(slot, f, memory_order_release);
-	}
-	return f;
-}
-
 static void keep_one(int i, const char *name, const char *value)
 {
 	size_t n = strlen(name), v = strlen(value);
@@ -87,12 +76,12 @@ void exec_keep(const char *preload, const char *socket, const char *seccomp,
 	keep_one(2, HP_ENV_FOLLOW, follow);
 	keep_pid = getpid();
 	keeping = keep_var[0][0] != '\0';
-	(void)real(&real_execve, "execve");
-	(void)real(&real_execv, "execv");
-	(void)real(&real_execvp, "execvp");
-	(void)real(&real_execvpe, "execvpe");
-	(void)real(&real_fexecve, "fexecve");
-	(void)real(&real_execveat, "execveat");
+	(void)client_real(&real_execve, "execve");
+	(void)client_real(&real_execv, "execv");
+	(void)client_real(&real_execvp, "execvp");
+	(void)client_real(&real_execvpe, "execvpe");
+	(void)client_real(&real_fexecve, "fexecve");
+	(void)client_real(&real_execveat, "execveat");
 }
 
 /* Whether this exec is the process's own, to be followed. */
@@ -172,7 +161,7 @@ static void env_drop(struct env_copy *c)
 
 HP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	execve_fn f = (execve_fn)real(&real_execve, "execve");
+	execve_fn f = (execve_fn)client_real(&real_execve, "execve");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -187,7 +176,7 @@ HP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 
 HP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	execve_fn f = (execve_fn)real(&real_execvpe, "execvpe");
+	execve_fn f = (execve_fn)client_real(&real_execvpe, "execvpe");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -202,7 +191,7 @@ HP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 HP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	fexecve_fn f = (fexecve_fn)real(&real_fexecve, "fexecve");
+	fexecve_fn f = (fexecve_fn)client_real(&real_fexecve, "fexecve");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -218,7 +207,7 @@ HP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 HP_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
                        char *const envp[], int flags)
 {
-	execveat_fn f = (execveat_fn)real(&real_execveat, "execveat");
+	execveat_fn f = (execveat_fn)client_real(&real_execveat, "execveat");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -249,7 +238,7 @@ static int via_environ(execv_fn f, const char *file, char *const argv[])
 
 HP_EXPORT int execv(const char *path, char *const argv[])
 {
-	execv_fn f = (execv_fn)real(&real_execv, "execv");
+	execv_fn f = (execv_fn)client_real(&real_execv, "execv");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -259,7 +248,7 @@ HP_EXPORT int execv(const char *path, char *const argv[])
 
 HP_EXPORT int execvp(const char *file, char *const argv[])
 {
-	execv_fn f = (execv_fn)real(&real_execvp, "execvp");
+	execv_fn f = (execv_fn)client_real(&real_execvp, "execvp");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -267,81 +256,62 @@ HP_EXPORT int execvp(const char *file, char *const argv[])
 	return via_environ(f, file, argv);
 }
 
-/* execl, execlp, execle: the arguments into an argv (mmap'd: the list has
- * no bound), then as execv, execvp, execve. */
-static char **argv_of(const char *arg0, va_list ap, size_t *bytes,
-                      char *const **envp)
+/* execl, execlp, execle: the arguments into an argv on the stack, as
+ * glibc's own do (no mmap: in a vfork child it would be a mapping left in
+ * the parent), then as execv, execvp, execve.  ARGS_COUNT counts the list
+ * before the NULL; args_fill copies it with the NULL and, for execle,
+ * returns the envp that follows. */
+#define ARGS_COUNT(n, arg)                                                     \
+	do {                                                                   \
+		va_list c_;                                                    \
+		va_start(c_, arg);                                             \
+		for ((n) = 1; va_arg(c_, const char *); (n)++)                 \
+			;                                                      \
+		va_end(c_);                                                    \
+	} while (0)
+
+static char *const *args_fill(char **argv, size_t n, const char *arg0,
+                              va_list ap, bool envp)
 {
-	va_list count;
-	va_copy(count, ap);
-	size_t n = 1;
-	while (va_arg(count, const char *))
-		n++;
-	va_end(count);
-	*bytes = (n + 1) * sizeof(char *);
-	int saved = errno;
-	void *m = mmap(NULL, *bytes, PROT_READ | PROT_WRITE,
-	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	errno = saved;
-	if (m == MAP_FAILED)
-		return NULL;
-	char **argv = m;
 	argv[0] = (char *)arg0;
 	for (size_t i = 1; i < n; i++)
 		argv[i] = va_arg(ap, char *);
-	argv[n] = NULL;
-	(void)va_arg(ap, char *); /* the NULL */
-	if (envp)
-		*envp = va_arg(ap, char *const *);
-	return argv;
-}
-
-static void argv_drop(char **argv, size_t bytes)
-{
-	int saved = errno;
-	munmap(argv, bytes);
-	errno = saved;
+	argv[n] = va_arg(ap, char *); /* the NULL */
+	return envp ? va_arg(ap, char *const *) : NULL;
 }
 
 HP_EXPORT int execl(const char *path, const char *arg, ...)
 {
+	size_t n;
+	ARGS_COUNT(n, arg);
+	char *argv[n + 1];
 	va_list ap;
 	va_start(ap, arg);
-	size_t bytes;
-	char **argv = argv_of(arg, ap, &bytes, NULL);
+	(void)args_fill(argv, n, arg, ap, false);
 	va_end(ap);
-	if (!argv)
-		return -1;
-	int rc = execv(path, argv);
-	argv_drop(argv, bytes);
-	return rc;
+	return execv(path, argv);
 }
 
 HP_EXPORT int execlp(const char *file, const char *arg, ...)
 {
+	size_t n;
+	ARGS_COUNT(n, arg);
+	char *argv[n + 1];
 	va_list ap;
 	va_start(ap, arg);
-	size_t bytes;
-	char **argv = argv_of(arg, ap, &bytes, NULL);
+	(void)args_fill(argv, n, arg, ap, false);
 	va_end(ap);
-	if (!argv)
-		return -1;
-	int rc = execvp(file, argv);
-	argv_drop(argv, bytes);
-	return rc;
+	return execvp(file, argv);
 }
 
 HP_EXPORT int execle(const char *path, const char *arg, ...)
 {
+	size_t n;
+	ARGS_COUNT(n, arg);
+	char *argv[n + 1];
 	va_list ap;
 	va_start(ap, arg);
-	size_t bytes;
-	char *const *envp = NULL;
-	char **argv = argv_of(arg, ap, &bytes, &envp);
+	char *const *envp = args_fill(argv, n, arg, ap, true);
 	va_end(ap);
-	if (!argv)
-		return -1;
-	int rc = execve(path, argv, envp);
-	argv_drop(argv, bytes);
-	return rc;
+	return execve(path, argv, envp);
 }

@@ -611,14 +611,13 @@ enum log_take {
  * closes the buffer (LOG_NEST_CLOSED: a hook nested from then on finds the
  * table up to date and uses it).  One takeover per session at most, so one
  * buffer for the process; the library's own memory, not thread-local.  An
- * entry's seq: 0 reserved, 1 whole, 2 applied (a takeover resumed after a
- * longjmp applies none twice).  A hook that never made its entry whole (a
- * longjmp out of the handler) is counted as skipped.
+ * entry's seq: 0 reserved, 1 whole (log_put publishes it as the log's
+ * position 0: livelog_publish's CAS from 0 to 1), 2 applied (a takeover
+ * resumed after a longjmp applies none twice).  A hook that never made its
+ * entry whole (a longjmp out of the handler) is counted as skipped.
  */
 #define LOG_NEST_CAP    1024u
 #define LOG_NEST_CLOSED (1ull << 63)
-/* log_take's position for an entry of log_nest. */
-#define LOG_NEST_POS UINT64_MAX
 static struct {
 	_Atomic uint64_t n; /* entries reserved | LOG_NEST_CLOSED */
 	uint64_t done;      /* entries the takeover went past */
@@ -797,7 +796,9 @@ static int log_nested(struct client_slot *root, struct hp_event_v2 **e,
 				*e = &log_nest.e[n];
 				atomic_store_explicit(&(*e)->seq, 0,
 				                      memory_order_relaxed);
-				*pos = LOG_NEST_POS;
+				/* Published as a log position 0 is: seq
+				 * 0 -> 1, which is "whole" here. */
+				*pos = 0;
 				*was = 0;
 				return LOG_SLOT;
 			}
@@ -1047,16 +1048,6 @@ static inline int log_take(struct client_slot *s, struct hp_event_v2 **e,
 static void log_put(struct client_slot *s, struct hp_event_v2 *e,
                     const struct hp_event_v2 *ev, uint64_t pos, uint64_t was)
 {
-	if (HP_UNLIKELY(pos == LOG_NEST_POS)) {
-		/* An entry of log_nest: read by this thread only, once the
-		 * handler it runs in has returned. */
-		uint64_t seq = 1;
-		struct hp_event_v2 v = *ev;
-		v.seq = 0;
-		*e = v;
-		atomic_store_explicit(&e->seq, seq, memory_order_release);
-		return;
-	}
 	if (HP_LIKELY(livelog_publish(e, ev, pos, was)))
 		return;
 	log_apply_direct(s->root, ev);

@@ -31,7 +31,7 @@ typedef int (*spawn_fn)(pid_t *, const char *,
 typedef int (*system_fn)(const char *);
 typedef FILE *(*popen_fn)(const char *, const char *);
 
-static void *real(_Atomic(void *) *slot, const char *name)
+void *client_real(_Atomic(void *) *slot, const char *name)
 {
 	void *f = atomic_load_explicit(slot, memory_order_acquire);
 	if (!f) {
@@ -51,12 +51,12 @@ static _Atomic(void *) real_vfork;
  * which may take the loader's lock and allocate. */
 void spawn_init(void)
 {
-	(void)real(&real_spawn, "posix_spawn");
-	(void)real(&real_spawnp, "posix_spawnp");
-	(void)real(&real_system, "system");
-	(void)real(&real_popen, "popen");
+	(void)client_real(&real_spawn, "posix_spawn");
+	(void)client_real(&real_spawnp, "posix_spawnp");
+	(void)client_real(&real_system, "system");
+	(void)client_real(&real_popen, "popen");
 #if defined(__x86_64__)
-	(void)real(&real_vfork, "vfork");
+	(void)client_real(&real_vfork, "vfork");
 #endif
 }
 
@@ -66,7 +66,7 @@ HP_EXPORT int posix_spawn(pid_t *pid, const char *path,
                           char *const envp[])
 {
 	client_child_note();
-	spawn_fn f = (spawn_fn)real(&real_spawn, "posix_spawn");
+	spawn_fn f = (spawn_fn)client_real(&real_spawn, "posix_spawn");
 	return f ? f(pid, path, fa, attr, argv, envp) : ENOSYS;
 }
 
@@ -76,7 +76,7 @@ HP_EXPORT int posix_spawnp(pid_t *pid, const char *file,
                            char *const envp[])
 {
 	client_child_note();
-	spawn_fn f = (spawn_fn)real(&real_spawnp, "posix_spawnp");
+	spawn_fn f = (spawn_fn)client_real(&real_spawnp, "posix_spawnp");
 	return f ? f(pid, file, fa, attr, argv, envp) : ENOSYS;
 }
 
@@ -84,14 +84,14 @@ HP_EXPORT int system(const char *command)
 {
 	if (command)
 		client_child_note();
-	system_fn f = (system_fn)real(&real_system, "system");
+	system_fn f = (system_fn)client_real(&real_system, "system");
 	return f ? f(command) : -1;
 }
 
 HP_EXPORT FILE *popen(const char *command, const char *type)
 {
 	client_child_note();
-	popen_fn f = (popen_fn)real(&real_popen, "popen");
+	popen_fn f = (popen_fn)client_real(&real_popen, "popen");
 	return f ? f(command, type) : NULL;
 }
 
@@ -102,7 +102,7 @@ HP_HIDDEN void *hp_vfork_prepare(void);
 HP_HIDDEN void *hp_vfork_prepare(void)
 {
 	client_child_note();
-	void *f = real(&real_vfork, "vfork");
+	void *f = client_real(&real_vfork, "vfork");
 	if (!f)
 		errno = ENOSYS;
 	return f;

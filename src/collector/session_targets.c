@@ -261,12 +261,27 @@ static int running_children(void)
 	return cc.n;
 }
 
+/* "PID PID ..." of at most PIDS_SAID processes, " ..." past them. */
+struct pid_list {
+	char s[PIDS_SAID * 12 + 16];
+	size_t o, n;
+};
+
+static void pid_list_add(struct pid_list *l, pid_t pid)
+{
+	if (l->n++ < PIDS_SAID && l->o < sizeof(l->s))
+		l->o += (size_t)snprintf(l->s + l->o, sizeof(l->s) - l->o,
+		                         "%s%d", l->o ? " " : "", (int)pid);
+	else if (l->n == PIDS_SAID + 1 && l->o < sizeof(l->s))
+		l->o += (size_t)snprintf(l->s + l->o, sizeof(l->s) - l->o,
+		                         " ...");
+}
+
 /* Once: the command is gone and the session goes on for the processes it
  * left running. */
 static void say_waiting(struct session *s)
 {
-	char pids[PIDS_SAID * 12 + 16] = "";
-	size_t o = 0, n = 0;
+	struct pid_list l = {.s = ""};
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		struct target *t = s->col.targets[i];
 		/* (A connection whose end is not read yet may be of a
@@ -274,22 +289,17 @@ static void say_waiting(struct session *s)
 		if (t->retired || t->disconnected || session_is_command(s, t) ||
 		    !proc_alive(t->pid))
 			continue;
-		if (n++ < PIDS_SAID && o < sizeof(pids))
-			o += (size_t)snprintf(pids + o, sizeof(pids) - o,
-			                      "%s%d", o ? " " : "",
-			                      (int)t->pid);
+		pid_list_add(&l, t->pid);
 	}
-	if (!n)
+	if (!l.n)
 		return; /* said at a later turn, if any runs then */
 	s->said_waiting = true;
-	if (n > PIDS_SAID && o < sizeof(pids))
-		snprintf(pids + o, sizeof(pids) - o, " ...");
 	fprintf(stderr,
 	        PFX "%s exited (status %d); the session goes on while %zu "
 	            "followed process%s run%s (pid %s); -d or Ctrl-C ends "
 	            "it\n",
-	        s->cmd_name, session_status_code(s->child_status), n,
-	        n == 1 ? "" : "es", n == 1 ? "s" : "", pids);
+	        s->cmd_name, session_status_code(s->child_status), l.n,
+	        l.n == 1 ? "" : "es", l.n == 1 ? "s" : "", l.s);
 }
 
 /*
@@ -345,8 +355,7 @@ bool session_embedded_over(struct session *s)
  * started children. */
 void session_say_not_followed(struct session *s)
 {
-	char pids[PIDS_SAID * 12 + 16] = "";
-	size_t o = 0, n = 0;
+	struct pid_list l = {.s = ""};
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		const struct target *t = s->col.targets[i];
 		if (!t->exec_not_followed[0])
@@ -366,20 +375,14 @@ void session_say_not_followed(struct session *s)
 		for (size_t k = 0; k < i && !seen; k++)
 			seen = s->col.targets[k]->pid == t->pid &&
 			       s->col.targets[k]->children_not_followed;
-		if (seen)
-			continue;
-		if (n++ < PIDS_SAID && o < sizeof(pids))
-			o += (size_t)snprintf(pids + o, sizeof(pids) - o,
-			                      "%s%d", o ? " " : "",
-			                      (int)t->pid);
+		if (!seen)
+			pid_list_add(&l, t->pid);
 	}
-	if (!n)
+	if (!l.n)
 		return;
-	if (n > PIDS_SAID && o < sizeof(pids))
-		snprintf(pids + o, sizeof(pids) - o, " ...");
 	fprintf(stderr,
 	        PFX "%zu profiled process%s started child processes, which "
 	            "were not profiled (pid %s; --follow-fork profiles "
 	            "them)\n",
-	        n, n == 1 ? "" : "es", pids);
+	        l.n, l.n == 1 ? "" : "es", l.s);
 }

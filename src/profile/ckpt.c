@@ -27,8 +27,7 @@ struct ckpt {
 	bool busy; /* a checkpoint runs: the thread's or ckpt_now's */
 };
 
-/* The one integer a pragma answers; -1 if it does not. */
-static int64_t pragma_int(sqlite3 *db, const char *sql)
+int64_t ckpt_query_int(sqlite3 *db, const char *sql)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t v = -1;
@@ -43,8 +42,8 @@ int ckpt_room(int fd, sqlite3 *db)
 {
 	if (fd < 0)
 		return 0;
-	int64_t pages = pragma_int(db, "PRAGMA page_count");
-	int64_t page = pragma_int(db, "PRAGMA page_size");
+	int64_t pages = ckpt_query_int(db, "PRAGMA page_count");
+	int64_t page = ckpt_query_int(db, "PRAGMA page_size");
 	if (pages <= 0 || page <= 0)
 		return 0;
 	int64_t need = pages * page;

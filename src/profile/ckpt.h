@@ -40,6 +40,9 @@ struct ckpt;
  * the checkpoint then goes ahead unguarded.
  */
 int ckpt_room(int fd, sqlite3 *db);
+/* The one integer a statement (a pragma, a count) answers; -1 if it does
+ * not.  The writer counts what a file kept with it too. */
+int64_t ckpt_query_int(sqlite3 *db, const char *sql);
 /*
  * Start checkpointing path for writer (a connection in WAL mode): the
  * writer's commits that leave at least `pages` pages in the WAL kick the

@@ -635,17 +635,6 @@ static bool whole_length(int fd)
 	       (uint64_t)sb.st_size >= pages * page;
 }
 
-static int64_t count_of(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t n = -1;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return n;
-}
-
 /*
  * After a write error: what the file left holds, read back (a checked
  * database, its dumps and events counted), so that what the caller says
@@ -674,8 +663,8 @@ static void count_file(struct profile *p)
 	}
 	sqlite3_finalize(q);
 	if (ok)
-		st->dumps_kept = count_of(db, "SELECT count(*) FROM"
-		                              " heapprof_dump");
+		st->dumps_kept = ckpt_query_int(db, "SELECT count(*) FROM"
+		                                    " heapprof_dump");
 	if (ok && st->dumps_kept >= 0 &&
 	    sqlite3_prepare_v2(db,
 	                       "SELECT upid, count(*) FROM heapprof_event"
