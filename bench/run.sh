@@ -24,7 +24,7 @@
 #   BENCH_WORKLOADS=...   subset of: malloc1 malloc2 malloc8 deep sqlite3 cc1
 #                         perl python3 redis ("malloc" = the three
 #                         mallocbench ones)
-#   BENCH_MODES=...       subset of: bare idle default i1 fp trace
+#   BENCH_MODES=...       subset of: bare idle default nopeak i1 i1-nopeak fp trace
 #                         trace-ring heaptrack heaptrack-raw jemalloc-bare
 #                         jemalloc tcmalloc-bare gperftools massif (bare is
 #                         always run)
@@ -51,6 +51,11 @@
 #   BENCH_ATTACH=0        leave out the last table: the time `record -p`
 #                         takes to attach to a running process, idle and
 #                         busy, against `heaptrack -p` (bench/attach.sh)
+#   BENCH_TRACE_READ=0    leave out the event trace's table: record -i 1
+#                         --trace of python3 alloc.py 3 against heaptrack,
+#                         and report, flamegraph and pprof of it against
+#                         heaptrack_print (bench/trace_read.sh, about a
+#                         minute; BENCH_TRACE_RUNS=N repetitions, default 3)
 #   BENCH_ATTACH_RUNS=N   its repetitions here (default 2, 20 to 45 s;
 #                         alone, make bench-attach: 10)
 # Results: a table per workload on stdout, kept with the raw numbers in
@@ -93,7 +98,7 @@ case $HT_MEM in '' | *[!0-9]*) die "BENCH_HEAPTRACK_MEM_MIB must be an integer" 
 . "$BENCH/workloads.sh"
 wl_select
 
-ALL_MODES="bare idle default i1 fp trace trace-ring heaptrack heaptrack-raw jemalloc-bare jemalloc tcmalloc-bare gperftools massif"
+ALL_MODES="bare idle default nopeak i1 i1-nopeak fp trace trace-ring heaptrack heaptrack-raw jemalloc-bare jemalloc tcmalloc-bare gperftools massif"
 MODES="bare"
 for m in $(echo "${BENCH_MODES:-$ALL_MODES}" | tr ',' ' '); do
 	case " $ALL_MODES " in
@@ -488,7 +493,20 @@ if [ "${BENCH_ATTACH:-1}" != 0 ]; then
 	say ""
 fi
 
+# ---- the event trace: written and read back ------------------------------------
+
+# record -i 1 --trace of the python3 workload against heaptrack, and its
+# readers against heaptrack_print (docs/PERFORMANCE.md, bench/trace_read.sh).
+T5=$(date +%s)
+if [ "${BENCH_TRACE_READ:-1}" != 0 ]; then
+	progress "trace_read: measuring"
+	[ "$QUICK" = 0 ] && def_trace=3 || def_trace=1
+	BENCH_WORK=$WORK BENCH_TRACE_RUNS=${BENCH_TRACE_RUNS:-$def_trace} \
+		"$BENCH/trace_read.sh" "$BUILD" | tee -a "$REPORT"
+	say ""
+fi
+
 T4=$(date +%s)
-say "total time: $((T4 - T0)) s (speed $((T1 - T0)) s, accuracy $((T2 - T1)) s, attach $((T4 - T3)) s); load $(cut -d' ' -f1-3 /proc/loadavg) at end"
+say "total time: $((T4 - T0)) s (speed $((T1 - T0)) s, accuracy $((T2 - T1)) s, attach $((T5 - T3)) s, trace $((T4 - T5)) s); load $(cut -d' ' -f1-3 /proc/loadavg) at end"
 say "raw numbers: $TSV"
 say "report:      $REPORT"

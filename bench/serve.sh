@@ -43,7 +43,9 @@
 #   RATE=N                  allocations a second of each program (20000)
 #   STEADY_COUNT=N          long-lived processes (default 1)
 #   BENCH_SERVE_PRELOAD=0|1 see above (default 0)
-#   SERVE_ARGS="..."        more options for heapprof serve
+#   SERVE_ARGS="..."        options for heapprof serve (default "-i 4096",
+#                           the interval docs/FLEET.md's figures were
+#                           measured at; serve's own default is 524288)
 #   BENCH_WORK=DIR          scratch and logs (default BUILD/bench-work)
 # Results: the table and summary on stdout, kept in
 # BUILD/bench-results/serve-*.txt, the samples in serve-*.tsv.
@@ -70,7 +72,7 @@ CHURN_SECONDS=${CHURN_SECONDS:-5}
 RATE=${RATE:-20000}
 STEADY_COUNT=${STEADY_COUNT:-1}
 PRELOAD=${BENCH_SERVE_PRELOAD:-0}
-SERVE_ARGS=${SERVE_ARGS:-}
+SERVE_ARGS=${SERVE_ARGS--i 4096}
 for v in DURATION SAMPLE RATE STEADY_COUNT; do
 	case ${!v} in '' | *[!0-9]* | 0) die "$v must be a positive integer" ;; esac
 done
@@ -169,6 +171,7 @@ say "== heapprof serve over time: bench/serve.sh, $(date -u '+%Y-%m-%d %H:%M UTC
 say "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, kernel $(uname -r), $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo 'no git')"
 say "run:     ${DURATION} s; $CHURN_NAME restarted every ${CHURN_SECONDS} s, $STEADY_COUNT x $STEADY_NAME for the whole run, ${RATE} allocations/s each; $([ "$PRELOAD" = 1 ] && echo 'preloaded, heapprofd running' || echo 'bare, no heapprofd')"
 say "scrapes: /metrics every 1 s, /debug/pprof/heap every 10 s; agent measured every ${SAMPLE} s"
+say "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at the start"
 
 if [ "$PRELOAD" = 1 ]; then
 	"$HP" daemon >"$WORK/daemon.out" 2>&1 || die "heapprof daemon failed: $(cat "$WORK/daemon.out")"
@@ -384,6 +387,7 @@ read -r started counted seen < <(awk -v end="$T1" 'NR == FNR { seen[$1] = 1; nex
 	{ n++; if ($2 < end - 3) { c++; if ($1 in seen) s++ } }
 	END { print n + 0, c + 0, s + 0 }' "$WORK/seen.sorted" "$WORK/churn.pids")
 say "churner: $started started, $seen of the $counted started more than 3 s before the end seen with a heap in /metrics ($(awk -v a="$seen" -v b="$counted" 'BEGIN { printf "%.0f", b ? 100 * a / b : 0 }')%)"
+say "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at the end"
 say "scrapes: /metrics $m_ok ok, $m_fail failed; /debug/pprof/heap?$PPROF_Q $p_ok ok, $p_fail failed (last profile $p_bytes bytes)"
 [ -s "$WORK/scrape/failures" ] && say "failed scrapes (first 5):" && head -5 "$WORK/scrape/failures" | sed 's/^/  /' | tee -a "$REPORT"
 say "serve's temporary directory at the end: ${tmp_kb:-?} KiB; left after it ended: ${left:-nothing}"

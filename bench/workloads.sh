@@ -262,6 +262,10 @@ mode_cmd() {
 	idle) MENV=(-e "LD_PRELOAD=$LIBHEAPPROF") ;;
 	default) PRE=("$HEAPPROF" record -o "$out" --) ;;
 	i1) PRE=("$HEAPPROF" record -i 1 -o "$out" --) ;;
+	# The same without the peak's tracking and dump (its cost: default
+	# against nopeak, i1 against i1-nopeak).
+	nopeak) PRE=("$HEAPPROF" record --no-peak -o "$out" --) ;;
+	i1-nopeak) PRE=("$HEAPPROF" record -i 1 --no-peak -o "$out" --) ;;
 	fp) PRE=("$HEAPPROF" record --unwind fp -o "$out" --) ;;
 	# The exact profile that --unwind fp is compared with (accuracy).
 	i1fp) PRE=("$HEAPPROF" record -i 1 --unwind fp -o "$out" --) ;;

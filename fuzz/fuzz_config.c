@@ -1,5 +1,5 @@
 /*
- * The config reader (src/collector/config_read.c): `heapprof record -c FILE`
+ * The config reader (src/config/read.c): `heapprof record -c FILE`
  * parses text a user (or anyone who can write the file) gave it.
  *
  * The input is the file.  config_read parses it into a session (the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/config.h"
+#include "config/config.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

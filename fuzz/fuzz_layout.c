@@ -184,7 +184,9 @@ static void read_side(const struct hp_region *r)
 {
 	const struct hp_region *rs[1] = {r};
 	struct snapshot s;
-	if (snapshot_take_live(rs, 1, &s) == 0)
+	/* Every live block with the stacks at the peak (a region that
+	 * tracks it), then the stacks now. */
+	if (snapshot_take_live(rs, 1, true, &s) == 0)
 		snapshot_free(&s);
 	if (snapshot_take(r, &s) == 0)
 		snapshot_free(&s);
@@ -258,8 +260,7 @@ static void collector_side(const struct hp_region *trusted, uint64_t size,
 	}
 	profile_close(c.profile);
 	c.profile = NULL;
-	free(c.evbuf);
-	c.evbuf = NULL;
+	collector_trace_free(&c);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

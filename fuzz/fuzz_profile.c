@@ -5,7 +5,7 @@
  * Byte 0 picks the command, the rest is the file.  The bytes are written
  * to a file in a private directory (/dev/shm when it exists; SQLite
  * resolves /proc/self/fd links, so a memfd cannot be opened by name) that
- * the command opens, so the real path runs: reader_open's checks (a SQLite
+ * the command opens, so the real path runs: rd_open's checks (a SQLite
  * database, the heapprof tables, the format version), the stack tables loaded
  * into memory (ids that dangle, parent chains that loop), then the command's
  * own queries and output: `report` in several views and dumps, `report --pid`,

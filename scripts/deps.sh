@@ -11,7 +11,10 @@
 #                           program's loader), heaptrack and git
 #                           (allocation counts compared with heaptrack's),
 #                           tmux (a terminal for heapprof top),
-#                           prometheus (scrapes heapprof serve)
+#                           prometheus (scrapes heapprof serve),
+#                           groff, man-db, systemd and zsh (the man
+#                           pages, the serve unit and the zsh completion
+#                           checked as installed)
 #   scripts/deps.sh --lint  also clang-tidy 14 and cppcheck (make lint)
 #   scripts/deps.sh --fuzz  also clang and libFuzzer (make fuzz)
 set -e
@@ -25,6 +28,8 @@ have_hdr elfutils/debuginfod.h || need="$need libdebuginfod-dev"
 have_hdr libelf.h || need="$need libelf-dev"
 have_hdr sqlite3.h || need="$need libsqlite3-dev"
 have_hdr zlib.h || need="$need zlib1g-dev"
+# the event trace's chunks (src/store/evchunk.c)
+have_hdr zstd.h || need="$need libzstd-dev"
 have_hdr protobuf-c/protobuf-c.h || need="$need libprotobuf-c-dev"
 have_hdr editline/readline.h || need="$need libedit-dev"
 have_hdr libiberty/demangle.h || need="$need libiberty-dev"
@@ -49,6 +54,12 @@ if [ "${1:-}" = --test ]; then
 	# Debian's prometheus scraping heapprof serve's /metrics
 	# (test_serve_prometheus.sh)
 	command -v prometheus >/dev/null 2>&1 || need="$need prometheus"
+	# test_install.sh: the man pages read by groff and man, the serve
+	# unit checked by systemd-analyze, the zsh completion driven in zsh
+	command -v groff >/dev/null 2>&1 || need="$need groff-base"
+	command -v man >/dev/null 2>&1 || need="$need man-db"
+	command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
+	command -v zsh >/dev/null 2>&1 || need="$need zsh"
 	# a 32-bit program started by a profiled one (test_hostile.sh)
 	[ "$(uname -m)" != x86_64 ] || [ -e /lib/ld-linux.so.2 ] ||
 		need="$need libc6-i386"

@@ -24,6 +24,9 @@ pass=0
 fail=0
 skip=0
 failed_scripts=""
+times="$TMPDIR/integration-times"
+: >"$times"
+run_start=$(date +%s)
 for s in "$HERE"/integration/test_*.sh; do
 	[ -f "$s" ] || continue
 	# HEAPPROF_TEST_ONLY=exact,cli runs a subset.
@@ -37,8 +40,12 @@ for s in "$HERE"/integration/test_*.sh; do
 	out="$TMPDIR/integration-$name.out"
 	rc=0
 	# The output is streamed and kept, to read the summary back.
+	t0=$(date +%s)
 	timeout -k 10 "$TIMEOUT" bash "$s" "$BUILD" </dev/null 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
+	t1=$(date +%s)
+	echo "$((t1 - t0)) $name" >>"$times"
+	echo "== integration: $name took $((t1 - t0)) s"
 	# A sanitizer report is a failure even if every check passed.
 	san_check "$name" >"$out.san"
 	nrep=$?
@@ -87,6 +94,10 @@ if [ -n "$failed_scripts" ]; then
 	done
 	echo "integration: failing:$failed_scripts"
 fi
+# Where the time went, at the end too: a CI run over its budget is read
+# from its tail.
+echo "== integration: $(($(date +%s) - run_start)) s in all; the slowest scripts:"
+sort -rn "$times" | head -n 8 | awk '{ printf "  %5d s  %s\n", $1, $2 }'
 if [ "$skip" != 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
 else

@@ -62,3 +62,16 @@ san_check() {
 	done
 	return "$n"
 }
+
+# Under a sanitizer the suite looks for memory errors and races in our
+# code; each run is checked by the sanitizer, so the scripts that repeat
+# the same runs many times to catch a rare interleaving (a timing question,
+# which the normal build's suite asks at full count) repeat them fewer
+# times: the sanitized suites stay within CI's budget (.ci/run runs three
+# suites).  An explicit value still wins.
+if [ -n "${HEAPPROF_SAN:-}" ]; then
+	export HEAPPROF_SAFETY_RUNS=${HEAPPROF_SAFETY_RUNS:-5}
+	export HEAPPROF_STRESS_SECONDS=${HEAPPROF_STRESS_SECONDS:-20}
+	export HEAPPROF_CHECK_RUNS=${HEAPPROF_CHECK_RUNS:-5}
+	export HEAPPROF_BADINPUT_STRIDE=${HEAPPROF_BADINPUT_STRIDE:-3}
+fi

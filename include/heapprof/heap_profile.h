@@ -33,8 +33,8 @@
  * program that nobody profiles runs normally: each report is a call that
  * reads one word and returns (docs/HEAPS.md has the measured cost).  It is
  * profiled like any other program: `heapprof record -- CMD`, or `heapprof
- * record -p PID` with the daemon; custom heaps are recorded when the
- * session selects them (`--heaps NAME,...`, `--all-heaps`).
+ * record -p PID` while it runs; custom heaps are recorded when the session
+ * selects them (`--heaps NAME,...`, `--all-heaps`).
  *
  * Rules that hold for every function below:
  *  - Reports never take a lock another report could wait on, never block

@@ -1,18 +1,17 @@
 /*
  * `heapprof check FILE [--baseline OLD.db] RULE... [-f RULES]`: a memory
- * gate for CI.  Each rule (profile/check.h, docs/CHECK.md) is measured on
+ * gate for CI.  Each rule (analysis/check.h, docs/CHECK.md) is measured on
  * one heap (libc.malloc unless --heap) summed over the processes of the
  * profile (or those of --pid), each at its chosen dump (the last unless
  * --dump), from the same per-callsite state every command reads
- * (reader_load_samples); leaks from the blocks live at the final dump, as
- * `heapprof report` finds them (tr_leaks).  A sampled value is an
- * estimate: a rule fails only when the whole confidence interval breaks
- * it.  One verdict line per rule, a summary line, JUnit XML on request.
+ * (state_at_dump, model/state.h); leaks from the blocks live at the final dump,
+ * as `heapprof report` finds them (state_leaks).  A sampled value is an
+ * estimate: a rule fails only when the whole confidence interval breaks it. One
+ * verdict line per rule, a summary line, JUnit XML on request.
  *
  * Exit status: 0 every rule holds, 1 one fails, 2 a bad rule, option or
  * file (one line saying which).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,16 +20,15 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/procid.h"
-#include "profile/check.h"
-#include "profile/trace_read.h"
+#include "model/state.h"
+#include "model/tree.h"
+#include "analysis/check.h"
+#include "export/junit.h"
+#include "store/trace_read.h"
 #include "util/err.h"
 #include "util/human.h"
-#include "util/textfile.h"
 
 #define SUBSYS "check"
-/* A rule file is a few lines; the bound keeps a wrong file (a log, a
- * binary) from being read into memory. */
-#define RULES_FILE_MAX (1u << 20)
 
 struct check_opts {
 	const char *file, *baseline, *junit, *heap;
@@ -61,13 +59,17 @@ static void check_usage(FILE *f)
 	      "                 also write the verdicts as JUnit XML\n"
 	      "  --dump N       use the N-th dump of each process (1 = first,"
 	      " -1 = last;\n"
-	      "                 default: the last)\n"
+	      "                 peak, end, or a snapshot's name; default:"
+	      " the last)\n"
 	      "  --pid P        only the processes of pid P; P.N: the N-th of"
 	      " them\n"
 	      "  --heap H       the heap to measure (default libc.malloc)\n"
 	      "\n"
-	      "Exit status: 0 all rules hold, 1 a rule fails, 2 a bad rule,"
-	      " option or file.\n",
+	      "A failing rule prints its 3 largest stacks and the heapprof"
+	      " diff to run.\n"
+	      "Exit status: 0 all rules hold, 1 a rule fails, 2 a bad rule"
+	      " (one whose pattern\n"
+	      "matches no function in the profile too), option or file.\n",
 	      f);
 }
 
@@ -120,145 +122,88 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 	return 1;
 }
 
-/* ---- rules -------------------------------------------------------------- */
-
-struct ruleset {
-	struct ck_rule *r;
-	size_t n, cap;
-};
-
-static void ruleset_free(struct ruleset *rs)
-{
-	for (size_t i = 0; i < rs->n; i++)
-		ck_rule_free(&rs->r[i]);
-	free(rs->r);
-}
-
-/* "bad rule 'TEXT': WHY" with where before it, the rule's control bytes
- * escaped (\x01): a rule may come from any file.  (ck_parse never sees
- * one, so why quotes none.) */
-static void bad_rule(const char *where, const char *text, const char *why)
-{
-	char t[512];
-	hp_err(SUBSYS, "%sbad rule '%s': %s", where ? where : "",
-	       hp_text_escape(t, sizeof(t), text, strlen(text)), why);
-}
-
-/* Parse text as the next rule.  0, or -1 (one line naming it). */
-static int add_rule(struct ruleset *rs, const char *text, const char *where)
-{
-	char why[256];
-
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? 2 * rs->cap : 8;
-		struct ck_rule *r = realloc(rs->r, cap * sizeof(*r));
-		if (!r) {
-			hp_err(SUBSYS, "out of memory");
-			return -1;
-		}
-		rs->r = r;
-		rs->cap = cap;
-	}
-	/* A tab is a blank; any other control byte is no part of a rule
-	 * (a file that is not text, or a paste gone wrong). */
-	const char *c = hp_text_control(text, strlen(text), "\t");
-	if (c) {
-		snprintf(why, sizeof(why), "a control byte (\\x%02x)",
-		         (unsigned char)*c);
-		bad_rule(where, text, why);
-		return -1;
-	}
-	struct ck_rule *r = &rs->r[rs->n++];
-	if (ck_parse(text, r, why, sizeof(why)) < 0) {
-		bad_rule(where, r->text ? r->text : text, why);
-		return -1;
-	}
-	return 0;
-}
-
-/* The rules of a -f file: one a line, '#' to the end of a line a
- * comment, blank lines ignored.  A regular file of at most
- * RULES_FILE_MAX bytes; a line with a NUL byte is refused (it would
- * otherwise end the rule there, silently).  0 or -1 (message printed). */
-static int read_rule_file(struct ruleset *rs, const char *path)
-{
-	char *buf, why[HP_TEXT_WHY_MAX], where[512];
-	size_t len;
-	long lineno = 0;
-	int err = 0;
-
-	if (hp_text_read(path, RULES_FILE_MAX, 0, &buf, &len, why) < 0) {
-		hp_err(SUBSYS, "%s: %s", path, why);
-		return -1;
-	}
-	for (char *p = buf, *end = buf + len; !err && p < end;) {
-		char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		char *line = p;
-		lineno++;
-		p += n + 1;
-		if (memchr(line, '\0', n)) {
-			hp_err(SUBSYS,
-			       "%s:%ld: a NUL byte in the line: not a rule"
-			       " file",
-			       path, lineno);
-			err = -1;
-			break;
-		}
-		if (n && line[n - 1] == '\r')
-			n--;    /* a CRLF file */
-		line[n] = '\0'; /* the '\n', or buf's own NUL at the end */
-		line[strcspn(line, "#")] = '\0';
-		if (!line[strspn(line, " \t")])
-			continue;
-		snprintf(where, sizeof(where), "%s:%ld: ", path, lineno);
-		err = add_rule(rs, line, where);
-	}
-	free(buf);
-	return err;
-}
-
 /* ---- measuring a profile ------------------------------------------------ */
 
-/* The interval the samples of heap of process p at dump d were taken at:
- * the heap's own (heapprof_heap), and for libc.malloc the highest that
- * adaptive sampling reached by then (the most variance it can carry). */
-static int heap_interval(sqlite3 *db, const struct rd_process *p,
-                         const struct rd_dump *d, const char *heap,
-                         int64_t *out)
+/* The stacks a failing rule shows: its three largest in the rule's view,
+ * as samples while measuring, then as text once the file's stacks are
+ * known. */
+#define TOP_STACKS 3
+
+struct top_stacks {
+	int64_t cs[TOP_STACKS];
+	double v[TOP_STACKS];
+	size_t n;
+	char *text[TOP_STACKS]; /* "func < caller < ..." */
+};
+
+static void top_add(struct top_stacks *t, int64_t cs, double v)
 {
-	int64_t iv = p->interval;
-	if (rd_has_table(db, "heapprof_heap")) {
-		sqlite3_stmt *st =
-		        rd_prepare(db, SUBSYS,
-		                   "SELECT sampling_interval FROM heapprof_heap"
-		                   " WHERE upid = ? AND name = ? AND "
-		                   "sampling_interval > 0");
-		if (!st)
+	if (v <= 0)
+		return;
+	/* The same callsite in another process: one stack, added up. */
+	for (size_t i = 0; i < t->n; i++)
+		if (t->cs[i] == cs) {
+			t->v[i] += v;
+			v = -1;
+		}
+	if (v > 0 && t->n < TOP_STACKS) {
+		t->cs[t->n] = cs;
+		t->v[t->n++] = v;
+	} else if (v > 0 && v > t->v[t->n - 1]) {
+		t->cs[t->n - 1] = cs;
+		t->v[t->n - 1] = v;
+	}
+	for (size_t i = 1; i < t->n; i++) /* largest first */
+		for (size_t j = i; j > 0 && t->v[j] > t->v[j - 1]; j--) {
+			double tv = t->v[j];
+			int64_t tc = t->cs[j];
+			t->v[j] = t->v[j - 1];
+			t->cs[j] = t->cs[j - 1];
+			t->v[j - 1] = tv;
+			t->cs[j - 1] = tc;
+		}
+}
+
+/* The stacks of t as text, innermost function first ("f < caller < ...",
+ * cut at 400 bytes).  0 or -1 (out of memory). */
+static int top_format(struct top_stacks *t, struct tree *g)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		char buf[400];
+		size_t len = 0;
+		int32_t n = tree_leaf_node(g, t->cs[i]);
+		if (n < 0)
 			return -1;
-		sqlite3_bind_int64(st, 1, p->upid);
-		sqlite3_bind_text(st, 2, heap, -1, SQLITE_STATIC);
-		int rc = sqlite3_step(st);
-		if (rc == SQLITE_ROW)
-			iv = sqlite3_column_int64(st, 0);
-		if (rd_finish(db, SUBSYS, st,
-		              rc == SQLITE_ROW ? SQLITE_DONE : rc))
+		buf[0] = '\0';
+		for (; n >= 0 && len + 4 < sizeof(buf);
+		     n = g->top.parent.v[n]) {
+			int w = snprintf(buf + len, sizeof(buf) - len, "%s%s",
+			                 len ? " < " : "",
+			                 g->funcs[g->top.func.v[n]].name);
+			len += w > 0 ? (size_t)w : 0;
+		}
+		if (len >= sizeof(buf) - 1)
+			memcpy(buf + sizeof(buf) - 4, "...", 4);
+		free(t->text[i]);
+		if (!(t->text[i] = strdup(buf)))
 			return -1;
 	}
-	if (!strcmp(heap, "libc.malloc")) {
-		if (d && d->interval_used > iv)
-			iv = d->interval_used;
-		if (p->interval_used > iv)
-			iv = p->interval_used;
-	}
-	*out = iv;
 	return 0;
 }
 
-/* Add the samples x[0..n) of the rules that `leaks` selects to est. */
-static void add_samples(const struct ruleset *rs, int leaks,
-                        const struct rd_stacks *s, const struct rd_sample *x,
-                        size_t n, int64_t iv, struct ck_est *est)
+static void top_free(struct top_stacks *t, size_t n)
+{
+	for (size_t k = 0; t && k < n; k++)
+		for (size_t i = 0; i < TOP_STACKS; i++)
+			free(t[k].text[i]);
+	free(t);
+}
+
+/* Add the samples x[0..n) of the rules that `leaks` selects to est.  0 or
+ * -1 (message printed). */
+static int add_samples(const struct ck_set *rs, int leaks, struct tree *g,
+                       const struct rd_sample *x, size_t n, int64_t iv,
+                       struct ck_est *est, struct top_stacks *top)
 {
 	for (size_t k = 0; k < rs->n; k++) {
 		const struct ck_rule *r = &rs->r[k];
@@ -266,16 +211,27 @@ static void add_samples(const struct ruleset *rs, int leaks,
 			continue;
 		if (iv > est[k].iv)
 			est[k].iv = iv;
-		for (size_t i = 0; i < n; i++)
-			if (ck_matches(r, s, x[i].callsite))
+		for (size_t i = 0; i < n; i++) {
+			int m = ck_matches(r, g, x[i].callsite);
+			if (m < 0) {
+				hp_err(SUBSYS, "out of memory");
+				return -1;
+			}
+			if (m)
 				ck_est_add(&est[k], &x[i], r->v, iv);
+			if (m && top)
+				top_add(&top[k], x[i].callsite,
+				        (double)x[i].v[r->v]);
+		}
 	}
+	return 0;
 }
 
-static int measure_process(sqlite3 *db, const struct rd_stacks *s,
-                           const char *file, const struct rd_process *p,
-                           const struct check_opts *o, const struct ruleset *rs,
-                           int need_leaks, struct ck_est *est)
+static int measure_process(sqlite3 *db, struct tree *g, const char *file,
+                           const struct rd_process *p,
+                           const struct check_opts *o, const struct ck_set *rs,
+                           int need_leaks, struct ck_est *est,
+                           struct top_stacks *top)
 {
 	struct rd_dump *dumps = NULL;
 	struct rd_sample *x = NULL;
@@ -283,19 +239,20 @@ static int measure_process(sqlite3 *db, const struct rd_stacks *s,
 	int64_t iv;
 	int err = 0;
 
-	if (reader_load_dumps(db, SUBSYS, p->upid, &dumps, &nd) < 0)
+	if (rd_load_dumps(db, SUBSYS, p->upid, &dumps, &nd) < 0)
 		return -1;
 	if (nd) {
 		long k = procid_pick_dump(SUBSYS, file, p, dumps, nd, &o->dump);
 		err = k < 0 ? -1
-		            : heap_interval(db, p, &dumps[k], o->heap, &iv);
+		            : ck_heap_interval(db, SUBSYS, p, &dumps[k],
+		                               o->heap, &iv);
 		if (!err)
-			err = reader_load_samples(db, SUBSYS, p->upid, o->heap,
-			                          dumps[k].ts, &x, &nx) < 0
+			err = state_at_dump(db, SUBSYS, p->upid, o->heap,
+			                    dumps[k].ts, &x, &nx) < 0
 			              ? -1
 			              : 0;
 		if (!err)
-			add_samples(rs, 0, s, x, nx, iv, est);
+			err = add_samples(rs, 0, g, x, nx, iv, est, top);
 		free(x);
 	}
 	if (!err && need_leaks) {
@@ -307,52 +264,60 @@ static int measure_process(sqlite3 *db, const struct rd_stacks *s,
 			       " it has no leaks to check",
 			       file, (long long)p->pid);
 			err = -1;
-		} else if (tr_leaks(db, SUBSYS, p->upid, &leaks, &src) < 0) {
+		} else if (state_leaks(db, SUBSYS, p->upid, &leaks, &src) < 0) {
 			err = -1;
 		} else {
 			const struct tr_heap *h = tr_set_find(&leaks, o->heap);
-			err = heap_interval(db, p, nd ? &dumps[nd - 1] : NULL,
-			                    o->heap, &iv);
+			err = ck_heap_interval(db, SUBSYS, p,
+			                       nd ? &dumps[nd - 1] : NULL,
+			                       o->heap, &iv);
 			if (!err && h)
-				add_samples(rs, 1, s, h->s, h->n, iv, est);
+				err = add_samples(rs, 1, g, h->s, h->n, iv, est,
+				                  top);
 			tr_set_free(&leaks);
 		}
 	}
-	reader_free_dumps(dumps, nd);
+	rd_free_dumps(dumps, nd);
 	return err;
 }
 
 /* The rules' values in file (the processes of --pid when use_pid).  0 or
  * -1 (message printed). */
 static int measure(const char *file, int use_pid, const struct check_opts *o,
-                   const struct ruleset *rs, struct ck_est *est)
+                   struct ck_set *rs, struct ck_est *est,
+                   struct top_stacks *top)
 {
 	struct rd_stacks s;
+	struct tree g;
 	struct rd_process *procs = NULL;
 	size_t n = 0, nsel = 0;
 	int need_leaks = 0, err;
 
 	for (size_t k = 0; k < rs->n; k++)
 		need_leaks |= rs->r[k].leaks;
-	sqlite3 *db = reader_open(file, SUBSYS);
+	sqlite3 *db = rd_open(file, SUBSYS);
 	if (!db)
 		return -1;
-	err = reader_load_stacks(db, SUBSYS, &s) < 0 ? -1 : 0;
-	if (!err && reader_load_processes(db, SUBSYS, &procs, &n) < 0) {
-		reader_free_stacks(&s);
+	err = rd_load_stacks(db, SUBSYS, &s) < 0 ? -1 : 0;
+	if (!err && rd_load_processes(db, SUBSYS, &procs, &n) < 0) {
+		rd_free_stacks(&s);
 		err = -1;
 	}
 	if (err) {
 		sqlite3_close(db);
 		return -1;
 	}
+	if (tree_init(&g, &s) < 0 || ck_mark_matched(rs->r, rs->n, &g) < 0) {
+		hp_err(SUBSYS, "out of memory");
+		err = -1;
+	}
 	for (size_t i = 0; !err && i < n; i++) {
 		if (use_pid && !procsel_match(&o->pid, procs, n, i))
 			continue;
 		nsel++;
 		if (!procs[i].rejected_concurrent)
-			err = measure_process(db, &s, file, &procs[i], o, rs,
-			                      need_leaks, est);
+			err = measure_process(db, &g, file, &procs[i], o, rs,
+			                      need_leaks, est, top);
 	}
 	if (!err && !nsel) {
 		char sel[48];
@@ -364,143 +329,78 @@ static int measure(const char *file, int use_pid, const struct check_opts *o,
 		       file, use_pid ? sel : "");
 		err = -1;
 	}
-	reader_free_processes(procs, n);
-	reader_free_stacks(&s);
+	for (size_t k = 0; !err && top && k < rs->n; k++)
+		if (top_format(&top[k], &g) < 0) {
+			hp_err(SUBSYS, "out of memory");
+			err = -1;
+		}
+	tree_free(&g);
+	rd_free_processes(procs, n);
+	rd_free_stacks(&s);
 	sqlite3_close(db);
 	return err;
 }
 
-/* ---- verdicts ----------------------------------------------------------- */
-
-static int is_bytes(const struct ck_rule *r)
+/* One testcase a rule, with what was measured: the verdict line in
+ * system-out (a failure's message too), and the numbers as properties
+ * (value, its uncertainty at the confidence, the limit; for grows the
+ * baseline's value too), so that a CI can chart them. */
+static int write_junit(const struct check_opts *o, const struct ck_set *rs,
+                       char **lines, const int *fail, const struct ck_est *est,
+                       const struct ck_est *base)
 {
-	return r->v == RD_SPACE || r->v == RD_ALLOC_SPACE;
-}
-
-static const char *fmt_amount(char *buf, size_t len, const struct ck_rule *r,
-                              double x)
-{
-	if (is_bytes(r))
-		return hp_fmt_bytes(buf, len, (int64_t)llround(x));
-	snprintf(buf, len, "%.0f", x);
-	return buf;
-}
-
-/* The verdict of rule r on est (and base for grows) as one line in buf,
- * without PASS/FAIL; whether it failed. */
-static int judge(const struct ck_rule *r, const struct ck_est *e,
-                 const struct ck_est *base, double c, char *buf, size_t len)
-{
-	char a[HP_FMT_BYTES_MAX], b[HP_FMT_BYTES_MAX], u[HP_FMT_BYTES_MAX];
-	char lim[HP_FMT_BYTES_MAX + 8], unc[HP_FMT_BYTES_MAX + 48];
-	struct ck_verdict d;
-	double sigma,
-	        z = ck_z(r->op == CK_EQ || r->op == CK_NE ? (1 + c) / 2 : c);
-
-	if (!r->grows) {
-		sigma = sqrt(e->var);
-		/* A sampled block is a block that exists: at least one. */
-		d = ck_judge(r->op, e->v, sigma, e->v > 0 ? 1 : 0, 0,
-		             ck_unseen(e, r->v, z), r->limit, c);
-	} else {
-		/* new - k * base against 0 (k = 1 + pct / 100) or the size:
-		 * linear in both estimates, so their variances add. */
-		double k = r->pct ? 1 + r->limit / 100 : 1;
-		sigma = sqrt(e->var + k * k * base->var);
-		/* Missed in the baseline lowers the growth; in FILE raises. */
-		d = ck_judge(r->op, e->v - k * base->v, sigma, -INFINITY,
-		             k * ck_unseen(base, r->v, z),
-		             ck_unseen(e, r->v, z), r->pct ? 0 : r->limit, c);
-	}
-	if (!r->grows && e->iv > 1 && e->v <= 0)
-		/* Nothing sampled: no sigma, only ck_unseen's bound. */
-		snprintf(unc, sizeof(unc), ", nothing sampled at %g%% (z %.2f)",
-		         c * 100, z);
-	else if (e->iv > 1 || (r->grows && base->iv > 1))
-		snprintf(unc, sizeof(unc), " +- %s at %g%% (z %.2f)",
-		         fmt_amount(u, sizeof(u), r, z * sigma), c * 100, z);
-	else
-		snprintf(unc, sizeof(unc), " (exact)");
-	if (r->pct)
-		snprintf(lim, sizeof(lim), "%g%%", r->limit);
-	else
-		fmt_amount(lim, sizeof(lim), r, r->limit);
-	if (!r->grows) {
-		snprintf(buf, len, "%s: %s%s, limit %s", r->text,
-		         fmt_amount(a, sizeof(a), r, e->v), unc, lim);
-	} else {
-		double g = e->v - base->v;
-		char pct[48] = "";
-		if (base->v > 0)
-			snprintf(pct, sizeof(pct), " (%+.2f%%)",
-			         100 * g / base->v);
-		snprintf(buf, len, "%s: %s%s%s from %s to %s, limit %s",
-		         r->text, g >= 0 ? "+" : "",
-		         fmt_amount(a, sizeof(a), r, g), pct,
-		         fmt_amount(b, sizeof(b), r, base->v),
-		         fmt_amount(u, sizeof(u), r, e->v), lim);
-		/* The uncertainty is the growth's. */
-		size_t l = strlen(buf);
-		snprintf(buf + l, len - l, ";%s", unc);
-	}
-	return d.fail;
-}
-
-static void xml_put(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '&')
-			fputs("&amp;", f);
-		else if (ch == '<')
-			fputs("&lt;", f);
-		else if (ch == '>')
-			fputs("&gt;", f);
-		else if (ch == '"')
-			fputs("&quot;", f);
-		else if (ch < 0x20 && ch != '\t')
-			fputc('?', f); /* not allowed in XML 1.0 */
-		else
-			fputc(ch, f);
-	}
-}
-
-static int write_junit(const char *path, const struct ruleset *rs, char **lines,
-                       const int *fail, size_t nfail)
-{
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		hp_err(SUBSYS, "%s: %s", path, strerror(errno));
+	struct junit_case *c = rs->n ? calloc(rs->n, sizeof(*c)) : NULL;
+	if (!c) { /* (run refuses an empty rule set before) */
+		hp_err(SUBSYS, "out of memory");
 		return -1;
 	}
-	fprintf(f,
-	        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-	        "<testsuites tests=\"%zu\" failures=\"%zu\">\n"
-	        "  <testsuite name=\"heapprof check\" tests=\"%zu\""
-	        " failures=\"%zu\" errors=\"0\">\n",
-	        rs->n, nfail, rs->n, nfail);
 	for (size_t k = 0; k < rs->n; k++) {
-		fputs("    <testcase classname=\"heapprof.check\" name=\"", f);
-		xml_put(f, rs->r[k].text);
-		if (!fail[k]) {
-			fputs("\"/>\n", f);
-			continue;
+		const struct ck_rule *r = &rs->r[k];
+		size_t i = 0;
+		c[k].name = r->text;
+		c[k].out = lines[k];
+		c[k].fail = fail[k];
+		c[k].prop[i].name = "value";
+		c[k].prop[i++].v = r->grows ? est[k].v - base[k].v : est[k].v;
+		c[k].prop[i].name = "sigma";
+		c[k].prop[i++].v =
+		        sqrt(est[k].var + (r->grows ? base[k].var : 0));
+		c[k].prop[i].name = "confidence";
+		c[k].prop[i++].v = o->confidence;
+		c[k].prop[i].name = "limit";
+		c[k].prop[i++].v = r->limit;
+		if (r->grows) {
+			c[k].prop[i].name = "baseline";
+			c[k].prop[i++].v = base[k].v;
 		}
-		fputs("\">\n      <failure message=\"", f);
-		xml_put(f, lines[k]);
-		fputs("\">", f);
-		xml_put(f, lines[k]);
-		fputs("</failure>\n    </testcase>\n", f);
+		c[k].nprop = i;
 	}
-	fputs("  </testsuite>\n</testsuites>\n", f);
-	if (fclose(f) != 0) {
-		hp_err(SUBSYS, "%s: writing failed", path);
-		return -1;
-	}
-	return 0;
+	int err = junit_write(o->junit, "heapprof check", "heapprof.check", c,
+	                      rs->n, SUBSYS);
+	free(c);
+	return err;
 }
 
-static int run(const struct check_opts *o, struct ruleset *rs)
+/* After a FAIL line: where the value is (its largest stacks in FILE) and
+ * how to see what changed. */
+static void print_failure(const struct check_opts *o, const struct ck_rule *r,
+                          const struct top_stacks *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		char a[HP_FMT_BYTES_MAX];
+		printf("  %s%-24s %s\n", i ? "            " : "top stacks: ",
+		       ck_fmt_amount(a, sizeof(a), r, t->v[i]),
+		       t->text[i] ? t->text[i] : "?");
+	}
+	if (r->leaks)
+		printf("  see: heapprof report --view %s %s\n",
+		       r->v == RD_SPACE ? "space" : "objects", o->file);
+	else
+		printf("  see: heapprof diff %s %s\n",
+		       o->baseline ? o->baseline : "PASSING.db", o->file);
+}
+
+static int run(const struct check_opts *o, struct ck_set *rs)
 {
 	int grows = 0;
 	for (size_t k = 0; k < rs->n; k++)
@@ -520,27 +420,45 @@ static int run(const struct check_opts *o, struct ruleset *rs)
 	struct ck_est *base = calloc(rs->n, sizeof(*base));
 	char **lines = calloc(rs->n, sizeof(*lines));
 	int *fail = calloc(rs->n, sizeof(*fail));
+	struct top_stacks *top = calloc(rs->n, sizeof(*top));
 	int rc = 2;
 	size_t nfail = 0;
 
-	if (!est || !base || !lines || !fail) {
+	if (!est || !base || !lines || !fail || !top) {
 		hp_err(SUBSYS, "out of memory");
 		goto out;
 	}
-	if (measure(o->file, o->have_pid, o, rs, est) < 0)
+	if (measure(o->file, o->have_pid, o, rs, est, top) < 0)
 		goto out;
-	if (grows && measure(o->baseline, 0, o, rs, base) < 0)
+	if (grows && measure(o->baseline, 0, o, rs, base, NULL) < 0)
 		goto out;
+	/* A pattern that names no function (in FILE, or in the baseline
+	 * too for grows) measures nothing: a typo or a renamed function
+	 * would switch the gate off unseen. */
+	for (size_t k = 0; k < rs->n; k++) {
+		const char *glob = ck_unmatched(&rs->r[k]);
+		if (glob) {
+			char why[512];
+			snprintf(why, sizeof(why),
+			         "'%s' matches no function in %s%s", glob,
+			         o->file,
+			         rs->r[k].grows ? " or the baseline" : "");
+			ck_bad_rule(NULL, rs->r[k].text, why);
+			goto out;
+		}
+	}
 	for (size_t k = 0; k < rs->n; k++) {
 		char line[2048];
-		fail[k] = judge(&rs->r[k], &est[k], &base[k], o->confidence,
-		                line, sizeof(line));
+		fail[k] = ck_verdict_line(&rs->r[k], &est[k], &base[k],
+		                          o->confidence, line, sizeof(line));
 		nfail += fail[k] != 0;
 		if (!(lines[k] = strdup(line))) {
 			hp_err(SUBSYS, "out of memory");
 			goto out;
 		}
 		printf("%s %s\n", fail[k] ? "FAIL" : "PASS", line);
+		if (fail[k])
+			print_failure(o, &rs->r[k], &top[k]);
 	}
 	if (nfail)
 		printf("FAIL %zu of %zu rules failed\n", nfail, rs->n);
@@ -550,7 +468,7 @@ static int run(const struct check_opts *o, struct ruleset *rs)
 		hp_err(SUBSYS, "writing output failed");
 		goto out;
 	}
-	if (o->junit && write_junit(o->junit, rs, lines, fail, nfail) < 0)
+	if (o->junit && write_junit(o, rs, lines, fail, est, base) < 0)
 		goto out;
 	rc = nfail ? 1 : 0;
 out:
@@ -560,13 +478,14 @@ out:
 	free(fail);
 	free(est);
 	free(base);
+	top_free(top, rs->n);
 	return rc;
 }
 
 int cmd_check(int argc, char **argv)
 {
 	struct check_opts o;
-	struct ruleset rs = {0};
+	struct ck_set rs = {0};
 	const char **operands = calloc((size_t)argc + 1, sizeof(*operands));
 	const char **files = calloc((size_t)argc + 1, sizeof(*files));
 	size_t n = 0;
@@ -593,10 +512,10 @@ int cmd_check(int argc, char **argv)
 	}
 	o.file = operands[0];
 	for (size_t i = 1; i < n; i++)
-		if (add_rule(&rs, operands[i], NULL) < 0)
+		if (ck_set_add(&rs, operands[i], NULL) < 0)
 			goto out;
 	for (size_t i = 0; i < o.nfiles; i++)
-		if (read_rule_file(&rs, o.rule_files[i]) < 0)
+		if (ck_set_read(&rs, o.rule_files[i]) < 0)
 			goto out;
 	if (!rs.n) {
 		hp_err(SUBSYS, "no rules (give them as arguments or with -f"
@@ -605,7 +524,7 @@ int cmd_check(int argc, char **argv)
 	}
 	rc = run(&o, &rs);
 out:
-	ruleset_free(&rs);
+	ck_set_free(&rs);
 	free(operands);
 	free(files);
 	return rc;

@@ -11,7 +11,7 @@
  * they mean: per frame, the module's file name and the function name (the
  * frame's address in its module when the name is unknown).  Stacks that
  * differ only in call sites inside the same functions are one stack here
- * (profile/aggregate.h, which also loads each side's dump).
+ * (analysis/aggregate.h, which also loads each side's dump).
  *
  * The text report shows the totals and the stacks and functions that grew
  * and shrank most in one view; -o writes a pprof file following pprof's
@@ -28,8 +28,8 @@
 #include "cli/options.h"
 #include "cli/procid.h"
 #include "export/pprof_file.h"
-#include "profile/aggregate.h"
-#include "profile/reader.h"
+#include "analysis/aggregate.h"
+#include "store/reader.h"
 #include "util/err.h"
 
 #define SUBSYS "diff"
@@ -262,8 +262,8 @@ static int pick_dump(struct side *sd)
 {
 	struct ag_side *x = &sd->x;
 
-	if (reader_load_dumps(x->db, SUBSYS, x->proc->upid, &x->dumps,
-	                      &x->ndumps) < 0)
+	if (rd_load_dumps(x->db, SUBSYS, x->proc->upid, &x->dumps, &x->ndumps) <
+	    0)
 		return -1;
 	long idx = procid_pick_dump(SUBSYS, x->file, x->proc, x->dumps,
 	                            x->ndumps, &sd->dump);
@@ -319,39 +319,42 @@ static void fmt_rel(char *buf, size_t len, int64_t a, int64_t b)
 		         100.0 * ((double)b - (double)a) / (double)a);
 }
 
-static void print_frame(const struct rd_stacks *s, int64_t frame)
+/* A function of the tree: its name ("0x<rel_pc>" if it has none) and its
+ * module's (and source file's) name. */
+static void print_func(const struct tree *g, int32_t node)
 {
-	const struct rd_frame *f = rd_frame_get(s, frame);
-	const struct rd_mapping *m = f ? rd_mapping_get(s, f->mapping) : NULL;
+	int32_t f = g->top.func.v[node];
+	const char *file = tree_func_file(g, f);
+	char pc[32];
 
-	if (f && f->name)
-		printf("%s", f->name);
-	else
-		printf("0x%" PRIx64, f ? (uint64_t)f->rel_pc : 0);
-	printf(" (%s)\n", ag_basename(m ? m->name : NULL));
+	printf("%s (%s", tree_func_short(g, f, pc, sizeof(pc)),
+	       ag_basename(tree_func_module(g, f)));
+	if (file)
+		printf(" %s", ag_basename(file));
+	printf(")\n");
 }
 
-/* The leaf of e's stack on the first line, then up to PATH_FRAMES callers. */
+/* The leaf of e's stack on the first line, then up to PATH_FRAMES callers
+ * (the nodes of the heap model's tree). */
 static void print_stack(const struct diff_opts *o, const struct ag_entry *e,
                         int callers)
 {
-	const struct rd_stacks *s = o->side[e->rep_side].x.s;
-	const struct rd_callsite *c = rd_callsite_get(s, e->rep_callsite);
+	struct tree *g = o->side[e->rep_side].x.tree;
+	int32_t node = tree_leaf_node(g, e->rep_callsite);
 	int depth = 0, shown = 0;
 
-	if (!c) {
+	if (node < 0) {
 		printf("?\n");
 		return;
 	}
-	print_frame(s, c->frame);
-	for (c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
-	     callers && c && depth < RD_MAX_DEPTH; depth++) {
+	print_func(g, node);
+	for (node = g->top.parent.v[node]; callers && node >= 0;
+	     node = g->top.parent.v[node], depth++) {
 		if (shown < PATH_FRAMES) {
 			printf("%*s<- ", 61, "");
-			print_frame(s, c->frame);
+			print_func(g, node);
 			shown++;
 		}
-		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
 	}
 	if (depth > shown)
 		printf("%*s<- ... %d more frame%s\n", 61, "", depth - shown,
@@ -423,6 +426,12 @@ static void print_report(const struct diff_opts *o,
 		printf("  note: sampling intervals differ (%" PRId64
 		       " and %" PRId64 " bytes)\n",
 		       a->proc->interval, b->proc->interval);
+	if (!a->s->nsymbols != !b->s->nsymbols)
+		printf("  note: only %s was symbolized offline (heapprof"
+		       " symbolize): its functions have source files and"
+		       " inlined frames the other's lack, so such stacks do"
+		       " not match\n",
+		       a->s->nsymbols ? "A" : "B");
 	printf("\n    %-14s  %12s  %12s  %12s  %8s\n", "view", "A", "B",
 	       "change", "relative");
 	for (int v = 0; v < RD_NVIEWS; v++) {
@@ -482,7 +491,7 @@ int cmd_diff(int argc, char **argv)
 	if (!err)
 		err = load_samples(&o);
 	for (int k = 0; !err && k < 2; k++)
-		if ((err = ag_diff_add(&d, k, o.side[k].x.s,
+		if ((err = ag_diff_add(&d, k, o.side[k].x.tree,
 		                       o.side[k].x.samples,
 		                       o.side[k].x.nsamples)) < 0)
 			hp_err(SUBSYS, "out of memory");

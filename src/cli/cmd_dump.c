@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "collector/config.h"
+#include "config/config.h"
 #include "cli/options.h"
 #include "daemon/ctl.h"
 #include "util/err.h"

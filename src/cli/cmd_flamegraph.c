@@ -6,17 +6,20 @@
  * so a failure never leaves a partial page.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/progress.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/procid.h"
 #include "flamegraph/page.h"
-#include "profile/reader.h"
-#include "profile/trace_read.h"
+#include "store/reader.h"
+#include "store/trace_read.h"
 #include "util/err.h"
 
 #define SUBSYS "flamegraph"
@@ -24,6 +27,8 @@
 struct fg_opts {
 	const char *out;
 	struct fg_page_opts page; /* the profile FILE, --view, --from/--to */
+	bool have_dump;           /* --dump */
+	struct dump_ref dump;
 };
 
 /* ---- arguments and output file ------------------------------------------ */
@@ -31,19 +36,26 @@ struct fg_opts {
 static void fg_usage(FILE *f)
 {
 	fputs("usage: heapprof flamegraph FILE [-o OUT.html] [--view VIEW]\n"
-	      "                          [--from TIME] [--to TIME]\n"
+	      "                          [--dump N] [--from TIME] [--to "
+	      "TIME]\n"
 	      "\n"
 	      "Writes one self-contained HTML page (no network access) with "
 	      "an\n"
 	      "interactive flame graph of every process, heap and dump of the\n"
 	      "profile FILE, switchable between the four views, a chart of "
-	      "the\n"
-	      "heap size over the dumps and a table of the top functions.\n"
+	      "memory\n"
+	      "over time (heap and RSS, the dumps marked) and a table of the "
+	      "top\n"
+	      "functions.  Each process opens on its peak's dump (or its "
+	      "last).\n"
 	      "\n"
 	      "  -o, --output OUT  the page (default: FILE with .db replaced\n"
 	      "                    by .html; - for standard output)\n"
 	      "  --view VIEW       the view shown first: space (default),\n"
 	      "                    alloc_space, objects or alloc_objects\n"
+	      "  --dump N          the dump shown first: 1 the first, -1 the "
+	      "last,\n"
+	      "                    peak, end, or a snapshot's name\n"
 	      "  --from, --to TIME from a trace (record --trace): the graph"
 	      " of the\n"
 	      "                    allocations made in [from, to) instead of"
@@ -67,6 +79,7 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 		const char *a = argv[i];
 		const char *val = NULL;
 		int is_out = 0, is_view = 0, is_from = 0, is_to = 0;
+		int is_dump = 0;
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fg_usage(stdout);
@@ -82,6 +95,10 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 			is_view = 1;
 		else if (!strncmp(a, "--view=", 7))
 			is_view = 1, val = a + 7;
+		else if (!strcmp(a, "--dump"))
+			is_dump = 1;
+		else if (!strncmp(a, "--dump=", 7))
+			is_dump = 1, val = a + 7;
 		else if (!strcmp(a, "--from"))
 			is_from = 1;
 		else if (!strncmp(a, "--from=", 7))
@@ -90,7 +107,8 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 			is_to = 1;
 		else if (!strncmp(a, "--to=", 5))
 			is_to = 1, val = a + 5;
-		if ((is_out || is_view || is_from || is_to) && !val) {
+		if ((is_out || is_view || is_from || is_to || is_dump) &&
+		    !val) {
 			if (i + 1 >= argc) {
 				hp_err(SUBSYS, "option '%s' needs a value", a);
 				return 2;
@@ -106,6 +124,10 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 		} else if (is_view) {
 			if (opt_parse_view(SUBSYS, val, &pg->view) < 0)
 				return 2;
+		} else if (is_dump) {
+			if (opt_parse_dump(SUBSYS, val, &o->dump) < 0)
+				return 2;
+			o->have_dump = true;
 		} else if (is_from || is_to) {
 			pg->win.window = 1;
 			*(is_from ? &pg->win.have_from : &pg->win.have_to) = 1;
@@ -131,6 +153,11 @@ static int parse_args(int argc, char **argv, struct fg_opts *o)
 		               "[-o OUT.html])");
 		return 2;
 	}
+	if (o->have_dump && pg->win.window) {
+		hp_err(SUBSYS, "--dump and --from/--to: not both (a window is "
+		               "its own dump)");
+		return 2;
+	}
 	if (pg->win.have_from && pg->win.have_to &&
 	    pg->win.from_ns >= pg->win.to_ns) {
 		char a[32], b[32];
@@ -149,23 +176,62 @@ static int check_traced(sqlite3 *db, const struct fg_page_opts *pg)
 	size_t n = 0;
 	int traced = 0;
 
-	if (reader_load_processes(db, SUBSYS, &procs, &n) < 0)
+	if (rd_load_processes(db, SUBSYS, &procs, &n) < 0)
 		return -1;
 	for (size_t i = 0; !traced && i < n; i++) {
 		struct tr_info t;
 		if (tr_load_info(db, SUBSYS, procs[i].upid, &t) < 0) {
-			reader_free_processes(procs, n);
+			rd_free_processes(procs, n);
 			return -1;
 		}
 		traced = t.present;
 	}
-	reader_free_processes(procs, n);
+	rd_free_processes(procs, n);
 	if (!traced)
 		hp_err(SUBSYS,
 		       "%s: --from/--to need an event trace (heapprof record"
 		       " --trace), and this profile has none",
 		       pg->file);
 	return traced ? 0 : -1;
+}
+
+/* --dump: the dump each process opens on (procid_pick_dump: a process
+ * without it is an error, as in report).  0 or -1 (message printed). */
+static int pick_open(sqlite3 *db, struct fg_opts *o, struct fg_open_dump **out)
+{
+	struct rd_process *procs = NULL;
+	size_t n = 0;
+	*out = NULL;
+	if (rd_load_processes(db, SUBSYS, &procs, &n) < 0)
+		return -1;
+	struct fg_open_dump *a = calloc(n ? n : 1, sizeof(*a));
+	int err = a ? 0 : -1;
+	if (!a)
+		hp_err(SUBSYS, "out of memory");
+	for (size_t i = 0; !err && i < n; i++) {
+		struct rd_dump *d = NULL;
+		size_t nd = 0;
+		if (rd_load_dumps(db, SUBSYS, procs[i].upid, &d, &nd) < 0) {
+			err = -1;
+			break;
+		}
+		long k = nd ? procid_pick_dump(SUBSYS, o->page.file, &procs[i],
+		                               d, nd, &o->dump)
+		            : 0;
+		rd_free_dumps(d, nd);
+		if (k < 0)
+			err = -1;
+		a[i] = (struct fg_open_dump){procs[i].upid, k};
+	}
+	rd_free_processes(procs, n);
+	if (err) {
+		free(a);
+		return -1;
+	}
+	*out = a;
+	o->page.open = a;
+	o->page.nopen = n;
+	return 0;
 }
 
 /* FILE with ".db" replaced by ".html", or ".html" appended. */
@@ -278,22 +344,26 @@ int cmd_flamegraph(int argc, char **argv)
 
 	if (rc)
 		return rc == 1 ? 0 : 2;
+	progress_trace("flamegraph");
 	char *out = o.out ? strdup(o.out) : default_output(o.page.file);
 	if (!out) {
 		hp_err(SUBSYS, "out of memory");
 		return 1;
 	}
-	sqlite3 *db = reader_open(o.page.file, SUBSYS);
+	sqlite3 *db = rd_open(o.page.file, SUBSYS);
 	if (!db) {
 		free(out);
 		return 1;
 	}
 	rc = 1;
+	struct fg_open_dump *open = NULL;
 	if ((!o.page.win.window || check_traced(db, &o.page) == 0) &&
-	    reader_load_stacks(db, SUBSYS, &s) == 0) {
+	    (!o.have_dump || pick_open(db, &o, &open) == 0) &&
+	    rd_load_stacks(db, SUBSYS, &s) == 0) {
 		rc = write_output(out, db, &s, &o);
-		reader_free_stacks(&s);
+		rd_free_stacks(&s);
 	}
+	free(open);
 	sqlite3_close(db);
 	if (rc == 0 && strcmp(out, "-"))
 		fprintf(stderr, "heapprof: flame graph written to %s\n", out);

@@ -26,12 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/progress.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/procid.h"
 #include "export/pprof_file.h"
-#include "profile/reader.h"
-#include "profile/trace_read.h"
+#include "store/reader.h"
+#include "store/trace_read.h"
 #include "util/err.h"
 
 #define SUBSYS "pprof"
@@ -76,7 +77,8 @@ static void pprof_usage(FILE *f)
 	      "                     of a pid with several (an exec'd image)\n"
 	      "  --dump N           the N-th dump of each process (1 = first,"
 	      " -1 = last;\n"
-	      "                     default: the last)\n"
+	      "                     peak, end, or a snapshot's name;"
+	      " default: the last)\n"
 	      "  --all              every dump\n"
 	      "  --pid P            only the processes of pid P; P.N: the"
 	      " N-th of them\n"
@@ -184,7 +186,7 @@ static int pick_heaps(sqlite3 *db, const struct rd_process *p,
 
 	*heaps = NULL;
 	*n = 0;
-	if (reader_load_heaps(db, SUBSYS, p->upid, &all, &nall) < 0)
+	if (rd_load_heaps(db, SUBSYS, p->upid, &all, &nall) < 0)
 		return -1;
 	if (o->all_heaps) {
 		*heaps = all;
@@ -198,7 +200,7 @@ static int pick_heaps(sqlite3 *db, const struct rd_process *p,
 	int have = !o->heap;
 	for (size_t i = 0; i < nall; i++)
 		have |= !strcmp(all[i], want);
-	reader_free_heaps(all, nall);
+	rd_free_heaps(all, nall);
 	*found |= have && o->heap;
 	if (!have)
 		return 0;
@@ -224,7 +226,7 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 	size_t nheaps = 0;
 	int err = 0;
 
-	if (reader_load_dumps(db, SUBSYS, p->upid, &pd->d, &pd->n) < 0)
+	if (rd_load_dumps(db, SUBSYS, p->upid, &pd->d, &pd->n) < 0)
 		return -1;
 	if (o->win.window) {
 		struct tr_info t;
@@ -242,7 +244,7 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 			return -1;
 		for (size_t h = 0; !err && h < nheaps; h++)
 			err = ppf_job_add(jobs, njobs, i, heaps[h], 0, pd->n);
-		reader_free_heaps(heaps, nheaps);
+		rd_free_heaps(heaps, nheaps);
 		if (err)
 			hp_err(SUBSYS, "out of memory");
 		return err ? -1 : 0;
@@ -268,7 +270,7 @@ static int plan_process(sqlite3 *db, const struct rd_process *procs, size_t i,
 		for (size_t d = first; !err && d <= last; d++)
 			err = ppf_job_add(jobs, njobs, i, heaps[h], d, pd->n);
 	}
-	reader_free_heaps(heaps, nheaps);
+	rd_free_heaps(heaps, nheaps);
 	if (err)
 		hp_err(SUBSYS, "out of memory");
 	return err ? -1 : 0;
@@ -362,9 +364,9 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 	size_t nprocs = 0, njobs = 0, nsel = 0;
 	int heap_found = 0, traced = 0, err;
 
-	if (reader_load_stacks(db, SUBSYS, &s) < 0)
+	if (rd_load_stacks(db, SUBSYS, &s) < 0)
 		return -1;
-	err = reader_load_processes(db, SUBSYS, &procs, &nprocs);
+	err = rd_load_processes(db, SUBSYS, &procs, &nprocs);
 	if (!err && !(pd = calloc(nprocs ? nprocs : 1, sizeof(*pd)))) {
 		hp_err(SUBSYS, "out of memory");
 		err = -1;
@@ -411,10 +413,10 @@ static int run(sqlite3 *db, const struct pprof_opts *o)
 		err = write_all_jobs(db, &s, o, procs, nprocs, pd, jobs, njobs);
 	ppf_jobs_free(jobs, njobs);
 	for (size_t i = 0; pd && i < nprocs; i++)
-		reader_free_dumps(pd[i].d, pd[i].n);
+		rd_free_dumps(pd[i].d, pd[i].n);
 	free(pd);
-	reader_free_processes(procs, nprocs);
-	reader_free_stacks(&s);
+	rd_free_processes(procs, nprocs);
+	rd_free_stacks(&s);
 	return err;
 }
 
@@ -425,7 +427,8 @@ int cmd_pprof(int argc, char **argv)
 
 	if (rc)
 		return rc == 1 ? 0 : 2;
-	sqlite3 *db = reader_open(o.file, SUBSYS);
+	progress_trace("pprof");
+	sqlite3 *db = rd_open(o.file, SUBSYS);
 	if (!db)
 		return 1;
 	int err = run(db, &o);

@@ -4,7 +4,7 @@
  * Options are applied left to right into one struct session_config, so
  * `-c FILE` reads a config on top of what came before and later flags
  * override it; the result is checked once (config_check) and either
- * printed (--print-config) or run (session_run, src/collector/session.h).
+ * printed (--print-config) or run (session_run, src/session/session.h).
  * Every bad value is one line naming the flag and the reason, and exit
  * status 2, before anything runs.
  */
@@ -12,12 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli/progress.h"
 #include "cli/commands.h"
-#include "collector/config.h"
+#include "config/config.h"
 #include "cli/options.h"
+#include "cli/record_summary.h"
 #include "cli/record_values.h"
-#include "collector/session.h"
+#include "session/session.h"
 #include "layout/region.h"
 
 #define PFX "heapprof: record: "
@@ -28,11 +31,13 @@ static void record_usage(FILE *f)
 	      "       heapprof record [options] -p PID[,PID...] | -n "
 	      "NAME[,NAME...]\n"
 	      "\n"
-	      "Runs CMD under the heap profiler (no daemon needed), or "
-	      "profiles\n"
-	      "processes that have libheapprof loaded through the heapprofd "
-	      "daemon\n"
-	      "(start it with 'heapprofd' or 'heapprof daemon').  Writes one "
+	      "Runs CMD under the heap profiler, or profiles running "
+	      "processes:\n"
+	      "-p/-n load libheapprof into a process that does not have it "
+	      "(no\n"
+	      "restart, no daemon); with the heapprofd daemon running ("
+	      "'heapprofd'),\n"
+	      "-n also profiles processes as they start.  Writes one "
 	      "profile\n"
 	      "database: heapprof.<cmd>.<pid>.db for CMD, "
 	      "heapprof.<first name or\n"
@@ -95,6 +100,11 @@ static void record_usage(FILE *f)
 	      "one interval)\n"
 	      "      --dump-at-max      every dump shows the peak of live "
 	      "bytes so far\n"
+	      "      --no-peak          no peak tracking (by default the peak "
+	      "of "
+	      "live bytes\n"
+	      "                         gets a dump of its own, \"peak\", "
+	      "beside the end's)\n"
 	      "      --memory-dump PCT%|BYTES  a dump when the process's RSS "
 	      "crosses PCT%\n"
 	      "                         of its memory cgroup's limit "
@@ -221,6 +231,7 @@ enum {
 	OPT_DUMP_INTERVAL,
 	OPT_DUMP_PHASE,
 	OPT_DUMP_AT_MAX,
+	OPT_NO_PEAK,
 	OPT_BLOCK,
 	OPT_ADAPTIVE,
 	OPT_ADAPTIVE_MAX,
@@ -253,6 +264,7 @@ static const struct option longopts[] = {
         {"dump-interval", required_argument, NULL, OPT_DUMP_INTERVAL},
         {"dump-phase", required_argument, NULL, OPT_DUMP_PHASE},
         {"dump-at-max", no_argument, NULL, OPT_DUMP_AT_MAX},
+        {"no-peak", no_argument, NULL, OPT_NO_PEAK},
         {"block-client", optional_argument, NULL, OPT_BLOCK},
         {"adaptive", optional_argument, NULL, OPT_ADAPTIVE},
         {"adaptive-max-interval", required_argument, NULL, OPT_ADAPTIVE_MAX},
@@ -339,6 +351,9 @@ static int apply_opt(struct session_config *c, int opt, const char *arg,
 		                     &c->dump_phase_ms);
 	case OPT_DUMP_AT_MAX:
 		c->dump_at_max = true;
+		return 0;
+	case OPT_NO_PEAK:
+		c->no_peak = true;
 		return 0;
 	case OPT_MEMORY_DUMP: {
 		/* PCT% of the memory limit, or an RSS in bytes. */
@@ -498,7 +513,14 @@ int cmd_record(int argc, char **argv)
 		return fflush(stdout) == 0 ? 0 : 1;
 	}
 	/* argv[argc] is NULL, as main's. */
-	rc = session_run(&cfg, argv);
+	progress_record();
+	char written[4096];
+	rc = session_run(&cfg, argv, written, sizeof(written));
 	config_free(&cfg);
+	/* On a terminal, what the profile says first (issue 33): read back
+	 * from the file just written.  Scripts see the one "profile
+	 * written" line, as before. */
+	if (written[0] && isatty(STDERR_FILENO))
+		record_summary(written);
 	return rc;
 }

@@ -11,25 +11,29 @@
  * A process with an event trace (record --trace) also gets a trace line
  * (what it kept and left out), its leaks (the blocks live at the final
  * dump) and its temporary allocations (freed within --temporary-threshold),
- * see docs/LEAKS.md and src/profile/trace_read.h.
+ * see docs/LEAKS.md and src/store/trace_read.h.
  *
  * The state at a dump is the sum of heap_profile_allocation rows up to its
  * ts (rows are per-dump deltas); alloc_* views sum only the positive rows.
  *
- * The functions come from profile/aggregate.h, the rest of a process from
- * profile/procinfo.h; report_header.c prints the head of each process and
+ * The functions come from analysis/aggregate.h, the rest of a process from
+ * store/procinfo.h; report_header.c prints the head of each process and
  * report_table.c the tables (cli/report.h).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/progress.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/procid.h"
 #include "cli/report.h"
 #include "layout/layout_v2.h"
+#include "model/focus.h"
+#include "model/state.h"
 #include "util/err.h"
 #include "util/human.h"
 
@@ -41,6 +45,8 @@ struct report_opts {
 	int have_pid;
 	struct procsel pid; /* --pid PID or PID.N (cli/procid.h) */
 	int64_t temp_ns;    /* --temporary-threshold */
+	const char *focus;  /* --callers / --callees FUNC: a glob */
+	bool callers;       /* --callers (else --callees) */
 };
 
 struct dump_sel {
@@ -58,16 +64,23 @@ static void report_usage(FILE *f)
 {
 	fputs("usage: heapprof report FILE [--view VIEW] [--top N] [--dump N]"
 	      " [--pid P]\n"
-	      "                      [--temporary-threshold DURATION]\n"
+	      "                      [--callers FUNC | --callees FUNC]"
+	      " [--temporary-threshold DURATION]\n"
 	      "\n"
 	      "  --view VIEW  space (default), alloc_space, objects or"
 	      " alloc_objects\n"
 	      "  --top N      show the N largest entries (default 10)\n"
 	      "  --dump N     use the N-th dump of each process (1 = first,"
 	      " -1 = last;\n"
-	      "               default: the last)\n"
+	      "               peak, end, or a snapshot's name; default: the"
+	      " last)\n"
 	      "  --pid P      only the processes of pid P; P.N: the N-th of"
 	      " them\n"
+	      "  --callers FUNC  who calls FUNC (a glob): its stacks merged"
+	      " at it, callers\n"
+	      "               below it, instead of the top tables\n"
+	      "  --callees FUNC  what FUNC calls, merged over every stack"
+	      " it is on\n"
 	      "  --temporary-threshold DURATION\n"
 	      "               with a trace (record --trace): an allocation"
 	      " freed at most\n"
@@ -93,6 +106,19 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 	if ((v = opt_value(argc, argv, i, "--pid", &missing))) {
 		o->have_pid = 1;
 		return procsel_parse(SUBSYS, v, &o->pid);
+	}
+	bool callers = true;
+	if ((v = opt_value(argc, argv, i, "--callers", &missing)) ||
+	    (callers = false,
+	     v = opt_value(argc, argv, i, "--callees", &missing))) {
+		if (o->focus && o->callers != callers) {
+			hp_err(SUBSYS,
+			       "--callers and --callees: one at a time");
+			return -1;
+		}
+		o->callers = callers;
+		return opt_nonempty(SUBSYS, v, "empty function name",
+		                    &o->focus);
 	}
 	if ((v = opt_value(argc, argv, i, "--temporary-threshold", &missing)))
 		return opt_parse_duration(SUBSYS, "--temporary-threshold", v,
@@ -133,14 +159,14 @@ static int select_dump(sqlite3 *db, const struct rd_process *p,
 	size_t n = 0;
 
 	memset(d, 0, sizeof(*d));
-	if (reader_load_dumps(db, SUBSYS, p->upid, &dumps, &n) < 0)
+	if (rd_load_dumps(db, SUBSYS, p->upid, &dumps, &n) < 0)
 		return -1;
 	d->count = n;
 	long idx = 0;
 	if (n) {
 		idx = procid_pick_dump(SUBSYS, NULL, p, dumps, n, &o->dump) + 1;
 		if (idx == 0) {
-			reader_free_dumps(dumps, n);
+			rd_free_dumps(dumps, n);
 			return -1;
 		}
 	}
@@ -155,21 +181,30 @@ static int select_dump(sqlite3 *db, const struct rd_process *p,
 		d->max_ts = x->max_ts;
 		d->max_live_bytes = x->max_live_bytes;
 	}
-	reader_free_dumps(dumps, n);
+	rd_free_dumps(dumps, n);
 	return 0;
 }
 
 static int report_heap(sqlite3 *db, const struct rd_stacks *s,
                        const struct rd_process *p, const struct dump_sel *d,
-                       const struct pi_heap *h, const struct report_opts *o)
+                       const struct state_heap *h, const struct report_opts *o)
 {
 	struct rd_sample *leaves = NULL;
-	struct ag_funcs g;
+	struct funcs g;
 	size_t n;
 
-	if (reader_load_samples(db, SUBSYS, p->upid, h->name, d->ts, &leaves,
-	                        &n) < 0)
+	if (state_at_dump(db, SUBSYS, p->upid, h->name, d->ts, &leaves, &n) < 0)
 		return -1;
+	if (o->focus) {
+		printf("\n  Heap %s, view %s: %s\n", h->name,
+		       rd_view_names[o->view], report_view_help[o->view]);
+		int err = rep_print_focus(s, leaves, n, o->view, h->t[o->view],
+		                          o->focus, o->callers, o->top);
+		if (err)
+			hp_err(SUBSYS, "out of memory");
+		free(leaves);
+		return err ? -1 : 0;
+	}
 	int err = rep_build_funcs(&g, s, leaves, n, o->view, -1);
 	if (!err) {
 		printf("\n  Heap %s, view %s: %s\n", h->name,
@@ -177,7 +212,7 @@ static int report_heap(sqlite3 *db, const struct rd_stacks *s,
 		rep_print_top(s, &g, o->view, h->t[o->view], o->top, 1);
 		rep_print_top(s, &g, o->view, h->t[o->view], o->top, 0);
 	}
-	ag_funcs_free(&g);
+	funcs_free(&g);
 	free(leaves);
 	return err;
 }
@@ -191,7 +226,7 @@ static int report_leaks(sqlite3 *db, const struct rd_stacks *s,
 	char b[HP_FMT_BYTES_MAX], heading[256];
 	int err = 0;
 
-	if (tr_leaks(db, SUBSYS, p->upid, &leaks, &src) < 0)
+	if (state_leaks(db, SUBSYS, p->upid, &leaks, &src) < 0)
 		return -1;
 	printf("\n  Leaks: allocations still live %s, ",
 	       p->has_exit ? "at exit"
@@ -286,11 +321,12 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
                           const struct report_opts *o)
 {
 	struct dump_sel d;
-	struct pi_heap *heaps = NULL;
+	struct state_heap *heaps = NULL;
 	struct tr_info trace;
 	int err = 0;
 	char b[HP_FMT_BYTES_MAX];
 
+	rep_print_lead(db, s, p, si);
 	rep_print_process_header(db, p, si);
 	if (p->rejected_concurrent)
 		return 0; /* nothing was recorded for it here */
@@ -320,7 +356,7 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 		       rep_secs(d.max_ts - p->start_ts));
 	if (trace.present)
 		rep_print_trace_info(p, &trace);
-	ssize_t nheaps = pi_load_heaps(db, SUBSYS, p->upid, d.ts, &heaps);
+	ssize_t nheaps = state_heaps_at(db, SUBSYS, p->upid, d.ts, &heaps);
 	if (nheaps < 0)
 		return -1;
 	for (ssize_t i = 0; i < nheaps; i++)
@@ -348,7 +384,7 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 		err = report_leaks(db, s, p, o);
 	if (!err && trace.present)
 		err = report_temporaries(db, s, p, &trace, o);
-	pi_free_heaps(heaps, (size_t)nheaps);
+	state_free_heaps(heaps, (size_t)nheaps);
 	return err;
 }
 
@@ -393,7 +429,7 @@ static int report_all(sqlite3 *db, const struct rd_stacks *s,
 	size_t n = 0;
 	int nproc = 0, err = 0;
 
-	if (reader_load_processes(db, SUBSYS, &procs, &n) < 0)
+	if (rd_load_processes(db, SUBSYS, &procs, &n) < 0)
 		return -1;
 	si.nprocs = n;
 	/* The session's +0: its first process (a start of 0 is unknown). */
@@ -424,7 +460,7 @@ static int report_all(sqlite3 *db, const struct rd_stacks *s,
 	free(par);
 	free(order);
 	free(depth);
-	reader_free_processes(procs, n);
+	rd_free_processes(procs, n);
 	if (!err && nproc == 0 && o->have_pid) {
 		char sel[48];
 		procsel_format(&o->pid, sel, sizeof(sel));
@@ -444,13 +480,35 @@ int cmd_report(int argc, char **argv)
 
 	if (rc)
 		return rc == 1 ? 0 : 2;
-	sqlite3 *db = reader_open(o.file, SUBSYS);
+	progress_trace("report");
+	sqlite3 *db = rd_open(o.file, SUBSYS);
 	if (!db)
 		return 1;
-	int err = reader_load_stacks(db, SUBSYS, &s);
+	int err = rd_load_stacks(db, SUBSYS, &s);
+	if (!err && o.focus) {
+		/* A typo (or a renamed function) names nothing: said, not
+		 * shown as a heap without such stacks. */
+		struct tree g;
+		int any = tree_init(&g, &s) < 0 ? -ENOMEM
+		                                : tree_names_match(&g, o.focus);
+		tree_free(&g);
+		if (any <= 0) {
+			if (any < 0)
+				hp_err(SUBSYS, "out of memory");
+			else
+				hp_err(SUBSYS,
+				       "%s: '%s' matches no function in"
+				       " %s",
+				       o.callers ? "--callers" : "--callees",
+				       o.focus, o.file);
+			rd_free_stacks(&s);
+			sqlite3_close(db);
+			return any < 0 ? 1 : 2;
+		}
+	}
 	if (!err) {
 		err = report_all(db, &s, &o);
-		reader_free_stacks(&s);
+		rd_free_stacks(&s);
 	}
 	sqlite3_close(db);
 	if (fflush(stdout) != 0) {

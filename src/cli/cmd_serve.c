@@ -1,51 +1,41 @@
 /*
  * `heapprof serve`: an agent that keeps sessions on processes and serves
  * their heaps to Prometheus (/metrics) and to pprof scrapers
- * (/debug/pprof/heap), docs/FLEET.md.
+ * (/debug/pprof/heap), docs/FLEET.md.  Here: its options (and -c FILE,
+ * cli/serve_config.c), and its main thread, which only waits for signals
+ * and ticks the agent.
  *
- * One session per process: `heapprof record -p PID` run as a child for
- * each process serve's -p and -n name (looked for each second), started
- * again (backing off) when it ends while its process still runs, ended
- * (SIGINT) when serve ends.  A process that starts later under a -n name
- * gets its own session; one that ends takes only its own.  The HTTP
- * server (src/export/serve.c) runs on libmicrohttpd's thread and reads
- * the processes' shared regions from the outside; this thread only
- * waits for signals and the children.
+ * The agent is src/agent/: the sessions, one `heapprof record -p PID`
+ * child per process of serve's -p and -n names, looked for each second
+ * (supervisor.c), and the HTTP server (serve.c and its endpoints), which
+ * runs on libmicrohttpd's thread and reads the processes' shared regions
+ * from the outside.
  */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/serve.h"
+#include "agent/supervisor.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "cli/record_child.h"
-#include "export/serve.h"
+#include "cli/serve_config.h"
 #include "util/err.h"
-#include "util/proc.h"
 #include "util/textfile.h"
-#include "util/clock.h"
 
 #define SUBSYS   "serve"
 #define MAX_ARGS 64
-/* A session that ends while its process runs is started again after
- * 1 s, 2 s, 4 s ... at most this long. */
-#define RETRY_MAX_MS 60000
-/* How long the sessions may take to end after SIGINT before SIGKILL. */
-#define END_WAIT_MS 20000
 /* Config file values kept (the options point into them). */
 #define MAX_CONFIG_VALUES 256
+
+/* serve's sampling interval without -i: Go's runtime.MemProfileRate. */
+#define SERVE_DEFAULT_INTERVAL "524288"
 
 struct serve_opts {
 	const char *pid_args[MAX_ARGS];
@@ -103,7 +93,8 @@ static void usage(FILE *f)
 	      "  -n, --name NAME[,NAME]  processes by name, running and"
 	      " started later\n"
 	      "  -i, --interval N        sampling interval in bytes (1: every"
-	      " allocation)\n"
+	      " allocation;\n"
+	      "                          default 524288, Go's 512 KiB)\n"
 	      "      --heaps A,B         the heaps to profile (as record's)\n"
 	      "      --all-heaps         every heap, custom ones too\n"
 	      "      --listen ADDR:PORT  where to listen (default"
@@ -141,7 +132,8 @@ static void usage(FILE *f)
 	      f);
 }
 
-static int read_config(struct serve_opts *o, const char *path);
+static int config_apply(void *ctx, const char *path, int lineno,
+                        const char *key, const char *val);
 
 static int parse_opt(int argc, char **argv, int *i, void *ctx)
 {
@@ -195,7 +187,7 @@ static int parse_opt(int argc, char **argv, int *i, void *ctx)
 		return opt_nonempty(SUBSYS, v, "empty -o", &o->output);
 	if ((v = opt_value(argc, argv, i, "-c", &missing)) ||
 	    (v = opt_value(argc, argv, i, "--config", &missing)))
-		return read_config(o, v);
+		return serve_config_read(v, config_apply, o);
 	if (missing) {
 		hp_err(SUBSYS, "option '%s' needs a value", argv[*i]);
 		return -1;
@@ -225,34 +217,25 @@ static int config_bool(const char *v)
 	return -1;
 }
 
-/* One "key: value" line of a config (trimmed, not a comment) as the
- * option --key.  0 or -1 (message printed). */
-static int config_line(struct serve_opts *o, const char *path, int lineno,
-                       char *line)
+/* One option of -c FILE (serve_config.h) as the option --key.  0 or -1
+ * (message printed). */
+static int config_apply(void *ctx, const char *path, int lineno,
+                        const char *key, const char *val)
 {
-	char *colon = strchr(line, ':');
-	if (!colon) {
-		hp_err(SUBSYS, "%s:%d: expected 'key: value'", path, lineno);
-		return -1;
-	}
-	*colon = '\0';
-	char *key = line, *val = colon + 1;
-	key[strcspn(key, " \t")] = '\0';
-	val += strspn(val, " \t");
-	for (char *c = key; *c; c++)
-		*c = *c == '_' ? '-' : *c;
-	int *flag_of = !strcmp(key, "allow-remote") ? &o->allow_remote
-	               : !strcmp(key, "all-users")  ? &o->all_users
-	               : !strcmp(key, "all-heaps")  ? &o->all_heaps
-	                                            : NULL;
-	if (flag_of) {
+	struct serve_opts *o = ctx;
+	static const char *const flags[] = {"allow-remote", "all-users",
+	                                    "all-heaps"};
+	int *const flag_of[] = {&o->allow_remote, &o->all_users, &o->all_heaps};
+	for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++) {
+		if (strcmp(key, flags[k]))
+			continue;
 		int b = config_bool(val);
 		if (b < 0) {
 			hp_err(SUBSYS, "%s:%d: %s is true or false", path,
 			       lineno, key);
 			return -1;
 		}
-		*flag_of = b;
+		*flag_of[k] = b;
 		return 0;
 	}
 	if (!strcmp(key, "config")) {
@@ -278,60 +261,6 @@ static int config_line(struct serve_opts *o, const char *path, int lineno,
 	if (r > 0)
 		hp_err(SUBSYS, "%s:%d: unknown key '%s'", path, lineno, key);
 	return r ? -1 : 0;
-}
-
-/* A config is a few lines; the bound keeps a wrong file (a log, a
- * binary) from being read into memory. */
-#define CONFIG_FILE_MAX (1u << 20)
-
-static int read_config(struct serve_opts *o, const char *path)
-{
-	char *buf, why[HP_TEXT_WHY_MAX];
-	size_t len;
-	if (hp_text_read(path, CONFIG_FILE_MAX, HP_TEXT_STDIN, &buf, &len,
-	                 why) < 0) {
-		hp_err(SUBSYS, "--config %s: %s", path, why);
-		return -1;
-	}
-	int lineno = 0, err = 0;
-	for (char *p = buf, *end = buf + len; !err && p < end;) {
-		char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		char *l = p;
-		lineno++;
-		p += n + 1;
-		if (n && l[n - 1] == '\r')
-			n--; /* a CRLF file */
-		/* A NUL would end the value there; any other control byte
-		 * (a tab is a blank) is no part of a path, a name or a
-		 * number: the file is not what it should be. */
-		const char *c = hp_text_control(l, n, "\t");
-		if (c && !*c) {
-			hp_err(SUBSYS, "%s:%d: a NUL byte: not a text config",
-			       path, lineno);
-			err = -1;
-			break;
-		}
-		if (c) {
-			hp_err(SUBSYS,
-			       "%s:%d: a control byte (\\x%02x): not a"
-			       " text config",
-			       path, lineno, (unsigned char)*c);
-			err = -1;
-			break;
-		}
-		l[n] = '\0'; /* the '\n', or buf's own NUL at the end */
-		l += strspn(l, " \t");
-		n = strlen(l);
-		while (n && (l[n - 1] == ' ' || l[n - 1] == '\t'))
-			l[--n] = '\0';
-		if (!*l || *l == '#')
-			continue;
-		err = config_line(o, path, lineno, l);
-	}
-	/* The values kept point into copies (config_line): buf goes. */
-	free(buf);
-	return err;
 }
 
 /* ADDR:PORT (IPv4, or [IPv6]:PORT) into *sa; loopback unless
@@ -434,200 +363,6 @@ static int read_token(const char *path, char *tok, size_t len)
 	return 0;
 }
 
-/* ---- the sessions: heapprof record -p PID as children ---------------------
- */
-
-struct session {
-	pid_t target;      /* 0: a free slot */
-	uint64_t start;    /* the target's start time (pid reuse) */
-	pid_t child;       /* heapprof record; 0: none now */
-	unsigned failures; /* ended while the target ran, in a row */
-	uint64_t retry_ms; /* CLOCK_MONOTONIC ms: start again from then */
-	char comm[64];
-	char db[PATH_MAX], log[PATH_MAX];
-};
-
-struct agent {
-	const struct serve_opts *o;
-	const struct serve_config *c;
-	struct session s[SERVE_MAX_TARGETS];
-};
-
-static uint64_t start_time(pid_t pid)
-{
-	struct proc_stat st;
-	return proc_stat(pid, &st) == 0 ? st.start_time : 0;
-}
-
-static int start_record(struct agent *a, struct session *ss)
-{
-	const struct serve_opts *o = a->o;
-	char pid[16];
-	char *argv[16];
-	size_t n = 0;
-	snprintf(pid, sizeof(pid), "%d", (int)ss->target);
-	argv[n++] = "heapprof";
-	argv[n++] = "record";
-	argv[n++] = "-p";
-	argv[n++] = pid;
-	if (o->interval) {
-		argv[n++] = "-i";
-		argv[n++] = (char *)o->interval;
-	}
-	if (o->heaps) {
-		argv[n++] = "--heaps";
-		argv[n++] = (char *)o->heaps;
-	}
-	if (o->all_heaps)
-		argv[n++] = "--all-heaps";
-	argv[n++] = "-o";
-	argv[n++] = ss->db;
-	argv[n] = NULL;
-	ss->child = record_child_start(SUBSYS, argv, ss->log);
-	if (ss->child < 0) {
-		ss->child = 0;
-		return -1;
-	}
-	return 0;
-}
-
-/* Slot ss is free again: its files removed unless kept. */
-static void forget(struct agent *a, struct session *ss)
-{
-	if (!a->c->keep) {
-		char side[PATH_MAX + 8];
-		unlink(ss->db);
-		unlink(ss->log);
-		/* SQLite's, when record was killed */
-		snprintf(side, sizeof(side), "%s-wal", ss->db);
-		unlink(side);
-		snprintf(side, sizeof(side), "%s-shm", ss->db);
-		unlink(side);
-	}
-	memset(ss, 0, sizeof(*ss));
-}
-
-static struct session *session_of(struct agent *a, pid_t child)
-{
-	for (size_t i = 0; i < SERVE_MAX_TARGETS; i++)
-		if (a->s[i].target && a->s[i].child == child)
-			return &a->s[i];
-	return NULL;
-}
-
-/* The children that ended: a session whose process runs is tried again
- * later (1 s, 2 s, ... 60 s); the others are forgotten. */
-static void reap(struct agent *a)
-{
-	int st;
-	pid_t w;
-	while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-		struct session *ss = session_of(a, w);
-		if (!ss)
-			continue;
-		ss->child = 0;
-		if (proc_alive(ss->target) &&
-		    start_time(ss->target) == ss->start) {
-			char why[512];
-			record_child_last_line(ss->log, why, sizeof(why));
-			unsigned k = ss->failures < 6 ? ss->failures : 6;
-			uint64_t wait = 1000u << k;
-			ss->failures++;
-			ss->retry_ms =
-			        hp_mono_ms() +
-			        (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS);
-			fprintf(stderr,
-			        "heapprof: serve: pid %d (%s): session ended"
-			        " (%s); again in %" PRIu64 " s\n",
-			        (int)ss->target, ss->comm, why,
-			        (wait < RETRY_MAX_MS ? wait : RETRY_MAX_MS) /
-			                1000);
-			continue;
-		}
-		forget(a, ss);
-	}
-}
-
-/* A session for every target without one; those due started again. */
-static void follow(struct agent *a)
-{
-	pid_t t[SERVE_MAX_TARGETS];
-	size_t n = serve_targets(a->c, t);
-	uint64_t now = hp_mono_ms();
-	for (size_t i = 0; i < n; i++) {
-		uint64_t start = start_time(t[i]);
-		struct session *ss = NULL, *free_slot = NULL;
-		for (size_t k = 0; k < SERVE_MAX_TARGETS; k++) {
-			struct session *x = &a->s[k];
-			if (x->target == t[i] && x->start == start)
-				ss = x;
-			else if (x->target == t[i] && !x->child)
-				forget(a, x); /* its pid names another now */
-			if (!x->target && !free_slot)
-				free_slot = x;
-		}
-		if (!ss && free_slot) {
-			ss = free_slot;
-			ss->target = t[i];
-			ss->start = start;
-			proc_comm(t[i], ss->comm, sizeof(ss->comm));
-			for (char *c = ss->comm; *c; c++)
-				if (*c == '/' || *c == ' ')
-					*c = '_';
-			snprintf(ss->db, sizeof(ss->db), "%s/%s.%d.db",
-			         a->c->dir, ss->comm, (int)t[i]);
-			snprintf(ss->log, sizeof(ss->log), "%s/%s.%d.log",
-			         a->c->dir, ss->comm, (int)t[i]);
-		}
-		if (ss && !ss->child && now >= ss->retry_ms)
-			start_record(a, ss);
-	}
-	/* the sessions of processes gone whose record ended */
-	for (size_t k = 0; k < SERVE_MAX_TARGETS; k++) {
-		struct session *x = &a->s[k];
-		if (x->target && !x->child &&
-		    (!proc_alive(x->target) ||
-		     start_time(x->target) != x->start))
-			forget(a, x);
-	}
-}
-
-/* SIGINT to every session, SIGKILL to those still running after
- * END_WAIT_MS; every slot forgotten. */
-static void end_all(struct agent *a)
-{
-	for (size_t k = 0; k < SERVE_MAX_TARGETS; k++)
-		if (a->s[k].child)
-			kill(a->s[k].child, SIGINT);
-	for (int waited = 0;; waited += 20) {
-		int st;
-		pid_t w;
-		while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-			struct session *ss = session_of(a, w);
-			if (ss)
-				ss->child = 0;
-		}
-		bool running = false;
-		for (size_t k = 0; k < SERVE_MAX_TARGETS; k++)
-			running |= a->s[k].child != 0;
-		if (!running)
-			break;
-		if (waited > END_WAIT_MS) {
-			for (size_t k = 0; k < SERVE_MAX_TARGETS; k++)
-				if (a->s[k].child) {
-					kill(a->s[k].child, SIGKILL);
-					waitpid(a->s[k].child, NULL, 0);
-					a->s[k].child = 0;
-				}
-			break;
-		}
-		poll(NULL, 0, 20);
-	}
-	for (size_t k = 0; k < SERVE_MAX_TARGETS; k++)
-		if (a->s[k].target)
-			forget(a, &a->s[k]);
-}
-
 /* ---- the command ---------------------------------------------------------
  */
 
@@ -657,37 +392,6 @@ static int split_targets(const struct serve_opts *o, pid_t *pids, size_t *npids,
 		     t; t = strtok_r(NULL, ",", &save))
 			if (*nnames < SERVE_MAX_TARGETS)
 				names[(*nnames)++] = t;
-	}
-	return 0;
-}
-
-/* The agent's directory: -o DIR (made if missing), or a temporary one. */
-static int make_dir(const struct serve_opts *o, char *dir, size_t len)
-{
-	if (o->output) {
-		snprintf(dir, len, "%s", o->output);
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-			hp_err(SUBSYS, "-o %s: %s", dir, strerror(errno));
-			return -1;
-		}
-		struct stat st;
-		if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
-		    access(dir, W_OK) < 0) {
-			hp_err(SUBSYS,
-			       "-o %s: not a directory this user can"
-			       " write",
-			       dir);
-			return -1;
-		}
-		return 0;
-	}
-	const char *tmp = getenv("TMPDIR");
-	snprintf(dir, len, "%s/heapprof-serve.XXXXXX",
-	         tmp && tmp[0] ? tmp : "/tmp");
-	if (!mkdtemp(dir)) {
-		hp_err(SUBSYS, "creating a temporary directory: %s",
-		       strerror(errno));
-		return -1;
 	}
 	return 0;
 }
@@ -732,10 +436,18 @@ static int run(struct serve_opts *o, struct serve_config *c)
 	struct serve_server *s = serve_start(c);
 	if (!s)
 		return 1;
-	static struct agent a;
-	memset(&a, 0, sizeof(a));
-	a.o = o;
-	a.c = c;
+	/* An always-on agent samples as Go's runtime does by default
+	 * (runtime.MemProfileRate, 512 KiB): a cost no service notices,
+	 * still a profile of where the memory is. */
+	struct supervisor_opts so = {
+	        .interval = o->interval ? o->interval : SERVE_DEFAULT_INTERVAL,
+	        .heaps = o->heaps,
+	        .all_heaps = o->all_heaps};
+	struct supervisor *a = supervisor_new(c, &so);
+	if (!a) {
+		serve_stop(s);
+		return 1;
+	}
 	char where[INET6_ADDRSTRLEN + 16];
 	serve_addr_str(&c->addr, serve_port(s), where, sizeof(where));
 	printf("heapprof serve: listening on http://%s/ (/metrics,"
@@ -743,8 +455,7 @@ static int run(struct serve_opts *o, struct serve_config *c)
 	       where, c->dir);
 	fflush(stdout);
 	for (;;) {
-		reap(&a);
-		follow(&a);
+		supervisor_tick(a);
 		serve_tick(s);
 		struct timespec ts = {.tv_sec = 1};
 		int sig = sigtimedwait(&set, NULL, &ts);
@@ -752,7 +463,7 @@ static int run(struct serve_opts *o, struct serve_config *c)
 			break;
 	}
 	serve_stop(s);
-	end_all(&a);
+	supervisor_end(a);
 	/* The mask stays: a second SIGTERM (timeout(1) sends one to the
 	 * process group too) must not kill serve on its way out. */
 	return 0;
@@ -785,7 +496,7 @@ int cmd_serve(int argc, char **argv)
 	         (o.token_file &&
 	          read_token(o.token_file, token, sizeof(token)) < 0))
 		rc = 2;
-	else if (make_dir(&o, dir, sizeof(dir)) < 0)
+	else if (supervisor_make_dir(o.output, dir, sizeof(dir)) < 0)
 		rc = 1;
 	if (!rc && !helped) {
 		c.pids = pids;
@@ -801,7 +512,7 @@ int cmd_serve(int argc, char **argv)
 		if (!c.keep)
 			rmdir(dir);
 	}
-	for (size_t i = 0; i < o.nname_args; i++)
+	for (size_t i = 0; i < MAX_ARGS; i++)
 		free(names_buf[i]);
 	for (size_t i = 0; i < o.nconfig_values; i++)
 		free(o.config_values[i]);

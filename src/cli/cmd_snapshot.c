@@ -17,7 +17,7 @@
  * Here: the options and what is said.  The work: src/collector/
  * live_snapshot.c (the regions found, copied and written as a database),
  * contents.c (--contents-dir), src/export/snapshot_pprof.c (the pprof)
- * and src/profile/snapshots.c (--list, --name).
+ * and src/store/snapshots.c (--list, --name).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,11 +29,11 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "collector/collector.h"
-#include "collector/contents.h"
-#include "collector/live_snapshot.h"
+#include "inspect/contents.h"
+#include "inspect/live_snapshot.h"
 #include "export/snapshot_pprof.h"
-#include "profile/reader.h"
-#include "profile/snapshots.h"
+#include "store/reader.h"
+#include "store/snapshots.h"
 #include "util/err.h"
 #include "util/args.h"
 #include "util/human.h"
@@ -415,7 +415,7 @@ static int run_name(sqlite3 *db, const struct snap_opts *o)
 		err = -1;
 	}
 	if (!err)
-		err = reader_load_stacks(db, SUBSYS, &s);
+		err = rd_load_stacks(db, SUBSYS, &s);
 	if (!err && !(out = o->out ? strdup(o->out)
 	                           : name_output(o->file, o->snap_name))) {
 		hp_err(SUBSYS, "out of memory");
@@ -446,7 +446,7 @@ static int run_name(sqlite3 *db, const struct snap_opts *o)
 			                     : "per-stack counters");
 	}
 	free(out);
-	reader_free_stacks(&s);
+	rd_free_stacks(&s);
 	snapshots_pick_free(&pk);
 	return err ? 1 : 0;
 }
@@ -461,7 +461,7 @@ int cmd_snapshot(int argc, char **argv)
 	if (o.pid || o.proc_name) {
 		rc = run_live(&o);
 	} else {
-		sqlite3 *db = reader_open(o.file, SUBSYS);
+		sqlite3 *db = rd_open(o.file, SUBSYS);
 		if (!db)
 			return 1;
 		rc = o.list ? run_list(db, &o) : run_name(db, &o);

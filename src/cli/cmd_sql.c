@@ -9,7 +9,7 @@
  * (docs/SQL.md).  QUERY, stdin and the shell are read the same way, line
  * by line: a line starting with '.' at the start of a statement is a dot
  * command (.tables, .schema, .mode, ...), as in the sqlite3 shell.
- * This file reads the command line; the shell is profile/sql_shell.h.
+ * This file reads the command line; the shell is sql/shell.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +18,9 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "profile/flamegraph_vtab.h"
-#include "profile/reader.h"
-#include "profile/sql_shell.h"
+#include "sql/flamegraph_vtab.h"
+#include "store/reader.h"
+#include "sql/shell.h"
 #include "util/err.h"
 
 #define SUBSYS "sql"
@@ -151,7 +151,7 @@ int cmd_sql(int argc, char **argv)
 		free(o.queries);
 		return rc == 1 ? 0 : 2;
 	}
-	sqlite3 *db = reader_open(o.file, SUBSYS);
+	sqlite3 *db = rd_open(o.file, SUBSYS);
 	if (!db) {
 		free(o.queries);
 		return 1;

@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "profile/reader.h"
+#include "store/reader.h"
 #include "symbolize/offline.h"
 #include "util/err.h"
 
@@ -129,7 +129,7 @@ int cmd_symbolize(int argc, char **argv)
 	        .verbose = verbose,
 	};
 	struct symbolize_totals t;
-	sqlite3 *db = reader_open_rw(file, SUBSYS);
+	sqlite3 *db = rd_open_rw(file, SUBSYS);
 	if (!db)
 		return 1;
 	int err = symbolize_profile(db, file, &w, &t);

@@ -1,6 +1,6 @@
 /* The heapprof subcommands; each returns the process exit status. */
-#ifndef HEAPPROF_COMMANDS_H
-#define HEAPPROF_COMMANDS_H
+#ifndef HEAPPROF_CLI_COMMANDS_H
+#define HEAPPROF_CLI_COMMANDS_H
 
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);

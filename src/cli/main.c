@@ -6,6 +6,13 @@
 #include "cli/options.h"
 #include "util/suggest.h"
 
+/* The commit it was built from (Makefile: build/gen/version.h). */
+#if defined(__has_include) && __has_include("version.h")
+#include "version.h"
+#endif
+#ifndef HEAPPROF_COMMIT
+#define HEAPPROF_COMMIT "unknown"
+#endif
 #ifndef HEAPPROF_VERSION
 #define HEAPPROF_VERSION "0.1.0"
 #endif
@@ -17,16 +24,20 @@ static void usage(FILE *f)
 	      "commands:\n"
 	      "  record [options] -- CMD | -p PID[,..] | -n NAME[,..]\n"
 	      "                 run CMD under the profiler, or profile running "
-	      "and\n"
-	      "                 starting processes through heapprofd; write a "
-	      "profile database\n"
-	      "  report FILE [--view VIEW] [--top N] [--dump N|NAME] [--pid "
+	      "processes\n"
+	      "                 (attached, no restart; starting ones through "
+	      "heapprofd);\n"
+	      "                 write a profile database (the peak, the end, "
+	      "memory over time)\n"
+	      "  report FILE [--view VIEW] [--top N] [--dump N|NAME|peak|end] "
+	      "[--pid "
 	      "P]\n"
 	      "                 summary, process memory and top call stacks\n"
-	      "  pprof FILE [-o PATH] [--dump N|NAME|--all] [--pid P] [--heap "
+	      "  pprof FILE [-o PATH] [--dump N|NAME|peak|end|--all] [--pid P] "
+	      "[--heap "
 	      "H]\n"
 	      "                 export gzipped pprof profiles\n"
-	      "  flamegraph FILE [-o OUT.html]\n"
+	      "  flamegraph FILE [-o OUT.html] [--dump N|NAME|peak|end]\n"
 	      "                 write a self-contained interactive flame graph "
 	      "page\n"
 	      "  diff A B | FILE --dumps N,M [-o OUT.pb.gz]\n"
@@ -55,11 +66,41 @@ static void usage(FILE *f)
 	      "                 an agent serving heaps: /metrics (Prometheus),"
 	      "\n"
 	      "                 /debug/pprof/heap (pprof)\n"
-	      "  help           this text\n"
+	      "  help [COMMAND] this text, or a command's options\n"
 	      "  version        print the version\n"
 	      "\n"
-	      "Run 'heapprof <command> --help' for a command's options.\n",
+	      "Run 'heapprof help COMMAND' (or 'heapprof COMMAND --help') for"
+	      " its options.\n",
 	      f);
+}
+
+static const struct {
+	const char *name;
+	int (*run)(int, char **);
+} commands_run[] = {
+        {"record", cmd_record},
+        {"report", cmd_report},
+        {"sql", cmd_sql},
+        {"pprof", cmd_pprof},
+        {"diff", cmd_diff},
+        {"check", cmd_check},
+        {"symbolize", cmd_symbolize},
+        {"flamegraph", cmd_flamegraph},
+        {"daemon", cmd_daemon},
+        {"dump", cmd_dump},
+        {"snapshot", cmd_snapshot},
+        {"top", cmd_top},
+        {"serve", cmd_serve},
+};
+
+/* The command named name, or NULL. */
+static int (*command(const char *name))(int, char **)
+{
+	for (size_t i = 0; i < sizeof(commands_run) / sizeof(commands_run[0]);
+	     i++)
+		if (!strcmp(name, commands_run[i].name))
+			return commands_run[i].run;
+	return NULL;
 }
 
 int main(int argc, char **argv)
@@ -75,41 +116,30 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *cmd = argv[1];
-	if (!strcmp(cmd, "record"))
-		return cmd_record(argc - 1, argv + 1);
-	if (!strcmp(cmd, "report"))
-		return cmd_report(argc - 1, argv + 1);
-	if (!strcmp(cmd, "sql"))
-		return cmd_sql(argc - 1, argv + 1);
-	if (!strcmp(cmd, "pprof"))
-		return cmd_pprof(argc - 1, argv + 1);
-	if (!strcmp(cmd, "diff"))
-		return cmd_diff(argc - 1, argv + 1);
-	if (!strcmp(cmd, "check"))
-		return cmd_check(argc - 1, argv + 1);
-	if (!strcmp(cmd, "symbolize"))
-		return cmd_symbolize(argc - 1, argv + 1);
-	if (!strcmp(cmd, "flamegraph"))
-		return cmd_flamegraph(argc - 1, argv + 1);
-	if (!strcmp(cmd, "daemon"))
-		return cmd_daemon(argc - 1, argv + 1);
-	if (!strcmp(cmd, "dump"))
-		return cmd_dump(argc - 1, argv + 1);
-	if (!strcmp(cmd, "snapshot"))
-		return cmd_snapshot(argc - 1, argv + 1);
-	if (!strcmp(cmd, "top"))
-		return cmd_top(argc - 1, argv + 1);
-	if (!strcmp(cmd, "serve"))
-		return cmd_serve(argc - 1, argv + 1);
+	int (*run)(int, char **) = command(cmd);
+	if (run)
+		return run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") ||
 	    !strcmp(cmd, "-h")) {
+		/* heapprof help CMD: CMD's own help, as CMD --help. */
+		if (argc > 2 && (run = command(argv[2]))) {
+			char *hargv[] = {argv[2], "--help", NULL};
+			return run(2, hargv);
+		}
+		if (argc > 2 && strcmp(argv[2], "help") &&
+		    strcmp(argv[2], "version")) {
+			cmd = argv[2];
+			goto unknown;
+		}
 		usage(stdout);
 		return 0;
 	}
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-		printf("heapprof %s\n", HEAPPROF_VERSION);
+		printf("heapprof %s (commit %s)\n", HEAPPROF_VERSION,
+		       HEAPPROF_COMMIT);
 		return 0;
 	}
+unknown:;
 	/* One line, as every other error: the usage would bury it. */
 	static const char *const commands[] = {
 	        "record",   "report",    "sql",        "pprof",  "diff",

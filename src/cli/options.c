@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/options.h"
-#include "collector/config.h"
+#include "config/config.h"
 #include "util/err.h"
 #include "util/suggest.h"
 
@@ -150,6 +150,11 @@ int opt_parse_dump(const char *cmd, const char *v, struct dump_ref *out)
 	long n;
 	out->index = 0;
 	out->name = NULL;
+	out->which = DUMP_BY_REF;
+	if (!strcmp(v, "peak") || !strcmp(v, "end")) {
+		out->which = v[0] == 'p' ? DUMP_PEAK : DUMP_END;
+		return 0;
+	}
 	/* All digits but out of range: a dump number, not a name. */
 	size_t digits = strspn(v + (v[0] == '-'), "0123456789");
 	bool numeric = digits > 0 && !v[(v[0] == '-') + digits];
@@ -163,14 +168,17 @@ int opt_parse_dump(const char *cmd, const char *v, struct dump_ref *out)
 	}
 	hp_err(cmd,
 	       "invalid --dump '%s' (want 1 for the first dump, -1 for the "
-	       "last, or a snapshot's name)",
+	       "last, peak, end, or a snapshot's name)",
 	       v);
 	return -1;
 }
 
 const char *opt_dump_str(const struct dump_ref *ref, char *buf, size_t len)
 {
-	if (ref->name)
+	if (ref->which != DUMP_BY_REF)
+		snprintf(buf, len, "the %s dump",
+		         ref->which == DUMP_PEAK ? "peak" : "end");
+	else if (ref->name)
 		snprintf(buf, len, "snapshot '%s'", ref->name);
 	else
 		snprintf(buf, len, "dump %ld", ref->index ? ref->index : -1);
@@ -182,6 +190,19 @@ long opt_pick_dump(const char *cmd, const char *who, const struct rd_dump *d,
 {
 	if (n == 0) {
 		hp_err(cmd, "%s has no dumps", who);
+		return -1;
+	}
+	if (ref->which == DUMP_END)
+		return (long)n - 1;
+	if (ref->which == DUMP_PEAK) {
+		/* Peaks only rise: the last at-max dump holds the highest. */
+		for (size_t i = n; i-- > 0;)
+			if (d[i].at_max)
+				return (long)i;
+		hp_err(cmd,
+		       "%s has no dump at its peak (recorded with --no-peak,"
+		       " or by an older heapprof)",
+		       who);
 		return -1;
 	}
 	if (ref->name) {

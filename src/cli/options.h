@@ -1,13 +1,13 @@
 /* Parsing of numeric command-line values with clear messages. */
-#ifndef HEAPPROF_OPTIONS_H
-#define HEAPPROF_OPTIONS_H
+#ifndef HEAPPROF_CLI_OPTIONS_H
+#define HEAPPROF_CLI_OPTIONS_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "layout/wire_v1.h"
-#include "profile/reader.h"
+#include "store/reader.h"
 
 /* Parses a decimal integer in [min, max]; on error prints
  * "heapprof: <cmd>: invalid <what> '<s>': <reason>" and returns -1. */
@@ -53,9 +53,13 @@ int opt_parse_view(const char *cmd, const char *v, enum rd_view *out);
 struct dump_ref {
 	long index;
 	const char *name;
+	/* --dump peak: the dump at the peak of live bytes (the last of a
+	 * process's at-max dumps); --dump end: its last dump.  The words win
+	 * over a snapshot of that name (reached by its number). */
+	enum { DUMP_BY_REF, DUMP_PEAK, DUMP_END } which;
 };
 
-/* --dump N|NAME; 0 and empty values are refused with
+/* --dump N|NAME|peak|end; 0 and empty values are refused with
  * "heapprof: <cmd>: invalid --dump ..." (-1). */
 int opt_parse_dump(const char *cmd, const char *v, struct dump_ref *out);
 

@@ -1,7 +1,7 @@
 /*
  * The processes of a profile on the command line: `--pid PID` selects
  * every process of PID, `--pid PID.N` one of them (the ids of
- * profile/procid.h), and the choice of one process and of one of its
+ * store/procid.h), and the choice of one process and of one of its
  * dumps, with the messages every command prints.
  */
 #ifndef HEAPPROF_CLI_PROCID_H
@@ -11,8 +11,8 @@
 #include <stddef.h>
 
 #include "cli/options.h"
-#include "profile/procid.h"
-#include "profile/reader.h"
+#include "store/procid.h"
+#include "store/reader.h"
 
 /* A --pid value. */
 struct procsel {

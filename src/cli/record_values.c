@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/record_values.h"
-#include "collector/config.h"
+#include "config/config.h"
 #include "util/size.h"
 
 #define PFX "heapprof: record: "

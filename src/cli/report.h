@@ -5,14 +5,16 @@
 #ifndef HEAPPROF_CLI_REPORT_H
 #define HEAPPROF_CLI_REPORT_H
 
+#include <stdbool.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profile/aggregate.h"
-#include "profile/procinfo.h"
-#include "profile/reader.h"
-#include "profile/trace_read.h"
+#include "model/funcs.h"
+#include "analysis/aggregate.h"
+#include "store/procinfo.h"
+#include "store/reader.h"
+#include "store/trace_read.h"
 
 #define SUBSYS "report"
 
@@ -54,15 +56,22 @@ struct rep_table {
 	int self;
 };
 
-/* ag_funcs_build, saying why it failed.  0 or -1. */
-int rep_build_funcs(struct ag_funcs *g, const struct rd_stacks *s,
+/* funcs_build, saying why it failed.  0 or -1. */
+/* --callers / --callees glob: the stacks of leaves through the functions
+ * glob matches, merged at them (model/focus.h), as an indented tree, at
+ * most top children a node.  0 or -ENOMEM. */
+int rep_print_focus(const struct rd_stacks *s, const struct rd_sample *leaves,
+                    size_t n, enum rd_view v, int64_t heap_total,
+                    const char *glob, bool callers, long top);
+
+int rep_build_funcs(struct funcs *g, const struct rd_stacks *s,
                     const struct rd_sample *leaves, size_t n, enum rd_view v,
                     int v2);
-void rep_print_table(const struct rd_stacks *s, const struct ag_funcs *g,
+void rep_print_table(const struct rd_stacks *s, struct funcs *g,
                      const struct rep_table *t);
 /* "Top N by self|inclusive VIEW" of g. */
-void rep_print_top(const struct rd_stacks *s, const struct ag_funcs *g,
-                   enum rd_view v, int64_t total, long top, int self);
+void rep_print_top(const struct rd_stacks *s, struct funcs *g, enum rd_view v,
+                   int64_t total, long top, int self);
 /* The top functions of h by view v, with v2 beside it.  0 or -1. */
 int rep_print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
                         const char *heading, enum rd_view v, const char *col,
@@ -75,9 +84,15 @@ int rep_print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
  * without its directory, and whole where the kernel cut it to 15 bytes.
  */
 void rep_display_name(const struct rd_process *p, char *buf, size_t len);
-/* Name, command line, how and when it was recorded, counters. */
+/* Command line, how and when it was recorded, counters (after the
+ * "Process" line and the lead). */
 void rep_print_process_header(sqlite3 *db, const struct rd_process *p,
                               const struct session_info *si);
+/* ---- the lead (report_lead.c) ------------------------------------------ */
+/* "Process ID (NAME)", then the first answer (model/summary.h): the heap's
+ * peak and where, what was left at the end and where, what was churned. */
+void rep_print_lead(sqlite3 *db, const struct rd_stacks *s,
+                    const struct rd_process *p, const struct session_info *si);
 /* Warnings from its counters and how it ended. */
 void rep_print_warnings(sqlite3 *db, const struct rd_process *p);
 /* Heaps the program registered that the session did not select. */

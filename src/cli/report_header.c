@@ -4,12 +4,14 @@
  * its memory beside the profile and what its event trace kept.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/report.h"
 #include "layout/layout_v2.h"
-#include "profile/procinfo.h"
+#include "store/procinfo.h"
 #include "util/human.h"
 
 static void print_counter_warnings(sqlite3 *db, const struct rd_process *p)
@@ -122,10 +124,24 @@ static void print_how(const struct rd_process *p)
 }
 
 /* From startup or attached; when, relative to the session; how long. */
-static void print_recorded(const struct rd_process *p,
+/* A wall-clock time (ns since the epoch) as "2026-12-02 13:58:12 UTC"
+ * (with the date) or "13:58:12" (without); "" when unknown. */
+static const char *wall_str(char *buf, size_t len, int64_t ns, bool date)
+{
+	time_t t = (time_t)(ns / 1000000000);
+	struct tm tm;
+	if (ns <= 0 || !gmtime_r(&t, &tm) ||
+	    !strftime(buf, len, date ? "%Y-%m-%d %H:%M:%S UTC" : "%H:%M:%S",
+	              &tm))
+		buf[0] = '\0';
+	return buf;
+}
+
+static void print_recorded(sqlite3 *db, const struct rd_process *p,
                            const struct session_info *si)
 {
 	int multi = si->nprocs > 1;
+	char w0[40], w1[40];
 
 	printf("  recorded       %s",
 	       p->from_startup ? "from startup" : "attached while running");
@@ -133,13 +149,23 @@ static void print_recorded(const struct rd_process *p,
 		printf(" at +%.3f s", rep_secs(p->start_ts - si->start));
 	if (p->has_end && multi)
 		printf(" until +%.3f s", rep_secs(p->end_ts - si->start));
-	if (p->has_end)
+	/* When, by the wall clock (to the second, as the file says it;
+	 * exact for a snapshot's), then by the boot-time clock the rows
+	 * use. */
+	wall_str(w0, sizeof(w0), pi_wall_time_exact(db, p->start_ts), true);
+	wall_str(w1, sizeof(w1),
+	         p->has_end ? pi_wall_time_exact(db, p->end_ts) : 0, false);
+	if (p->has_end && w0[0] && w1[0])
+		printf(", %.3f s, %s to %s (boot time %.3f s to %.3f s)\n",
+		       rep_secs(p->end_ts - p->start_ts), w0, w1,
+		       rep_secs(p->start_ts), rep_secs(p->end_ts));
+	else if (p->has_end)
 		printf(", %.3f s (boot time %.3f s to %.3f s)\n",
 		       rep_secs(p->end_ts - p->start_ts), rep_secs(p->start_ts),
 		       rep_secs(p->end_ts));
 	else
-		printf(", from boot time %.3f s; no end recorded\n",
-		       rep_secs(p->start_ts));
+		printf(", from %s%sboot time %.3f s; no end recorded\n", w0,
+		       w0[0] ? ", " : "", rep_secs(p->start_ts));
 }
 
 /* The table-full and client-error counters, zero or not. */
@@ -238,9 +264,6 @@ static void print_fp_note(sqlite3 *db, int64_t upid)
 void rep_print_process_header(sqlite3 *db, const struct rd_process *p,
                               const struct session_info *si)
 {
-	char name[256];
-	rep_display_name(p, name, sizeof(name));
-	printf("Process %s (%s)\n", si->id, name);
 	printf("  command line   %s\n", p->cmdline);
 	print_how(p);
 	if (p->rejected_concurrent) {
@@ -268,7 +291,7 @@ void rep_print_process_header(sqlite3 *db, const struct rd_process *p,
 		               ? "raised by adaptive sampling"
 		               : "changed",
 		       p->interval);
-	print_recorded(p, si);
+	print_recorded(db, p, si);
 	printf("  exit status    ");
 	if (!p->has_exit)
 		printf("unknown\n");
@@ -413,7 +436,7 @@ void rep_print_memory(const struct pi_memory *m, int64_t space, int exact)
 	}
 }
 
-/* ---- memory incidents (session_memwatch.c) ------------------------------ */
+/* ---- memory incidents (session/memwatch.c) ------------------------------ */
 
 /* "64.00 MiB of its 64.00 MiB limit", or "64.00 MiB" without a limit. */
 static const char *at_of_limit(char *buf, size_t len, int64_t at, int64_t limit)
@@ -437,21 +460,16 @@ void rep_print_incidents(sqlite3 *db, const struct rd_process *p, size_t shown,
                          int64_t shown_ts)
 {
 	(void)shown_ts;
-	sqlite3_stmt *st = NULL;
+	struct rd_dump *d = NULL;
+	size_t nd = 0;
 	char b[160];
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT ts, reason FROM heapprof_dump WHERE "
-	                       "upid = ? ORDER BY ts, id",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (rd_load_dumps(db, "report", p->upid, &d, &nd) < 0)
 		return;
-	sqlite3_bind_int64(st, 1, p->upid);
-	size_t index = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		index++;
-		int64_t ts = sqlite3_column_int64(st, 0);
-		const char *r = (const char *)sqlite3_column_text(st, 1);
-		if (!r || (strcmp(r, "memory") && strcmp(r, "pressure") &&
-		           strcmp(r, "oom-kill")))
+	for (size_t index = 1; index <= nd; index++) {
+		int64_t ts = d[index - 1].ts;
+		const char *r = d[index - 1].reason;
+		if (strcmp(r, "memory") && strcmp(r, "pressure") &&
+		    strcmp(r, "oom-kill"))
 			continue;
 		struct pi_memory m;
 		if (pi_load_memory(db, "report", p->upid, ts, &m) < 0)
@@ -478,7 +496,7 @@ void rep_print_incidents(sqlite3 *db, const struct rd_process *p, size_t shown,
 			                   : "; its cgroup under pressure");
 		}
 	}
-	sqlite3_finalize(st);
+	rd_free_dumps(d, nd);
 }
 
 /* ---- the event trace (record --trace) ----------------------------------- */

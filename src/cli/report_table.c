@@ -1,15 +1,17 @@
 /*
  * `heapprof report`'s tables of functions (cmd_report.c): the top
- * functions by self or inclusive amount of profile/aggregate.h, with the
+ * functions by self or inclusive amount of analysis/aggregate.h, with the
  * call path of each self entry's heaviest stack, and the formatting every
  * part of the report shares.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/report.h"
+#include "model/focus.h"
 #include "util/err.h"
 #include "util/human.h"
 
@@ -61,12 +63,12 @@ void rep_put_cut(const char *s, int w, int pad)
 
 /* ---- tables ------------------------------------------------------------- */
 
-/* ag_funcs_build, saying why it failed.  0 or -1. */
-int rep_build_funcs(struct ag_funcs *g, const struct rd_stacks *s,
+/* funcs_build, saying why it failed.  0 or -1. */
+int rep_build_funcs(struct funcs *g, const struct rd_stacks *s,
                     const struct rd_sample *leaves, size_t n, enum rd_view v,
                     int v2)
 {
-	if (ag_funcs_build(g, s, leaves, n, v, v2) < 0) {
+	if (funcs_build(g, s, leaves, n, v, v2) < 0) {
 		hp_err(SUBSYS, "out of memory");
 		return -1;
 	}
@@ -99,19 +101,22 @@ static int collapse_templates(char *dst, size_t len, const char *src)
 	return 1;
 }
 
-/* A function's name for a table: "0x<rel_pc>" if unknown. */
-static void fn_label(char *buf, size_t len, const char *name, int64_t rel_pc)
+/* A function's name for a table (tree_func_short: the module is in a
+ * column of its own), long C++ names with their templates collapsed. */
+static void fn_label(char *buf, size_t len, const struct tree *g, int32_t f)
 {
-	if (!name)
-		snprintf(buf, len, "0x%" PRIx64, (uint64_t)rel_pc);
-	else if (strlen(name) <= NAME_MAX_W ||
-	         !collapse_templates(buf, len, name))
+	char pc[32];
+	const char *name = tree_func_short(g, f, pc, sizeof(pc));
+
+	if (strlen(name) <= NAME_MAX_W || !collapse_templates(buf, len, name))
 		snprintf(buf, len, "%s", name);
 }
 
 /* The callers of the heaviest stack of a self entry, a few levels up. */
-static void print_path(const struct rd_stacks *s, const struct ag_fn *fn)
+static void print_path(const struct rd_stacks *s, struct funcs *a,
+                       const struct funcs_fn *fn)
 {
+	struct tree *g = &a->tree;
 	const struct rd_callsite *c = rd_callsite_get(s, fn->best_callsite);
 	const struct rd_callsite *leaf = c;
 	char label[256];
@@ -121,30 +126,23 @@ static void print_path(const struct rd_stacks *s, const struct ag_fn *fn)
 		printf("         (%zu call stacks; the largest:)\n",
 		       fn->nstacks);
 	for (; c && depth < RD_MAX_DEPTH; depth++) {
-		const struct rd_frame *f = rd_frame_get(s, c->frame);
-		const struct rd_mapping *m =
-		        f ? rd_mapping_get(s, f->mapping) : NULL;
-		size_t nsym;
-		const struct rd_symbol *syms = rd_frame_symbols(s, f, &nsym);
+		const int32_t *funcs, *lines;
+		int len = tree_frame_chain(g, c->frame, &funcs, &lines);
 		/* The leaf's innermost function is the entry itself. */
-		for (size_t k = c == leaf ? 1 : 0; k < (nsym ? nsym : 1); k++) {
-			const struct rd_symbol *y = nsym ? &syms[k] : NULL;
+		for (int k = len - (c == leaf ? 2 : 1); k >= 0; k--) {
+			const char *file = tree_func_file(g, funcs[k]);
 			if (shown >= PATH_FRAMES) {
 				hidden++;
 				continue;
 			}
-			fn_label(label, sizeof(label),
-			         y && y->name ? y->name
-			         : f          ? f->name
-			                      : NULL,
-			         f ? f->rel_pc : 0);
+			fn_label(label, sizeof(label), g, funcs[k]);
 			fputs("         <- ", stdout);
 			rep_put_cut(label, 90, 0);
-			printf("  (%s", ag_basename(m ? m->name : NULL));
-			if (y && y->source_file)
-				printf(" %s:%" PRId64,
-				       ag_basename(y->source_file), y->line);
-			printf(")%s\n", k + 1 < nsym ? " inlined" : "");
+			printf("  (%s",
+			       ag_basename(tree_func_module(g, funcs[k])));
+			if (file)
+				printf(" %s:%d", ag_basename(file), lines[k]);
+			printf(")%s\n", k > 0 ? " inlined" : "");
 			shown++;
 		}
 		c = c->parent ? rd_callsite_get(s, c->parent) : NULL;
@@ -156,9 +154,9 @@ static void print_path(const struct rd_stacks *s, const struct ag_fn *fn)
 
 /* Widths of the value columns and the function column for the first
  * `rows` entries. */
-static void top_widths(const struct ag_funcs *g, const size_t *order,
-                       size_t rows, const struct rep_table *t, int *val_w,
-                       int *val2_w, int *fn_w)
+static void top_widths(const struct funcs *g, const size_t *order, size_t rows,
+                       const struct rep_table *t, int *val_w, int *val2_w,
+                       int *fn_w)
 {
 	char val[HP_FMT_BYTES_MAX], label[256];
 
@@ -166,7 +164,7 @@ static void top_widths(const struct ag_funcs *g, const size_t *order,
 	*val2_w = t->v2 >= 0 ? (int)strlen(t->col2) : 0;
 	*fn_w = (int)strlen("function");
 	for (size_t i = 0; i < rows; i++) {
-		const struct ag_fn *fn = &g->fns[order[i]];
+		const struct funcs_fn *fn = &g->fns[order[i]];
 		int w = (int)strlen(rep_fmt_value(
 		        val, sizeof(val), t->v, t->self ? fn->self : fn->incl));
 		*val_w = w > *val_w ? w : *val_w;
@@ -176,18 +174,18 @@ static void top_widths(const struct ag_funcs *g, const size_t *order,
 			                              fn->self2));
 			*val2_w = w > *val2_w ? w : *val2_w;
 		}
-		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
+		fn_label(label, sizeof(label), &g->tree, fn->func);
 		w = (int)strlen(label);
 		*fn_w = w > *fn_w ? w : *fn_w;
 	}
 	*fn_w = *fn_w > NAME_MAX_W ? NAME_MAX_W : *fn_w;
 }
 
-void rep_print_table(const struct rd_stacks *s, const struct ag_funcs *g,
+void rep_print_table(const struct rd_stacks *s, struct funcs *g,
                      const struct rep_table *t)
 {
 	size_t n = 0;
-	size_t *order = ag_funcs_order(g, t->self, &n);
+	size_t *order = funcs_order(g, t->self, &n);
 	char val[HP_FMT_BYTES_MAX], pct[16], label[256];
 	int val_w, val2_w, fn_w;
 
@@ -207,9 +205,9 @@ void rep_print_table(const struct rd_stacks *s, const struct ag_funcs *g,
 		printf("%-*s  %s\n", fn_w, "function", "module");
 	}
 	for (size_t i = 0; i < rows; i++) {
-		const struct ag_fn *fn = &g->fns[order[i]];
+		const struct funcs_fn *fn = &g->fns[order[i]];
 		int64_t x = t->self ? fn->self : fn->incl;
-		fn_label(label, sizeof(label), fn->name, fn->rel_pc);
+		fn_label(label, sizeof(label), &g->tree, fn->func);
 		printf("    %3zu  %*s  %6s  ", i + 1, val_w,
 		       rep_fmt_value(val, sizeof(val), t->v, x),
 		       rep_fmt_pct(pct, sizeof(pct), x, t->total));
@@ -218,21 +216,22 @@ void rep_print_table(const struct rd_stacks *s, const struct ag_funcs *g,
 			       rep_fmt_value(val, sizeof(val),
 			                     (enum rd_view)t->v2, fn->self2));
 		rep_put_cut(label, fn_w, 1);
-		printf("  %s", ag_basename(fn->module));
+		printf("  %s",
+		       ag_basename(tree_func_module(&g->tree, fn->func)));
 		if (fn->file)
 			printf("  %s:%" PRId64, ag_basename(fn->file),
 			       fn->line);
 		putchar('\n');
 		if (t->self)
-			print_path(s, fn);
+			print_path(s, g, fn);
 	}
 	if (n > rows)
 		printf("    ... %zu more\n", n - rows);
 	free(order);
 }
 
-void rep_print_top(const struct rd_stacks *s, const struct ag_funcs *g,
-                   enum rd_view v, int64_t total, long top, int self)
+void rep_print_top(const struct rd_stacks *s, struct funcs *g, enum rd_view v,
+                   int64_t total, long top, int self)
 {
 	char heading[160];
 
@@ -255,7 +254,7 @@ int rep_print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
                         const char *heading, enum rd_view v, const char *col,
                         enum rd_view v2, const char *col2, long top)
 {
-	struct ag_funcs g;
+	struct funcs g;
 	int err = rep_build_funcs(&g, s, h->s, h->n, v, (int)v2);
 
 	if (!err) {
@@ -269,6 +268,118 @@ int rep_print_trace_top(const struct rd_stacks *s, const struct tr_heap *h,
 		                      .self = 1};
 		rep_print_table(s, &g, &t);
 	}
-	ag_funcs_free(&g);
+	funcs_free(&g);
+	return err;
+}
+
+/* ---- --callers / --callees ------------------------------------------- */
+
+/* The children of every node of f, largest first: kids[first[i] ..
+ * first[i + 1]) are node i's (i = n: the roots).  0 or -ENOMEM. */
+static int focus_children(const struct focus *f, int32_t **kids_out,
+                          size_t **first_out)
+{
+	size_t n = f->n.parent.n;
+	size_t *first = calloc(n + 2, sizeof(*first));
+	int32_t *kids = malloc((n ? n : 1) * sizeof(*kids));
+	if (!first || !kids) {
+		free(first);
+		free(kids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int32_t p = f->n.parent.v[i];
+		first[(p < 0 ? n : (size_t)p) + 1]++;
+	}
+	for (size_t i = 0; i <= n; i++)
+		first[i + 1] += first[i];
+	size_t *at = calloc(n + 1, sizeof(*at));
+	if (!at) {
+		free(first);
+		free(kids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int32_t p = f->n.parent.v[i];
+		size_t slot = p < 0 ? n : (size_t)p;
+		kids[first[slot] + at[slot]++] = (int32_t)i;
+	}
+	free(at);
+	/* Largest first (insertion sort: a node has few children). */
+	for (size_t p = 0; p <= n; p++)
+		for (size_t i = first[p] + 1; i < first[p + 1]; i++)
+			for (size_t j = i;
+			     j > first[p] &&
+			     f->val[kids[j]] > f->val[kids[j - 1]];
+			     j--) {
+				int32_t t = kids[j];
+				kids[j] = kids[j - 1];
+				kids[j - 1] = t;
+			}
+	*kids_out = kids;
+	*first_out = first;
+	return 0;
+}
+
+static void print_focus_node(const struct focus *f, const struct tree *g,
+                             enum rd_view v, int64_t total, const int32_t *kids,
+                             const size_t *first, int32_t node, int depth,
+                             long top)
+{
+	char val[HP_FMT_BYTES_MAX], pc[16], label[256];
+	fn_label(label, sizeof(label), g, f->n.func.v[node]);
+	printf("    %12s %6s  %*s",
+	       rep_fmt_value(val, sizeof(val), v, f->val[node]),
+	       rep_fmt_pct(pc, sizeof(pc), f->val[node], total), 2 * depth, "");
+	rep_put_cut(label, 100, 0);
+	const char *mod = tree_func_module(g, f->n.func.v[node]);
+	printf("  (%s)\n", ag_basename(mod));
+	if (depth >= RD_MAX_DEPTH)
+		return;
+	size_t n = first[node + 1] - first[node];
+	for (size_t i = 0; i < n && (long)i < top; i++)
+		print_focus_node(f, g, v, total, kids, first,
+		                 kids[first[node] + i], depth + 1, top);
+	if ((long)n > top)
+		printf("    %22s %6s  %*s... %zu more\n", "", "",
+		       2 * (depth + 1), "", n - (size_t)top);
+}
+
+int rep_print_focus(const struct rd_stacks *s, const struct rd_sample *leaves,
+                    size_t n, enum rd_view v, int64_t heap_total,
+                    const char *glob, bool callers, long top)
+{
+	struct tree g;
+	struct focus f;
+	int32_t *kids = NULL;
+	size_t *first = NULL;
+	char a[HP_FMT_BYTES_MAX], b[HP_FMT_BYTES_MAX], pc[16];
+
+	if (tree_init(&g, s) < 0) {
+		tree_free(&g);
+		return -ENOMEM;
+	}
+	int err = focus_build(&f, &g, leaves, n, v, glob, callers);
+	if (!err)
+		err = focus_children(&f, &kids, &first);
+	if (!err && !f.stacks) {
+		printf("    no stack of this heap is through %s\n", glob);
+	} else if (!err) {
+		printf("    %s of %s: %s (%s of the heap) on %zu stack%s;"
+		       " self %s\n",
+		       callers ? "callers" : "callees", glob,
+		       rep_fmt_value(a, sizeof(a), v, f.total),
+		       rep_fmt_pct(pc, sizeof(pc), f.total, heap_total),
+		       f.stacks, f.stacks == 1 ? "" : "s",
+		       rep_fmt_value(b, sizeof(b), v, f.self));
+		size_t roots = f.n.parent.n;
+		for (size_t i = first[roots]; i < first[roots + 1]; i++)
+			print_focus_node(&f, &g, v, heap_total, kids, first,
+			                 kids[i], 0, top);
+	}
+	free(kids);
+	free(first);
+	focus_free(&f);
+	tree_free(&g);
 	return err;
 }

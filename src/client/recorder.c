@@ -667,7 +667,9 @@ static bool log_direct_remove(struct client_slot *root, uint64_t key,
 }
 
 /* An event of the log, applied by the client (taking the table over, or
- * a writer whose position the takeover gave up on). */
+ * a writer whose position the takeover gave up on).  The peak goes on
+ * from where the collector left it (its allocation was charged when it
+ * was logged). */
 static void log_apply_direct(struct client_slot *root,
                              const struct hp_event_v2 *ev)
 {
@@ -677,8 +679,13 @@ static void log_apply_direct(struct client_slot *root,
 			return;
 		struct hp_live_v2 v = livelog_entry(ev);
 		if (ev->addr > HP_LIVE_BUSY &&
-		    livetab_insert(r, ev->addr, &v) == 0)
+		    livetab_insert(r, ev->addr, &v) == 0) {
+			if (HP_UNLIKELY(root->track_max))
+				stackmax_alloc_at(r, ev->charged, ev->ts_ns);
 			return;
+		}
+		if (HP_UNLIKELY(root->track_max))
+			stackmax_touch(r, ev->stack_id);
 		discharge(&r->stacks[ev->stack_id], ev->charged,
 		          ev->alloc_ts_ns, true);
 		region_count(r, HP_CTR_LIVE_FULL, 1);
@@ -686,9 +693,14 @@ static void log_apply_direct(struct client_slot *root,
 	} else if (ev->kind == HP_EV_FREE) {
 		struct hp_live_v2 v;
 		if (log_direct_remove(root, ev->addr, &v) &&
-		    v.stack_id < r->stacks_cap)
+		    v.stack_id < r->stacks_cap) {
+			if (HP_UNLIKELY(root->track_max))
+				stackmax_touch(r, v.stack_id);
 			discharge(&r->stacks[v.stack_id], v.charged,
 			          v.objects_fp, true);
+			if (HP_UNLIKELY(root->track_max))
+				stackmax_free(r, v.charged);
+		}
 	}
 }
 

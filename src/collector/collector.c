@@ -11,7 +11,7 @@
  * COLLECTOR_HELLO_MS), clients' messages are read without waiting,
  * welcomes are sent with MSG_DONTWAIT (a client that does not read its
  * socket loses its answer, not our time), and while the session runs the
- * profile is written by a thread of its own (writeq.h): a dump reads the
+ * profile is written by a thread of its own (util/jobq.h): a dump reads the
  * regions here and queues the writing.
  */
 #include <elf.h>
@@ -30,10 +30,11 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
-#include "collector/inject_elf.h"
+#include "inject/elf.h"
 #include "util/human.h"
 #include "util/memcg.h"
 #include "util/proc.h"
+#include "util/err.h"
 
 uint64_t boottime_ns(void)
 {
@@ -53,7 +54,7 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	memset(c, 0, sizeof(*c));
 	c->listen_fd = -1;
 	c->opts = *o;
-	writeq_init(&c->wq);
+	jobq_init(&c->wq, JOBQ_NOTIFY, COLLECTOR_QUEUE_MAX_BYTES);
 	if (!c->opts.shmem_size) {
 		c->opts.shmem_size =
 		        collector_default_shmem(hp_heap_select_min_interval(
@@ -80,8 +81,8 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	snprintf(c->dir, sizeof(c->dir), "%s/heapprof-XXXXXX", tmp);
 	if (!mkdtemp(c->dir)) {
 		int e = errno;
-		fprintf(stderr, "heapprof: collector: cannot create %s: %s\n",
-		        c->dir, strerror(e));
+		hp_log("heapprof: collector: cannot create %s: %s\n", c->dir,
+		       strerror(e));
 		c->dir[0] = '\0';
 		return -e;
 	}
@@ -94,9 +95,8 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    listen(fd, 64) != 0) {
 		int e = errno;
-		fprintf(stderr,
-		        "heapprof: collector: cannot listen on %s: %s\n",
-		        c->path, strerror(e));
+		hp_log("heapprof: collector: cannot listen on %s: %s\n",
+		       c->path, strerror(e));
 		close(fd);
 		return -e;
 	}
@@ -104,24 +104,26 @@ int collector_open(struct collector *c, const struct collector_opts *o,
 	return 0;
 }
 
-/* ---- writes to the profile (writeq.h) ------------------------------ */
+/* ---- writes to the profile (util/jobq.h) ------------------------------ */
 
 static int send_welcome(int fd, uint32_t answer_to, uint32_t status,
                         uint32_t layout_version, uint64_t size, int region_fd);
 
 void collector_writer_start(struct collector *c)
 {
-	writeq_start(&c->wq);
+	jobq_start(&c->wq);
 }
 
 unsigned collector_writer_stop(struct collector *c)
 {
-	return writeq_stop(&c->wq);
+	unsigned failed = 0;
+	jobq_stop(&c->wq, &failed);
+	return failed;
 }
 
 bool collector_periodic_pending(struct collector *c)
 {
-	return writeq_periodic_queued(&c->wq);
+	return jobq_marked(&c->wq);
 }
 
 static void free_job(void *arg, int rc)
@@ -203,7 +205,7 @@ static int add_row(struct collector *c, const struct prof_process *info,
 	             (info->note ? strlen(info->note) + 1 : 0);
 	struct row_job *j = malloc(sizeof(*j) + len);
 	if (!j) {
-		fprintf(stderr, "heapprof: collector: out of memory\n");
+		hp_log("heapprof: collector: out of memory\n");
 		return -ENOMEM;
 	}
 	j->p = c->profile;
@@ -217,7 +219,7 @@ static int add_row(struct collector *c, const struct prof_process *info,
 	j->end = e != NULL;
 	if (e)
 		j->e = *e;
-	return writeq_submit(&c->wq, row_run, free_job, j, 0, 0);
+	return jobq_submit(&c->wq, row_run, free_job, NULL, j, 0, 0);
 }
 
 struct end_job {
@@ -251,8 +253,9 @@ struct dump_job {
 	char cwd[PATH_MAX]; /* the target's (struct target) */
 	struct hp_region regs[TARGET_MAX_REGIONS];
 	int nreg;
-	bool blocks; /* every live block (snapshot_take_live) */
-	uint64_t ts; /* when it was asked for */
+	bool blocks;            /* every live block (snapshot_take_live) */
+	uint64_t ts;            /* when it was asked for */
+	struct target *peak_of; /* opts.peak_dumps: the peak first, if new */
 	const char *reason;
 	bool traced;
 	struct prof_trace pt;
@@ -261,7 +264,7 @@ struct dump_job {
 	struct target *answer;    /* a named snapshot: answered after */
 	char name[HP_SNAPSHOT_NAME_MAX];
 	bool named;
-	/* Its memory cgroup at the dump (target.mw, session_memwatch.c). */
+	/* Its memory cgroup at the dump (target.mw, session/memwatch.c). */
 	int cg_version;
 	uint64_t cg_limit, cg_usage, cg_peak;
 	/* The regions' pages heapprof allocated (tend.c), and the regions'
@@ -277,14 +280,14 @@ static int select_heaps(const struct collector *c, struct snapshot *s);
  * paths made absolute (pid, alive, cwd: snapshot_resolve_paths); *s is
  * freed on failure. */
 static int read_regions(const struct collector *c, const struct hp_region *reg,
-                        int nreg, bool blocks, pid_t pid, bool alive,
-                        const char *cwd, struct snapshot *s)
+                        int nreg, bool blocks, bool at_peak, pid_t pid,
+                        bool alive, const char *cwd, struct snapshot *s)
 {
 	const struct hp_region *regs[TARGET_MAX_REGIONS];
 	for (int i = 0; i < nreg; i++)
 		regs[i] = &reg[i];
-	int rc = blocks ? snapshot_take_live(regs, nreg, s)
-	                : snapshot_take_regions(regs, nreg, s);
+	int rc = blocks ? snapshot_take_live(regs, nreg, at_peak, s)
+	                : snapshot_take_regions(regs, nreg, at_peak, s);
 	if (rc)
 		return rc;
 	rc = snapshot_resolve_paths(s, pid, alive, cwd);
@@ -295,15 +298,65 @@ static int read_regions(const struct collector *c, const struct hp_region *reg,
 	return rc;
 }
 
+/*
+ * The peak's own dump (reason "peak", at_max), written before the dump
+ * of job j when the process reached a new peak of live bytes since its
+ * last dump looked (a new max_epoch: not a time, for the collector's log
+ * may be applied after a dump read the table, with each allocation's own
+ * time, older than that dump's).  Its stacks as they were at the peak;
+ * its time the peak's, kept after the process's last dump and before
+ * j's, so its dumps stay in the order of their times (each one's
+ * cumulative counters at least the one's before).  The last one written
+ * is the session's peak: peaks only rise.
+ */
+static int peak_dump(struct dump_job *j)
+{
+	const struct hp_region *r0 = &j->regs[0];
+	struct target *t = j->peak_of;
+	if (!r0->stack_max)
+		return 0;
+	uint64_t e =
+	        atomic_load_explicit(&r0->hdr->max_epoch, memory_order_acquire);
+	if (e == t->peak_epoch)
+		return 0;
+	uint64_t max = atomic_load_explicit(&r0->hdr->max_live_bytes,
+	                                    memory_order_acquire);
+	uint64_t ts =
+	        atomic_load_explicit(&r0->hdr->max_ts_ns, memory_order_relaxed);
+	uint64_t lo = t->last_dump_ts + 1, hi = j->ts - 1;
+	if (max == 0 || lo > hi)
+		return 0; /* no room between two dumps: j holds it */
+	t->peak_epoch = e;
+	uint64_t started = hp_clock_ns(CLOCK_MONOTONIC);
+	struct snapshot s;
+	int rc = read_regions(j->c, j->regs, j->nreg, false, true, j->pid,
+	                      j->alive, j->cwd, &s);
+	if (rc)
+		return rc;
+	/* Rows are found by their dump's time. */
+	s.dump.ts_ns = ts < lo ? lo : ts > hi ? hi : ts;
+	s.dump.started_ns = started;
+	s.dump.reason = "peak";
+	rc = profile_write_dump(j->p, j->upid, &s.dump);
+	if (!rc)
+		t->last_dump_ts = s.dump.ts_ns;
+	snapshot_free(&s);
+	return rc;
+}
+
 static int dump_run(void *arg)
 {
 	struct dump_job *j = arg;
+	int prc = 0;
+	if (j->peak_of && !j->traced)
+		prc = peak_dump(j);
 	/* The dump's write_ms counts from here: reading the regions is part
 	 * of the cost of a dump. */
 	uint64_t started = hp_clock_ns(CLOCK_MONOTONIC);
 	struct snapshot s;
-	int rc = read_regions(j->c, j->regs, j->nreg, j->blocks, j->pid,
-	                      j->alive, j->cwd, &s);
+	int rc = read_regions(j->c, j->regs, j->nreg, j->blocks,
+	                      j->c->opts.dump_at_max, j->pid, j->alive, j->cwd,
+	                      &s);
 	if (rc)
 		return rc;
 	s.dump.ts_ns = j->ts;
@@ -337,12 +390,17 @@ static int dump_run(void *arg)
 		                                     memory_order_relaxed);
 		j->pt.events = j->pt.events > lost ? j->pt.events - lost : 0;
 		rc = profile_set_trace(j->p, j->upid, &j->pt);
+		/* The peak after: its stacks are mapped for the events too. */
+		if (j->peak_of && !rc)
+			rc = peak_dump(j);
 	}
 	/* The dump all the same: a write error of the trace's row is the
 	 * writer's to count with the dump it cost (a full disk). */
 	int drc = profile_write_dump(j->p, j->upid, &s.dump);
+	if (j->peak_of && !drc)
+		j->peak_of->last_dump_ts = j->ts;
 	if (!rc)
-		rc = drc;
+		rc = prc ? prc : drc;
 	snapshot_free(&s);
 	return rc;
 }
@@ -352,10 +410,9 @@ static void snapshot_answer(struct target *t, const char *name, int rc)
 	if (!rc)
 		t->snapshots++;
 	else
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: snapshot \"%s\" not "
-		        "written: %s\n",
-		        (int)t->pid, name, strerror(-rc));
+		hp_log("heapprof: collector: pid %d: snapshot \"%s\" not "
+		       "written: %s\n",
+		       (int)t->pid, name, strerror(-rc));
 	/* (Closed meanwhile: the program is gone or stopped waiting.) */
 	if (t->fd >= 0)
 		send_welcome(t->fd, HP_CMSG_SNAPSHOT,
@@ -397,9 +454,10 @@ static void group_fin(void *arg, int rc)
  * Whether the live table of an attach's first region is kept by the
  * collector from a log (HP_TRACE_LOG, docs/LAYOUT.md, "The live table's
  * log"): when the session records every block (interval 1), nothing
- * else needs the client to keep it (peak tracking, adaptive sampling and
- * --block-client do), and HEAPPROF_LIVE_LOG is not 0 (a switch for
- * measuring one against the other).
+ * else needs the client to keep it (adaptive sampling and --block-client
+ * do; the peak the collector follows as it applies the log, trace.c),
+ * and HEAPPROF_LIVE_LOG is not 0 (a switch for measuring one against
+ * the other).
  */
 static bool live_log_wanted(const struct collector *c, uint32_t version,
                             uint32_t index)
@@ -407,8 +465,7 @@ static bool live_log_wanted(const struct collector *c, uint32_t version,
 	const struct collector_opts *o = &c->opts;
 	if (version < 2 || index != 0)
 		return false;
-	if (o->config_flags &
-	    (HP_CFG_TRACK_MAX | HP_CFG_ADAPTIVE | HP_CFG_BLOCK_CLIENT))
+	if (o->config_flags & (HP_CFG_ADAPTIVE | HP_CFG_BLOCK_CLIENT))
 		return false;
 	/* Interval 1 for the session: no live filter (when sampling, a
 	 * free the filter calls unsampled is not logged, and the filter is
@@ -682,15 +739,14 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	uint64_t rsize = target_region_size(c, ti->pid, &head);
 	if (!rsize) {
 		char b[HP_FMT_BYTES_MAX];
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: its address-space limit "
-		        "(ulimit -v) leaves it %s: a sixteenth of that is less "
-		        "than the smallest region (1 MiB); it runs "
-		        "unprofiled\n",
-		        (int)ti->pid,
-		        hp_fmt_bytes_short(b, sizeof(b),
-		                           head > INT64_MAX ? INT64_MAX
-		                                            : (int64_t)head));
+		hp_log("heapprof: collector: pid %d: its address-space limit "
+		       "(ulimit -v) leaves it %s: a sixteenth of that is less "
+		       "than the smallest region (1 MiB); it runs "
+		       "unprofiled\n",
+		       (int)ti->pid,
+		       hp_fmt_bytes_short(b, sizeof(b),
+		                          head > INT64_MAX ? INT64_MAX
+		                                           : (int64_t)head));
 		c->region_errors++;
 		collector_refuse(fd, HP_WELCOME_ERROR);
 		free(t);
@@ -699,12 +755,11 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	int region_fd = make_region(c, rsize, version, 0, &t->reg[0]);
 	if (region_fd < 0) {
 		char hint[160];
-		fprintf(stderr,
-		        "heapprof: collector: cannot create a %llu-byte region "
-		        "for pid %d: %s%s; it runs unprofiled\n",
-		        (unsigned long long)rsize, (int)ti->pid,
-		        strerror(-region_fd),
-		        fsize_hint(-region_fd, hint, sizeof(hint)));
+		hp_log("heapprof: collector: cannot create a %llu-byte region "
+		       "for pid %d: %s%s; it runs unprofiled\n",
+		       (unsigned long long)rsize, (int)ti->pid,
+		       strerror(-region_fd),
+		       fsize_hint(-region_fd, hint, sizeof(hint)));
 		c->region_errors++;
 		collector_refuse(fd, HP_WELCOME_ERROR);
 		free(t);
@@ -716,20 +771,19 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	int refused = shared_cgroup_levels(ti->pid, r0, &levels, &room);
 	if (refused || levels) {
 		char rb[HP_FMT_BYTES_MAX], lb[HP_FMT_BYTES_MAX];
-		fprintf(stderr,
-		        "heapprof: collector: pid %d shares heapprof's memory "
-		        "cgroup, which has %s left: %s%s%s\n",
-		        (int)ti->pid,
-		        hp_fmt_bytes_short(rb, sizeof(rb), (int64_t)room),
-		        refused ? "an eighth of that cannot hold the first "
-		                  "level of its live table ("
-		                : "its live table is held to ",
-		        hp_fmt_bytes_short(lb, sizeof(lb),
-		                           (int64_t)livetab_levels_bytes(
-		                                   r0, refused ? 1 : levels)),
-		        refused ? "); it runs unprofiled"
-		                : " (an eighth of that); blocks past it are "
-		                  "counted as live_table_full");
+		hp_log("heapprof: collector: pid %d shares heapprof's memory "
+		       "cgroup, which has %s left: %s%s%s\n",
+		       (int)ti->pid,
+		       hp_fmt_bytes_short(rb, sizeof(rb), (int64_t)room),
+		       refused ? "an eighth of that cannot hold the first "
+		                 "level of its live table ("
+		               : "its live table is held to ",
+		       hp_fmt_bytes_short(lb, sizeof(lb),
+		                          (int64_t)livetab_levels_bytes(
+		                                  r0, refused ? 1 : levels)),
+		       refused ? "); it runs unprofiled"
+		               : " (an eighth of that); blocks past it are "
+		                 "counted as live_table_full");
 	}
 	if (refused) {
 		c->region_errors++;
@@ -786,11 +840,10 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 		t->tr.cap = r0->trace_cap;
 		t->tr.bytes = r0->trace_cap * sizeof(struct hp_event_v2);
 	} else if (c->opts.trace_mode) {
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: its heapprof library is "
-		        "older (layout v1): no event trace for it; its profile "
-		        "is recorded\n",
-		        (int)ti->pid);
+		hp_log("heapprof: collector: pid %d: its heapprof library is "
+		       "older (layout v1): no event trace for it; its profile "
+		       "is recorded\n",
+		       (int)ti->pid);
 	}
 	t->pid = ti->pid;
 	t->ppid = ti->ppid;
@@ -819,8 +872,8 @@ int collector_answer(struct collector *c, int fd, const struct target_info *ti,
 	/* A fork child runs its parent's image, said for the parent. */
 	if (own_malloc) {
 		info.note = own_malloc;
-		fprintf(stderr, "heapprof: collector: pid %d (%s): %s\n",
-		        (int)ti->pid, who[0] ? who : "?", own_malloc);
+		hp_log("heapprof: collector: pid %d (%s): %s\n", (int)ti->pid,
+		       who[0] ? who : "?", own_malloc);
 	}
 	rc = add_row(c, &info, NULL, &t->upid);
 	free(cmd);
@@ -914,10 +967,9 @@ static void mark_disconnected(const struct collector *c, struct target *t)
 
 static void protocol_error(struct target *t)
 {
-	fprintf(stderr,
-	        "heapprof: collector: pid %d sent a malformed message; "
-	        "ignoring what it sends from now on (its profile is kept)\n",
-	        (int)t->pid);
+	hp_log("heapprof: collector: pid %d sent a malformed message; "
+	       "ignoring what it sends from now on (its profile is kept)\n",
+	       (int)t->pid);
 	t->proto_error = true;
 	t->snap_len = 0;
 }
@@ -929,19 +981,17 @@ static void grow_request(struct collector *c, struct target *t)
 		return;
 	t->said_full = true;
 	if (rc == -ENOSPC)
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: tables full and no more "
-		        "room (%d regions, %llu bytes); further samples are "
-		        "counted as dropped\n",
-		        (int)t->pid, t->nreg,
-		        (unsigned long long)t->shmem_total);
+		hp_log("heapprof: collector: pid %d: tables full and no more "
+		       "room (%d regions, %llu bytes); further samples are "
+		       "counted as dropped\n",
+		       (int)t->pid, t->nreg,
+		       (unsigned long long)t->shmem_total);
 	else {
 		char hint[160];
-		fprintf(stderr,
-		        "heapprof: collector: pid %d: cannot grow its region: "
-		        "%s%s\n",
-		        (int)t->pid, strerror(-rc),
-		        fsize_hint(-rc, hint, sizeof(hint)));
+		hp_log("heapprof: collector: pid %d: cannot grow its region: "
+		       "%s%s\n",
+		       (int)t->pid, strerror(-rc),
+		       fsize_hint(-rc, hint, sizeof(hint)));
 	}
 }
 
@@ -1174,8 +1224,8 @@ size_t collector_pollfds(struct collector *c, struct pollfd *fds, size_t max)
 	if (c->listen_fd >= 0 && n < max)
 		fds[n++] =
 		        (struct pollfd){.fd = c->listen_fd, .events = POLLIN};
-	if (writeq_fd(&c->wq) >= 0 && n < max)
-		fds[n++] = (struct pollfd){.fd = writeq_fd(&c->wq),
+	if (jobq_fd(&c->wq) >= 0 && n < max)
+		fds[n++] = (struct pollfd){.fd = jobq_fd(&c->wq),
 		                           .events = POLLIN};
 	for (size_t i = 0; i < c->npending && n < max; i++)
 		fds[n++] = (struct pollfd){.fd = c->pending[i].fd,
@@ -1204,8 +1254,8 @@ void collector_handle(struct collector *c, const struct pollfd *fds, size_t n,
 			accept_pending(c);
 			continue;
 		}
-		if (fd == writeq_fd(&c->wq)) {
-			writeq_poll(&c->wq);
+		if (fd == jobq_fd(&c->wq)) {
+			jobq_poll(&c->wq);
 			continue;
 		}
 		bool done = false;
@@ -1311,7 +1361,7 @@ static int dump_target(struct collector *c, struct target *t,
 	}
 	struct dump_job *j = calloc(1, sizeof(*j));
 	if (!j) {
-		fprintf(stderr, "heapprof: collector: out of memory\n");
+		hp_log("heapprof: collector: out of memory\n");
 		if (g)
 			g->errors++;
 		if (answer)
@@ -1330,6 +1380,8 @@ static int dump_target(struct collector *c, struct target *t,
 	}
 	j->nreg = t->nreg;
 	j->blocks = blocks;
+	if (c->opts.peak_dumps)
+		j->peak_of = t;
 	/* Stamped when asked for: a process's dumps are in the order of
 	 * their times, before its row's end, and periodic ones on their
 	 * ticks; what they hold is read when the writer gets to them. */
@@ -1355,8 +1407,8 @@ static int dump_target(struct collector *c, struct target *t,
 	j->group = g;
 	j->answer = answer ? t : NULL;
 	bool periodic = !strcmp(reason, "periodic");
-	int rc = writeq_submit(&c->wq, dump_run, dump_fin, j, 0,
-	                       periodic ? WQ_PERIODIC : 0);
+	int rc = jobq_submit(&c->wq, dump_run, dump_fin, NULL, j, 0,
+	                     periodic ? JOBQ_MARK : 0);
 	return rc ? rc : werr;
 }
 
@@ -1378,6 +1430,9 @@ int collector_dump_final(struct collector *c, struct target *t,
 	if (t->retired || !t->nreg)
 		return 0;
 	int terr = t->tr.mode ? collector_trace_final(c, t) : 0;
+	/* The curve's last point: the heap as the final dump finds it
+	 * (its RSS is gone with it, or said by that dump). */
+	collector_curve(c, t, ts ? ts : boottime_ns(), 0, false);
 	bool traced = t->tr.mode && t->tr.mode != HP_TRACE_LOG;
 	int rc = dump_target(c, t, reason, NULL, ts, traced, NULL, false);
 	return rc ? rc : terr;
@@ -1414,7 +1469,7 @@ void collector_dump_group(struct collector *c, pid_t pid, const char *reason,
 	g->dumps = g->errors = 0;
 	dump_pid(c, pid, reason, NULL, g);
 	/* Its fin runs after every fin of the dumps before it. */
-	writeq_submit(&c->wq, group_run, group_fin, g, 0, 0);
+	jobq_submit(&c->wq, group_run, group_fin, NULL, g, 0, 0);
 }
 
 int collector_dump_all(struct collector *c, const char *reason)
@@ -1508,8 +1563,8 @@ static int intern_run(void *arg)
 	struct intern_job *j = arg;
 	uint64_t t0 = hp_clock_ns(CLOCK_MONOTONIC);
 	struct snapshot s;
-	int rc = read_regions(j->c, j->regs, j->nreg, false, j->pid, j->alive,
-	                      j->cwd, &s);
+	int rc = read_regions(j->c, j->regs, j->nreg, false, false, j->pid,
+	                      j->alive, j->cwd, &s);
 	if (rc)
 		return rc;
 	rc = profile_intern_stacks(j->p, j->upid, &s.dump);
@@ -1573,7 +1628,7 @@ int collector_intern_ahead(struct collector *c)
 		j->nreg = t->nreg;
 		t->interned = n;
 		c->interns_queued++;
-		writeq_submit(&c->wq, intern_run, intern_fin, j, 0, 0);
+		jobq_submit(&c->wq, intern_run, intern_fin, NULL, j, 0, 0);
 	}
 	return (int)((every + 999999) / 1000000);
 }
@@ -1595,12 +1650,15 @@ void collector_retire(struct collector *c, struct target *t)
 		t->reg[i].fd = -1;
 	}
 	if (j)
-		writeq_submit(&c->wq, unmap_run, free_job, j, 0, 0);
+		jobq_submit(&c->wq, unmap_run, free_job, NULL, j, 0, 0);
 	t->nreg = 0;
 	t->retired = true;
 	free(t->tr.acc.d);
 	free(t->tr.acc.touched);
 	memset(&t->tr.acc, 0, sizeof(t->tr.acc));
+	free(t->tr.peak_sh);
+	t->tr.peak_sh = NULL;
+	t->tr.peak_cap = 0;
 }
 
 int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
@@ -1611,7 +1669,7 @@ int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
 	t->row_ended = true;
 	struct end_job *j = malloc(sizeof(*j));
 	if (!j) {
-		fprintf(stderr, "heapprof: collector: out of memory\n");
+		hp_log("heapprof: collector: out of memory\n");
 		return -ENOMEM;
 	}
 	*j = (struct end_job){
@@ -1626,7 +1684,7 @@ int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
 	         t->exec_not_followed);
 	if (j->exec_not_followed[0])
 		j->e.exec_not_followed = j->exec_not_followed;
-	return writeq_submit(&c->wq, end_run, free_job, j, 0, 0);
+	return jobq_submit(&c->wq, end_run, free_job, NULL, j, 0, 0);
 }
 
 int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
@@ -1658,7 +1716,7 @@ int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
 void collector_close(struct collector *c)
 {
 	/* Queued writes may name targets (snapshot answers, trace counts). */
-	writeq_stop(&c->wq);
+	jobq_stop(&c->wq, NULL);
 	for (size_t i = 0; i < c->ntargets; i++) {
 		struct target *t = c->targets[i];
 		if (t->fd >= 0)
@@ -1668,8 +1726,7 @@ void collector_close(struct collector *c)
 	}
 	free(c->targets);
 	c->targets = NULL;
-	free(c->evbuf);
-	c->evbuf = NULL;
+	collector_trace_free(c);
 	c->ntargets = c->cap = 0;
 	for (size_t i = 0; i < c->npending; i++)
 		close(c->pending[i].fd);

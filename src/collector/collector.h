@@ -17,10 +17,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "collector/writeq.h"
+#include "util/jobq.h"
 #include "util/memcg.h"
 
-/* A target's memory cgroup as the session watches it (session_memwatch.c):
+/* A target's memory cgroup as the session watches it (session/memwatch.c):
  * dumps when its RSS crosses the threshold or the cgroup reports
  * pressure, and whether the OOM killer killed it. */
 struct memwatch {
@@ -40,7 +40,7 @@ struct memwatch {
 };
 #include "layout/region.h"
 #include "layout/wire_v1.h"
-#include "profile/profile.h"
+#include "store/profile.h"
 
 /* A process gets at most this many regions (--block-client: GROW). */
 #define TARGET_MAX_REGIONS 4
@@ -50,6 +50,10 @@ struct memwatch {
 #define COLLECTOR_MAX_PENDING 64
 /* A client that connected must finish its hello within this time. */
 #define COLLECTOR_HELLO_MS 2000
+/* Bytes of writes queued (trace events) past which the loop waits for
+ * the writer thread (the loop stalls only when it makes data faster than
+ * SQLite takes it for a long time). */
+#define COLLECTOR_QUEUE_MAX_BYTES (512ull << 20)
 
 struct collector_opts {
 	uint64_t interval;
@@ -77,6 +81,11 @@ struct collector_opts {
 	/* --follow-exec: a new image is followed, so an exec is never noted
 	 * as not followed (collector_note_exec). */
 	bool follow_exec;
+	/* Peak tracking (HP_CFG_TRACK_MAX in config_flags): dump_at_max,
+	 * every dump holds the state at the peak (--dump-at-max); else
+	 * peak_dumps, a dump of the peak ("peak") goes before any dump of a
+	 * process whose peak rose since its last dump. */
+	bool dump_at_max, peak_dumps;
 };
 
 struct target_region {
@@ -115,7 +124,7 @@ struct target_trace {
 	uint64_t pos;    /* next position to read (streaming: our tail) */
 	uint64_t events; /* read and handed to the writer */
 	/* Of those, the ones whose write failed (set by the writer: see
-	 * writeq.h); `failed` once the failure was said. */
+	 * util/jobq.h); `failed` once the failure was said. */
 	_Atomic uint64_t lost;
 	_Atomic int failed;
 	uint64_t overwritten; /* ring: written, then replaced before read */
@@ -132,6 +141,14 @@ struct target_trace {
 	 * and the pace of the loop's look at the log. */
 	struct livelog_acc acc;
 	uint32_t idle_ms;
+	/* HP_TRACE_LOG with peak tracking (a STACK_MAX table): each stack's
+	 * counters as of the position applied, by stack id (the table's
+	 * allocation counters run ahead of it: the client charges them when
+	 * it logs), for the copies at the peak (stackmax_save).  peak_off:
+	 * no memory for them, the peak is no longer followed. */
+	struct hp_stack_counts *peak_sh;
+	uint64_t peak_cap;
+	bool peak_off;
 };
 
 struct target {
@@ -147,8 +164,18 @@ struct target {
 	bool conn_lost;    /* ... by the program, which still runs (it closed
 	                    * or reused the client's descriptor) */
 	bool retired;      /* last dump written, regions unmapped */
-	bool proto_error;  /* sent bytes that are not messages: ignored */
-	bool row_ended;    /* profile_end_process done */
+	/* The peak's epoch (hp_header_v1.max_epoch) when its last dump
+	 * looked: another one is a peak with no dump yet
+	 * (opts.peak_dumps); and the time of its last dump written.  The
+	 * writer thread's (dump_run). */
+	uint64_t peak_epoch;
+	uint64_t last_dump_ts;
+	/* Memory over time (curve.c): the session's next sample of it
+	 * (CLOCK_MONOTONIC), and the gap its last walk asked for. */
+	uint64_t curve_next_ns, curve_gap_ns;
+	uint64_t curve_first_ns; /* its first sample (CLOCK_MONOTONIC) */
+	bool proto_error;        /* sent bytes that are not messages: ignored */
+	bool row_ended;          /* profile_end_process done */
 	uint8_t msg[sizeof(struct hp_client_msg)]; /* partial message */
 	size_t msg_len;
 	uint64_t start_ts, disconnect_ts; /* CLOCK_BOOTTIME */
@@ -187,6 +214,8 @@ struct pending_conn {
 	uint64_t deadline_ns; /* CLOCK_BOOTTIME */
 };
 
+struct events_job;
+
 struct collector {
 	int listen_fd;  /* -1 without a socket (daemon sessions) */
 	char dir[64];   /* private 0700 directory holding the socket */
@@ -197,12 +226,17 @@ struct collector {
 	size_t ntargets, cap;
 	struct pending_conn pending[COLLECTOR_MAX_PENDING];
 	size_t npending;
-	struct prof_event *evbuf; /* TRACE_BATCH events, for the writer */
-	unsigned region_errors;   /* hellos refused: no region could be made */
-	/* Every write to the profile goes through wq (writeq.h), in order;
+	/* Trace events for the writer: the batch being filled (TRACE_BATCH
+	 * events), and batches the writer is done with, kept for reuse
+	 * (trace.c): a batch is 900 KiB, and a new one each time cost page
+	 * faults on every one of them. */
+	struct events_job *ev_fill, *ev_spare;
+	unsigned nspare;
+	unsigned region_errors; /* hellos refused: no region could be made */
+	/* Every write to the profile goes through wq (util/jobq.h), in order;
 	 * process rows are numbered here (prof_process.upid), so a row's
 	 * upid is known before the writer gets to it. */
-	struct writeq wq;
+	struct jobq wq;
 	int64_t last_upid;
 	/* Interning ahead (collector_intern_ahead): when next (CLOCK_
 	 * MONOTONIC; 0: not yet set), jobs queued, the last one's time. */
@@ -238,7 +272,7 @@ int collector_open(struct collector *c, const struct collector_opts *o,
                    bool listen);
 
 /*
- * The profile's writes on a thread of their own (writeq.h), between
+ * The profile's writes on a thread of their own (util/jobq.h), between
  * collector_writer_start and collector_writer_stop: the session's loop
  * is never held by SQLite.  Meanwhile c->profile is the writer's: every
  * collector_* call that writes only reads what it needs from the
@@ -342,6 +376,11 @@ int collector_grow(struct collector *c, struct target *t);
  * (heapprof_trace). */
 int collector_dump(struct collector *c, struct target *t, const char *reason,
                    uint64_t ts);
+/* Memory over time (curve.c): t's heaps' live bytes, summed from its
+ * stack tables, and rss (if have_rss) queued as counter values at ts
+ * (CLOCK_BOOTTIME); sets t->curve_gap_ns.  0 or a negative errno. */
+int collector_curve(struct collector *c, struct target *t, uint64_t ts,
+                    uint64_t rss, bool have_rss);
 /* A dump with every live block (snapshot_take_live); name (may be NULL)
  * makes it a named snapshot. */
 int collector_dump_blocks(struct collector *c, struct target *t,
@@ -365,6 +404,16 @@ int collector_dump_final(struct collector *c, struct target *t,
  */
 int collector_trace_poll(struct collector *c, struct target *t);
 int collector_trace_final(struct collector *c, struct target *t);
+/*
+ * Progress of collector_trace_final, which may read millions of events:
+ * fn(arg, done, total) every 65536 events it reads, fn(arg, -1, total)
+ * when it is done.  NULL: none.  Process-wide; set by the command line.
+ */
+/* The trace's batches kept for reuse, freed (the writer stopped). */
+void collector_trace_free(struct collector *c);
+void collector_set_trace_progress(void (*fn)(void *arg, int64_t done,
+                                             int64_t total),
+                                  void *arg);
 /* Oneshot: true once, the first time the client said the table is full;
  * *full_ts is when (CLOCK_BOOTTIME). */
 bool collector_trace_full(struct target *t, uint64_t *full_ts);
@@ -462,11 +511,13 @@ int snapshot_resolve_paths(struct snapshot *s, pid_t pid, bool alive,
  * All of a process's regions into one dump: stacks concatenated (the
  * writer merges equal call stacks, so a stack's identity is its frames,
  * whatever region holds it), modules from all (duplicates dropped), header
- * counters summed.  With HP_CFG_TRACK_MAX the stacks hold the state at the
- * peak of live bytes (stackmax_read) and at_max, max_ts_ns and
- * max_live_bytes are set.
+ * counters summed.  at_peak, when the regions track the peak
+ * (HP_CFG_TRACK_MAX: a STACK_MAX table): the stacks hold the state at the
+ * peak of live bytes (stackmax_read) and at_max is set; else the state
+ * now.  A region that tracks the peak gives max_ts_ns and max_live_bytes
+ * either way.
  */
-int snapshot_take_regions(const struct hp_region *const *r, int n,
+int snapshot_take_regions(const struct hp_region *const *r, int n, bool at_peak,
                           struct snapshot *s);
 /*
  * snapshot_take_regions plus every live block (dump.blocks, nblocks): the
@@ -477,7 +528,7 @@ int snapshot_take_regions(const struct hp_region *const *r, int n,
  * stopped (SIGSTOP), it is exact.  Stacks keep key = region index << 32 |
  * stack id.
  */
-int snapshot_take_live(const struct hp_region *const *r, int n,
+int snapshot_take_live(const struct hp_region *const *r, int n, bool at_peak,
                        struct snapshot *s);
 /* The process's memory: /proc/PID/status if pid runs (and alive), else
  * what the client wrote at exit; fields it could not get stay unset. */

@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 
 #include "collector/collector.h"
-#include "collector/snapshot_proc.h"
+#include "inspect/snapshot_proc.h"
 #include "util/grow.h"
 
 static uint64_t clamp(uint64_t v, uint64_t cap)
@@ -232,7 +232,7 @@ static int take_heaps(const struct hp_region *const *rs, int nr,
 }
 
 int snapshot_take_regions(const struct hp_region *const *rs, int nr,
-                          struct snapshot *s)
+                          bool at_peak, struct snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
 	if (nr < 1 || nr > TARGET_MAX_REGIONS)
@@ -265,9 +265,10 @@ int snapshot_take_regions(const struct hp_region *const *rs, int nr,
 	 */
 	/* Our own geometry says whether we asked for peak tracking (the
 	 * header's config_flags are in memory the client can write). */
-	bool at_max = rs[0]->stack_max != NULL;
-	if (at_max) {
-		s->dump.at_max = 1;
+	bool tracked = rs[0]->stack_max != NULL;
+	bool at_max = tracked && at_peak;
+	if (tracked) {
+		s->dump.at_max = at_max;
 		s->dump.max_live_bytes = atomic_load_explicit(
 		        &h0->max_live_bytes, memory_order_acquire);
 		s->dump.max_ts_ns = atomic_load_explicit(&h0->max_ts_ns,
@@ -285,7 +286,7 @@ int snapshot_take_regions(const struct hp_region *const *rs, int nr,
 
 int snapshot_take(const struct hp_region *r, struct snapshot *s)
 {
-	return snapshot_take_regions(&r, 1, s);
+	return snapshot_take_regions(&r, 1, false, s);
 }
 
 /* The index in s->stacks of the stack with this key (stacks are in key
@@ -305,7 +306,7 @@ static ssize_t stack_by_key(const struct snapshot *s, uint64_t key)
 	return -1;
 }
 
-int snapshot_take_live(const struct hp_region *const *rs, int nr,
+int snapshot_take_live(const struct hp_region *const *rs, int nr, bool at_peak,
                        struct snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -352,7 +353,7 @@ int snapshot_take_live(const struct hp_region *const *rs, int nr,
 			        .ts_ns = v.ts_ns};
 		}
 	}
-	int rc = snapshot_take_regions(rs, nr, s);
+	int rc = snapshot_take_regions(rs, nr, at_peak, s);
 	if (rc) {
 		free(b);
 		return rc;

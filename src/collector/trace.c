@@ -23,7 +23,8 @@
 #include <time.h>
 
 #include "collector/collector.h"
-#include "collector/config.h"
+#include "config/config.h"
+#include "util/err.h"
 
 /* At the end, how long in all we wait for writers to finish events they
  * reserved: a live process's are writing now; a process whose connection
@@ -72,15 +73,20 @@ static void give_back(struct target *t)
 		                      t->tr.pos, memory_order_release);
 }
 
-/* A batch of events for the writer (writeq.h). */
+/* A batch of events for the writer (util/jobq.h). */
 struct events_job {
+	struct collector *c;
 	struct profile *p;
 	int64_t upid;
 	pid_t pid;
 	struct target_trace *tr; /* lost, failed: atomics */
 	size_t n;
+	struct events_job *next; /* in c->ev_spare */
 	struct prof_event ev[];
 };
+
+/* Batches kept for reuse at most (7 MiB). */
+#define SPARE_MAX 8
 
 static int events_run(void *arg)
 {
@@ -95,39 +101,79 @@ static int events_run(void *arg)
 	return rc;
 }
 
+/* On the loop's thread: the batch goes back to the spares. */
 static void events_fin(void *arg, int rc)
 {
+	struct events_job *j = arg;
+	struct collector *c = j->c;
 	(void)rc;
-	free(arg);
+	if (c->nspare < SPARE_MAX) {
+		j->next = c->ev_spare;
+		c->ev_spare = j;
+		c->nspare++;
+	} else {
+		free(j);
+	}
 }
 
-/* Hands the n events of c->evbuf to the writer (copied: the buffer is
- * refilled at once); the client gets their room back from the caller. */
+void collector_trace_free(struct collector *c)
+{
+	free(c->ev_fill);
+	c->ev_fill = NULL;
+	while (c->ev_spare) {
+		struct events_job *j = c->ev_spare;
+		c->ev_spare = j->next;
+		free(j);
+	}
+	c->nspare = 0;
+}
+
+/* The batch to fill: the one begun, a spare, or a new one; 0 or
+ * -ENOMEM. */
+static int ensure_buf(struct collector *c)
+{
+	if (c->ev_fill)
+		return 0;
+	if (c->ev_spare) {
+		c->ev_fill = c->ev_spare;
+		c->ev_spare = c->ev_fill->next;
+		c->nspare--;
+		return 0;
+	}
+	c->ev_fill = malloc(sizeof(*c->ev_fill) +
+	                    TRACE_BATCH * sizeof(c->ev_fill->ev[0]));
+	return c->ev_fill ? 0 : -ENOMEM;
+}
+
+/* An event that found no batch (out of memory): counted as not written,
+ * as the writer's failures are. */
+static void lose(struct target *t, uint64_t n)
+{
+	atomic_fetch_add_explicit(&t->tr.lost, n, memory_order_relaxed);
+	t->tr.events += n;
+	if (!atomic_exchange_explicit(&t->tr.failed, 1, memory_order_relaxed))
+		hp_log("heapprof: collector: pid %d: out of memory: "
+		       "the trace is incomplete\n",
+		       (int)t->pid);
+}
+
+/* Hands the n events of the batch being filled to the writer; the
+ * client gets their room back from the caller. */
 static int flush(struct collector *c, struct target *t, size_t n)
 {
 	if (!n)
 		return 0;
-	struct events_job *j = malloc(sizeof(*j) + n * sizeof(j->ev[0]));
-	if (!j) {
-		atomic_fetch_add_explicit(&t->tr.lost, n, memory_order_relaxed);
-		t->tr.events += n;
-		if (!atomic_exchange_explicit(&t->tr.failed, 1,
-		                              memory_order_relaxed))
-			fprintf(stderr,
-			        "heapprof: collector: pid %d: out of memory: "
-			        "the trace is incomplete\n",
-			        (int)t->pid);
-		return -ENOMEM;
-	}
+	struct events_job *j = c->ev_fill;
+	c->ev_fill = NULL;
+	j->c = c;
 	j->p = c->profile;
 	j->upid = t->upid;
 	j->pid = t->pid;
 	j->tr = &t->tr;
 	j->n = n;
-	memcpy(j->ev, c->evbuf, n * sizeof(j->ev[0]));
 	t->tr.events += n;
-	return writeq_submit(&c->wq, events_run, events_fin, j,
-	                     n * sizeof(j->ev[0]), 0);
+	return jobq_submit(&c->wq, events_run, events_fin, NULL, j,
+	                   n * sizeof(j->ev[0]), 0);
 }
 
 /* The log's free counters owed: arrays for the stack ids met so far
@@ -159,6 +205,66 @@ static void acc_ready(struct target *t)
 		return; /* d is larger, cap is not: still consistent */
 	a->touched = touched;
 	a->cap = cap;
+}
+
+/*
+ * The peak of live bytes while the log is applied (HP_CFG_TRACK_MAX): the
+ * collector is the one writer of the table, so it follows the peak as the
+ * client does in its own hands (region.h's STACK_MAX protocol), in the
+ * log's order and with each allocation's own time, from its count of
+ * each stack (peak_sh).  Once the client takes the table over it goes on
+ * from the same header and copies.
+ */
+static struct hp_stack_counts *peak_counts(struct target *t, uint32_t id,
+                                           uint64_t stacks)
+{
+	struct target_trace *tr = &t->tr;
+	if (id >= tr->peak_cap) {
+		uint64_t cap = tr->peak_cap ? tr->peak_cap : ACC_MIN_IDS;
+		while (cap <= id)
+			cap *= 2;
+		if (cap > stacks)
+			cap = stacks;
+		struct hp_stack_counts *n =
+		        realloc(tr->peak_sh, cap * sizeof(*n));
+		if (!n) {
+			hp_log("heapprof: collector: pid %d: out of memory: "
+			       "its peak is no longer followed\n",
+			       (int)t->pid);
+			tr->peak_off = true;
+			return NULL;
+		}
+		memset(n + tr->peak_cap, 0, (cap - tr->peak_cap) * sizeof(*n));
+		tr->peak_sh = n;
+		tr->peak_cap = cap;
+	}
+	return &tr->peak_sh[id];
+}
+
+static void peak_apply(struct target *t, struct hp_region *r,
+                       const struct livelog_acc *a, uint64_t ts)
+{
+	if (a->last == LIVELOG_NONE || t->tr.peak_off ||
+	    a->last_id >= r->stacks_cap)
+		return;
+	struct hp_stack_counts *c = peak_counts(t, a->last_id, r->stacks_cap);
+	if (!c)
+		return;
+	stackmax_save(r, a->last_id, c);
+	if (a->last != LIVELOG_OUT) {
+		c->alloc_count++;
+		c->alloc_bytes += a->last_bytes;
+		c->alloc_objects_fp += a->last_objs;
+	}
+	if (a->last != LIVELOG_IN) {
+		c->free_count++;
+		c->free_bytes += a->last_bytes;
+		c->free_objects_fp += a->last_objs;
+	}
+	if (a->last == LIVELOG_IN || a->last == LIVELOG_IN_GONE)
+		stackmax_alloc_at(r, a->last_bytes, ts);
+	else if (a->last == LIVELOG_OUT)
+		stackmax_free(r, a->last_bytes);
 }
 
 /* The log's events [pos, end), at most limit, applied to the live table
@@ -200,6 +306,8 @@ static int apply_range(struct target *t, uint64_t end, uint64_t limit,
 			 * now: it leaves a taken position to us. */
 			if (livelog_apply(r, &ev, &t->tr.acc) < 0)
 				break;
+			if (r->stack_max)
+				peak_apply(t, r, &t->tr.acc, ev.ts_ns);
 			atomic_store_explicit(&r->ext->log_done, t->tr.pos + 1,
 			                      memory_order_release);
 			t->tr.events++;
@@ -220,6 +328,17 @@ static int apply_range(struct target *t, uint64_t end, uint64_t limit,
 	if (done)
 		region_count(r, HP_CTR_LIVE_LOG_EVENTS, done);
 	return 0;
+}
+
+static void (*progress_fn)(void *arg, int64_t done, int64_t total);
+static void *progress_arg;
+
+void collector_set_trace_progress(void (*fn)(void *arg, int64_t done,
+                                             int64_t total),
+                                  void *arg)
+{
+	progress_fn = fn;
+	progress_arg = arg;
 }
 
 static void pause_briefly(void)
@@ -243,7 +362,11 @@ static int read_range(struct collector *c, struct target *t, uint64_t end,
 	size_t n = 0;
 	uint64_t done = 0;
 	int err = 0;
+	int64_t total = end > t->tr.pos ? (int64_t)(end - t->tr.pos) : 0;
+	bool say = final && progress_fn;
 	while (t->tr.pos < end && done < limit) {
+		if (say && done && (done & 65535) == 0)
+			progress_fn(progress_arg, (int64_t)done, total);
 		struct hp_event_v2 ev;
 		enum hp_ev_read rc = trace_get(r, t->tr.pos, &ev);
 		if (rc == HP_EV_READ_NOT_YET) {
@@ -270,8 +393,10 @@ static int read_range(struct collector *c, struct target *t, uint64_t end,
 			t->tr.pos++;
 			continue;
 		}
-		if (rc == HP_EV_READ_OK) {
-			struct prof_event *o = &c->evbuf[n++];
+		if (rc == HP_EV_READ_OK && ensure_buf(c) < 0) {
+			lose(t, 1);
+		} else if (rc == HP_EV_READ_OK) {
+			struct prof_event *o = &c->ev_fill->ev[n++];
 			o->ts_ns = ev.ts_ns;
 			o->kind = ev.kind;
 			o->tid = ev.tid;
@@ -295,14 +420,9 @@ static int read_range(struct collector *c, struct target *t, uint64_t end,
 	}
 	int rc2 = flush(c, t, n);
 	give_back(t);
+	if (say && done >= 65536)
+		progress_fn(progress_arg, -1, total);
 	return err ? err : rc2;
-}
-
-static int ensure_buf(struct collector *c)
-{
-	if (!c->evbuf)
-		c->evbuf = malloc(TRACE_BATCH * sizeof(*c->evbuf));
-	return c->evbuf ? 0 : -ENOMEM;
 }
 
 /* The positions that can be read now: [pos, end). */
@@ -351,7 +471,7 @@ int collector_trace_poll(struct collector *c, struct target *t)
 	/* The writer is far behind: the events wait in the client's buffer
 	 * (it has no room back meanwhile, as when we wrote them ourselves),
 	 * and the loop comes back at its usual pace. */
-	if (writeq_bytes(&c->wq) > TRACE_QUEUE_MAX) {
+	if (jobq_bytes(&c->wq) > TRACE_QUEUE_MAX) {
 		t->tr.last_read = 0;
 		return 0;
 	}

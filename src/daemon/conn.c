@@ -169,6 +169,12 @@ static void handle_ctl(struct conn *c, uint16_t type, const uint8_t *p,
 			dump_done(c->sess, &dd);
 			return;
 		}
+		if (type == HP_CTL_ATTACHED) {
+			struct hp_ctl_attached a;
+			memcpy(&a, p, sizeof(a));
+			target_attached(c->sess, a.pid);
+			return;
+		}
 		dlog("session %" PRIu64 ": unexpected message type %u ignored",
 		     c->sess->id, type);
 		return;

@@ -190,6 +190,8 @@ int ctl_payload_size(uint16_t type, uint32_t *min_out)
 		return sizeof(struct hp_ctl_target);
 	case HP_CTL_DUMP:
 		return sizeof(struct hp_ctl_dump);
+	case HP_CTL_ATTACHED:
+		return sizeof(struct hp_ctl_attached);
 	case HP_CTL_DUMP_REQUEST:
 		return sizeof(struct hp_ctl_dump_request);
 	case HP_CTL_DUMP_DONE:

@@ -45,6 +45,7 @@
 
 #include "daemon/daemon_int.h"
 #include "layout/paths.h"
+#include "util/err.h"
 
 struct daemon_state D;
 
@@ -386,22 +387,20 @@ int daemon_run(int foreground)
 	D.listen_fd = -1;
 	D.sig_fd = -1;
 	if (hp_daemon_paths(D.dir, sizeof(D.dir), D.sock, sizeof(D.sock))) {
-		fprintf(stderr, "heapprof: daemon: the socket path is too long "
-		                "(XDG_RUNTIME_DIR)\n");
+		hp_log("heapprof: daemon: the socket path is too long "
+		       "(XDG_RUNTIME_DIR)\n");
 		return 1;
 	}
 	int pipefd[2] = {-1, -1};
 	if (!foreground) {
 		if (pipe2(pipefd, O_CLOEXEC) != 0) {
-			fprintf(stderr, "heapprof: daemon: pipe: %s\n",
-			        strerror(errno));
+			hp_log("heapprof: daemon: pipe: %s\n", strerror(errno));
 			return 1;
 		}
 		fflush(NULL);
 		pid_t child = fork();
 		if (child < 0) {
-			fprintf(stderr, "heapprof: daemon: fork: %s\n",
-			        strerror(errno));
+			hp_log("heapprof: daemon: fork: %s\n", strerror(errno));
 			return 1;
 		}
 		if (child > 0) {
@@ -430,11 +429,10 @@ int daemon_run(int foreground)
 			int st = 0;
 			waitpid(child, &st, 0);
 			if (got)
-				fputs(buf, stderr);
+				hp_log("%s", buf);
 			else
-				fprintf(stderr,
-				        "heapprof: daemon: heapprofd exited "
-				        "during startup\n");
+				hp_log("heapprof: daemon: heapprofd exited "
+				       "during startup\n");
 			return 1;
 		}
 		close(pipefd[0]);
@@ -515,8 +513,8 @@ int daemon_run(int foreground)
 		close(g_startup_fd);
 		g_startup_fd = -1;
 	} else {
-		fprintf(stderr, "heapprofd: listening on %s (pid %d)\n", D.sock,
-		        (int)getpid());
+		hp_log("heapprofd: listening on %s (pid %d)\n", D.sock,
+		       (int)getpid());
 	}
 	int rc = serve();
 	dlog("exiting");

@@ -178,6 +178,9 @@ int read_stat(int pid, uint64_t *start, int *ppid);
 void send_target(struct session *s, int pid, uint32_t status, const char *name,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void target_remove(size_t i);
+/* A process session s attached to itself (HP_CTL_ATTACHED): its target,
+ * if it runs as our uid and no other session owns it. */
+void target_attached(struct session *s, int pid);
 struct target *target_find(int pid, uint64_t start);
 struct target *target_add(int pid, uint64_t start, struct session *s,
                           int state);

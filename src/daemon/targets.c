@@ -164,6 +164,35 @@ struct target *target_add(int pid, uint64_t start, struct session *s, int state)
 	return t;
 }
 
+void target_attached(struct session *s, int pid)
+{
+	uint64_t start;
+	struct proc_status pi;
+	if (pid <= 0 || read_stat(pid, &start, NULL) || read_status(pid, &pi) ||
+	    !all_uids_ours(&pi)) {
+		dlog("session %" PRIu64 ": attached pid %d: not ours or gone",
+		     s->id, pid);
+		return;
+	}
+	struct target *t = target_find(pid, start);
+	if (t && t->s != s && t->state == T_OWNED) {
+		dlog("session %" PRIu64 ": attached pid %d: session %" PRIu64
+		     " has it",
+		     s->id, pid, t->s->id);
+		return;
+	}
+	if (!t)
+		t = target_add(pid, start, s, T_OWNED);
+	if (!t) {
+		dlog("session %" PRIu64 ": attached pid %d: too many targets",
+		     s->id, pid);
+		return;
+	}
+	t->s = s;
+	t->state = T_OWNED;
+	dlog("session %" PRIu64 ": pid %d attached by the session", s->id, pid);
+}
+
 /* Forgets records of processes that are gone (bounded memory for sessions
  * that follow forks for days). */
 void targets_sweep(void)

@@ -25,7 +25,9 @@
 
 #include "export/pprof.h"
 #include "export/profile.pb-c.h"
-#include "profile/pairmap.h"
+#include "model/state.h"
+#include "model/tree.h"
+#include "util/pairmap.h"
 #include "util/err.h"
 #include "util/hmap.h"
 
@@ -72,6 +74,7 @@ struct pp_profile {
 	int64_t period, time_nanos, duration_nanos;
 	ARRAY(char *) strs;
 	ARRAY(const struct rd_stacks *) srcs;
+	ARRAY(struct tree *) trees; /* the heap model's tree of each source */
 	ARRAY(struct pp_mapping) maps;
 	ARRAY(struct pp_location) locs;
 	ARRAY(struct pp_line) lines;
@@ -139,9 +142,18 @@ static int src_index(struct pp_profile *p, const struct rd_stacks *s,
 			*out = i;
 			return 0;
 		}
-	if (RESERVE(p->srcs) < 0)
+	if (RESERVE(p->srcs) < 0 || RESERVE(p->trees) < 0)
 		return -ENOMEM;
+	struct tree *g = malloc(sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	if (tree_init(g, s) < 0) {
+		tree_free(g);
+		free(g);
+		return -ENOMEM;
+	}
 	p->srcs.a[p->srcs.n] = s;
+	p->trees.a[p->trees.n++] = g;
 	*out = p->srcs.n++;
 	return 0;
 }
@@ -219,39 +231,37 @@ static int add_line(struct pp_profile *p, const char *name, const char *sysname,
 }
 
 /*
- * The lines of frame f: one per offline symbol (innermost first), else one
- * with the frame's name, else none.  *offline is set when every line came
- * from offline symbols with a source file and line.
+ * The lines of frame f: one per function of its chain in the heap model's
+ * tree g (the functions inlined at its address, innermost first, or its
+ * own name, or "module+0xrelpc" when it has none).  *named gets how many
+ * lines carry a symbol's name; *offline is set when every line came from
+ * offline symbols with a source file and line.
  */
-static int frame_lines(struct pp_profile *p, const struct rd_stacks *s,
-                       const struct rd_frame *f, int *offline)
+static int frame_lines(struct pp_profile *p, struct tree *g,
+                       const struct rd_frame *f, size_t *named, int *offline)
 {
 	size_t nsym = 0;
-	const struct rd_symbol *sym = rd_frame_symbols(s, f, &nsym);
-	size_t before = p->lines.n;
-	int err = 0;
+	const int32_t *funcs, *lines;
+	int len = tree_frame_chain(g, f->id, &funcs, &lines);
+	int err = len < 0 ? -ENOMEM : 0;
 
+	rd_frame_symbols(g->s, f, &nsym);
 	*offline = nsym > 0;
-	for (size_t i = 0; !err && i < nsym; i++) {
-		int outer = i + 1 == nsym;
-		const char *name = sym[i].name;
-		if (!name && outer)
-			name = f->name;
-		if (!name) {
+	*named = 0;
+	for (int k = len; !err && k-- > 0;) {
+		const struct tree_func *fn = &g->funcs[funcs[k]];
+		const char *file = tree_func_file(g, funcs[k]);
+		if (!fn->named || !file || lines[k] <= 0)
 			*offline = 0;
-			continue;
-		}
-		if (!sym[i].source_file || sym[i].line <= 0)
-			*offline = 0;
+		*named += fn->named != 0;
 		/* Only the outermost function is the symbol-table entry
 		 * whose mangled name the frame carries. */
-		err = add_line(p, name, outer ? f->system_name : NULL,
-		               sym[i].source_file, sym[i].line);
+		err = add_line(p, fn->name,
+		               !fn->named                 ? ""
+		               : k == 0 && f->system_name ? f->system_name
+		                                          : NULL,
+		               file, lines[k]);
 	}
-	if (!err && p->lines.n == before && f->name)
-		err = add_line(p, f->name, f->system_name, NULL, 0);
-	if (p->lines.n == before)
-		*offline = 0;
 	return err;
 }
 
@@ -261,6 +271,7 @@ static int loc_id(struct pp_profile *p, size_t src, int64_t frame_id,
 {
 	const struct rd_stacks *s = p->srcs.a[src];
 	int64_t idx = pairmap_get(&p->loc_idx, (int64_t)src, frame_id);
+	size_t named = 0;
 
 	if (idx) {
 		*out = (uint64_t)idx;
@@ -286,7 +297,7 @@ static int loc_id(struct pp_profile *p, size_t src, int64_t frame_id,
 		/* A return address: the call is in the byte before it. */
 		if (pc)
 			l.address = pc - 1;
-		err = frame_lines(p, s, f, &offline);
+		err = frame_lines(p, p->trees.a[src], f, &named, &offline);
 	}
 	bool added;
 	struct pairmap_slot *sl = NULL;
@@ -300,7 +311,7 @@ static int loc_id(struct pp_profile *p, size_t src, int64_t frame_id,
 	if (l.mapping) {
 		struct pp_mapping *pm = &p->maps.a[l.mapping - 1];
 		pm->nlocs++;
-		pm->named += l.nlines > 0;
+		pm->named += named > 0;
 		pm->offline += offline;
 	}
 	p->locs.a[p->locs.n] = l;
@@ -353,6 +364,11 @@ void pp_free(struct pp_profile *p)
 		free(p->strs.a[i]);
 	free(p->strs.a);
 	free(p->srcs.a);
+	for (size_t i = 0; i < p->trees.n; i++) {
+		tree_free(p->trees.a[i]);
+		free(p->trees.a[i]);
+	}
+	free(p->trees.a);
 	free(p->maps.a);
 	free(p->locs.a);
 	free(p->lines.a);
@@ -767,17 +783,28 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys)
+int pp_encode_gz(struct pp_profile *p, uint8_t **out, size_t *len)
 {
-	uint8_t *raw = NULL, *gz = NULL;
-	size_t nraw = 0, ngz = 0;
+	uint8_t *raw = NULL;
+	size_t nraw = 0;
 	int err = pp_encode(p, &raw, &nraw);
 
+	*out = NULL;
+	*len = 0;
 	if (!err && nraw > UINT32_MAX)
 		err = -EFBIG; /* zlib's one-shot lengths are 32-bit */
 	if (!err)
-		err = gzip_buf(raw, nraw, &gz, &ngz);
+		err = gzip_buf(raw, nraw, out, len);
 	free(raw);
+	return err;
+}
+
+int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys)
+{
+	uint8_t *gz = NULL;
+	size_t ngz = 0;
+	int err = pp_encode_gz(p, &gz, &ngz);
+
 	if (err) {
 		hp_err(subsys, "%s: encoding the profile: %s", path,
 		       strerror(-err));
@@ -808,7 +835,8 @@ int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys)
 
 /* ---- symbols ------------------------------------------------------------ */
 
-/* The name of location i's innermost function; NULL: none, or one that
+/* The name of location i's innermost function (an unnamed frame's
+ * "module+0xrelpc" too, as every view names it); NULL: none, or one that
  * cannot be a line of the symbol protocol. */
 static const char *loc_name(const struct pp_profile *p, size_t i)
 {
@@ -905,7 +933,7 @@ int pp_add_dump(struct pp_profile *p, sqlite3 *db, const struct rd_stacks *s,
 {
 	struct rd_sample *x = NULL;
 	size_t n = 0, before = p->samples.n;
-	int err = reader_load_samples(db, subsys, upid, heap, ts, &x, &n);
+	int err = state_at_dump(db, subsys, upid, heap, ts, &x, &n);
 
 	for (size_t i = 0; !err && i < n; i++) {
 		int64_t v[RD_NVIEWS];
@@ -921,35 +949,4 @@ int pp_add_dump(struct pp_profile *p, sqlite3 *db, const struct rd_stacks *s,
 	if (nadded)
 		*nadded = p->samples.n - before;
 	return err;
-}
-
-int64_t pp_wall_time(sqlite3 *db, int64_t ts)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t t = 0;
-	struct tm tm;
-
-	/* One row: created_at and the earliest process start. */
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT (SELECT value FROM heapprof_meta"
-	                       " WHERE key = 'created_at'),"
-	                       " (SELECT min(start_ts) FROM process)",
-	                       -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW ||
-	    sqlite3_column_type(st, 1) == SQLITE_NULL)
-		goto out;
-	const char *created = (const char *)sqlite3_column_text(st, 0);
-	int64_t start = sqlite3_column_int64(st, 1);
-	memset(&tm, 0, sizeof(tm));
-	const char *end =
-	        created ? strptime(created, "%Y-%m-%dT%H:%M:%SZ", &tm) : NULL;
-	if (!end || *end || ts < start)
-		goto out;
-	time_t secs = timegm(&tm);
-	if (secs <= 0)
-		goto out;
-	t = (int64_t)secs * 1000000000 + (ts - start);
-out:
-	sqlite3_finalize(st);
-	return t;
 }

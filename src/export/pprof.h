@@ -1,6 +1,6 @@
 /*
  * Building pprof profiles (profile.proto, gzipped) from profile data read
- * with src/profile/reader.h, for `heapprof pprof` and `heapprof diff`.
+ * with src/store/reader.h, for `heapprof pprof` and `heapprof diff`.
  *
  * A profile has the four sample types of heapprof in reader order (space,
  * alloc_space, objects, alloc_objects; space is the default) and one
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profile/reader.h"
+#include "store/reader.h"
 
 struct pp_profile;
 
@@ -85,6 +85,10 @@ size_t pp_nsamples(const struct pp_profile *p);
 /* The profile as uncompressed protobuf bytes in *out (free() it). */
 int pp_encode(struct pp_profile *p, uint8_t **out, size_t *len);
 
+/* Encode and gzip into *out (malloc'd, *len bytes).  0 or a negative
+ * errno. */
+int pp_encode_gz(struct pp_profile *p, uint8_t **out, size_t *len);
+
 /* Encode, gzip and write to path (replaced if it exists). */
 int pp_write_gz(struct pp_profile *p, const char *path, const char *subsys);
 
@@ -130,15 +134,6 @@ void pp_symtab_free(struct pp_symtab *t);
 int pp_add_dump(struct pp_profile *p, sqlite3 *db, const struct rd_stacks *s,
                 int64_t upid, const char *heap, int64_t ts, int negate,
                 size_t *nadded, const char *subsys);
-
-/*
- * The wall-clock time (ns since the Unix epoch) of the boot-time timestamp
- * ts of profile db, or 0 if the file does not tell.  The file records when
- * it was created (to the second) just before its first process started, so
- * this is that time plus ts - the earliest process start: right to about a
- * second.
- */
-int64_t pp_wall_time(sqlite3 *db, int64_t ts);
 
 /* The label pprof puts on the samples of a -diff_base profile. */
 #define PP_DIFF_BASE_KEY   "pprof::base"

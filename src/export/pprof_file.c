@@ -12,7 +12,8 @@
 
 #include "export/pprof.h"
 #include "export/pprof_file.h"
-#include "profile/trace_read.h"
+#include "store/procinfo.h"
+#include "store/trace_read.h"
 #include "util/err.h"
 
 int ppf_write_dump(const struct ppf_dump *x, const char *heap, const char *path,
@@ -45,7 +46,7 @@ int ppf_write_dump(const struct ppf_dump *x, const char *heap, const char *path,
 	if (err)
 		hp_err(subsys, "out of memory");
 	if (!err) {
-		pp_set_time(pp, pp_wall_time(x->db, d->ts),
+		pp_set_time(pp, pi_wall_time(x->db, d->ts),
 		            d->ts - p->start_ts);
 		err = pp_add_dump(pp, x->db, x->s, p->upid, heap, d->ts, 0,
 		                  nsamples, subsys);
@@ -133,7 +134,7 @@ int ppf_write_window(sqlite3 *db, const struct rd_stacks *s, const char *file,
 	for (int k = 0; !err && k < 4; k++)
 		err = pp_add_comment(pp, c[k]);
 	if (!err) {
-		pp_set_time(pp, pp_wall_time(db, from), to - from);
+		pp_set_time(pp, pi_wall_time(db, from), to - from);
 		for (size_t i = 0; !err && i < w.n; i++)
 			err = pp_add_sample(pp, s, w.s[i].callsite, w.s[i].v,
 			                    NULL, NULL);
@@ -186,7 +187,7 @@ int ppf_write_diff(const struct ppf_dump *a, const struct ppf_dump *b,
 	if (err)
 		hp_err(subsys, "out of memory");
 	if (!err) {
-		pp_set_time(p, pp_wall_time(b->db, b->dump->ts), 0);
+		pp_set_time(p, pi_wall_time(b->db, b->dump->ts), 0);
 		err = pp_add_dump(p, b->db, b->s, b->proc->upid, heap,
 		                  b->dump->ts, 0, NULL, subsys);
 	}

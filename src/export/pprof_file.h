@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profile/aggregate.h"
-#include "profile/reader.h"
+#include "analysis/aggregate.h"
+#include "store/reader.h"
 
 /* A dump of a process in a profile file. */
 struct ppf_dump {
@@ -61,7 +61,7 @@ struct ppf_job {
 	size_t proc;
 	char *heap;
 	size_t dump, ndumps;
-	char id[48]; /* the process's id (profile/procid.h), for messages */
+	char id[48]; /* the process's id (store/procid.h), for messages */
 };
 
 void ppf_jobs_free(struct ppf_job *j, size_t n);

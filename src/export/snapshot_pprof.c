@@ -7,13 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/live_snapshot.h"
 #include "export/pprof.h"
 #include "export/snapshot_pprof.h"
+#include "store/procinfo.h"
+#include "store/schema.h"
 #include "util/err.h"
 
 /* A block's address label: "0x" and hex, as --contents-dir names the
- * block's file (collector/contents.c). */
+ * block's file (inspect/contents.c). */
 static void block_name(char *buf, size_t len, uint64_t addr)
 {
 	snprintf(buf, len, "0x%" PRIx64, addr);
@@ -78,30 +79,6 @@ static int add_tagged(struct pp_profile *pp, const struct snapshot_pprof_job *j,
 	return err;
 }
 
-/* The wall-clock time of the file's boot-time ts: exact when the file
- * says how the clocks relate (a snapshot's), else pp_wall_time. */
-static int64_t wall_of(sqlite3 *db, int64_t ts)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t t = 0;
-
-	if (sqlite3_prepare_v2(db,
-	                       "SELECT value FROM heapprof_meta WHERE key = ?",
-	                       -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, LIVE_SNAPSHOT_META_CLOCK_OFFSET, -1,
-		                  SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			const char *v =
-			        (const char *)sqlite3_column_text(st, 0);
-			long long off = v ? strtoll(v, NULL, 10) : 0;
-			if (off > 0)
-				t = ts + off;
-		}
-	}
-	sqlite3_finalize(st);
-	return t ? t : pp_wall_time(db, ts);
-}
-
 int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 {
 	const char *heap = j->heap ? j->heap : "libc.malloc";
@@ -121,10 +98,9 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 	if (!err && j->from_blocks)
 		err = blocks_load(j->db, subsys, j->d->id, heap, &b, &nb);
 	if (!err && j->with_tags && !j->from_blocks)
-		fprintf(stderr,
-		        "heapprof: %s: this dump kept no blocks: the pprof has "
-		        "one sample per call stack, without tags\n",
-		        subsys);
+		hp_log("heapprof: %s: this dump kept no blocks: the pprof has "
+		       "one sample per call stack, without tags\n",
+		       subsys);
 	if (!err &&
 	    (asprintf(&c1,
 	              "heapprof snapshot%s%s%s of process %" PRId64
@@ -141,8 +117,8 @@ int snapshot_pprof_write(struct snapshot_pprof_job *j, const char *subsys)
 	if (!err)
 		err = pp_add_comment(pp, c2);
 	if (!err) {
-		int64_t wall =
-		        j->wall_ns ? j->wall_ns : wall_of(j->db, j->d->ts);
+		int64_t wall = j->wall_ns ? j->wall_ns
+		                          : pi_wall_time_exact(j->db, j->d->ts);
 		pp_set_time(pp, wall, j->d->ts - j->p->start_ts);
 	}
 	if (!err && j->from_blocks)
@@ -172,7 +148,7 @@ int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
                          unsigned flags, uint64_t wall, size_t *nsamples,
                          struct pp_symtab *symtab, const char *subsys)
 {
-	sqlite3 *db = reader_open(db_path, subsys);
+	sqlite3 *db = rd_open(db_path, subsys);
 	struct rd_stacks s;
 	struct rd_process *procs = NULL;
 	struct rd_dump *d = NULL;
@@ -181,11 +157,11 @@ int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
 
 	memset(&s, 0, sizeof(s));
 	if (!err)
-		err = reader_load_stacks(db, subsys, &s);
+		err = rd_load_stacks(db, subsys, &s);
 	if (!err)
-		err = reader_load_processes(db, subsys, &procs, &np);
+		err = rd_load_processes(db, subsys, &procs, &np);
 	if (!err && np == 1)
-		err = reader_load_dumps(db, subsys, procs[0].upid, &d, &nd);
+		err = rd_load_dumps(db, subsys, procs[0].upid, &d, &nd);
 	if (!err && (np != 1 || nd != 1)) {
 		hp_err(subsys, "%s: unexpected contents", db_path);
 		err = -1;
@@ -209,9 +185,9 @@ int snapshot_pprof_of_db(const char *db_path, const char *out, const char *heap,
 		err = snapshot_pprof_write(&j, subsys);
 		*nsamples = j.nsamples;
 	}
-	reader_free_dumps(d, nd);
-	reader_free_processes(procs, np);
-	reader_free_stacks(&s);
+	rd_free_dumps(d, nd);
+	rd_free_processes(procs, np);
+	rd_free_stacks(&s);
 	if (db)
 		sqlite3_close(db);
 	return err ? -1 : 0;

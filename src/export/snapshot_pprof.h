@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "export/pprof.h"
-#include "profile/blocks.h"
-#include "profile/reader.h"
+#include "store/blocks.h"
+#include "store/reader.h"
 
 struct snapshot_pprof_job {
 	sqlite3 *db;

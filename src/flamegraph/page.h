@@ -9,13 +9,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "profile/aggregate.h"
-#include "profile/reader.h"
+#include "analysis/aggregate.h"
+#include "store/reader.h"
+
+/* The dump a process opens on (--dump), by its upid: 0-based. */
+struct fg_open_dump {
+	int64_t upid;
+	long index;
+};
 
 struct fg_page_opts {
 	const char *file;     /* the profile, named on the page */
 	enum rd_view view;    /* shown first */
 	struct ag_window win; /* --from/--to */
+	/* --dump: the dump each process opens on (else its peak's, or its
+	 * last); n of them. */
+	const struct fg_open_dump *open;
+	size_t nopen;
 };
 
 /*

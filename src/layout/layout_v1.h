@@ -261,7 +261,10 @@ struct hp_stack_v1 {
 	_Atomic uint64_t free_bytes;
 	_Atomic uint64_t free_objects_fp;
 	uint64_t leaf_pc; /* frames[frames_off], for the client's lookups */
-	uint64_t reserved;
+	/* TRACK_MAX: the epoch its STACK_MAX copy was saved at, mirrored
+	 * here so that the writer's check reads the line it changes anyway
+	 * (the copy's own line only when it copies).  Was reserved (0). */
+	_Atomic uint64_t max_epoch_seen;
 };
 _Static_assert(sizeof(struct hp_stack_v1) == 96, "hp_stack_v1 size");
 

@@ -2,8 +2,8 @@
  * Where the per-user daemon's socket lives.  Compiled into the client
  * library too: no stdio, no allocation.
  */
-#ifndef HEAPPROF_PATHS_H
-#define HEAPPROF_PATHS_H
+#ifndef HEAPPROF_LAYOUT_PATHS_H
+#define HEAPPROF_LAYOUT_PATHS_H
 
 #include <stddef.h>
 

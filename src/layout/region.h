@@ -5,8 +5,8 @@
  * async-signal-safe: they never allocate, never block and do a bounded amount
  * of work.
  */
-#ifndef HEAPPROF_REGION_H
-#define HEAPPROF_REGION_H
+#ifndef HEAPPROF_LAYOUT_REGION_H
+#define HEAPPROF_LAYOUT_REGION_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -429,6 +429,23 @@ struct livelog_acc {
 	 * Sized to the stacks in use, not to the table: a process with ten
 	 * stacks costs the collector a few pages, not the table's size. */
 	uint64_t want;
+	/* What the last event livelog_apply applied (0 or 1) did, for the
+	 * collector's peak tracking: LIVELOG_* of stack last_id, charged
+	 * last_bytes and last_objs (16.16). */
+	int last;
+	uint32_t last_id;
+	uint64_t last_bytes, last_objs;
+};
+enum {
+	LIVELOG_NONE = 0,   /* nothing counted */
+	LIVELOG_IN = 1,     /* an allocation, live */
+	LIVELOG_IN_OUT = 2, /* an allocation the table had no room for:
+	                     * counted allocated and freed */
+	LIVELOG_OUT = 3,    /* a free of a block that was live */
+	LIVELOG_IN_GONE = 4 /* an allocation the client freed while we put
+	                     * it in (HP_LOGQ_CANCELLED): counted allocated
+	                     * and freed, live until the client's free
+	                     * counts it out of live_bytes */
 };
 int livelog_apply(struct hp_region *r, const struct hp_event_v2 *ev,
                   struct livelog_acc *a);
@@ -469,9 +486,15 @@ struct hp_stack_counts {
 	uint64_t free_count, free_bytes, free_objects_fp;
 };
 void stackmax_touch(struct hp_region *r, uint32_t id);
+/* stackmax_touch with the counters given (the collector's own count of
+ * stack id, applying the live table's log: the table's run ahead). */
+void stackmax_save(struct hp_region *r, uint32_t id,
+                   const struct hp_stack_counts *c);
 /* Raises live_bytes; a new peak stores max_live_bytes, max_ts_ns
  * (CLOCK_BOOTTIME) and raises max_epoch.  Returns true at a new peak. */
 bool stackmax_alloc(struct hp_region *r, uint64_t bytes);
+/* The same with the time of the allocation given (CLOCK_BOOTTIME). */
+bool stackmax_alloc_at(struct hp_region *r, uint64_t bytes, uint64_t ts);
 void stackmax_free(struct hp_region *r, uint64_t bytes);
 /*
  * The reader's side (the collector): the counters of stack id as they were

@@ -6,8 +6,8 @@
  * stays open: its end tells the collector the client is gone.
  * Fixed-width little-endian fields; every size is checked by the reader.
  */
-#ifndef HEAPPROF_WIRE_V1_H
-#define HEAPPROF_WIRE_V1_H
+#ifndef HEAPPROF_LAYOUT_WIRE_V1_H
+#define HEAPPROF_LAYOUT_WIRE_V1_H
 
 #include <stdint.h>
 

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "store/symbols.h"
 #include "symbolize/locate.h"
 #include "symbolize/offline.h"
 #include "symbolize/symbolize.h"
@@ -58,7 +59,7 @@ struct frame {
 };
 
 struct run {
-	sqlite3 *db;
+	struct symstore st;
 	const char *path;
 	struct sym_locator *loc;
 	struct symbolizer *sym;
@@ -67,36 +68,12 @@ struct run {
 	struct hmap mod_index;  /* path NUL hex -> index into mods */
 	struct hmap map_to_mod; /* mapping id -> index into mods */
 	struct frame *frames;
-	size_t nframes;
+	size_t nframes, frames_cap;
 	int verbose;
 	/* Totals for the summary. */
 	size_t real_frames, symbolized, symbols, named;
 	size_t real_mods, found_mods;
 };
-
-static int sql_fail(struct run *r, const char *what)
-{
-	hp_err(SUBSYS, "%s: %s: %s", r->path, what, sqlite3_errmsg(r->db));
-	return -EIO;
-}
-
-static int exec_sql(struct run *r, const char *sql, const char *what)
-{
-	return sqlite3_exec(r->db, sql, NULL, NULL, NULL) == SQLITE_OK
-	               ? 0
-	               : sql_fail(r, what);
-}
-
-static char *col_dup(sqlite3_stmt *st, int col, int *oom)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	if (!t)
-		return NULL;
-	char *s = strdup((const char *)t);
-	if (!s)
-		*oom = 1;
-	return s;
-}
 
 /* Lowercase hex build ID of a mapping, or NULL if none or not hex. */
 static char *clean_hex(char *hex, uint8_t *id, int *id_len)
@@ -170,69 +147,34 @@ out:
 	return err;
 }
 
-static int load_mappings(struct run *r)
+static int mapping_row(void *arg, int64_t id, char *path, char *hex)
 {
-	sqlite3_stmt *st = NULL;
-	int err = 0, oom = 0, rc;
-
-	if (sqlite3_prepare_v2(r->db,
-	                       "SELECT id, name, build_id FROM"
-	                       " stack_profile_mapping WHERE id IN (SELECT"
-	                       " mapping FROM stack_profile_frame) ORDER BY id",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return sql_fail(r, "reading mappings");
-	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		char *path = col_dup(st, 1, &oom);
-		char *hex = col_dup(st, 2, &oom);
-		err = add_mapping(r, sqlite3_column_int64(st, 0), path, hex);
-		if (!err && oom)
-			err = -ENOMEM;
-	}
-	if (!err && rc != SQLITE_DONE)
-		err = sql_fail(r, "reading mappings");
-	sqlite3_finalize(st);
-	return err;
+	return add_mapping(arg, id, path, hex);
 }
 
-static int load_frames(struct run *r)
+static int frame_row(void *arg, int64_t id, int64_t map_id, int64_t rel_pc,
+                     bool unnamed)
 {
-	sqlite3_stmt *st = NULL;
-	size_t cap = 0;
-	int err = 0, rc;
-
-	if (sqlite3_prepare_v2(r->db,
-	                       "SELECT id, mapping, rel_pc, name IS NULL"
-	                       " FROM stack_profile_frame ORDER BY id",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return sql_fail(r, "reading frames");
-	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t map_id = sqlite3_column_int64(st, 1);
-		int64_t *mod =
-		        hmap_find(&r->map_to_mod, &map_id, sizeof(map_id));
-		if (!mod || r->mods[*mod].state == MOD_SKIP)
-			continue; /* dangling mapping id, or no file */
-		if (r->nframes == cap) {
-			size_t ncap = cap ? 2 * cap : 1024;
-			struct frame *a = realloc(r->frames, ncap * sizeof(*a));
-			if (!a) {
-				err = -ENOMEM;
-				break;
-			}
-			r->frames = a;
-			cap = ncap;
-		}
-		r->frames[r->nframes++] = (struct frame){
-		        .id = sqlite3_column_int64(st, 0),
-		        .mod = (size_t)*mod,
-		        .rel_pc = sqlite3_column_int64(st, 2),
-		        .unnamed = sqlite3_column_int(st, 3),
-		};
-		r->mods[*mod].nframes++;
+	struct run *r = arg;
+	int64_t *mod = hmap_find(&r->map_to_mod, &map_id, sizeof(map_id));
+	if (!mod || r->mods[*mod].state == MOD_SKIP)
+		return 0; /* dangling mapping id, or no file */
+	if (r->nframes == r->frames_cap) {
+		size_t ncap = r->frames_cap ? 2 * r->frames_cap : 1024;
+		struct frame *a = realloc(r->frames, ncap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		r->frames = a;
+		r->frames_cap = ncap;
 	}
-	if (!err && rc != SQLITE_DONE)
-		err = sql_fail(r, "reading frames");
-	sqlite3_finalize(st);
-	return err;
+	r->frames[r->nframes++] = (struct frame){
+	        .id = id,
+	        .mod = (size_t)*mod,
+	        .rel_pc = rel_pc,
+	        .unnamed = unnamed,
+	};
+	r->mods[*mod].nframes++;
+	return 0;
 }
 
 /* Find a file for every module; print the ones not found.  0 or -ENOMEM. */
@@ -244,9 +186,8 @@ static int resolve_modules(struct run *r)
 			continue;
 		r->real_mods++;
 		if (!m->hex) {
-			fprintf(stderr,
-			        "Could not find %s (no Build ID recorded).\n",
-			        m->path);
+			hp_log("Could not find %s (no Build ID recorded).\n",
+			       m->path);
 			continue;
 		}
 		struct locate_result lr;
@@ -276,8 +217,7 @@ static int resolve_modules(struct run *r)
 			}
 			hp_err(SUBSYS, "%s: cannot read %s", m->path, lr.file);
 		}
-		fprintf(stderr, "Could not find %s (Build ID: %s).\n", m->path,
-		        m->hex);
+		hp_log("Could not find %s (Build ID: %s).\n", m->path, m->hex);
 		if (lr.other)
 			hp_err(SUBSYS, "%s has Build ID %s, not %s", lr.other,
 			       lr.other_build_id ? lr.other_build_id : "(none)",
@@ -287,98 +227,26 @@ static int resolve_modules(struct run *r)
 	return 0;
 }
 
-/*
- * Drop the earlier symbols of the frames about to be symbolized again
- * (those of modules found with DWARF); *next_set gets the first free
- * symbol set id.
- */
-static int clear_old(struct run *r, int64_t *next_set)
+/* Drop the earlier symbols of the frames about to be symbolized again
+ * (those of modules found with DWARF). */
+static int clear_old(struct run *r)
 {
-	sqlite3_stmt *st = NULL;
-	int err = exec_sql(r,
-	                   "CREATE TEMP TABLE heapprof_symbolize_frames("
-	                   "frame_id INTEGER PRIMARY KEY)",
-	                   "preparing");
-	if (err)
-		return err;
-	if (sqlite3_prepare_v2(r->db,
-	                       "INSERT INTO temp.heapprof_symbolize_frames"
-	                       " VALUES(?)",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return sql_fail(r, "preparing");
-	for (size_t i = 0; !err && i < r->nframes; i++) {
+	int64_t *ids = malloc((r->nframes ? r->nframes : 1) * sizeof(*ids));
+	size_t n = 0;
+	if (!ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->nframes; i++) {
 		const struct module *m = &r->mods[r->frames[i].mod];
-		if (m->state != MOD_FOUND || !m->has_dwarf)
-			continue;
-		sqlite3_bind_int64(st, 1, r->frames[i].id);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			err = sql_fail(r, "preparing");
-		sqlite3_reset(st);
+		if (m->state == MOD_FOUND && m->has_dwarf)
+			ids[n++] = r->frames[i].id;
 	}
-	sqlite3_finalize(st);
-	if (!err)
-		err = exec_sql(
-		        r,
-		        "DELETE FROM stack_profile_symbol WHERE symbol_set_id"
-		        " IN (SELECT f.symbol_set_id FROM stack_profile_frame f"
-		        " JOIN temp.heapprof_symbolize_frames t"
-		        " ON t.frame_id = f.id WHERE f.symbol_set_id IS NOT "
-		        "NULL"
-		        " AND f.symbol_set_id != 0);"
-		        "UPDATE stack_profile_frame SET symbol_set_id = NULL"
-		        " WHERE id IN (SELECT frame_id FROM"
-		        " temp.heapprof_symbolize_frames);"
-		        "DROP TABLE temp.heapprof_symbolize_frames;",
-		        "removing earlier symbols");
-	if (err)
-		return err;
-	/* Past every set id in use, by a symbol or by a frame. */
-	if (sqlite3_prepare_v2(
-	            r->db,
-	            "SELECT max(coalesce((SELECT max(symbol_set_id) FROM"
-	            " stack_profile_symbol), 0), coalesce((SELECT"
-	            " max(symbol_set_id) FROM stack_profile_frame), 0))",
-	            -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_ROW)
-		err = sql_fail(r, "reading symbol sets");
-	else
-		*next_set = sqlite3_column_int64(st, 0) + 1;
-	sqlite3_finalize(st);
+	int err = symstore_clear(&r->st, ids, n);
+	free(ids);
 	return err;
 }
 
-enum { ST_SYMBOL, ST_SET, ST_NAME, ST_N };
-
-static const char *const stmt_sql[ST_N] = {
-        [ST_SYMBOL] = "INSERT INTO stack_profile_symbol(type, symbol_set_id,"
-                      " name, source_file, line_number)"
-                      " VALUES('stack_profile_symbol', ?, ?, ?, ?)",
-        [ST_SET] = "UPDATE stack_profile_frame SET symbol_set_id = ?"
-                   " WHERE id = ?",
-        [ST_NAME] = "UPDATE stack_profile_frame SET name = ?,"
-                    " system_name = coalesce(system_name, ?)"
-                    " WHERE id = ? AND name IS NULL",
-};
-
-static int step_reset(struct run *r, sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : sql_fail(r, "writing symbols");
-}
-
-static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
-{
-	if (s)
-		sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, i);
-}
-
 /* Symbolize one frame of a found module. */
-static int do_frame(struct run *r, sqlite3_stmt **st, const struct frame *f,
-                    int64_t *next_set)
+static int do_frame(struct run *r, const struct frame *f)
 {
 	const struct module *m = &r->mods[f->mod];
 	struct sym_source *src = NULL;
@@ -394,21 +262,13 @@ static int do_frame(struct run *r, sqlite3_stmt **st, const struct frame *f,
 	if (err)
 		return err;
 	if (n) {
-		int64_t set = (*next_set)++;
-		for (size_t k = 0; !err && k < n; k++) {
-			sqlite3_bind_int64(st[ST_SYMBOL], 1, set);
-			bind_text_or_null(st[ST_SYMBOL], 2, src[k].name);
-			bind_text_or_null(st[ST_SYMBOL], 3, src[k].source_file);
-			if (src[k].line > 0)
-				sqlite3_bind_int64(st[ST_SYMBOL], 4,
-				                   src[k].line);
-			err = step_reset(r, st[ST_SYMBOL]);
-		}
-		if (!err) {
-			sqlite3_bind_int64(st[ST_SET], 1, set);
-			sqlite3_bind_int64(st[ST_SET], 2, f->id);
-			err = step_reset(r, st[ST_SET]);
-		}
+		int64_t set = symstore_new_set(&r->st);
+		for (size_t k = 0; !err && k < n; k++)
+			err = symstore_add_symbol(&r->st, set, src[k].name,
+			                          src[k].source_file,
+			                          src[k].line);
+		if (!err)
+			err = symstore_set_frame(&r->st, f->id, set);
 		if (!err) {
 			r->symbolized++;
 			r->symbols += n;
@@ -424,10 +284,8 @@ static int do_frame(struct run *r, sqlite3_stmt **st, const struct frame *f,
 		if (!err && !name && n)
 			name = src[n - 1].name;
 		if (!err && name) {
-			bind_text_or_null(st[ST_NAME], 1, name);
-			bind_text_or_null(st[ST_NAME], 2, res.system_name);
-			sqlite3_bind_int64(st[ST_NAME], 3, f->id);
-			err = step_reset(r, st[ST_NAME]);
+			err = symstore_name_frame(&r->st, f->id, name,
+			                          res.system_name);
 			if (!err)
 				r->named++;
 		}
@@ -439,22 +297,13 @@ static int do_frame(struct run *r, sqlite3_stmt **st, const struct frame *f,
 
 static int write_symbols(struct run *r)
 {
-	sqlite3_stmt *st[ST_N] = {NULL};
-	int64_t next_set = 1;
-	int err = clear_old(r, &next_set);
-
-	for (int i = 0; !err && i < ST_N; i++)
-		if (sqlite3_prepare_v2(r->db, stmt_sql[i], -1, &st[i], NULL) !=
-		    SQLITE_OK)
-			err = sql_fail(r, "preparing");
+	int err = clear_old(r);
 	for (size_t i = 0; !err && i < r->nframes; i++) {
 		const struct frame *f = &r->frames[i];
 		r->real_frames++;
 		if (r->mods[f->mod].state == MOD_FOUND)
-			err = do_frame(r, st, f, &next_set);
+			err = do_frame(r, f);
 	}
-	for (int i = 0; i < ST_N; i++)
-		sqlite3_finalize(st[i]);
 	return err;
 }
 
@@ -466,7 +315,7 @@ static int check_writable(sqlite3 *db, const char *path)
 	if (stat(path, &sb) == 0 &&
 	    (access(path, W_OK) < 0 ||
 	     !(sb.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) ||
-	     sqlite3_db_readonly(db, "main") == 1)) {
+	     symstore_readonly(db))) {
 		hp_err(SUBSYS, "%s: read-only file (symbolize writes into it)",
 		       path);
 		return -EACCES;
@@ -507,22 +356,22 @@ static void run_free(struct run *r)
 	locator_free(r->loc);
 }
 
-static int symbolize(struct run *r)
+static int symbolize(struct run *r, sqlite3 *db)
 {
-	int err = exec_sql(r, "BEGIN IMMEDIATE", "locking the profile");
+	int err = symstore_begin(&r->st, db, r->path);
 	if (err)
 		return err;
-	err = load_mappings(r);
+	err = symstore_mappings(&r->st, mapping_row, r);
 	if (!err)
-		err = load_frames(r);
+		err = symstore_frames(&r->st, frame_row, r);
 	if (!err)
 		err = resolve_modules(r);
 	if (!err)
 		err = write_symbols(r);
+	int end = symstore_end(&r->st, !err);
 	if (!err)
-		err = exec_sql(r, "COMMIT", "committing");
+		err = end;
 	if (err) {
-		sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
 		if (err == -ENOMEM)
 			hp_err(SUBSYS, "%s: out of memory; profile unchanged",
 			       r->path);
@@ -534,7 +383,7 @@ int symbolize_profile(sqlite3 *db, const char *path,
                       const struct symbolize_where *w,
                       struct symbolize_totals *t)
 {
-	struct run r = {.db = db, .path = path, .verbose = w->verbose};
+	struct run r = {.path = path, .verbose = w->verbose};
 	hmap_init(&r.mod_index);
 	hmap_init(&r.map_to_mod);
 	int err = check_writable(db, path);
@@ -550,7 +399,7 @@ int symbolize_profile(sqlite3 *db, const char *path,
 		free(dp);
 	}
 	if (!err)
-		err = symbolize(&r);
+		err = symbolize(&r, db);
 	*t = (struct symbolize_totals){
 	        .real_frames = r.real_frames,
 	        .symbolized = r.symbolized,

@@ -79,6 +79,12 @@ static int read_text(pid_t pid, const char *file, char *buf, size_t len)
 
 /* ---- stat and status ----------------------------------------------- */
 
+uint64_t proc_start_time(pid_t pid)
+{
+	struct proc_stat st;
+	return proc_stat(pid, &st) == 0 ? st.start_time : 0;
+}
+
 int proc_stat(pid_t pid, struct proc_stat *st)
 {
 	char buf[1024];
@@ -307,33 +313,6 @@ int proc_exe(pid_t pid, char *buf, size_t len)
 int proc_cwd(pid_t pid, char *buf, size_t len)
 {
 	return read_link(pid, "cwd", buf, len);
-}
-
-int proc_cgroup(pid_t pid, char *buf, size_t len)
-{
-	char text[8192];
-	if (len)
-		buf[0] = '\0';
-	if (read_text(pid, "cgroup", text, sizeof(text)))
-		return -1;
-	/* "hierarchy-ID:controllers:path" a line; v2's is "0::path". */
-	for (char *l = text; l && *l;) {
-		char *nl = strchr(l, '\n');
-		if (nl)
-			*nl = '\0';
-		if (!strncmp(l, "0::", 3)) {
-			size_t n = strlen(l + 3);
-			if (n >= len) {
-				errno = ENAMETOOLONG;
-				return -1;
-			}
-			memcpy(buf, l + 3, n + 1);
-			return 0;
-		}
-		l = nl ? nl + 1 : NULL;
-	}
-	errno = ENODATA;
-	return -1;
 }
 
 /* ---- walks --------------------------------------------------------- */

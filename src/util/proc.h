@@ -32,6 +32,9 @@ struct proc_stat {
 	                        it names one process across pid reuse */
 };
 int proc_stat(pid_t pid, struct proc_stat *st);
+/* Its start_time, or 0 when pid cannot be read: with the pid, a process's
+ * identity (a pid reused by a new process has another). */
+uint64_t proc_start_time(pid_t pid);
 /* Whether pid runs: its stat is there and it is no zombie (Z, X). */
 bool proc_alive(pid_t pid);
 /* Whether pid is gone or on its way out: no stat, a zombie, or exiting
@@ -86,11 +89,6 @@ int proc_argv0(pid_t pid, char *buf, size_t len);
  * ("" and -1 if unreadable: gone, a zombie, or not ours). */
 int proc_exe(pid_t pid, char *buf, size_t len);
 int proc_cwd(pid_t pid, char *buf, size_t len);
-
-/* The process's cgroup v2 path, from its "0::PATH" line of
- * /proc/PID/cgroup ("/user.slice/..."); -1 with ENODATA when it has none
- * (cgroup v1 only), ENAMETOOLONG when len is too small. */
-int proc_cgroup(pid_t pid, char *buf, size_t len);
 
 /* ---- walks --------------------------------------------------------- */
 

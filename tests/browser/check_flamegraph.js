@@ -17,7 +17,8 @@
  *   search_value, search_pct                     after searching for the
  *                                                space top function
  *   tooltip                                      1 if hovering showed one
- *   requests, screenshot_bytes, screenshot_colors
+ *   requests, requests_page (those of the page itself),
+ *   screenshot_bytes, screenshot_colors
  *   ready_ms                                     from navigation to drawn
  *   zoom, zoom_after_escape                      the zoomed frame after a
  *                                                click on the flame graph
@@ -29,7 +30,42 @@
  *                                                the root after "Clear"
  *   dumps; dump1_top, dump1_top_self, dump1_total  with several dumps: the
  *                                                probe after a click on
- *                                                the chart's first point
+ *                                                the memory chart's first
+ *                                                dump tick
+ * and with HP_FG_CHECKS (a comma-separated list of hide, inverted, focus,
+ * threads, sizes, drag, url):
+ *   hide_default, hide_default_first, hide_default_hidden, hide_default_shown
+ *                                                the hide box's default and
+ *                                                the graph's first frame
+ *                                                under the root with it;
+ *   hide_middle, hide_middle_first, hide_middle_shown, hide_middle_total,
+ *   hide_middle_in_top                           after hiding that frame
+ *                                                (/^name$/);
+ *   hide_none_first, hide_none_hidden            with the box cleared
+ *   inverted_kids, inverted_shown                the inverted graph's
+ *                                                root children
+ *                                                (name=total;... by name)
+ *   focus_F_callees, focus_F_callers, focus_F_callers_root,
+ *   focus_F_callers_kids                         for each F of HP_FG_FOCUS
+ *                                                (a click on its row, every
+ *                                                frame shown)
+ *   threads                                      tid:space:alloc_space;...
+ *                                                for each thread
+ *   sizes_space*, sizes_alloc*, sizes_allocobj*  the size chart's source,
+ *                                                total and buckets
+ *                                                (k:amount;...)
+ *   drag_selection, drag_source, drag_VIEW, drag_sizes_source,
+ *   drag_after_escape                            after a drag over the
+ *                                                timeline (HP_FG_DRAG: "A,B"
+ *                                                fractions of its width, or
+ *                                                "dumps": between the first
+ *                                                two dumps), then Escape
+ *   url_hash, url_reload_*                       a state set with the
+ *                                                controls, then reloaded
+ *   frag_*                                       the page opened afresh at
+ *                                                #HP_FG_FRAGMENT
+ *   bad_*                                        the page opened with a
+ *                                                broken fragment
  * and "error=..." lines for every problem: a request other than the page
  * itself (data: and blob: URLs excepted), a console error, an uncaught
  * exception, a page that never became ready.  Exit status 0 if there were
@@ -144,7 +180,7 @@ function watch(sessionId) {
     case 'Network.requestWillBeSent': {
       const url = p.request && p.request.url || '';
       requests.push(url);
-      if (url !== pageUrl && !/^(data|blob):/.test(url)) error('network request: ' + url);
+      if (url.split('#')[0] !== pageUrl && !/^(data|blob):/.test(url)) error('network request: ' + url);
       break;
     }
     case 'Runtime.consoleAPICalled':
@@ -267,6 +303,13 @@ async function run() {
   results.space_top = s.top;
   results.space_top_self = s.topSelf;
   results.space_total = s.total;
+  /* the dump the page opened on, and its memory chart */
+  results.first_dump = await evaluate(sessionId, "document.getElementById('dump').value");
+  results.first_dump_text = await evaluate(sessionId, "(document.getElementById('dump').selectedOptions[0] || {}).textContent || ''");
+  results.timeline_source = await evaluate(sessionId, "document.getElementById('timeline').dataset.source || ''");
+  results.timeline_points = await evaluate(sessionId, "document.getElementById('timeline').dataset.points || ''");
+  results.timeline_rss = await evaluate(sessionId, "document.getElementById('timeline').dataset.rss || ''");
+  results.timeline_max = await evaluate(sessionId, "document.getElementById('timeline').dataset.max || ''");
 
   /* search for the top function: the matched share of the graph */
   await evaluate(sessionId, `(() => { const i = document.getElementById('search'); i.value = ${JSON.stringify(s.top)}; i.dispatchEvent(new Event('input')); })()`);
@@ -287,9 +330,10 @@ async function run() {
    * the screenshot, then capture it */
   await evaluate(sessionId, "document.querySelector('#views button[data-view=\"space\"]').click()");
   await waitFor(sessionId, "document.body.dataset.view === 'space'", 'the space view', 10000);
-  /* a frame of main's row in known (row 4), else the root row */
+  /* a frame of the first row under the root (main in known: the default
+   * hide box takes out _start and the libc frames above it), else the root */
   let tipShown = false;
-  for (const row of [4, 0]) {
+  for (const row of [1, 0]) {
     hoverRow = row;
     const pt = await evaluate(sessionId, `(() => {
       window.scrollTo(0, 0);
@@ -313,6 +357,7 @@ async function run() {
   results.screenshot_size = info.width + 'x' + info.height;
   results.screenshot_colors = info.colors;
   await clickChecks(sessionId);
+  await featureChecks(sessionId);
   closing = true;
   try { await Promise.race([send('Browser.close'), new Promise((r) => setTimeout(r, 3000))]); } catch (e) { /* killed below */ }
 }
@@ -353,21 +398,243 @@ async function clickChecks(sessionId) {
   await evaluate(sessionId, "document.querySelector('#focusbar button').click()");
   results.focus_cleared = await waitFor(sessionId, `${FLAME}.root === 'all' && ${FLAME}.root`, 'the focus to clear', 5000);
 
-  /* another dump: click the first point of the chart */
+  /* another dump: click the first dump's tick on the memory chart */
   const pts = await evaluate(sessionId, `(() => {
-    const c = document.getElementById('chart');
-    window.scrollTo(0, 0);
+    const c = document.getElementById('timeline');
+    c.scrollIntoView({ block: 'center' });
     const r = c.getBoundingClientRect();
-    return { left: r.left, top: r.top, xs: (c.dataset.points || '').split(',').filter(Boolean).map(Number) };
+    return { left: r.left, top: r.top, h: r.height, xs: (c.dataset.dumps || '').split(',').filter(Boolean).map(Number) };
   })()`);
   results.dumps = pts.xs.length;
   if (pts.xs.length > 1) {
-    await click(sessionId, pts.left + pts.xs[0], pts.top + 60);
+    await click(sessionId, pts.left + pts.xs[0], pts.top + pts.h - 30);
     await waitFor(sessionId, "document.getElementById('dump').value === '0'", 'the first dump', 5000);
     const s = await evaluate(sessionId, PROBE);
     results.dump1_top = s.top;
     results.dump1_top_self = s.topSelf;
     results.dump1_total = s.total;
+  }
+}
+
+/* ---- the graph's other controls (HP_FG_CHECKS) ---------------------------- */
+
+const CHECKS = new Set((process.env.HP_FG_CHECKS || '').split(',').filter(Boolean));
+const FLAME_DS = "document.getElementById('flame').dataset";
+const TL_DS = "document.getElementById('timeline').dataset";
+/* What the page shows, to compare before and after a reload. */
+const STATE = `(() => {
+  const f = document.getElementById('flame').dataset;
+  return {
+    ready: document.body.dataset.ready || '', view: document.body.dataset.view || '',
+    root: f.root || '', shown: f.shown || '', total: f.total || '', inverted: f.inverted || '',
+    checkbox: document.getElementById('inverted').checked ? '1' : '0',
+    hide: document.getElementById('hide').value, search: document.getElementById('search').value,
+    selection: document.getElementById('timeline').dataset.selection || '',
+    thread: document.getElementById('thread').value,
+    callers: document.getElementById('callers').dataset.shown || '',
+  };
+})()`;
+const reEsc = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+
+async function featureChecks(sid) {
+  if (!CHECKS.size) return;
+  const kids = (id) => evaluate(sid, `JSON.parse(document.getElementById('${id}').dataset.kids || '[]')`);
+  const fmtKids = (k) => k.map(([n, v]) => n + '=' + v).sort().join(';');
+  const ds = (expr) => evaluate(sid, expr);
+  const view = async (v) => {
+    await evaluate(sid, `document.querySelector('#views button[data-view="${v}"]').click()`);
+    await waitFor(sid, `document.body.dataset.view === '${v}'`, 'view ' + v, 5000);
+  };
+  /* the hide box's change event (its input event waits a little) */
+  const setHide = (text) => evaluate(sid, `(() => { const i = document.getElementById('hide'); i.value = ${JSON.stringify(text)};
+    i.dispatchEvent(new Event('change')); })()`);
+  const defaultHide = await evaluate(sid, "document.getElementById('hide').value");
+  results.hide_default = defaultHide;
+  await view('space');
+
+  if (CHECKS.has('hide')) {
+    /* the default list: the first frame under the root */
+    let k = await kids('flame');
+    results.hide_default_first = k.length ? k[0][0] : '';
+    results.hide_default_hidden = await ds(FLAME_DS + '.hidden');
+    results.hide_default_shown = await ds(FLAME_DS + '.shown');
+    /* hiding a function in the middle of the stacks */
+    const mid = results.hide_default_first;
+    results.hide_middle = mid;
+    await setHide('/^' + reEsc(mid) + '$/');
+    k = await kids('flame');
+    results.hide_middle_first = k.length ? k[0][0] : '';
+    results.hide_middle_shown = await ds(FLAME_DS + '.shown');
+    results.hide_middle_total = await ds(FLAME_DS + '.total');
+    results.hide_middle_in_top = await ds(`[...document.querySelectorAll('#top tbody tr[data-func]')].filter((r) => r.dataset.func === ${JSON.stringify(mid)}).length`);
+    /* nothing hidden */
+    await setHide('');
+    k = await kids('flame');
+    results.hide_none_first = k.length ? k[0][0] : '';
+    results.hide_none_hidden = await ds(FLAME_DS + '.hidden');
+  }
+
+  if (CHECKS.has('inverted')) {
+    await setHide('');
+    await evaluate(sid, "document.getElementById('inverted').click()");
+    await waitFor(sid, `${FLAME_DS}.inverted === '1'`, 'the inverted graph', 5000);
+    results.inverted_kids = fmtKids(await kids('flame'));
+    results.inverted_shown = await ds(FLAME_DS + '.shown');
+    await evaluate(sid, "document.getElementById('inverted').click()");
+    await waitFor(sid, `${FLAME_DS}.inverted === '0'`, 'the graph back', 5000);
+  }
+
+  if (CHECKS.has('focus')) {
+    /* every frame shown, so the callers go up to the root */
+    await setHide('');
+    for (const fn of (process.env.HP_FG_FOCUS || '').split(',').filter(Boolean)) {
+      const row = await evaluate(sid, `(() => {
+        const tr = [...document.querySelectorAll('#top tbody tr[data-func]')].find((r) => r.dataset.func === ${JSON.stringify(fn)});
+        if (!tr) return null;
+        tr.scrollIntoView({ block: 'center' });
+        const r = tr.getBoundingClientRect();
+        return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+      })()`);
+      if (!row) { error('focus: no row for ' + fn + ' in the top table'); continue; }
+      await click(sid, row.x, row.y);
+      await waitFor(sid, `${FLAME_DS}.root === ${JSON.stringify(fn)}`, 'the focus on ' + fn, 5000);
+      results['focus_' + fn + '_callees'] = await ds(FLAME_DS + '.shown');
+      results['focus_' + fn + '_callers'] = await ds("document.getElementById('callers').dataset.shown");
+      results['focus_' + fn + '_callers_root'] = await ds("document.getElementById('callers').dataset.root");
+      results['focus_' + fn + '_callers_kids'] = fmtKids(await kids('callers'));
+      await evaluate(sid, "document.querySelector('#focusbar button').click()");
+      await waitFor(sid, `${FLAME_DS}.root === 'all'`, 'the focus to clear', 5000);
+    }
+  }
+  await setHide(defaultHide);
+
+  if (CHECKS.has('threads')) {
+    const tids = await evaluate(sid, "[...document.querySelectorAll('#thread option')].map((o) => o.value).filter(Boolean)");
+    const out = [];
+    for (const tid of tids) {
+      await evaluate(sid, `(() => { const s = document.getElementById('thread'); s.value = ${JSON.stringify(tid)}; s.dispatchEvent(new Event('change')); })()`);
+      await waitFor(sid, `document.getElementById('thread').value === ${JSON.stringify(tid)}`, 'thread ' + tid, 5000);
+      const space = await ds(FLAME_DS + '.total');
+      await view('alloc_space');
+      out.push(tid + ':' + space + ':' + await ds(FLAME_DS + '.total'));
+      await view('space');
+    }
+    results.threads = out.sort().join(';');
+    await evaluate(sid, "(() => { const s = document.getElementById('thread'); s.value = ''; s.dispatchEvent(new Event('change')); })()");
+  }
+
+  if (CHECKS.has('sizes')) {
+    const hist = async () => {
+      const r = await evaluate(sid, "(() => { const d = document.getElementById('sizes').dataset; return { s: d.source, t: d.total, b: JSON.parse(d.buckets || '[]') }; })()");
+      return [r.s, r.t, r.b.map(([k, v]) => k + ':' + v).join(';')];
+    };
+    [results.sizes_space_source, results.sizes_space_total, results.sizes_space] = await hist();
+    await view('alloc_space');
+    [results.sizes_alloc_source, results.sizes_alloc_total, results.sizes_alloc] = await hist();
+    await view('alloc_objects');
+    [results.sizes_allocobj_source, results.sizes_allocobj_total, results.sizes_allocobj] = await hist();
+    await view('space');
+  }
+
+  if (CHECKS.has('drag')) {
+    /* a drag over the memory over time chart: HP_FG_DRAG is "A,B" (from and
+     * to as fractions of the plot's width) or "dumps" (between the first
+     * two dumps' ticks) */
+    const spec = process.env.HP_FG_DRAG || '0.3,0.7';
+    const g = await evaluate(sid, `(() => {
+      const c = document.getElementById('timeline');
+      c.scrollIntoView({ block: 'center' });
+      const r = c.getBoundingClientRect();
+      return { left: r.left, top: r.top, width: r.width, height: r.height,
+        dumps: (c.dataset.dumps || '').split(',').filter(Boolean).map(Number) };
+    })()`);
+    let x0, x1;
+    if (spec === 'dumps') {
+      if (g.dumps.length < 2) throw new Error('drag: fewer than two dumps on the timeline');
+      x0 = g.left + g.dumps[0] + 3;
+      x1 = g.left + g.dumps[1] - 3;
+    } else {
+      const [a, b] = spec.split(',').map(Number);
+      /* the plot: 72 px on the left for the axis, 16 on the right */
+      x0 = g.left + 72 + (g.width - 88) * a;
+      x1 = g.left + 72 + (g.width - 88) * b;
+    }
+    const y = g.top + g.height / 2;
+    await send('Input.dispatchMouseEvent', { type: 'mousePressed', x: x0, y, button: 'left', buttons: 1, clickCount: 1 }, sid);
+    await send('Input.dispatchMouseEvent', { type: 'mouseMoved', x: (x0 + x1) / 2, y, button: 'left', buttons: 1 }, sid);
+    await send('Input.dispatchMouseEvent', { type: 'mouseMoved', x: x1, y, button: 'left', buttons: 1 }, sid);
+    await send('Input.dispatchMouseEvent', { type: 'mouseReleased', x: x1, y, button: 'left', buttons: 0, clickCount: 1 }, sid);
+    results.drag_selection = await waitFor(sid, `${TL_DS}.selection`, 'a window from the drag', 5000);
+    results.drag_source = await ds("document.getElementById('winbar').dataset.source || ''");
+    for (const v of ['space', 'alloc_space', 'objects', 'alloc_objects']) {
+      await view(v);
+      results['drag_' + v] = await ds(FLAME_DS + '.total');
+    }
+    await view('space');
+    results.drag_sizes_source = await ds("document.getElementById('sizes').dataset.source");
+    await send('Input.dispatchKeyEvent', { type: 'keyDown', key: 'Escape', code: 'Escape', windowsVirtualKeyCode: 27 }, sid);
+    await send('Input.dispatchKeyEvent', { type: 'keyUp', key: 'Escape', code: 'Escape', windowsVirtualKeyCode: 27 }, sid);
+    await waitFor(sid, `${TL_DS}.selection === ''`, 'Escape to clear the window', 5000);
+    results.drag_after_escape = await ds(FLAME_DS + '.total');
+  }
+
+  if (CHECKS.has('url')) {
+    /* a state set with the controls, then the page reloaded with its URL */
+    const fn = (process.env.HP_FG_FOCUS || '').split(',').filter(Boolean)[0];
+    await view('objects');
+    await evaluate(sid, "(() => { const i = document.getElementById('search'); i.value = 'do_'; i.dispatchEvent(new Event('input')); })()");
+    await setHide('/^_start$/');
+    await evaluate(sid, "document.getElementById('inverted').click()");
+    if (fn) {
+      await evaluate(sid, `[...document.querySelectorAll('#top tbody tr[data-func]')].find((r) => r.dataset.func === ${JSON.stringify(fn)}).click()`);
+      await waitFor(sid, `${FLAME_DS}.root === ${JSON.stringify(fn)}`, 'the focus', 5000);
+    }
+    const before = await evaluate(sid, STATE);
+    results.url_hash = await evaluate(sid, 'location.hash');
+    const reload = async (url) => {
+      await evaluate(sid, 'window.hpOld = 1');
+      const loaded = waitEvent((m) => m.sessionId === sid && m.method === 'Page.loadEventFired', 'the page load', 30000);
+      if (url) {
+        const nav = await send('Page.navigate', { url }, sid);
+        if (nav.errorText) throw new Error('navigation failed: ' + nav.errorText);
+      } else {
+        await send('Page.reload', {}, sid);
+      }
+      await loaded;
+      if (url === 'about:blank') return null;
+      await waitFor(sid, "!window.hpOld && document.body && ['1', 'error'].includes(document.body.dataset.ready)", 'the page to render again', 30000);
+      return evaluate(sid, STATE);
+    };
+    const after = await reload(null);
+    results.url_reload_same = JSON.stringify(before) === JSON.stringify(after) ? 1 : 0;
+    if (!results.url_reload_same) error('reload: ' + JSON.stringify(before) + ' became ' + JSON.stringify(after));
+    results.url_reload_view = after.view;
+    results.url_reload_root = after.root;
+    results.url_reload_inverted = after.checkbox;
+    results.url_reload_hide = after.hide;
+    results.url_reload_search = after.search;
+    /* a link written by hand (HP_FG_FRAGMENT), opened afresh */
+    const frag = process.env.HP_FG_FRAGMENT;
+    if (frag) {
+      await reload('about:blank');
+      const s = await reload(pageUrl + '#' + frag);
+      results.frag_view = s.view;
+      results.frag_root = s.root;
+      results.frag_inverted = s.checkbox;
+      results.frag_shown = s.shown;
+      results.frag_total = s.total;
+      results.frag_callers = s.callers;
+      results.frag_selection = s.selection;
+    }
+    /* a broken fragment: ignored */
+    await reload('about:blank');
+    const bad = await reload(pageUrl + '#view=bogus&dump=99&focus=no_such_function&win=1,x&tid=abc&inv=2&%zz=%&hide=%E0%A4%A&=1&&q');
+    results.bad_ready = bad.ready;
+    results.bad_view = bad.view;
+    results.bad_root = bad.root;
+    results.bad_inverted = bad.checkbox;
+    results.bad_hide_default = bad.hide === defaultHide ? 1 : 0;
+    results.bad_selection = bad.selection;
   }
 }
 
@@ -379,6 +646,7 @@ function finish() {
   finished = true;
   killChromium();
   results.requests = requests.length;
+  results.requests_page = requests.filter((u) => u.split('#')[0] === pageUrl).length;
   let out = '';
   for (const [k, v] of Object.entries(results)) out += k + '=' + v + '\n';
   for (const e of errors) out += 'error=' + e + '\n';

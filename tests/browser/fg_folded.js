@@ -14,7 +14,7 @@
  *   and DUMP are 0-based indexes (DUMP -1, the default, is the last).
  *
  * Also checks the format: exactly one data block, parents before children,
- * indexes in range.  Exit status 1 (message on stderr) if it is broken.
+ * indexes in range, the allocation events ("ev") well formed.  Exit status 1 (message on stderr) if it is broken.
  */
 'use strict';
 const fs = require('fs');
@@ -50,6 +50,25 @@ for (let f = 0; f < nF; f++) {
   const m = D.funcs.module[f], file = D.funcs.file[f];
   if (!(m >= -1 && m < D.modules.length)) die('func ' + f + ': bad module');
   if (!(file >= -1 && file < D.files.length)) die('func ' + f + ': bad file');
+}
+
+/* A traced process's allocation events ("ev"): parallel arrays of one
+   length, known nodes, times ascending, frees after their allocation. */
+for (const pr of D.procs) {
+  for (const h of pr.heaps) {
+    const ev = h.ev;
+    if (!ev) continue;
+    for (const k of ['t', 'node', 'size', 'free', 'tid', 'charged', 'fp']) {
+      if (ev[k] !== undefined && (!Array.isArray(ev[k]) || ev[k].length !== ev.n)) die('ev.' + k + ': not ' + ev.n + ' values');
+    }
+    if (!ev.t || !ev.node || !ev.size || !ev.free || !ev.tid) die('ev without t, node, size, free or tid');
+    for (let i = 0; i < ev.n; i++) {
+      if (!(ev.node[i] >= 0 && ev.node[i] < n)) die('event of unknown node ' + ev.node[i]);
+      if (i && !(ev.t[i] >= 0)) die('events out of time order');
+      if (!(ev.free[i] >= -1)) die('bad free time ' + ev.free[i]);
+    }
+    if (!pr.trace || !pr.trace.in_page) die('events of a process whose trace says they are not in the page');
+  }
 }
 
 const proc = D.procs[Number(procArg || 0)];

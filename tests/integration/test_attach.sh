@@ -249,8 +249,9 @@ if db_valid "$T_DIR/ex.db"; then
 	check_views "$T_DIR/ex.db" main 100 11350 0 0
 	assert_eq 0 "$(leaf_rows "$T_DIR/ex.db" pre_alloc)" "pre_alloc rows"
 	nothing_negative ex "$T_DIR/ex.db"
-	assert_eq "1|disconnect" "$(q "$T_DIR/ex.db" "SELECT h.disconnected, d.reason FROM heapprof_process h
-	  JOIN heapprof_dump d USING(upid);")" "disconnected, one last dump"
+	assert_eq "1|peak
+1|disconnect" "$(q "$T_DIR/ex.db" "SELECT h.disconnected, d.reason FROM heapprof_process h
+	  JOIN heapprof_dump d USING(upid) ORDER BY d.ts, d.id;")" "disconnected, its peak and one last dump"
 fi
 
 # ---------------------------------------------------------------------------
@@ -705,7 +706,13 @@ else
 	assert_eq 0 "$REC_RC" "record exit status"
 	phase_end dl
 	same_as_bare dl dlbare
-	check_views "$T_DIR/dl.db" dlib_alloc 8 35552 8 35552
+	if ! check_views "$T_DIR/dl.db" dlib_alloc 8 35552 8 35552; then
+		# Seen once in CI (all four views 0), never here in 80 runs
+		# under load: what the profile holds instead, for the note.
+		t_note "dlopen: totals $(total_views "$T_DIR/dl.db"); leaves: $(leaf_table "$T_DIR/dl.db" | tr '\n' ';')"
+		t_note "dlopen: $(cat "$T_DIR/dl.err" | tr '\n' ';')"
+		t_note "dlopen: $("$HP" report "$T_DIR/dl.db" --top 3 2>&1 | grep -i 'skip\|lost\|warn\|not recorded\|full' | tr '\n' ';')"
+	fi
 	check_expect "$T_DIR/dl.db" "$PHASE_EXPECT"
 	for cs in $(leaf_callsites "$T_DIR/dl.db" dlib_alloc); do
 		assert_eq "dlib_alloc dlib_middle dlib_entry dl_phase main" \
@@ -807,7 +814,7 @@ if db_valid "$T_DIR/ds.db"; then
 fi
 
 # ---------------------------------------------------------------------------
-t_begin "with heapprofd running: record -p of a process without the library is attached by injection, exact; heapprof dump adds a dump"
+t_begin "with heapprofd running: record -p of a process without the library is attached by injection, exact; heapprof dump and dump -p add a dump; daemon --status lists it"
 start_daemon
 start_prog hd "$PROGS/attach_phase"
 start_record hd -p "$TPID" -i 1 -o "$T_DIR/hd.db"
@@ -817,6 +824,16 @@ if wait_until 20 "profiling line" grep_q "$T_DIR/hd.err" "pid $TPID \(attach_pha
 	run_bounded 30 "$HP" dump >"$T_DIR/hd.dump.out" 2>&1
 	assert_eq 0 "$?" "heapprof dump exit status ($(cat "$T_DIR/hd.dump.out"))"
 	wait_dumps "$T_DIR/hd.db" 1
+	# The session told the daemon about the process it attached itself:
+	# dump -p finds it (it said "no session is recording pid N"), and
+	# --status lists it as the session's target.
+	run_bounded 30 "$HP" dump -p "$TPID" >"$T_DIR/hd.dumpp.out" 2>&1
+	assert_eq "0 heapprof: dump: 1 process dumped in 1 session" \
+		"$? $(cat "$T_DIR/hd.dumpp.out")" "heapprof dump -p of the attached process"
+	wait_dumps "$T_DIR/hd.db" 2
+	run_bounded 30 "$HP" daemon --status >"$T_DIR/hd.status" 2>&1
+	assert_match "targets: $TPID \(profiled\)" "$(cat "$T_DIR/hd.status")" \
+		"daemon --status: the attached process is the session's target"
 fi
 kill -INT "$RPID"
 wait_record hd
@@ -824,8 +841,8 @@ assert_eq 0 "$REC_RC" "record exit status"
 phase_end hd
 same_as_bare hd bare
 if db_valid "$T_DIR/hd.db"; then
-	assert_eq "request end" "$(q "$T_DIR/hd.db" "SELECT reason FROM heapprof_dump ORDER BY ts;" | tr '\n' ' ' | sed 's/ $//')" \
-		"dump reasons"
+	assert_eq "peak request request end" "$(q "$T_DIR/hd.db" "SELECT reason FROM heapprof_dump ORDER BY ts, id;" | tr '\n' ' ' | sed 's/ $//')" \
+		"dump reasons: the peak (reached in the phase) before the first request"
 	check_expect "$T_DIR/hd.db" "$PHASE_EXPECT"
 	assert_eq "$PHASE_TOTAL" "$(total_views "$T_DIR/hd.db")" "every row is the phase's"
 fi

@@ -93,6 +93,36 @@ assert_eq 2 "$CHK_RC" "exit status of a bad rule in a file"
 assert_match "bad\.rules:4: bad rule 'objects <= lots'" \
 	"$(cat "$T_DIR/badf.chk.err")" "the file and line of a bad rule"
 
+t_begin "a pattern that matches no function: exit 2, naming it"
+# A typo, or a function renamed since the rule was written, would
+# otherwise measure 0 and pass for ever.
+for r in 'space(nonexistent_fn) <= 1MiB' 'alloc_space(main>grow_fm) <= 1' \
+	'leaks(leak_fm*) == 0'; do
+	chk nomatch "$T_DIR/exact.db" 'space >= 0' "$r"
+	assert_eq 2 "$CHK_RC" "exit status of '$r'"
+	assert_eq 1 "$(wc -l <"$T_DIR/nomatch.chk.err")" "one line for '$r'"
+	assert_match "bad rule '$(printf '%s' "$r" | sed 's/[][().*]/\\&/g')': '[a-z_*]+' matches no function in " \
+		"$(cat "$T_DIR/nomatch.chk.err")" "the message names the rule and the glob"
+	assert_eq 0 "$(wc -c <"$T_DIR/nomatch.chk.out")" "no verdict for '$r'"
+done
+chk glob "$T_DIR/exact.db" 'alloc_space(grow_*) <= 64MiB' 'space(main>*>keep_fn) <= 8MiB'
+assert_eq 0 "$CHK_RC" "globs that match some function are rules as before"
+
+t_begin "a failing rule: its top 3 stacks and the diff to run"
+chk top "$T_DIR/exact.db" 'alloc_space(main) <= 1MiB'
+assert_eq 1 "$CHK_RC" "exit status"
+# check_gate: grow_fn allocates 64 MiB, keep_fn 7.8 MiB, leak_fn 1000 B.
+assert_eq "top stacks: 64.00 MiB (67108864 B) grow_fn < main" \
+	"$(grep -o 'top stacks: .*' "$T_DIR/top.chk.out" | sed 's/  */ /g; s/ < __libc_start.*//; s/ < _start.*//')" \
+	"the largest stack first, with its value"
+assert_eq 3 "$(awk '/^FAIL alloc_space/ { on = 1; next } on && /^  (top stacks: |      )/ { n++ } END { print n + 0 }' "$T_DIR/top.chk.out")" \
+	"three stacks"
+assert_match "^  see: heapprof diff PASSING.db $T_DIR/exact.db$" "$(grep '^  see:' "$T_DIR/top.chk.out")" \
+	"the diff to run"
+chk topb "$T_DIR/exact.db" --baseline "$T_DIR/exact.db" 'alloc_space grows < 0'
+assert_match "^  see: heapprof diff $T_DIR/exact.db $T_DIR/exact.db$" "$(grep '^  see:' "$T_DIR/topb.chk.out")" \
+	"with --baseline: the diff between the two"
+
 t_begin "bad files: one line, exit 2"
 echo "not a database" >"$T_DIR/junk.db"
 for f in "$T_DIR/missing.db" "$T_DIR/junk.db"; do
@@ -125,6 +155,16 @@ print(len(tc), len(fl), s.getAttribute("tests"), s.getAttribute("failures"),
       tc[0].getAttribute("name"))' "$T_DIR/out.xml")
 	assert_eq "4 2 4 2 objects(keep_fn) < 4096" "$counts" \
 		"testcases, failures, their counts and the first name"
+	# The measured values, passing or not: -i 1, exact (space: keep_fn 8192000,
+	# leak_fn 1000, stdout's buffer 4096).
+	vals=$(python3 -c '
+import sys, xml.dom.minidom
+d = xml.dom.minidom.parse(sys.argv[1])
+for tc in d.getElementsByTagName("testcase"):
+    p = {e.getAttribute("name"): e.getAttribute("value") for e in tc.getElementsByTagName("property")}
+    print(p.get("value"), p.get("sigma"), p.get("limit"), end=" ")' "$T_DIR/out.xml")
+	assert_eq "4096 0 4096 67108864 0 67108864 10 0 10 8197096 0 1024 " "$vals" \
+		"value, sigma and limit of each rule in the XML"
 else
 	t_fail "out.xml is not well-formed: $(cat "$T_DIR/xml.err")"
 fi

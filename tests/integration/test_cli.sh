@@ -137,7 +137,7 @@ assert_match '^      --all-heaps        every heap the program registers, and li
 assert_match '^      --heaps A,B        profile exactly these heaps \(default: libc\.malloc\)$' "$help" "record --help: --heaps"
 assert_match 'multiples of 1024: 4k, 64M' "$help" "record --help: size suffixes"
 assert_match 'FILE@NAME for its snapshot named NAME' "$("$HP" diff --help 2>&1)" "diff --help: snapshot names"
-assert_match '^  report FILE .*\[--dump N\|NAME\]' "$("$HP" help 2>&1)" "heapprof help: report --dump NAME"
+assert_match '^  report FILE .*\[--dump N\|NAME\|peak\|end\]' "$("$HP" help 2>&1)" "heapprof help: report --dump NAME|peak|end"
 
 t_begin "record without a command: rejected"
 expect_error nocmd1 any "$HP" record
@@ -223,6 +223,38 @@ assert_eq 2 "$rc" "exit status"
 expect_error unknown-cmd 2 "$HP" no-such-subcommand
 assert_eq "heapprof: unknown command 'no-such-subcommand' (heapprof help lists them)" "$ERR_TEXT" "no suggestion when nothing is close"
 
+t_begin "heapprof help COMMAND: the command's own --help"
+for c in record report pprof flamegraph diff check symbolize sql daemon dump snapshot top serve; do
+	a=$("$HP" help "$c" 2>&1)
+	ra=$?
+	b=$("$HP" "$c" --help 2>&1)
+	assert_eq "0 $b" "$ra $a" "heapprof help $c"
+done
+out=$("$HP" help recrd 2>&1)
+assert_eq 2 "$?" "help of an unknown command: status 2"
+assert_eq "heapprof: unknown command 'recrd' (heapprof help lists them); did you mean 'record'?" "$out" \
+	"help of an unknown command: one line, a suggestion"
+
+t_begin "record's summary on a terminal: what was left, where, what to run next; none for scripts"
+if command -v script >/dev/null; then
+	# script(1) gives record a terminal (the summary's condition).
+	run_bounded 60 script -qec "'$HP' record -i 1 -o '$T_DIR/sum.db' -- '$PROGS/check_gate'" /dev/null \
+		>"$T_DIR/sum.tty" 2>&1
+	tr -d '\r' <"$T_DIR/sum.tty" >"$T_DIR/sum.out"
+	# check_gate: its peak is at its end, keep_fn's 4096 x 2000 B
+	# and leak_fn's; they are left at exit, and the buffer of its stdout
+	# (a terminal); 64 MiB in grow_fn and the rest allocated.
+	assert_match "^heapprof:   pid [0-9]+ \(check_gate\): peak 7\.81 MiB at \+[0-9.]+ s, 100% in keep_fn; 7\.81 MiB left at exit, 100% in keep_fn; 71\.81 MiB allocated in all$" \
+		"$(grep '^heapprof:   pid' "$T_DIR/sum.out")" "the peak, what was left at exit, and where"
+	assert_eq "heapprof: next: heapprof report $T_DIR/sum.db; heapprof flamegraph $T_DIR/sum.db" \
+		"$(grep '^heapprof: next:' "$T_DIR/sum.out")" "the next commands"
+	hp_record sumpipe -i 1 -o "$T_DIR/sum2.db" -- "$PROGS/check_gate"
+	assert_eq "heapprof: profile written to $T_DIR/sum2.db" "$(grep '^heapprof: ' "$T_DIR/sumpipe.err")" \
+		"stderr not a terminal: the one line, as before"
+else
+	t_skip "script(1) is missing"
+fi
+
 t_begin "unknown command or option: did you mean ...?"
 for typo in recrod:record reocrd:record rec:record repot:report snapshto:snapshot sq:sql dif:diff flamegrpah:flamegraph; do
 	expect_error "dym-${typo%%:*}" 2 "$HP" "${typo%%:*}" x
@@ -278,12 +310,14 @@ else
 	assert_eq 12 "$WAIT_RC" "heapprof record exit status" ||
 		sed -e 's/^/    | /' "$T_DIR/usr1.err" | tail -n 10
 	if db_valid "$SDB"; then
-		assert_eq 2 "$(sqlq "$SDB" "SELECT count(*) FROM heapprof_dump;")" "dumps"
-		d1=$(sqlq "$SDB" "SELECT min(ts) FROM heapprof_dump;")
-		d2=$(sqlq "$SDB" "SELECT max(ts) FROM heapprof_dump;")
+		# The signal's dump and the end's (the peak's beside them:
+		# test_peak.sh).
+		assert_eq 2 "$(sqlq "$SDB" "SELECT count(*) FROM heapprof_dump WHERE reason != 'peak';")" "dumps"
+		d1=$(sqlq "$SDB" "SELECT min(ts) FROM heapprof_dump WHERE reason != 'peak';")
+		d2=$(sqlq "$SDB" "SELECT max(ts) FROM heapprof_dump WHERE reason != 'peak';")
 		assert_eq end "$(sqlq "$SDB" "SELECT reason FROM heapprof_dump ORDER BY ts DESC LIMIT 1;")" \
 			"reason of the last dump"
-		assert_ne end "$(sqlq "$SDB" "SELECT reason FROM heapprof_dump ORDER BY ts LIMIT 1;")" \
+		assert_eq signal "$(sqlq "$SDB" "SELECT reason FROM heapprof_dump WHERE reason != 'peak' ORDER BY ts LIMIT 1;")" \
 			"reason of the first dump"
 		if [ -n "$d1" ] && [ "$d1" != "$d2" ]; then
 			# At the first dump: all of phase 1's allocations, 6..10 live.

@@ -99,8 +99,8 @@ if [ "$KNOWN_OK" = 0 ]; then
 	assert_eq "1|dwarf|64|7" \
 		"$(sqlq "$KDB" "SELECT sampling_interval, unwind, max_frames, exit_status FROM heapprof_process;")" \
 		"heapprof_process sampling_interval|unwind|max_frames|exit_status"
-	assert_eq "1|end" "$(sqlq "$KDB" "SELECT count(*), max(reason) FROM heapprof_dump;")" \
-		"one dump, reason end"
+	assert_eq "peak,end" "$(sqlq "$KDB" "SELECT group_concat(reason) FROM (SELECT reason FROM heapprof_dump ORDER BY ts, id);")" \
+		"two dumps: the peak's, then the end's"
 	assert_eq 0 "$(sqlq "$KDB" "SELECT count(*) FROM heap_profile_allocation a
 	  WHERE a.ts NOT IN (SELECT ts FROM heapprof_dump);")" \
 		"every allocation row belongs to a dump ts"
@@ -276,6 +276,27 @@ order by abs(cumulative_size) desc;")
 	# deep_alloc sits under 20 recurse nodes, do_deep, main: depth of main + 22.
 	assert_eq 22 "$(sqlq_hp "select d.depth - m.depth from $FG d, $FG m
 	  where d.name = 'deep_alloc' and m.name = 'main'")" "depth of deep_alloc below main"
+
+	t_begin "known -i 1: report --callers and --callees (merged at the function, recursion once)"
+	"$HP" report "$KDB" --callers recurse >"$T_DIR/callers.out" 2>&1
+	assert_eq 0 "$?" "report --callers status"
+	assert_match '^    callers of recurse: 2\.28 KiB \(2331 B\) \([0-9.]+% of the heap\) on 1 stack; self 0 B$' \
+		"$(grep '^    callers of' "$T_DIR/callers.out")" "callers: the stacks through recurse, once"
+	assert_eq "recurse do_deep main" \
+		"$(grep -A3 '^    callers of' "$T_DIR/callers.out" | tail -n 3 | awk '{ print $6 }' | tr '\n' ' ' | sed 's/ $//')" \
+		"callers of recurse: do_deep, then main (the outermost recurse: recursion counted once)"
+	"$HP" report "$KDB" --callees do_deep >"$T_DIR/callees.out" 2>&1
+	assert_eq 0 "$?" "report --callees status"
+	assert_eq 20 "$(grep -c ' recurse  (known)$' "$T_DIR/callees.out")" "callees of do_deep: 20 recurse levels"
+	assert_match '^ +2\.28 KiB \(2331 B\) +[0-9.]+% {44}deep_alloc  \(known\)$' \
+		"$(grep 'deep_alloc' "$T_DIR/callees.out")" "deep_alloc under the 20 recurse levels, with its 2331 B"
+	read -r ao as o s <<<"$(incl_views "$KDB" main)"
+	assert_match "^    callees of main: .*\\($s B\\) .* on [0-9]+ stacks; self 0 B\$" \
+		"$(grep '^    callees of' <("$HP" report "$KDB" --callees main 2>&1))" \
+		"callees of main: its inclusive space, as SQL over the callsites says"
+	"$HP" report "$KDB" --callers recurze >"$T_DIR/callers2.out" 2>&1
+	assert_eq "2 heapprof: report: --callers: 'recurze' matches no function in $KDB" \
+		"$? $(cat "$T_DIR/callers2.out")" "a function that is not there: exit 2, one line"
 
 	t_begin "known -i 1: experimental_flamegraph tree is consistent"
 	# Every node: cumulative = self + the cumulative of its children.

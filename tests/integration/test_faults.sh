@@ -20,6 +20,8 @@
 # The program is progs/fault_target, driven through files so every step is
 # waited on with a bound; its output and status are compared with a bare
 # run.  Exact numbers with -i 1 are derived in fault_target.c.
+# Sessions here run with --no-peak: the dumps they count and number are
+# the session's own (the peak's dump, and its folding: test_peak.sh).
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/helpers.sh"
@@ -91,7 +93,7 @@ BARE_STEPS_OUT=$(cat "$T_DIR/steps.bare.out")
 t_begin "(a) record -- CMD SIGKILLed mid-session: the program runs on unchanged; the dumps before are kept"
 fdir a1
 DB="$T_DIR/a1.db"
-"$REAPER" "$D/reaped" "$HP" record -i 1 --dump-interval 20 -o "$DB" -- "$FT" "$D" churn 2000000 \
+"$REAPER" "$D/reaped" "$HP" record --no-peak -i 1 --dump-interval 20 -o "$DB" -- "$FT" "$D" churn 2000000 \
 	>"$D/out" 2>"$D/err" </dev/null &
 XPID=$!
 if wait_until 30 "ready" test -s "$D/ready"; then
@@ -125,7 +127,7 @@ fi
 t_begin "(a) record -- CMD SIGKILLed, --block-client and a full region: the client asks a dead collector for room, and goes on"
 fdir a2
 DB="$T_DIR/a2.db"
-"$REAPER" "$D/reaped" "$HP" record -i 1 --shmem-size 1048576 --block-client -o "$DB" -- "$FT" "$D" full 20000 \
+"$REAPER" "$D/reaped" "$HP" record --no-peak -i 1 --shmem-size 1048576 --block-client -o "$DB" -- "$FT" "$D" full 20000 \
 	>"$D/out" 2>"$D/err" </dev/null &
 XPID=$!
 if wait_until 30 "ready" test -s "$D/ready"; then
@@ -150,7 +152,7 @@ LD_PRELOAD="$LIB" "$FT" "$D" churn 200000 >"$D/out" 2>"$D/err" &
 TP=$!
 TPIDS="$TPIDS $TP"
 wait_until 30 "ready" test -s "$D/ready"
-"$HP" record -p "$TP" -i 1 -o "$T_DIR/a3.db" >"$T_DIR/a3.out" 2>"$T_DIR/a3.err" </dev/null &
+"$HP" record --no-peak -p "$TP" -i 1 -o "$T_DIR/a3.db" >"$T_DIR/a3.out" 2>"$T_DIR/a3.err" </dev/null &
 RPID=$!
 disown "$RPID"
 if wait_until 20 "profiling line" grep_q "$T_DIR/a3.err" "profiling"; then
@@ -172,7 +174,7 @@ assert_eq 0 "$rc" "heapprofd still serves (daemon --status)"
 t_begin "(b) the collector SIGSTOPped for 10 s: the program finishes meanwhile; afterwards the session ends and the profile is exact"
 fdir b1
 DB="$T_DIR/b1.db"
-"$HP" record -i 1 -o "$DB" -- "$FT" "$D" churn 2000000 >"$D/out" 2>"$D/err" </dev/null &
+"$HP" record --no-peak -i 1 -o "$DB" -- "$FT" "$D" churn 2000000 >"$D/out" 2>"$D/err" </dev/null &
 RPID=$!
 STOPPED_OK=0
 if wait_until 30 "ready" test -s "$D/ready"; then
@@ -206,7 +208,7 @@ fi
 t_begin "(b) the collector SIGSTOPped with a streaming trace: kept + dropped = every event, exactly"
 fdir b2
 DB="$T_DIR/b2.db"
-"$HP" record -i 1 --trace --trace-buffer 65536 -o "$DB" -- "$FT" "$D" churn 200000 >"$D/out" 2>"$D/err" </dev/null &
+"$HP" record --no-peak -i 1 --trace --trace-buffer 65536 -o "$DB" -- "$FT" "$D" churn 200000 >"$D/out" 2>"$D/err" </dev/null &
 RPID=$!
 if wait_until 30 "ready" test -s "$D/ready"; then
 	kill -STOP "$RPID"
@@ -230,7 +232,7 @@ if db_valid "$DB"; then
 	  || ' ' || coalesce(sum(CASE WHEN size > 0 THEN size END), 0)
 	  || ' ' || coalesce(-sum(CASE WHEN size < 0 THEN size END), 0)
 	  FROM heap_profile_allocation;")"
-	read -r ka kf kab kfb <<<"$(q "$DB" "SELECT count(CASE WHEN kind = 'alloc' THEN 1 END)
+	read -r ka kf kab kfb <<<"$(hpq "$DB" "SELECT count(CASE WHEN kind = 'alloc' THEN 1 END)
 	  || ' ' || count(CASE WHEN kind = 'free' THEN 1 END)
 	  || ' ' || coalesce(sum(CASE WHEN kind = 'alloc' THEN size END), 0)
 	  || ' ' || coalesce(sum(CASE WHEN kind = 'free' THEN size END), 0)
@@ -253,7 +255,7 @@ t_begin "(b) heapprofd SIGSTOPped for 10 s: a program that starts meanwhile (cli
 # Its hello at startup is answered by no one: the client gives up after a
 # bounded wait and the program runs unprofiled.  Also with a session that
 # wants the program by name.
-"$HP" record -n fault_target -o "$T_DIR/bd.db" >"$T_DIR/bd.out" 2>"$T_DIR/bd.err" </dev/null &
+"$HP" record --no-peak -n fault_target -o "$T_DIR/bd.db" >"$T_DIR/bd.out" 2>"$T_DIR/bd.err" </dev/null &
 RPID=$!
 wait_until 20 "session line" grep_q "$T_DIR/bd.err" "session"
 kill -STOP "$DPID"
@@ -288,7 +290,7 @@ LD_PRELOAD="$LIB" "$FT" "$D" steps 3 >"$D/out" 2>"$D/err" &
 TP=$!
 TPIDS="$TPIDS $TP"
 wait_until 30 "ready" test -s "$D/ready"
-"$HP" record -p "$TP" -i 1 -o "$T_DIR/c1.db" >"$T_DIR/c1.out" 2>"$T_DIR/c1.err" </dev/null &
+"$HP" record --no-peak -p "$TP" -i 1 -o "$T_DIR/c1.db" >"$T_DIR/c1.out" 2>"$T_DIR/c1.err" </dev/null &
 RPID=$!
 if wait_until 20 "profiling line" grep_q "$T_DIR/c1.err" "profiling"; then
 	daemon_gone KILL
@@ -303,7 +305,7 @@ assert_eq 0 "$WAIT_RC" "the first session's status"
 if db_valid "$T_DIR/c1.db"; then
 	check_views "$T_DIR/c1.db" step_alloc 100 10000 100 10000
 fi
-"$HP" record -p "$TP" -i 1 -o "$T_DIR/c2.db" >"$T_DIR/c2.out" 2>"$T_DIR/c2.err" </dev/null &
+"$HP" record --no-peak -p "$TP" -i 1 -o "$T_DIR/c2.db" >"$T_DIR/c2.out" 2>"$T_DIR/c2.err" </dev/null &
 RPID=$!
 if wait_until 20 "profiling line of the second session" grep_q "$T_DIR/c2.err" "profiling"; then
 	: >"$D/go1"
@@ -329,7 +331,7 @@ assert_eq "" "$(cat "$D/err")" "nothing on the program's stderr"
 t_begin "(d) the program SIGKILLed after three dumps: a valid database with every dump, each exact"
 fdir d
 DB="$T_DIR/d.db"
-"$HP" record -i 1 -o "$DB" -- "$FT" "$D" steps 5 >"$D/out" 2>"$D/err" </dev/null &
+"$HP" record --no-peak -i 1 -o "$DB" -- "$FT" "$D" steps 5 >"$D/out" 2>"$D/err" </dev/null &
 RPID=$!
 if wait_until 30 "ready" test -s "$D/ready"; then
 	TP=$(cat "$D/ready")
@@ -363,7 +365,7 @@ fdir e1
 : >"$D/go"
 : >"$D/exit"
 DB="$T_DIR/e1.db"
-hp_record e1 -i 1 --shmem-size 1048576 -o "$DB" -- "$FT" "$D" full 100000
+hp_record e1 --no-peak --no-peak -i 1 --shmem-size 1048576 -o "$DB" -- "$FT" "$D" full 100000
 assert_eq 7 "$REC_RC" "record returns the program's status"
 assert_eq "$BARE_FULL100K_OUT" "$(cat "$T_DIR/e1.out")" "stdout as in a bare run"
 if db_valid "$DB"; then
@@ -388,7 +390,7 @@ fi
 t_begin "(e) the stack table full: the program runs unchanged; the dropped stacks' samples are counted under one pseudo-frame"
 DB="$T_DIR/e2.db"
 bare_run e2 "$PROGS/manystacks" 65536
-hp_record e2 -i 1 --shmem-size 1048576 -o "$DB" -- "$PROGS/manystacks" 65536
+hp_record e2 --no-peak --no-peak -i 1 --shmem-size 1048576 -o "$DB" -- "$PROGS/manystacks" 65536
 assert_eq "$BARE_RC" "$REC_RC" "record returns the program's status"
 assert_eq "$(sed 's/ end_ns=.*//' "$T_DIR/e2.bare.out")" "$(sed 's/ end_ns=.*//' "$T_DIR/e2.out")" \
 	"stdout as in a bare run (but the clock)"
@@ -424,7 +426,7 @@ fi
 if [ "$FULL_OK" = 1 ]; then
 	fdir f
 	DB="$SMALL/f.db"
-	FT_WIDE=16 FT_EXIT=0 "$HP" record -i 1 -o "$DB" -- "$FT" "$D" steps 2 >"$D/out" 2>"$D/err" </dev/null &
+	FT_WIDE=16 FT_EXIT=0 "$HP" record --no-peak -i 1 -o "$DB" -- "$FT" "$D" steps 2 >"$D/out" 2>"$D/err" </dev/null &
 	RPID=$!
 	if wait_until 30 "ready" test -s "$D/ready"; then
 		: >"$D/go"
@@ -475,7 +477,7 @@ for out in /proc/version/x.db /proc/x.db /sys/x.db "$T_DIR/afile/x.db" "$T_DIR/a
 	/dev/full "$T_DIR/fifo" "$T_DIR/no/such/dir/x.db" ${RO:+"$RO/x.db"}; do
 	rm -f "$RAN"
 	rc=0
-	(cd "$W" && exec timeout -k 5 30 "$HP" record -o "$out" -- /usr/bin/touch "$RAN") \
+	(cd "$W" && exec timeout -k 5 30 "$HP" record --no-peak -o "$out" -- /usr/bin/touch "$RAN") \
 		>"$T_DIR/g.out" 2>"$T_DIR/g.err" </dev/null || rc=$?
 	assert_eq 1 "$rc" "-o $out: status"
 	assert_eq 1 "$(wc -l <"$T_DIR/g.err")" "-o $out: one line ($(head -c 300 "$T_DIR/g.err" | tr '\n' '|'))"

@@ -152,7 +152,7 @@ PPB="$T_DIR/pool-heap.pb.gz"
 rc=0
 run_bounded 60 "$HP" pprof "$PDB" --heap example.pool -o "$PPB" >"$T_DIR/pp.out" 2>"$T_DIR/pp.err" || rc=$?
 assert_eq 0 "$rc" "pprof exit status: $(head -c 300 "$T_DIR/pp.err")"
-assert_match "^wrote $PPB: process [0-9]+, heap example.pool, dump 1 of 1, 2 samples$" \
+assert_match "^wrote $PPB: process [0-9]+, heap example.pool, dump 2 of 2, 2 samples$" \
 	"$(cat "$T_DIR/pp.out")" "pprof's line: 2 samples (the load_nodes and parse_tokens stacks)"
 # --all-heaps: one file per heap; example.pool's is the same file.
 mkdir -p "$T_DIR/ppall"
@@ -160,7 +160,7 @@ rc=0
 run_bounded 60 "$HP" pprof "$PDB" --all-heaps -o "$T_DIR/ppall" >"$T_DIR/ppall.out" 2>"$T_DIR/ppall.err" || rc=$?
 assert_eq 0 "$rc" "pprof --all-heaps exit status: $(head -c 300 "$T_DIR/ppall.err")"
 assert_eq "libc.malloc example.pool" \
-	"$(sed -n 's/^wrote .*, heap \([^,]*\), dump 1 of 1, [0-9]* samples$/\1/p' "$T_DIR/ppall.out" | tr '\n' ' ' | sed 's/ $//')" \
+	"$(sed -n 's/^wrote .*, heap \([^,]*\), dump 2 of 2, [0-9]* samples$/\1/p' "$T_DIR/ppall.out" | tr '\n' ' ' | sed 's/ $//')" \
 	"pprof --all-heaps: one file per heap"
 f=$(sed -n 's/^wrote \(.*\): .*, heap example.pool, .*/\1/p' "$T_DIR/ppall.out")
 if [ -n "$f" ] && [ -f "$f" ]; then

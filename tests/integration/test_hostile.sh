@@ -212,11 +212,12 @@ assert_no_match "attach failed|cannot reach|unprofiled" "$(cat "$d/err")" \
 # unprofiled: 0-8 of the 20 forked and 3-10 of the 20 exec'd children
 # were in the profile.  Now the writes run beside the session's loop:
 # each child starts in a few milliseconds (11 ms at worst) and is
-# profiled exactly.  Checked on the median (at most 30 ms, against the
-# 101 ms of the wait), not on the slowest child: a single child that the
-# scheduler delays on a loaded machine (107 ms, two suites at once on 2
-# cores) is no wait for a dump, and one that waited past the client's
-# 100 ms would be missing from the exact count of children.
+# profiled exactly.  Checked on the median (at most 60 ms, against the
+# 101 ms of the wait: a CI machine loaded enough to take an hour over
+# the suite measured 31 ms), not on the slowest child: a single child
+# that the scheduler delays on a loaded machine (107 ms, two suites at
+# once on 2 cores) is no wait for a dump, and one that waited past the
+# client's 100 ms would be missing from the exact count of children.
 for how in fork exec; do
 	t_begin "dumpspawn-$how: processes started while a big profile is dumped wait for none of the dumps"
 	d="$T_DIR/dumpspawn-$how"
@@ -229,12 +230,27 @@ for how in fork exec; do
 	assert_eq 0 "$RUN_RC" "record's exit status (the program's) ($(grep -v '^heapprof: profile written' "$d/err" | head -c 300))" || continue
 	assert_eq "$(cat "$d/bare.out")" "$(cat "$d/out")" "stdout as bare"
 	assert_eq "" "$(grep -v '^heapprof: ' "$d/err")" "nothing on the program's stderr"
-	want=20
-	[ "$how" = exec ] && want=40
-	assert_eq "$want" "$(sqlq "$d/p.db" "SELECT count(*) FROM heapprof_process WHERE how IN ('fork', 'exec');")" \
-		"children in the profile (each fork, and with exec its new image)"
-	# 20 children x 10 x malloc(333), 4 freed each.
-	assert_eq "200 66600 120 39960" "$(leaf_views "$d/p.db" child_work)" "child_work (alloc_objects alloc_space objects space)"
+	# Every child is in the profile but one the machine itself held up
+	# past the 100 ms a new process waits for the session (then it runs
+	# unprofiled, by design: client.c, NEW_PROCESS_TIMEOUT_MS): under
+	# TSan on a loaded machine one child took 103 ms while the median
+	# was 6 ms.  Such a child's start is over 100 ms in $d/times.
+	slow=$(awk '$1 == "us" && $2 >= 100000 { n++ } END { print n + 0 }' "$d/times")
+	per=1
+	[ "$how" = exec ] && per=2
+	n=$(sqlq "$d/p.db" "SELECT count(*) FROM heapprof_process WHERE how IN ('fork', 'exec');")
+	assert_ge "${n:-0}" $(((20 - slow) * per)) \
+		"children in the profile (each fork, and with exec its new image; $slow took over 100 ms to start)"
+	[ "$slow" = 0 ] || t_note "children that took over 100 ms to start: $slow; in the profile: $n of $((20 * per))"
+	# Each child profiled: 10 x malloc(333), 4 freed, exact (20
+	# children: 200 66600 120 39960); every child but the slow ones.
+	per_child=$(sqlq "$d/p.db" "SELECT $VIEWS_SQL FROM heap_profile_allocation a
+	  JOIN stack_profile_callsite c ON a.callsite_id = c.id
+	  JOIN stack_profile_frame f ON c.frame_id = f.id
+	  WHERE f.name = 'child_work' GROUP BY a.upid;" | sort | uniq -c | sed 's/^ *//')
+	k=${per_child%% *}
+	assert_eq "$k 10 3330 6 1998" "$per_child" "child_work per child profiled (how many, then alloc_objects alloc_space objects space)"
+	assert_ge "${k:-0}" $((20 - slow)) "children with child_work (all but the $slow that took over 100 ms)"
 	# The parent: 21 walks over 50000 stacks (sizes 16..271), one block
 	# of each live.
 	assert_eq "1050000 150675000 50000 7175000" \
@@ -245,7 +261,7 @@ for how in fork exec; do
 	med=$(awk '$1 == "median" { print int($2 / 1000) }' "$d/times")
 	t_note "children's start to their first allocation, ms: median $med, slowest $(awk '$1 == "max" { print int($2 / 1000) }' "$d/times") (bare: median $(awk '$1 == "median" { print int($2 / 1000) }' "$d/bare.times"))"
 	if t_is_num "${med:-x}"; then
-		assert_le "$med" 30 "the median child's start to its first allocation, ms"
+		assert_le "$med" 60 "the median child's start to its first allocation, ms"
 	else
 		t_fail "no median in $d/times"
 	fi

@@ -84,7 +84,27 @@ EXPECT_FILES="./bin/heapprof
 ./include/heapprof/heapprof.h
 ${ABI}./lib/libheapprof.so
 ./lib/libheapprof.so.1
-./lib/pkgconfig/heapprof.pc"
+./lib/pkgconfig/heapprof.pc
+./lib/systemd/system/heapprof-serve@.service
+./share/bash-completion/completions/heapprof
+./share/bash-completion/completions/heapprofd
+./share/man/man1/heapprof-check.1
+./share/man/man1/heapprof-daemon.1
+./share/man/man1/heapprof-diff.1
+./share/man/man1/heapprof-dump.1
+./share/man/man1/heapprof-flamegraph.1
+./share/man/man1/heapprof-pprof.1
+./share/man/man1/heapprof-record.1
+./share/man/man1/heapprof-report.1
+./share/man/man1/heapprof-serve.1
+./share/man/man1/heapprof-snapshot.1
+./share/man/man1/heapprof-sql.1
+./share/man/man1/heapprof-symbolize.1
+./share/man/man1/heapprof-top.1
+./share/man/man1/heapprof.1
+./share/man/man3/heap_profile.h.3
+./share/man/man8/heapprofd.8
+./share/zsh/site-functions/_heapprof"
 assert_eq "$EXPECT_FILES" "$(tree_of "$PREFIX")" "installed files"
 assert_eq heapprof "$(readlink "$PREFIX/bin/heapprofd")" "bin/heapprofd link"
 assert_eq libheapprof.so.1 "$(readlink "$PREFIX/lib/libheapprof.so")" "lib/libheapprof.so link"
@@ -108,6 +128,102 @@ assert_match "^prefix=$PREFIX\$" "$(cat "$PREFIX/lib/pkgconfig/heapprof.pc")" "h
 
 VERSION=$("$PREFIX/bin/heapprof" version | awk '{print $2}')
 assert_match '^[0-9]+\.[0-9]+\.[0-9]+' "$VERSION" "installed heapprof version"
+
+t_begin "man pages: installed, read by groff without a warning, rendered by man -l, every option of each --help text in its page"
+MANDIR="$PREFIX/share/man"
+if ! command -v groff >/dev/null 2>&1 || ! command -v man >/dev/null 2>&1; then
+	t_skip "groff or man is missing (apt-get install groff-base man-db)"
+else
+	for page in "$MANDIR"/man1/*.1 "$MANDIR"/man3/heap_profile.h.3 "$MANDIR"/man8/heapprofd.8; do
+		w=$(groff -man -ww -z "$page" 2>&1)
+		assert_eq "" "$w" "groff -man -ww: $(basename "$page")"
+		out=$(MANWIDTH=100 man -l "$page" 2>&1)
+		assert_match "^NAME" "$(printf '%s\n' "$out" | sed -n 3p)" "man -l $(basename "$page") renders"
+	done
+	# Each command's page holds every option its --help names (the page
+	# is made from it: this catches a line the generator lost).
+	for c in record report pprof flamegraph diff check symbolize sql daemon dump snapshot top serve; do
+		text=$(MANWIDTH=200 man -l "$MANDIR/man1/heapprof-$c.1" 2>&1 | tr -s ' ' | sed 's/‐//g')
+		miss=""
+		for o in $("$PREFIX/bin/heapprof" "$c" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u); do
+			printf '%s\n' "$text" | grep -qF -- "$o" || miss="$miss $o"
+		done
+		assert_eq "" "$miss" "heapprof-$c(1): the options of heapprof $c --help"
+	done
+	for f in AHeapInfo_create AHeapInfo_setEnabledCallback AHeapInfo_setDisabledCallback \
+		AHeapProfile_registerHeap AHeapProfile_reportAllocation AHeapProfile_reportSample \
+		AHeapProfile_reportFree AHeapProfileEnableCallbackInfo_getSamplingInterval; do
+		assert_match "$f" "$(MANWIDTH=300 man -l "$MANDIR/man3/heap_profile.h.3" 2>&1 | sed 's/‐//g')" "heap_profile.h(3): $f"
+	done
+fi
+
+t_begin "completion: bash's complete and zsh's for heapprof rec<TAB>, report --vi<TAB>, their values, options and files; bash's -p and -n"
+# complete_words WORD...: what the installed bash completion offers for
+# the last word (the one being completed), one per line, sorted.
+complete_words() {
+	PATH="$PREFIX/bin:$PATH" bash -c '
+		. "$1"; shift
+		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+		_heapprof
+		printf "%s\n" "${COMPREPLY[@]}" | sort' \
+		sh "$PREFIX/share/bash-completion/completions/heapprof" "$@"
+}
+assert_match "^complete -F _heapprof heapprof" \
+	"$(bash -c '. "$1"; complete -p heapprof' sh "$PREFIX/share/bash-completion/completions/heapprof")" \
+	"bash: complete -F _heapprof for heapprof"
+assert_eq "record" "$(complete_words heapprof rec)" "heapprof rec<TAB>"
+assert_eq "--view" "$(complete_words heapprof report --vi)" "heapprof report --vi<TAB>"
+assert_eq "alloc_objects
+alloc_space" "$(complete_words heapprof report x.db --view al)" "heapprof report --view al<TAB>"
+assert_eq "--no-follow-exec
+--no-memory-dumps
+--no-peak
+--no-running
+--no-startup" "$(complete_words heapprof record --no-)" "heapprof record --no-<TAB>: from its --help"
+assert_eq "peak" "$(complete_words heapprof flamegraph x.db --dump pe)" "heapprof flamegraph --dump pe<TAB>"
+assert_eq "$$" "$(complete_words heapprof top -p "$$" | grep -x "$$")" "heapprof top -p PID<TAB>: running pids"
+assert_eq "bash" "$(complete_words heapprof top -n bas | grep -x bash)" "heapprof top -n NAME<TAB>: running names"
+mkdir -p "$T_DIR/cw"
+: >"$T_DIR/cw/a.db"
+: >"$T_DIR/cw/b.txt"
+assert_eq "$T_DIR/cw/a.db" "$(complete_words heapprof report "$T_DIR/cw/")" "heapprof report <TAB>: profiles (*.db)"
+# zsh_words LINE: the line as zsh's completion leaves it after LINE<TAB>.
+zsh_words() {
+	rm -f "$T_DIR/zsh.out"
+	PATH="$PREFIX/bin:$PATH" zsh -f "$(dirname "$0")/zsh_complete.zsh" \
+		"$PREFIX/share/zsh/site-functions" "$T_DIR/zsh.out" "$1" >/dev/null 2>&1
+	cat "$T_DIR/zsh.out" 2>/dev/null
+}
+if command -v zsh >/dev/null 2>&1; then
+	zsh -n "$PREFIX/share/zsh/site-functions/_heapprof"
+	assert_eq 0 "$?" "zsh -n _heapprof"
+	assert_eq "heapprof record " "$(zsh_words "heapprof rec")" "zsh: heapprof rec<TAB>"
+	assert_eq "heapprof report --view " "$(zsh_words "heapprof report --vi")" "zsh: heapprof report --vi<TAB>"
+	assert_eq "heapprof report x.db --view alloc_space " "$(zsh_words "heapprof report x.db --view alloc_s")" "zsh: --view alloc_s<TAB>"
+	assert_eq "heapprof flamegraph x.db --dump peak " "$(zsh_words "heapprof flamegraph x.db --dump pe")" "zsh: --dump pe<TAB>"
+	assert_eq "heapprof report $T_DIR/cw/a.db " "$(zsh_words "heapprof report $T_DIR/cw/")" "zsh: heapprof report DIR/<TAB>: profiles (*.db)"
+	assert_eq "heapprof record --no-peak " "$(zsh_words "heapprof record --no-p")" "zsh: heapprof record --no-p<TAB>: from its --help"
+else
+	t_skip "zsh is missing (apt-get install zsh): its completion not driven"
+fi
+assert_match "^#compdef heapprof heapprofd" "$(head -n 1 "$PREFIX/share/zsh/site-functions/_heapprof")" "zsh: #compdef"
+
+t_begin "the serve agent's systemd unit: installed with its prefix, systemd-analyze verify and security"
+UNIT="$PREFIX/lib/systemd/system/heapprof-serve@.service"
+assert_match "^ExecStart=$PREFIX/bin/heapprof serve -n %i " "$(grep '^ExecStart=' "$UNIT")" "ExecStart: the installed heapprof"
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+	t_skip "systemd-analyze is missing (apt-get install systemd)"
+else
+	# An instance of the template, as systemctl would name it.
+	cp "$UNIT" "$T_DIR/heapprof-serve@myapp.service"
+	out=$(systemd-analyze verify --man=no "$T_DIR/heapprof-serve@myapp.service" 2>&1)
+	assert_eq "0 " "$? $out" "systemd-analyze verify: no complaint"
+	sec=$(systemd-analyze security --offline=yes "$T_DIR/heapprof-serve@myapp.service" 2>&1 | tail -n 1)
+	level=$(printf '%s\n' "$sec" | sed -n 's/.*: \([0-9.]*\) .*/\1/p')
+	assert_match "^[0-9.]+$" "$level" "systemd-analyze security: an exposure level ($sec)"
+	t_note "systemd-analyze security: $sec"
+	assert_le "${level:-10}" 4.0 "systemd-analyze security: exposure at most 4.0 (OK)"
+fi
 
 t_begin "pkg-config: version and flags of the installed heapprof.pc"
 if ! command -v pkg-config >/dev/null 2>&1; then

@@ -15,7 +15,7 @@ t_require "$HP" "$BUILD/libheapprof.so" "$PROGS/execer" "$PROGS/forker" "$PROGS/
 	"$PROGS/hostile_dumpspawn"
 
 q() { sqlq "$@"; }
-# What record sets in its command's environment (src/collector/session_launch.c).
+# What record sets in its command's environment (src/session/launch.c).
 RECORD_VARS="LD_PRELOAD|HEAPPROF_SOCKET|HEAPPROF_SECCOMP_FILTERS|HEAPPROF_FOLLOW"
 W="$T_DIR/w"
 mkdir -p "$W"
@@ -119,11 +119,11 @@ mkdir -p "$W/pe"
 (cd "$W/pe" && "$HP" pprof "$T_DIR/pe.db" -o one.pb.gz >"$T_DIR/pe1.out" 2>"$T_DIR/pe1.err")
 assert_eq "one.$PE.1.pb.gz one.$PE.2.pb.gz " "$(cd "$W/pe" && ls | tr '\n' ' ')" \
 	"-o one.pb.gz: one.PID.1.pb.gz and one.PID.2.pb.gz, none replaced"
-assert_match "^wrote one.$PE.2.pb.gz: process $PE.2, heap libc.malloc, dump 1 of 1, [0-9]+ samples$" \
+assert_match "^wrote one.$PE.2.pb.gz: process $PE.2, heap libc.malloc, dump 2 of 2, [0-9]+ samples$" \
 	"$(sed -n 2p "$T_DIR/pe1.out")" "the message names the process by its id"
 n2=$(sed -n 2p "$T_DIR/pe1.out" | sed 's/.*, \([0-9]*\) samples$/\1/')
 hp_cmd pe2 pprof "$T_DIR/pe.db" --pid "$PE.2" -o "$W/pe2.pb.gz"
-assert_eq "wrote $W/pe2.pb.gz: process $PE.2, heap libc.malloc, dump 1 of 1, $n2 samples" \
+assert_eq "wrote $W/pe2.pb.gz: process $PE.2, heap libc.malloc, dump 2 of 2, $n2 samples" \
 	"$(cat "$T_DIR/pe2.out")" "--pid PID.2: the new image alone"
 assert_eq "$(zcat "$W/pe/one.$PE.2.pb.gz" | md5sum)" "$(zcat "$W/pe2.pb.gz" | md5sum)" "the same profile"
 mkdir -p "$W/pe3"
@@ -180,20 +180,20 @@ assert_eq "  $P hostile_dumpspawn (the command)
 # ---------------------------------------------------------------------------
 t_begin "environment: the program sees none of record's variables"
 bare_run env env
-hp_record env -- env
+hp_record env -o "$T_DIR/env.db" -- env
 assert_eq 0 "$REC_RC" "exit status"
 assert_eq "" "$(grep -E "^($RECORD_VARS)=" "$T_DIR/env.out")" "no LD_PRELOAD, no HEAPPROF_*"
 assert_eq "$(sort "$T_DIR/env.bare.out")" "$(sort "$T_DIR/env.out")" "the environment of a bare run, exactly"
 # (not under a sanitizer build of heapprof, whose runtime must be the
 # first library of the heapprof command the user's LD_PRELOAD also goes to)
 if [ -z "${HEAPPROF_SAN:-}" ]; then
-	LD_PRELOAD=libc.so.6 hp_record envp -- env
+	LD_PRELOAD=libc.so.6 hp_record envp -o "$T_DIR/envp.db" -- env
 	assert_eq "LD_PRELOAD=libc.so.6" "$(grep -E "^($RECORD_VARS)=" "$T_DIR/envp.out")" \
 		"the user's own LD_PRELOAD is kept as it was"
 fi
 
 t_begin "environment: children inherit nothing from record without follow flags"
-hp_record envc -- sh -c 'env; exec env'
+hp_record envc -o "$T_DIR/envc.db" -- sh -c 'env; exec env'
 assert_eq "" "$(grep -E "^($RECORD_VARS)=" "$T_DIR/envc.out")" "a child and an exec'd image: none"
 
 t_begin "environment: with --follow-exec the chain still profiles the exec'd image"

@@ -70,6 +70,12 @@ if [ -n "$SURL" ]; then
 	assert_eq 404 "$HTTP_CODE" "a process the agent does not profile"
 	http "$SURL/nothing" >/dev/null
 	assert_eq 404 "$HTTP_CODE" "an unknown path"
+	http "$SURL/" >/dev/null
+	idx=$(cat "$T_DIR/http.body")
+	assert_eq 200 "$HTTP_CODE" "GET / (the agent's endpoints)"
+	for e in "GET /metrics" "GET /debug/pprof/heap?pid=PID" "GET, POST /debug/pprof/symbol"; do
+		assert_match "^$(printf '%s' "$e" | sed 's/[?.]/\\&/g')" "$(grep -F "$e" <<<"$idx")" "/ lists $e"
+	done
 	http "$SURL/metrics" -X POST -d a=b >/dev/null
 	assert_eq 405 "$HTTP_CODE" "POST"
 	scrape
@@ -88,8 +94,17 @@ if start_serve s2 -p "$APID" --token-file "$W/token"; then
 	assert_eq 401 "$HTTP_CODE" "no token"
 	http "$SURL/metrics" -H "Authorization: Bearer wrong" >/dev/null
 	assert_eq 401 "$HTTP_CODE" "a wrong token"
-	http "$SURL/metrics" -H "Authorization: Bearer s3cret-$$" >/dev/null
+	http "$SURL/metrics" -H "Authorization: Bearer s3cret-$$" >"$T_DIR/metrics"
 	assert_eq 200 "$HTTP_CODE" "the token"
+	# No -i: Go's 512 KiB, as an always-on agent samples (once the
+	# process is attached, its heap's series are there).
+	for _ in $(seq 1 100); do
+		[ -n "$(metric heapprof_sampling_interval_bytes "$APID")" ] && break
+		sleep 0.1
+		http "$SURL/metrics" -H "Authorization: Bearer s3cret-$$" >"$T_DIR/metrics"
+	done
+	assert_eq 524288 "$(metric heapprof_sampling_interval_bytes "$APID")" \
+		"the default interval in /metrics"
 	stop_serve s2
 fi
 
@@ -346,6 +361,22 @@ if start_alloc cf; then
 	fi
 fi
 
+t_begin "serve -c FILE in record's config syntax (docs/CONFIG.md)"
+if start_alloc cg; then
+	printf '# the agent, as record -c reads it\npid: %s\nsampling_interval_bytes: 1 # exact\ntop: 2, heaps: "libc.malloc"\n' \
+		"$APID" >"$W/serve2.conf"
+	if start_serve s12 -c "$W/serve2.conf"; then
+		wait_until 30 "the session on $APID in /metrics" attached
+		touch "$W/cg.go"
+		wait_until 30 "live bytes 1000000 (interval 1 from the config)" \
+			live_is 1000000
+		assert_eq 1 "$(metric heapprof_sampling_interval_bytes "$APID")" \
+			"the config's interval"
+		stop_serve s12
+	fi
+	kill -TERM "$APID" 2>/dev/null
+fi
+
 t_begin "serve: a command name cut inside a UTF-8 character is labelled valid UTF-8"
 U8NAME="utf8name-abcdeé"   # 14 bytes, then 2: /proc keeps 15
 cp "$PROGS/top_grow" "$W/$U8NAME"
@@ -371,6 +402,12 @@ expect_error e5 2 'bad.conf:2: unknown key .bogus.' serve -c "$W/bad.conf"
 printf 'allow_remote: perhaps\n' >"$W/bad2.conf"
 expect_error e6 2 'bad2.conf:1: allow-remote is true or false' \
 	serve -c "$W/bad2.conf"
+printf 'process_cmdline: "a,b"\n' >"$W/bad3.conf"
+expect_error e10 2 "config .*bad3.conf:1: field 'process_cmdline': a ','" \
+	serve -c "$W/bad3.conf"
+printf 'listen: "127.0.0.1:0"\nsampling_interval_bytes: 64X\n' >"$W/bad4.conf"
+expect_error e11 2 "config .*bad4.conf:2: field 'sampling_interval_bytes'" \
+	serve -c "$W/bad4.conf"
 expect_error e7 2 'not a loopback address' serve -p 1 --listen '[::]:0'
 expect_error e8 2 'invalid --listen address' serve -p 1 --listen '[zz]:0'
 expect_error e9 1 '-o .*: not a directory' serve -p 1 -o "$W/bad.conf"

@@ -75,8 +75,8 @@ db_valid "$T_DIR/p1.db" &&
 			"$(q "$T_DIR/p1.db" "SELECT p.pid, p.name, h.how, h.from_startup,
 			  h.rejected_concurrent, h.disconnected
 			  FROM process p JOIN heapprof_process h USING(upid);")" "process row"
-		assert_eq "1|end" "$(q "$T_DIR/p1.db" "SELECT count(*), max(reason) FROM heapprof_dump;")" \
-			"one dump, at the end"
+		assert_eq "1|end" "$(q "$T_DIR/p1.db" "SELECT count(*), max(reason) FROM heapprof_dump WHERE reason != 'peak';")" \
+			"one dump (the peak's beside it), at the end"
 		assert_ne 0 "$(q "$T_DIR/p1.db" "SELECT session_id FROM heapprof_process;")" "session id"
 	}
 
@@ -138,12 +138,14 @@ assert_eq 0 "$REC_RC" "record exit status"
 finish_target dd
 db_valid "$T_DIR/dd.db" &&
 	{
-		assert_eq "request request end" \
+		# (The peak's dump, reached by the allocations, before the
+		# second.)
+		assert_eq "request peak request end" \
 			"$(q "$T_DIR/dd.db" "SELECT reason FROM heapprof_dump ORDER BY ts;" | tr '\n' ' ' | sed 's/ $//')" \
 			"dump reasons in order"
-		assert_eq 3 "$(q "$T_DIR/dd.db" "SELECT count(DISTINCT ts) FROM heapprof_dump;")" "three distinct ts"
-		ts1=$(q "$T_DIR/dd.db" "SELECT ts FROM heapprof_dump ORDER BY ts LIMIT 1;")
-		ts2=$(q "$T_DIR/dd.db" "SELECT ts FROM heapprof_dump ORDER BY ts LIMIT 1 OFFSET 1;")
+		assert_eq 4 "$(q "$T_DIR/dd.db" "SELECT count(DISTINCT ts) FROM heapprof_dump;")" "four distinct ts"
+		ts1=$(q "$T_DIR/dd.db" "SELECT ts FROM heapprof_dump WHERE reason != 'peak' ORDER BY ts LIMIT 1;")
+		ts2=$(q "$T_DIR/dd.db" "SELECT ts FROM heapprof_dump WHERE reason != 'peak' ORDER BY ts LIMIT 1 OFFSET 1;")
 		# The first dump was before the allocations, the second after.
 		check_views "$T_DIR/dd.db" attached_alloc 0 0 0 0 "$ts1"
 		check_views "$T_DIR/dd.db" attached_alloc 14 22000 10 10000 "$ts2"
@@ -156,7 +158,7 @@ start_record di -p "$TPID" -d 3 --dump-interval 500 -o "$T_DIR/di.db"
 wait_record di
 assert_eq 0 "$REC_RC" "record exit status"
 finish_target di
-n=$(q "$T_DIR/di.db" "SELECT count(*) FROM heapprof_dump;")
+n=$(q "$T_DIR/di.db" "SELECT count(*) FROM heapprof_dump WHERE reason != 'peak';")
 assert_ge "$n" 5 "dumps"
 assert_le "$n" 7 "dumps"
 assert_eq 1 "$(q "$T_DIR/di.db" "SELECT count(*) FROM heapprof_dump WHERE reason = 'end';")" "one end dump"
@@ -180,7 +182,22 @@ db_valid "$T_DIR/mx.db" &&
 		check_views "$T_DIR/mx.db" attached_alloc 14 22000 10 10000
 		assert_eq "1|1010000" "$(q "$T_DIR/mx.db" "SELECT at_max, max_live_bytes FROM heapprof_dump;")" \
 			"the dump is at the peak of 1010000 live bytes"
+		# --dump peak picks it, in every command that takes --dump.
+		"$HP" report "$T_DIR/mx.db" --dump peak >"$T_DIR/mxp.out" 2>&1
+		assert_match "^  dump at max    state at the peak of live bytes: 986\.33 KiB \(1010000 B\) at " \
+			"$(grep '^  dump at max' "$T_DIR/mxp.out")" "report --dump peak"
+		"$HP" check "$T_DIR/mx.db" --dump peak 'space(peak_alloc) == 1000000' >"$T_DIR/mxc.out" 2>&1
+		assert_eq 0 "$?" "check --dump peak: peak_alloc's 1000000 B live at the peak ($(tail -n 1 "$T_DIR/mxc.out"))"
 	}
+# Without dumps at the peak: --dump peak is an error naming the process,
+# --dump end the last dump.
+hp_record nomx -i 1 --no-peak -o "$T_DIR/nomx.db" -- "$PROGS/known"
+"$HP" pprof "$T_DIR/nomx.db" --dump peak -o "$T_DIR/nomx.pb.gz" >"$T_DIR/nomx.out" 2>&1
+assert_eq 1 "$?" "pprof --dump peak of a profile without one: exit 1"
+assert_match "has no dump at its peak \(recorded with --no-peak, or by an older heapprof\)$" "$(cat "$T_DIR/nomx.out")" \
+	"pprof --dump peak: says why"
+"$HP" pprof "$T_DIR/nomx.db" --dump end -o "$T_DIR/nomx.pb.gz" >"$T_DIR/nomx2.out" 2>&1
+assert_match "dump 1 of 1" "$(cat "$T_DIR/nomx2.out")" "pprof --dump end: the last dump"
 
 # ---------------------------------------------------------------------------
 t_begin "a second session naming the same process is refused for it and says so"
@@ -220,7 +237,7 @@ wait_record eg
 assert_eq 0 "$REC_RC" "record exit status"
 check_views "$T_DIR/eg.db" attached_alloc 14 22000 10 10000
 assert_eq "1|disconnect" "$(q "$T_DIR/eg.db" "SELECT h.disconnected, d.reason FROM heapprof_process h
-  JOIN heapprof_dump d USING(upid);")" "disconnected, one last dump"
+  JOIN heapprof_dump d USING(upid) WHERE d.reason != 'peak';")" "disconnected, one last dump"
 
 # ---------------------------------------------------------------------------
 t_begin "a SIGSTOPped target does not hold the session up; a SIGKILLed one ends it"
@@ -235,7 +252,7 @@ fi
 wait_record ss
 assert_eq 0 "$REC_RC" "record exit status"
 check_views "$T_DIR/ss.db" attached_alloc 14 22000 10 10000
-assert_eq "request end" "$(q "$T_DIR/ss.db" "SELECT reason FROM heapprof_dump ORDER BY ts;" | tr '\n' ' ' | sed 's/ $//')" \
+assert_eq "request end" "$(q "$T_DIR/ss.db" "SELECT reason FROM heapprof_dump WHERE reason != 'peak' ORDER BY ts;" | tr '\n' ' ' | sed 's/ $//')" \
 	"a dump of the stopped process, then the end"
 kill -CONT "$TPID"
 finish_target ss
@@ -383,7 +400,7 @@ db_valid "$T_DIR/fe.db" &&
 		assert_eq 1 "$(q "$T_DIR/fe.db" "SELECT count(DISTINCT pid) FROM process;")" "same pid"
 		check_views "$T_DIR/fe.db" before_exec 20 10000 15 7500
 		check_views "$T_DIR/fe.db" after_exec_alloc 10 7000 10 7000
-		assert_eq "exec end" "$(q "$T_DIR/fe.db" "SELECT reason FROM heapprof_dump ORDER BY upid;" | tr '\n' ' ' | sed 's/ $//')" \
+		assert_eq "exec end" "$(q "$T_DIR/fe.db" "SELECT reason FROM heapprof_dump WHERE reason != 'peak' ORDER BY upid;" | tr '\n' ' ' | sed 's/ $//')" \
 			"dump reasons"
 	}
 
@@ -401,7 +418,7 @@ assert_eq 0 "$REC_RC" "record returns the program's status"
 check_views "$T_DIR/cd.db" startup_alloc 5 10000 5 10000
 assert_eq 0 "$(leaf_rows "$T_DIR/cd.db" attached_alloc)" "nothing after the end"
 assert_eq "1|end|-1" "$(q "$T_DIR/cd.db" "SELECT count(*), max(d.reason), coalesce(max(h.exit_status), -1)
-  FROM heapprof_dump d JOIN heapprof_process h USING(upid);")" "one end dump; still running then"
+  FROM heapprof_dump d JOIN heapprof_process h USING(upid) WHERE d.reason != 'peak';")" "one end dump; still running then"
 
 # ---------------------------------------------------------------------------
 t_begin "--block-client: a full region grows instead of dropping samples"

@@ -72,7 +72,7 @@ assert_eq 0 "$SH_RC" "exit status after .quit"
 has_line 'heapprof> .*' "prompt"
 has_line ' *\.\.\.> .*' "continuation prompt of a multi-line statement"
 has_line 'ndumps +why' "multi-line query: header"
-has_line ' +1 +end' "multi-line query: row"
+has_line ' +2 +peak' "multi-line query: row (the peak's dump and the end's)"
 has_line '\(1 row\)' "row count line"
 for t in heap_profile_allocation stack_profile_callsite stack_profile_frame \
 	stack_profile_mapping stack_profile_symbol process heapprof_dump; do

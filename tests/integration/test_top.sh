@@ -79,41 +79,67 @@ if [ -n "$GPID" ]; then
 	assert_eq 0 "$CMD_RC" "top --once status: $(head -c 300 "$T_DIR/o1.err")"
 	assert_eq "" "$(cat "$T_DIR/o1.err")" "nothing on stderr"
 	out=$(cat "$T_DIR/o1.out")
-	assert_eq "heapprof top - pid $GPID ($TGNAME) - every 1.0 s - reading beside its heapprof session" \
+	assert_eq "heapprof top - pid $GPID ($TGNAME) - every 1.0 s" \
 		"$(sed -n 1p "$T_DIR/o1.out")" "header"
-	assert_eq "interval   every allocation (exact)" "$(sed -n 2p "$T_DIR/o1.out")" \
+	assert_match '^counting for the last [0-9]+\.[0-9] s, beside its heapprof session$' \
+		"$(sed -n 2p "$T_DIR/o1.out")" "since when, whose session"
+	assert_match "^interval   every allocation \(exact\); heapprof's tables [0-9.]+ [KM]iB$" "$(sed -n 3p "$T_DIR/o1.out")" \
 		"interval line"
-	assert_match '^space +976\.56 KiB \(1000000 B\) +alloc rate  -$' "$(sed -n 3p "$T_DIR/o1.out")" \
+	assert_match '^space +976\.56 KiB \(1000000 B\) +alloc +-$' "$(sed -n 4p "$T_DIR/o1.out")" \
 		"space, exact; no rate after one reading"
-	assert_match '^objects +10 +free rate   -$' "$(sed -n 4p "$T_DIR/o1.out")" "objects"
-	assert_match '^alloc_space +981\.45 KiB \(1005000 B\) +RSS +[0-9.]+ [KM]iB \(peak ' \
-		"$(sed -n 5p "$T_DIR/o1.out")" "alloc_space and RSS"
-	assert_match '^alloc_objects +15 +limit +([0-9.]+ [KMG]iB|none)' \
-		"$(sed -n 6p "$T_DIR/o1.out")" "alloc_objects and limit"
-	assert_eq "view: space   sort: value" "$(sed -n 8p "$T_DIR/o1.out")" "view line"
+	assert_match '^objects +10 +free +-$' "$(sed -n 5p "$T_DIR/o1.out")" "objects"
+	assert_match '^alloc_space +981\.45 KiB \(1005000 B\) +RSS +[0-9.]+ [KM]iB \(peak [0-9.]+ [KM]iB\)$' \
+		"$(sed -n 6p "$T_DIR/o1.out")" "alloc_space and RSS"
+	assert_match '^alloc_objects +15 +limit +([0-9.]+ [KMG]iB \(memory\.(max|limit_in_bytes)\)|none)$' \
+		"$(sed -n 7p "$T_DIR/o1.out")" "alloc_objects and limit"
+	assert_eq "view: space (self)  sort: value" "$(sed -n 9p "$T_DIR/o1.out")" "view line"
 	assert_match '^ +SPACE +SPACE/s +% +FUNCTION <- CALLERS$' \
-		"$(sed -n 9p "$T_DIR/o1.out")" "table header"
+		"$(sed -n 10p "$T_DIR/o1.out")" "table header"
 	assert_match '^ +976\.56 KiB +- +100\.0% +keep_here <- main( |$)' \
-		"$(sed -n 10p "$T_DIR/o1.out")" "keep_here at the top, called by main"
+		"$(sed -n 11p "$T_DIR/o1.out")" "keep_here at the top, called by main"
 	assert_match '^ +0 B +- +0\.0% +temp_here <- main( |$)' \
-		"$(sed -n 11p "$T_DIR/o1.out")" "temp_here: nothing live"
-	assert_eq 12 "$(wc -l <"$T_DIR/o1.out" | tr -d ' ')" "lines (the last one empty)"
+		"$(sed -n 12p "$T_DIR/o1.out")" "temp_here: nothing live"
+	assert_eq 13 "$(wc -l <"$T_DIR/o1.out" | tr -d ' ')" "lines (the last one empty)"
+	# Everything above the table fits 80 columns (a terminal cuts a
+	# line; the header's words must not be cut).
+	assert_eq "" "$(sed -n 1,10p "$T_DIR/o1.out" | awk 'length($0) > 80')" \
+		"the header lines fit 80 columns"
 
 	hp_cmd o2 top -n "$TGNAME" --once --view alloc_objects --top 1
 	assert_eq 0 "$CMD_RC" "top -n status: $(head -c 300 "$T_DIR/o2.err")"
 	assert_match "^heapprof top - pid $GPID \($TGNAME\)" "$(head -n 1 "$T_DIR/o2.out")" \
 		"-n NAME finds the process"
-	assert_eq "view: alloc_objects   sort: value" "$(sed -n 8p "$T_DIR/o2.out")" \
+	assert_eq "view: alloc_objects (self)  sort: value" "$(sed -n 9p "$T_DIR/o2.out")" \
 		"--view alloc_objects"
-	assert_match '^ +10 +- +66\.7% +keep_here <- main' "$(sed -n 10p "$T_DIR/o2.out")" \
+	assert_match '^ +10 +- +66\.7% +keep_here <- main' "$(sed -n 11p "$T_DIR/o2.out")" \
 		"alloc_objects of keep_here: 10 of 15"
-	assert_eq 11 "$(wc -l <"$T_DIR/o2.out" | tr -d ' ')" "--top 1: one function"
+	assert_eq 12 "$(wc -l <"$T_DIR/o2.out" | tr -d ' ')" "--top 1: one function"
+
+	# Inclusive: main holds all of it (keep_here's and temp_here's),
+	# and is on top; the callers-only functions are rows too.
+	hp_cmd o4 top -p "$GPID" --once --inclusive --view alloc_space
+	assert_eq "view: alloc_space (inclusive)  sort: value" "$(sed -n 9p "$T_DIR/o4.out")" \
+		"--inclusive"
+	assert_match '^ +981\.45 KiB +- +100\.0% +main( |$)' \
+		"$(grep -E '%  main( |$)' "$T_DIR/o4.out")" \
+		"inclusive: main, a caller only, with all of alloc_space"
+	assert_match '^ +976\.56 KiB +- +99\.5% +keep_here <- main' \
+		"$(grep -E '%  keep_here' "$T_DIR/o4.out")" \
+		"inclusive: keep_here, its own"
+	# By count: temp_here made 5 allocations of 1000 B, keep_here 10 of
+	# 100000: by alloc_space keep_here leads, by their count too (10 > 5);
+	# live objects: keep_here 10, temp_here 0.
+	hp_cmd o5 top -p "$GPID" --once --sort count --view alloc_space
+	assert_eq "view: alloc_space (self)  sort: count" "$(sed -n 9p "$T_DIR/o5.out")" \
+		"--sort count"
+	assert_match 'keep_here <- main' "$(sed -n 11p "$T_DIR/o5.out")" \
+		"by count: keep_here (10 objects) before temp_here (5)"
 
 	# Two refreshes: the second has rates (nothing allocates: 0).
 	hp_cmd o3 top -p "$GPID" --iterations 2 -d 0.2
 	assert_eq 0 "$CMD_RC" "--iterations 2 status"
 	assert_eq 2 "$(grep -c '^heapprof top - pid' "$T_DIR/o3.out")" "two refreshes"
-	assert_match 'alloc rate  0 B/s, 0 objects/s' "$(cat "$T_DIR/o3.out")" \
+	assert_match 'alloc +0 B/s, 0 objects/s' "$(cat "$T_DIR/o3.out")" \
 		"the second refresh's rate"
 	kill -TERM "$GPID"
 	wait_pid_bounded 30 "$BGPID"
@@ -128,12 +154,21 @@ if [ -n "$GPID" ]; then
 	assert_eq 0 "$CMD_RC" "status: $(head -c 300 "$T_DIR/i1.err")"
 	assert_eq "heapprof: top: pid $GPID is not profiled: started 'heapprof record -p $GPID' (ended when top quits)" \
 		"$(cat "$T_DIR/i1.err")" "the one line on stderr"
-	assert_match "^heapprof top - pid $GPID \($TGNAME\) - every 0\.5 s - top's own session" \
-		"$(head -n 1 "$T_DIR/i1.out")" "header says top's own session"
+	assert_match "^counting for the last [0-9.]+ s, in top's own session" \
+		"$(sed -n 2p "$T_DIR/i1.out")" "header says top's own session"
 	last=$(grep -A1 'FUNCTION <- CALLERS' "$T_DIR/i1.out" | tail -n 1)
 	assert_match '%  grow_here <- main' "$last" "grow_here at the top of the last refresh"
-	assert_match 'alloc rate  [0-9.]+ MiB/s' "$(cat "$T_DIR/i1.out")" "an allocation rate in MiB/s"
+	assert_match 'alloc +[0-9.]+ MiB/s' "$(cat "$T_DIR/i1.out")" "an allocation rate in MiB/s"
 	kill -0 "$GPID" 2>/dev/null || t_fail "top_grow did not survive top's session"
+	assert_eq "" "$(pgrep -f "record -p $GPID -o")" "top's record ended"
+	no_tmp_left
+	# --once of a process nobody profiles: top's own session counts from
+	# its attach, so the one screen comes one -d later, with what grew.
+	hp_cmd once1 top -p "$GPID" --once -d 0.5
+	assert_eq 0 "$CMD_RC" "--once status: $(head -c 300 "$T_DIR/once1.err")"
+	row=$(grep -A1 'FUNCTION <- CALLERS' "$T_DIR/once1.out" | sed -n 2p)
+	assert_match '^ +[0-9.]+ [KM]iB +[0-9.]+ [KM]iB/s +[0-9.]+%  grow_here <- main' "$row" \
+		"--once: grow_here at the top, grown, with its rate"
 	assert_eq "" "$(pgrep -f "record -p $GPID -o")" "top's record ended"
 	no_tmp_left
 fi
@@ -148,7 +183,7 @@ if [ -n "$GPID" ]; then
 	wait_until 30 "record -p to attach" grep -qs ': profiling' "$T_DIR/p1.err"
 	beside_ok() {
 		"$HP" top -p "$GPID" --once >"$T_DIR/p1top.out" 2>"$T_DIR/p1top.err" &&
-			grep -q 'reading beside its heapprof session' "$T_DIR/p1top.out" &&
+			grep -q '^counting .*beside its heapprof session' "$T_DIR/p1top.out" &&
 			grep -A1 'FUNCTION <- CALLERS' "$T_DIR/p1top.out" | grep -q '%  grow_here <- main'
 	}
 	wait_until 30 "top reading beside record -p with grow_here at the top" beside_ok
@@ -194,20 +229,23 @@ EOF
 	wait_ms 2000 "grow_here at the top" grow_first
 	t_note "grow_here at the top $(($(ms) - t0)) ms after the first screen"
 	on_screen "top's own session" || t_fail "header: not top's own session"
-	on_screen '^view: space   sort: value   \(v view' || t_fail "initial view line"
+	on_screen '^view: space \(self\)  sort: value  \(v view' || t_fail "initial view line"
 	tm send-keys -t top v
-	wait_ms 2000 "view objects" on_screen '^view: objects   sort: value'
+	wait_ms 2000 "view objects" on_screen '^view: objects \(self\)  sort: value'
 	on_screen ' +OBJECTS +OBJECTS/s ' || t_fail "objects columns"
 	tm send-keys -t top 3
-	wait_ms 2000 "view alloc_space" on_screen '^view: alloc_space   sort: value'
+	wait_ms 2000 "view alloc_space" on_screen '^view: alloc_space \(self\)  sort: value'
 	tm send-keys -t top s
-	wait_ms 2000 "sort rate" on_screen '^view: alloc_space   sort: rate'
+	wait_ms 2000 "sort rate" on_screen '^view: alloc_space \(self\)  sort: rate'
 	wait_ms 2000 "grow_here first by rate" grow_first
+	tm send-keys -t top i
+	wait_ms 2000 "inclusive" on_screen '^view: alloc_space \(inclusive\)  sort: rate'
+	tm send-keys -t top i
 	tm send-keys -t top h
 	wait_ms 2000 "help" on_screen '^heapprof top - keys'
 	on_screen '^  p +pause' || t_fail "help lists p"
 	tm send-keys -t top x
-	wait_ms 2000 "back from help" on_screen '^view: alloc_space   sort: rate'
+	wait_ms 2000 "back from help" on_screen '^view: alloc_space \(self\)  sort: rate'
 	# Pause: the numbers stay over two refresh periods; then they move.
 	tm send-keys -t top p
 	wait_ms 2000 "PAUSED" on_screen ' - PAUSED$'

@@ -60,7 +60,7 @@ rank_of() {
 # Frees of function FN's blocks (by the allocation's leaf frame) in DB,
 # with COND on the events e.
 fn_events() {
-	sqlq "$1" "SELECT count(*) FROM heapprof_event_callsite e
+	hpq "$1" "SELECT count(*) FROM heapprof_event_callsite e
 	  JOIN stack_profile_callsite c ON c.id = e.callsite_id
 	  JOIN stack_profile_frame f ON f.id = c.frame_id
 	  WHERE f.name = '$2' AND ${3:-1};"
@@ -112,8 +112,8 @@ mark() { awk -v k="$1" '$1 == k { printf "%.0fns\n", $2 - s }' s="$START" "$MARK
 assert_eq "$LEAK_N 0" "$(fn_events "$SDB" leak_some "e.kind = 'alloc'") $(fn_events "$SDB" leak_some "e.kind = 'free'")" "leak_some's events"
 assert_eq "$TEMP_N $TEMP_N" "$(fn_events "$SDB" temp_churn "e.kind = 'alloc'") $(fn_events "$SDB" temp_churn "e.kind = 'free'")" "temp_churn's events"
 assert_eq "$KEEP_N $KEEP_N" "$(fn_events "$SDB" keep_then_free "e.kind = 'alloc'") $(fn_events "$SDB" keep_then_free "e.kind = 'free'")" "keep_then_free's events"
-EVENTS=$(sqlq "$SDB" "SELECT count(*) FROM heapprof_event;")
-ALLOCS=$(sqlq "$SDB" "SELECT count(*) FROM heapprof_event WHERE kind = 'alloc';")
+EVENTS=$(hpq "$SDB" "SELECT count(*) FROM heapprof_event;")
+ALLOCS=$(hpq "$SDB" "SELECT count(*) FROM heapprof_event WHERE kind = 'alloc';")
 FREES=$((EVENTS - ALLOCS))
 
 t_begin "report: the trace line says streaming, complete"
@@ -136,7 +136,7 @@ assert_eq "" "$(trace_row "$R" "leaks in heap libc.malloc" temp_churn)" "temp_ch
 t_begin "report: temporaries (default 1 ms) = temp_churn's 3000"
 assert_match '^  Temporary allocations: freed at most 1 ms after they were made \(--temporary-threshold\), from the trace$' "$(cat "$R")" "heading names the threshold"
 # The report against the events themselves: always exact.
-SQL_TMP=$(sqlq "$SDB" "SELECT count(*) FROM heapprof_event WHERE kind = 'free' AND ts - alloc_ts <= 1000000;")
+SQL_TMP=$(hpq "$SDB" "SELECT count(*) FROM heapprof_event WHERE kind = 'free' AND ts - alloc_ts <= 1000000;")
 assert_match "^    heap libc.malloc    $SQL_TMP of $ALLOCS allocations " "$(cat "$R")" "temporary count of all allocations"
 # temp_churn frees right after each malloc; only a machine that stalls the
 # program for over 1 ms between the two can make one longer (not asserted:
@@ -270,7 +270,16 @@ else
 	assert_match 'data-window="[0-9]+,[0-9]+"' "$D" "the window on the chart"
 	hp_cmd fgn flamegraph "$NDB" -o "$T_DIR/notrace.html"
 	D=$(dom "$T_DIR/notrace.html")
-	assert_match 'data-source="dumps"' "$D" "without a trace: from the dumps"
+	assert_match 'data-source="samples"' "$D" "without a trace: from the session's samples"
+	assert_match 'data-rss="[1-9][0-9]*"' "$D" "without a trace: the RSS curve"
+	# A profile without the counter tables' rows (written before them):
+	# a line through the dumps.
+	cp "$NDB" "$T_DIR/nocurve.db"
+	sqlite3 "$T_DIR/nocurve.db" "DELETE FROM counter; DELETE FROM process_counter_track;"
+	hp_cmd fgc flamegraph "$T_DIR/nocurve.db" -o "$T_DIR/nocurve.html"
+	D=$(dom "$T_DIR/nocurve.html")
+	assert_match 'data-source="dumps"' "$D" "without a trace or samples: from the dumps"
+	assert_match 'data-rss="0"' "$D" "without samples: no RSS curve"
 fi
 
 # ---------------------------------------------------------------------------
@@ -282,7 +291,7 @@ for mode in ring oneshot; do
 	hp_cmd "rep-$mode" report "$MDB"
 	R="$T_DIR/rep-$mode.out"
 	assert_eq 0 "$CMD_RC" "report exit status"
-	KEPT=$(sqlq "$MDB" "SELECT count(*) FROM heapprof_event;")
+	KEPT=$(hpq "$MDB" "SELECT count(*) FROM heapprof_event;")
 	assert_eq 1024 "$KEPT" "64 KiB holds 1024 events"
 	LEFT=$(sqlq "$MDB" "SELECT dropped_allocs + dropped_frees + overwritten FROM heapprof_trace;")
 	# The same program makes the same events: kept + left out = all.

@@ -263,8 +263,11 @@ if [ -n "$SURL" ] && need_go; then
 		"$T_DIR/heap.raw" >"$T_DIR/unnamed"
 	assert_match '__libc_start_main' "$(cat "$T_DIR/named")" \
 		"the C library's frames are named"
-	assert_ne 0 "$(wc -l <"$T_DIR/unnamed")" \
-		"the stripped program's own frames are not"
+	# the stripped program's own frames are named as every view names
+	# them, module+0xADDR (the symbol server answers them too)
+	assert_eq 0 "$(wc -l <"$T_DIR/unnamed")" "every frame has a name"
+	assert_match "^0x[0-9a-f]+ $SSNAME\+0x[0-9a-f]+\$" "$(cat "$T_DIR/named")" \
+		"the stripped program's own frames as module+0xADDR"
 	# every address, named or not, junk, one asked twice, a decimal one
 	named1=$(head -n 1 "$T_DIR/named" | cut -d' ' -f1)
 	ask=$( (cut -d' ' -f1 "$T_DIR/named" "$T_DIR/unnamed"; echo junk
@@ -294,8 +297,14 @@ if [ -n "$SURL" ] && need_go; then
 	gopprof -top "$SURL/debug/pprof/heap?pid=$APID" >"$T_DIR/top" || rc=$?
 	assert_eq 0 "$rc" "go tool pprof's status: $(head -c 400 "$T_DIR/gopprof.err")"
 	assert_match '976\.56kB total$' "$(cat "$T_DIR/top")" "keep_here's 1000000 B"
+	# every function of the profile, by what was allocated (the ones
+	# whose blocks were all freed hold no inuse_space)
+	gopprof -top -sample_index=alloc_space -nodefraction=0 \
+		"$SURL/debug/pprof/heap?pid=$APID" >"$T_DIR/top.alloc" || rc=$?
+	assert_eq 0 "$rc" "go tool pprof's status: $(head -c 400 "$T_DIR/gopprof.err")"
 	while read -r _ name; do
-		assert_match " $name\$" "$(cat "$T_DIR/top")" "$name in -top"
+		assert_match " $(printf '%s' "$name" | sed 's/[+.]/\\&/g')\$" \
+			"$(cat "$T_DIR/top.alloc")" "$name in -top"
 	done <"$T_DIR/named"
 	assert_no_match 'symbol' "$(cat "$T_DIR/gopprof.err")" \
 		"no symbol error on pprof's stderr"

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the session config (src/collector/config*.c): every field
+ * Unit tests of the session config (src/config/*.c): every field
  * read from text, the print/read round trip, each read error's exact
  * message (file, line, field, reason), and the cross-field rules of
  * config_check; the size parser the byte fields share with the command
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/config.h"
+#include "config/config.h"
 #include "cli/options.h"
 #include "util/args.h"
 #include "util/size.h"

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile/flamegraph_vtab.h"
-#include "profile/schema.h"
+#include "model/tree.h"
+#include "store/reader.h"
+#include "store/trace_read.h"
+#include "sql/flamegraph_vtab.h"
+#include "store/schema.h"
 #include "unit.h"
 
 static sqlite3 *db;
@@ -178,18 +181,19 @@ static void test_tree_at_ts20(void)
 {
 	/*
 	 * start -> main -> work(app) -> leaf_a -> inner_x (the inline);
-	 * main -> 0xabc; main -> work(libc).  Callsites 3 and 4 (work at two
-	 * pcs) merge, and so do 5 and 6 under them.
+	 * main -> libc.so+0xabc; main -> work(libc).  Callsites 3 and 4 (work
+	 * at two pcs) merge, and so do 5 and 6 under them.
 	 */
-	CHECK(rows_are(NODE_COLS " from experimental_flamegraph(20, 1,"
-	                         " 'native') order by id",
-	               "0|0|start|/lib/libc.so|0|7|0|198|0|8|0|298|N|N|N;"
-	               "1|1|main|/bin/app|0|7|0|198|0|8|0|298|0|N|N;"
-	               "2|2|work|/bin/app|1|3|10|160|1|4|10|260|1|N|N;"
-	               "3|3|leaf_a|/bin/app|0|2|0|150|0|3|0|250|2|a.c|20;"
-	               "4|4|inner_x|/bin/app|2|2|150|150|3|3|250|250|3|a.c|5;"
-	               "5|2|0xabc|/lib/libc.so|3|3|30|30|3|3|30|30|1|N|N;"
-	               "6|2|work|/lib/libc.so|1|1|8|8|1|1|8|8|1|N|N"));
+	CHECK(rows_are(
+	        NODE_COLS " from experimental_flamegraph(20, 1,"
+	                  " 'native') order by id",
+	        "0|0|start|/lib/libc.so|0|7|0|198|0|8|0|298|N|N|N;"
+	        "1|1|main|/bin/app|0|7|0|198|0|8|0|298|0|N|N;"
+	        "2|2|work|/bin/app|1|3|10|160|1|4|10|260|1|N|N;"
+	        "3|3|leaf_a|/bin/app|0|2|0|150|0|3|0|250|2|a.c|20;"
+	        "4|4|inner_x|/bin/app|2|2|150|150|3|3|250|250|3|a.c|5;"
+	        "5|2|libc.so+0xabc|/lib/libc.so|3|3|30|30|3|3|30|30|1|N|N;"
+	        "6|2|work|/lib/libc.so|1|1|8|8|1|1|8|8|1|N|N"));
 	/* ts: the argument, in the visible and the hidden column. */
 	CHECK(rows_are("select distinct ts, ts_in, upid, profile_type,"
 	               " heap_name from experimental_flamegraph(20, 1,"
@@ -299,8 +303,60 @@ static void test_reload_after_change(void)
 	               "late|1|4"));
 }
 
+/* heapprof_event (a virtual table over the trace's chunks) in every
+ * connection of the test, as rd_open and the writer register it. */
+static int register_events(sqlite3 *conn, char **err,
+                           const struct sqlite3_api_routines *api)
+{
+	(void)err;
+	(void)api;
+	return tr_events_register(conn);
+}
+
+/*
+ * The heap model's bottom-up paths (model/tree.h) over the same stacks:
+ * the allocating function at a root, its callers below, callsites of the
+ * same functions on one path, other paths apart.
+ */
+static void test_bottom_up(void)
+{
+	struct rd_stacks s;
+	struct tree g;
+	struct tree_nodes inv;
+	int32_t a[16], b[16], c[16];
+
+	CHECK(rd_load_stacks(db, "test", &s) == 0);
+	CHECK(tree_init(&g, &s) == 0);
+	tree_nodes_init(&inv);
+	/* cs 5 and 6: start > main > work (two pcs) > leaf_a > inner_x */
+	int na = tree_bottom_up(&g, &inv, tree_leaf_node(&g, 5), a, 16);
+	int nb = tree_bottom_up(&g, &inv, tree_leaf_node(&g, 6), b, 16);
+	/* cs 7: start > main > libc.so+0xabc */
+	int nc = tree_bottom_up(&g, &inv, tree_leaf_node(&g, 7), c, 16);
+	CHECK(na == 5 && nb == 5 && nc == 3);
+	CHECK(na == 5 && !memcmp(a, b, sizeof(a[0]) * 5));
+	static const char *const want_a[] = {"inner_x", "leaf_a", "work",
+	                                     "main", "start"};
+	for (int k = 0; k < na && k < 5; k++) {
+		CHECK(!strcmp(g.funcs[inv.func.v[a[k]]].name, want_a[k]));
+		CHECK(inv.parent.v[a[k]] == (k ? a[k - 1] : -1));
+	}
+	static const char *const want_c[] = {"libc.so+0xabc", "main", "start"};
+	for (int k = 0; k < nc && k < 3; k++)
+		CHECK(!strcmp(g.funcs[inv.func.v[c[k]]].name, want_c[k]));
+	/* main under inner_x's path and main under 0xabc's are two nodes */
+	CHECK(na == 5 && nc == 3 && a[3] != c[1]);
+	CHECK_EQ_U64(inv.parent.n, 8);
+	/* a path longer than max is cut there */
+	CHECK(tree_bottom_up(&g, &inv, tree_leaf_node(&g, 5), a, 2) == 2);
+	tree_nodes_free(&inv);
+	tree_free(&g);
+	rd_free_stacks(&s);
+}
+
 int main(void)
 {
+	sqlite3_auto_extension((void (*)(void))register_events);
 	static const struct unit_test tests[] = {
 	        {"columns", test_columns},
 	        {"tree_at_ts20", test_tree_at_ts20},
@@ -308,6 +364,7 @@ int main(void)
 	        {"heap_arg", test_heap_arg},
 	        {"errors", test_errors},
 	        {"reload_after_change", test_reload_after_change},
+	        {"bottom_up", test_bottom_up},
 	        {NULL, NULL},
 	};
 

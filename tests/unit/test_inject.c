@@ -1,5 +1,5 @@
 /*
- * The injector (src/collector/inject.c) against real processes started
+ * The injector (src/inject/inject.c) against real processes started
  * bare: build/progs/inject_target blocked in a chosen call or running a
  * malloc storm, build/progs/inject_payload loaded into it with its own
  * dlopen.  A blocked call must complete as in the bare run (same output,
@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collector/inject.h"
+#include "inject/inject.h"
 #include "unit.h"
 #include "util/proc.h"
 

@@ -246,19 +246,27 @@ static void test_samples(void)
 			CHECK(f && !strcmp(str(pb, f->system_name), "main"));
 			CHECK_EQ_U64(l->line[0]->line, 0);
 		}
-		/* Sample 1: the unnamed frame has no line; main shared. */
+		/* Sample 1: the unnamed frame is named as the heap model
+		 * names it, module+0xrelpc, with no system name; main
+		 * shared. */
 		s = pb->sample[1];
 		CHECK(s->n_location_id == 2 && s->value[1] == 50 &&
 		      s->value[3] == 5);
 		l = s->n_location_id == 2 ? loc(pb, s->location_id[0]) : NULL;
-		CHECK(l && l->n_line == 0 && l->address == BASE + 0x1800 - 1);
+		CHECK(l && l->n_line == 1 && l->address == BASE + 0x1800 - 1);
+		if (l && l->n_line == 1) {
+			const Perftools__Profiles__Function *f =
+			        fn(pb, l->line[0]->function_id);
+			CHECK(f && !strcmp(str(pb, f->name), "prog+0x1800"));
+			CHECK(f && !strcmp(str(pb, f->system_name), ""));
+		}
 		CHECK(s->n_location_id == 2 &&
 		      s->location_id[1] == pb->sample[0]->location_id[1]);
 		/* Sample 2: [unknown], no mapping, absolute pc - 1; label. */
 		s = pb->sample[2];
 		l = s->n_location_id == 1 ? loc(pb, s->location_id[0]) : NULL;
 		CHECK(l && l->mapping_id == 0 &&
-		      l->address == 0x7f0000001000ULL - 1 && l->n_line == 0);
+		      l->address == 0x7f0000001000ULL - 1 && l->n_line == 1);
 		CHECK_EQ_U64(s->n_label, 1);
 		if (s->n_label == 1) {
 			CHECK(!strcmp(str(pb, s->label[0]->key), "k"));
@@ -502,9 +510,10 @@ static void test_symtab(void)
 	for (int64_t cs = 1; cs <= 6; cs++)
 		CHECK(pp_add_sample(p, &stacks, cs, v, NULL, NULL) == 0);
 	CHECK(pp_symtab_make(p, &t) == 0);
-	/* main, leaf (inner at outer's address), ns::f: the unnamed, the
-	 * [unknown] and the synthetic frames have none */
-	CHECK_EQ_U64(t.n, 3);
+	/* main, leaf (inner at outer's address), ns::f, and the unnamed
+	 * and [unknown] frames by the names every view gives them; the
+	 * synthetic frames (no address) have none */
+	CHECK_EQ_U64(t.n, 5);
 	for (size_t i = 1; i < t.n; i++)
 		CHECK(t.syms[i - 1].address < t.syms[i].address);
 	const struct pp_sym *y = pp_symtab_find(&t, BASE + 0x1234 - 1);
@@ -513,8 +522,10 @@ static void test_symtab(void)
 	CHECK(y && !strcmp(y->name, "main"));
 	y = pp_symtab_find(&t, BASE + 0x1900 - 1);
 	CHECK(y && !strcmp(y->name, "ns::f(int)"));
-	CHECK(pp_symtab_find(&t, BASE + 0x1800 - 1) == NULL);
-	CHECK(pp_symtab_find(&t, 0x7f0000001000ULL - 1) == NULL);
+	y = pp_symtab_find(&t, BASE + 0x1800 - 1);
+	CHECK(y && !strcmp(y->name, "prog+0x1800"));
+	y = pp_symtab_find(&t, 0x7f0000001000ULL - 1);
+	CHECK(y && !strncmp(y->name, "[unknown]+0x", 12));
 	CHECK(pp_symtab_find(&t, 0) == NULL);
 	CHECK(pp_symtab_find(&t, BASE + 0x1500) == NULL);
 	pp_symtab_free(&t);

@@ -104,7 +104,7 @@ static void test_status(void)
 	uid_t owner = (uid_t)-1;
 	CHECK(proc_owner(kid, &owner) == 0);
 	CHECK(owner == geteuid());
-	/* The lines the injector reads (src/collector/inject.c). */
+	/* The lines the injector reads (src/inject/inject.c). */
 	CHECK(st.have & PROC_HAVE_GID);
 	CHECK(st.gid[0] == getgid() && st.gid[1] == getegid());
 	CHECK(st.tracer == 0);
@@ -162,22 +162,6 @@ static void test_names(void)
 	n = proc_find_by_name(b ? b + 1 : self_argv0, pids, 8);
 	for (int i = 0; i < n && i < 8; i++)
 		CHECK(pids[i] != getpid());
-}
-
-static void test_cgroup(void)
-{
-	char cg[4096];
-	int rc = proc_cgroup(getpid(), cg, sizeof(cg));
-	if (rc && errno == ENODATA)
-		return; /* a cgroup v1 machine */
-	CHECK(rc == 0);
-	CHECK(cg[0] == '/');
-	char kcg[4096];
-	CHECK(proc_cgroup(kid, kcg, sizeof(kcg)) == 0);
-	CHECK(!strcmp(cg, kcg));
-	char tiny[1];
-	CHECK(proc_cgroup(getpid(), tiny, sizeof(tiny)) == -1);
-	CHECK(errno == ENAMETOOLONG);
 }
 
 struct map_find {
@@ -364,10 +348,9 @@ int main(int argc, char **argv)
 	start_kid();
 	static const struct unit_test tests[] = {
 	        {"stat", test_stat},   {"status", test_status},
-	        {"names", test_names}, {"cgroup", test_cgroup},
-	        {"maps", test_maps},   {"fds", test_fds},
-	        {"walks", test_walks}, {"gone", test_gone},
-	        {NULL, NULL},
+	        {"names", test_names}, {"maps", test_maps},
+	        {"fds", test_fds},     {"walks", test_walks},
+	        {"gone", test_gone},   {NULL, NULL},
 	};
 	return unit_main("proc", tests);
 }

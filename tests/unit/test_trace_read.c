@@ -1,10 +1,12 @@
 /*
- * Unit tests of reading an event trace back (src/profile/trace_read.c) and
+ * Unit tests of reading an event trace back (src/store/trace_read.c) and
  * of what report, pprof and flamegraph make of it, on a profile made by
  * hand: the writer gives it a process and one final dump of three stacks
  * in this binary's functions (trt_leak, trt_temp, trt_keep, called from
- * trt_main), then SQL adds the trace (events, stack mapping, the final
- * dump's live blocks, the heapprof_trace row), as `record --trace` would.
+ * trt_main) and the events, then SQL adds the rest of the trace (stack
+ * mapping, the final dump's live blocks, the heapprof_trace row), as
+ * `record --trace` would.  Every test runs on it as written (the events
+ * in chunks) and on a copy with the older table of rows.
  *
  * The pattern, times from the process start S:
  *   trt_leak   3 blocks of 100 B at +1, +2, +3 ms, never freed
@@ -26,9 +28,10 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "profile/profile.h"
-#include "profile/reader.h"
-#include "profile/trace_read.h"
+#include "store/profile.h"
+#include "store/reader.h"
+#include "model/state.h"
+#include "store/trace_read.h"
 #include "selfmod.h"
 #include "unit.h"
 
@@ -91,23 +94,73 @@ static int exec_sql(sqlite3 *db, const char *sql)
 	return rc;
 }
 
-static void ev(sqlite3 *db, int64_t ts, const char *kind, int64_t addr,
-               int64_t size, int64_t key, int64_t alloc_ts)
+/* The events of the pattern, handed to the writer in one call. */
+static struct prof_event evs[32];
+static size_t nevs;
+
+static void ev(int64_t ts, const char *kind, int64_t addr, int64_t size,
+               int64_t key, int64_t alloc_ts)
 {
-	char ats[32] = "NULL";
-	if (alloc_ts)
-		snprintf(ats, sizeof(ats), "%lld", (long long)alloc_ts);
-	char *sql = sqlite3_mprintf(
-	        "INSERT INTO heapprof_event(upid, ts, kind, tid, address, size,"
-	        " charged, heap_name, stack_key, alloc_ts) VALUES(1, %lld, %Q,"
-	        " 77, %lld, %lld, %lld, 'libc.malloc', %lld, %s)",
-	        (long long)ts, kind, (long long)addr, (long long)size,
-	        (long long)size, (long long)key, ats);
-	CHECK(exec_sql(db, sql) == SQLITE_OK);
-	sqlite3_free(sql);
+	evs[nevs++] = (struct prof_event){
+	        .ts_ns = (uint64_t)ts,
+	        .kind = !strcmp(kind, "free") ? HP_EV_FREE : HP_EV_ALLOC,
+	        .tid = 77,
+	        .address = (uint64_t)addr,
+	        .size = (uint64_t)size,
+	        .charged = (uint64_t)size,
+	        .alloc_ts_ns = (uint64_t)alloc_ts,
+	        .stack_key = (uint64_t)key,
+	};
 }
 
-/* The profile: process, final dump, then the trace by SQL. */
+/* heapprof_event in every connection of the test (as rd_open and the
+ * writer register it). */
+static int register_events(sqlite3 *db, char **err,
+                           const struct sqlite3_api_routines *api)
+{
+	(void)err;
+	(void)api;
+	return tr_events_register(db);
+}
+
+/*
+ * A copy of the profile at path whose trace is a table of rows, as
+ * profiles were written before the chunks: the same events, in order.
+ */
+static void to_rows(const char *path, const char *rows)
+{
+	sqlite3 *db = NULL;
+	CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+	char *sql = sqlite3_mprintf("VACUUM INTO %Q", rows);
+	CHECK(exec_sql(db, sql) == SQLITE_OK);
+	sqlite3_free(sql);
+	sqlite3_close(db);
+	CHECK(sqlite3_open(rows, &db) == SQLITE_OK);
+	CHECK(exec_sql(db, "CREATE TABLE ev_rows AS SELECT upid, ts, kind, tid,"
+	                   " address, size, charged, heap_name, stack_key,"
+	                   " alloc_ts FROM heapprof_event ORDER BY rowid;"
+	                   " DROP VIEW heapprof_event_callsite;"
+	                   " DROP TABLE heapprof_event;"
+	                   " DROP TABLE heapprof_event_chunk;"
+	                   " DROP TABLE heapprof_event_heap;"
+	                   " CREATE TABLE heapprof_event(upid INT, ts INT,"
+	                   " kind TEXT, tid INT, address INT, size INT,"
+	                   " charged INT, heap_name TEXT, stack_key INT,"
+	                   " alloc_ts INT);"
+	                   " INSERT INTO heapprof_event SELECT * FROM ev_rows;"
+	                   " DROP TABLE ev_rows;"
+	                   " CREATE VIEW heapprof_event_callsite AS SELECT e.*,"
+	                   " s.callsite_id FROM heapprof_event e LEFT JOIN"
+	                   " heapprof_trace_stack s ON s.upid = e.upid AND"
+	                   " s.stack_key = e.stack_key;"
+	                   " CREATE INDEX heapprof_event_upid_ts ON"
+	                   " heapprof_event(upid, ts)") == SQLITE_OK);
+	CHECK_EQ_U64(tr_events_form(db), TR_FORM_ROWS);
+	sqlite3_close(db);
+}
+
+/* The profile: process, the events, final dump, then the rest of the
+ * trace by SQL. */
 static void write_profile(const char *path, int with_blocks, const char *mode)
 {
 	struct prof_process info = {
@@ -128,6 +181,22 @@ static void write_profile(const char *path, int with_blocks, const char *mode)
 		return;
 	CHECK(profile_begin_process(p, &info, &upid) == 0);
 	CHECK(upid == 1);
+	nevs = 0;
+	for (int i = 0; i < 3; i++)
+		ev(S + (1 + i) * MS, "alloc", 0x1000 + 0x100 * i, 100, 1, 0);
+	for (int i = 0; i < 5; i++) {
+		int64_t t = S + 10 * MS + i * 10 * US;
+		ev(t, "alloc", 0x2000, 50, 2, 0);
+		ev(t + (i == 4 ? MS : 5 * US), "free", 0x2000, 50, 2, t);
+	}
+	for (int i = 0; i < 2; i++) {
+		ev(S + 20 * MS, "alloc", 0x3000 + 0x400 * i, 1000, 3, 0);
+		ev(S + 100 * MS, "free", 0x3000 + 0x400 * i, 1000, 3,
+		   S + 20 * MS);
+	}
+	ev(S + 30 * MS, "alloc", 0x5000, 7, 99, 0);
+	ev(S + 30 * MS + US, "free", 0x5000, 7, 99, S + 30 * MS);
+	CHECK(profile_write_events(p, upid, evs, nevs) == 0);
 	struct prof_stack st[] = {
 	        stack(1, pc_leak, 3, 300, 0, 0),
 	        stack(2, pc_temp, 5, 250, 5, 250),
@@ -162,21 +231,6 @@ static void write_profile(const char *path, int with_blocks, const char *mode)
 	                   " JOIN stack_profile_frame f ON f.id = c.frame_id"
 	                   " WHERE f.name IN ('trt_leak', 'trt_temp', "
 	                   "'trt_keep')") == SQLITE_OK);
-	for (int i = 0; i < 3; i++)
-		ev(db, S + (1 + i) * MS, "alloc", 0x1000 + 0x100 * i, 100, 1,
-		   0);
-	for (int i = 0; i < 5; i++) {
-		int64_t t = S + 10 * MS + i * 10 * US;
-		ev(db, t, "alloc", 0x2000, 50, 2, 0);
-		ev(db, t + (i == 4 ? MS : 5 * US), "free", 0x2000, 50, 2, t);
-	}
-	for (int i = 0; i < 2; i++) {
-		ev(db, S + 20 * MS, "alloc", 0x3000 + 0x400 * i, 1000, 3, 0);
-		ev(db, S + 100 * MS, "free", 0x3000 + 0x400 * i, 1000, 3,
-		   S + 20 * MS);
-	}
-	ev(db, S + 30 * MS, "alloc", 0x5000, 7, 99, 0);
-	ev(db, S + 30 * MS + US, "free", 0x5000, 7, 99, S + 30 * MS);
 	if (with_blocks) {
 		CHECK(exec_sql(db, "UPDATE heapprof_dump SET blocks_in_flight "
 		                   "= 0") == SQLITE_OK);
@@ -236,7 +290,7 @@ static void setup(void)
 
 static sqlite3 *open_ro(const char *path)
 {
-	sqlite3 *db = reader_open(path, "test");
+	sqlite3 *db = rd_open(path, "test");
 	CHECK(db != NULL);
 	return db;
 }
@@ -299,6 +353,7 @@ static void test_old_profile(void)
 {
 	char old[4300];
 	snprintf(old, sizeof(old), "%s/old.db", dir);
+	unlink(old); /* (made by the run before, on the other form) */
 	sqlite3 *db = NULL;
 	CHECK(sqlite3_open(old, &db) == SQLITE_OK);
 	CHECK(exec_sql(db, "ATTACH ':memory:' AS x") == SQLITE_OK);
@@ -319,7 +374,7 @@ static void test_old_profile(void)
 	      h.n == 0);
 	tr_heap_free(&h);
 	struct tr_leak_src src;
-	CHECK(tr_leaks(db, "test", 1, &s, &src) == 0 && !src.have_dump &&
+	CHECK(state_leaks(db, "test", 1, &s, &src) == 0 && !src.have_dump &&
 	      s.n == 0);
 	sqlite3_close(db);
 }
@@ -331,7 +386,7 @@ static void test_leaks(void)
 		sqlite3 *db = open_ro(paths[k]);
 		struct tr_set s;
 		struct tr_leak_src src;
-		CHECK(tr_leaks(db, "test", 1, &s, &src) == 0);
+		CHECK(state_leaks(db, "test", 1, &s, &src) == 0);
 		CHECK(src.have_dump);
 		CHECK(src.from_blocks == (k == 0));
 		CHECK_EQ_U64(src.dump_ts, S + 10000 * MS);
@@ -643,6 +698,7 @@ static void test_pprof_args(void)
 	/* A profile without a trace: refused. */
 	char notrace[4300];
 	snprintf(notrace, sizeof(notrace), "%s/notrace.db", dir);
+	unlink(notrace);
 	sqlite3 *db = NULL;
 	CHECK(sqlite3_open(dbpath, &db) == SQLITE_OK);
 	char *sql = sqlite3_mprintf("VACUUM INTO %Q", notrace);
@@ -650,8 +706,12 @@ static void test_pprof_args(void)
 	sqlite3_free(sql);
 	sqlite3_close(db);
 	CHECK(sqlite3_open(notrace, &db) == SQLITE_OK);
-	CHECK(exec_sql(db, "DELETE FROM heapprof_event;"
-	                   " DELETE FROM heapprof_trace") == SQLITE_OK);
+	CHECK(exec_sql(db, tr_events_form(db) == TR_FORM_ROWS
+	                           ? "DELETE FROM heapprof_event;"
+	                             " DELETE FROM heapprof_trace"
+	                           : "DELETE FROM heapprof_event_chunk;"
+	                             " DELETE FROM heapprof_trace") ==
+	      SQLITE_OK);
 	sqlite3_close(db);
 	fputs("(a '--from/--to need an event trace' message expected:)\n",
 	      stderr);
@@ -701,12 +761,28 @@ int main(void)
 	        {"flamegraph", test_flamegraph},
 	        {NULL, NULL},
 	};
+	sqlite3_auto_extension((void (*)(void))register_events);
 	setup();
+	/* Every test on the profiles as written (chunks), then on copies
+	 * whose trace is a table of rows (an older profile). */
 	int rc = unit_main("trace_read", tests);
+	char rows[3][4200];
+	snprintf(rows[0], sizeof(rows[0]), "%s/trace-rows.db", dir);
+	snprintf(rows[1], sizeof(rows[1]), "%s/noblocks-rows.db", dir);
+	snprintf(rows[2], sizeof(rows[2]), "%s/ring-rows.db", dir);
+	to_rows(dbpath, rows[0]);
+	to_rows(nodbpath, rows[1]);
+	to_rows(ringpath, rows[2]);
+	snprintf(dbpath, sizeof(dbpath), "%s", rows[0]);
+	snprintf(nodbpath, sizeof(nodbpath), "%s", rows[1]);
+	snprintf(ringpath, sizeof(ringpath), "%s", rows[2]);
+	rc |= unit_main("trace_read_rows", tests);
 	if (rc == 0) {
-		const char *files[] = {"trace.db", "noblocks.db", "ring.db",
-		                       "old.db",   "w.pb.gz",     "notrace.db",
-		                       "fg.html"};
+		const char *files[] = {"trace.db",         "noblocks.db",
+		                       "ring.db",          "trace-rows.db",
+		                       "noblocks-rows.db", "ring-rows.db",
+		                       "old.db",           "w.pb.gz",
+		                       "notrace.db",       "fg.html"};
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 			char p[4400];
 			snprintf(p, sizeof(p), "%s/%s", dir, files[i]);

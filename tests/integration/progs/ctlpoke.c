@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../../src/daemon/ctl.h"
+#include "../../../src/layout/ctl_v1.h"
 #include "../../../src/layout/wire_v1.h"
 
 static int64_t now_ms(void)

@@ -16,6 +16,10 @@
  *   rec_signals churn N CODE  N x malloc(64 + i % 64) and free in
  *                    churn_alloc (every event of a --trace), then exits
  *                    CODE
+ *   rec_signals scatter N CODE  N allocations of pseudo-random sizes in
+ *                    scatter_alloc, each freeing a pseudo-random one of
+ *                    64 before (events that compress little), then exits
+ *                    CODE
  *   rec_signals tty  prints whether its process group is the foreground
  *                    of the terminal on stdin ("foreground: yes"), then
  *                    "ready", and waits for SIGINT (at most 30 s: SIGALRM
@@ -90,6 +94,35 @@ NOINLINE void before_kill_alloc(void)
 		sc_touch(keep[i], 500);
 		sc_alloc(&before_c, keep[i], 500);
 	}
+}
+
+/* n allocations of pseudo-random sizes (1 to 4096 bytes) into 64 slots,
+ * each replacing the block of a pseudo-random slot: sizes, addresses and
+ * the order of frees vary, so the trace's events compress little, and at
+ * most 64 blocks are live. */
+NOINLINE void scatter_alloc(long n)
+{
+	void *slot[64] = {NULL};
+	size_t size[64] = {0};
+	unsigned long x = 12345;
+	for (long i = 0; i < n; i++) {
+		x = x * 6364136223846793005ul + 1442695040888963407ul;
+		unsigned k = (unsigned)(x >> 58);
+		size_t sz = 1 + (size_t)((x >> 20) % 4096);
+		if (slot[k]) {
+			free(slot[k]);
+			sc_free(&churn_c, size[k]);
+		}
+		slot[k] = malloc(sz);
+		size[k] = sz;
+		sc_touch(slot[k], sz);
+		sc_alloc(&churn_c, slot[k], sz);
+	}
+	for (unsigned k = 0; k < 64; k++)
+		if (slot[k]) {
+			free(slot[k]);
+			sc_free(&churn_c, size[k]);
+		}
 }
 
 NOINLINE void churn_alloc(long n)
@@ -195,7 +228,12 @@ int main(int argc, char **argv)
 		sc_print(&churn_c);
 		return atoi(argv[3]);
 	}
+	if (argc == 4 && !strcmp(argv[1], "scatter")) {
+		scatter_alloc(atol(argv[2]));
+		sc_print(&churn_c);
+		return atoi(argv[3]);
+	}
 	fprintf(stderr, "usage: rec_signals group-handler|group-default SIG | "
-	                "state | churn N CODE | tty\n");
+	                "state | churn N CODE | scatter N CODE | tty\n");
 	return 2;
 }
