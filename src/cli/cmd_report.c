@@ -393,15 +393,26 @@ static int report_process(sqlite3 *db, const struct rd_stacks *s,
 static void print_session(const struct rd_process *procs, size_t n,
                           const size_t *order, const int *depth)
 {
-	size_t rejected = 0;
+	size_t other = 0, gave_up = 0;
 
-	for (size_t i = 0; i < n; i++)
-		rejected += procs[i].rejected_concurrent != 0;
+	for (size_t i = 0; i < n; i++) {
+		other += procs[i].rejected_concurrent ==
+		         PROF_NOT_PROFILED_CONCURRENT;
+		gave_up += procs[i].rejected_concurrent ==
+		           PROF_NOT_PROFILED_GAVE_UP;
+	}
 	printf("Profile of %zu processes", n);
-	if (rejected)
-		printf(": %zu profiled, %zu not profiled (already profiled "
-		       "by another session)",
-		       n - rejected, rejected);
+	if (other || gave_up)
+		printf(": %zu profiled, %zu not profiled (",
+		       n - other - gave_up, other + gave_up);
+	if (other && gave_up)
+		printf("%zu already profiled by another session, %zu stopped "
+		       "waiting for the collector)",
+		       other, gave_up);
+	else if (other)
+		printf("already profiled by another session)");
+	else if (gave_up)
+		printf("stopped waiting for the collector)");
 	putchar('\n');
 	for (size_t k = 0; k < n; k++) {
 		const struct rd_process *p = &procs[order[k]];

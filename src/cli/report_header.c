@@ -266,6 +266,12 @@ void rep_print_process_header(sqlite3 *db, const struct rd_process *p,
 {
 	printf("  command line   %s\n", p->cmdline);
 	print_how(p);
+	if (p->rejected_concurrent == PROF_NOT_PROFILED_GAVE_UP) {
+		printf("  not profiled: it stopped waiting for the collector "
+		       "(busy or stopped for over 100 ms) and ran "
+		       "unprofiled\n");
+		return;
+	}
 	if (p->rejected_concurrent) {
 		printf("  not profiled: already profiled by another "
 		       "session%s%s%s\n",

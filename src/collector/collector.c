@@ -1139,6 +1139,39 @@ static void drop_pending(struct collector *c, size_t i, bool close_fd)
 	c->pending[i] = c->pending[--c->npending];
 }
 
+/*
+ * A process the session wanted that hung up before its answer: listed
+ * once per pid (a forked child that gives up says hello again from the
+ * image it execs), for a row at the end.
+ */
+static void note_unprofiled(struct collector *c, const struct target_info *ti)
+{
+	for (size_t i = 0; i < c->nunprofiled; i++)
+		if (c->unprofiled[i].pid == ti->pid)
+			return;
+	if (c->nunprofiled == COLLECTOR_MAX_UNPROFILED) {
+		c->unprofiled_more++;
+		return;
+	}
+	struct collector_unprofiled *u = &c->unprofiled[c->nunprofiled++];
+	memset(u, 0, sizeof(*u));
+	u->pid = ti->pid;
+	u->ppid = ti->ppid;
+	u->how = ti->how ? ti->how : "fork";
+	u->ts = boottime_ns();
+	proc_comm(ti->pid, u->comm, sizeof(u->comm));
+}
+
+/* The pid is profiled after all (an image it exec'd): no such row. */
+static void forget_unprofiled(struct collector *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->nunprofiled; i++)
+		if (c->unprofiled[i].pid == pid) {
+			c->unprofiled[i] = c->unprofiled[--c->nunprofiled];
+			return;
+		}
+}
+
 /* Reads what pending connection i sent; answers a complete hello. */
 static void read_pending(struct collector *c, size_t i, collector_want_fn want,
                          void *ctx)
@@ -1164,7 +1197,13 @@ static void read_pending(struct collector *c, size_t i, collector_want_fn want,
 		close(fd);
 		return;
 	}
-	struct target_info ti = {.pid = pid};
+	/* Hung up before its answer: a client sends nothing after its hello
+	 * and waits for the answer, so it stopped waiting (100 ms unless
+	 * record launched it) and runs unprofiled, or it died. */
+	char peek;
+	struct target_info ti = {
+	        .pid = pid,
+	        .gone = recv(fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0};
 	uint32_t st = HP_WELCOME_NOT_TARGET;
 	if (h.layout_version >= HP_LAYOUT_MIN_VERSION &&
 	    !(h.flags & HP_HELLO_BUSY))
@@ -1175,7 +1214,16 @@ static void read_pending(struct collector *c, size_t i, collector_want_fn want,
 	}
 	ti.pid = pid; /* SO_PEERCRED, whatever the callback wrote */
 	ti.layout_version = h.layout_version;
-	collector_answer(c, fd, &ti, NULL);
+	if (ti.gone) {
+		close(fd);
+		note_unprofiled(c, &ti);
+		return;
+	}
+	struct target *t;
+	if (collector_answer(c, fd, &ti, &t) == -EPIPE && !t)
+		note_unprofiled(c, &ti); /* it hung up in between */
+	else if (t)
+		forget_unprofiled(c, pid);
 }
 
 int collector_timeout_ms(const struct collector *c)
@@ -1702,15 +1750,51 @@ int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
 	        .start_ts_ns = now,
 	        .how = how,
 	        .session_id = c->opts.session_id,
-	        .rejected_concurrent = 1,
+	        .rejected_concurrent = PROF_NOT_PROFILED_CONCURRENT,
 	        .note = note,
 	};
-	struct prof_process_end e = {
-	        .end_ts_ns = now, .exit_status = -1, .rejected_concurrent = 1};
+	struct prof_process_end e = {.end_ts_ns = now,
+	                             .exit_status = -1,
+	                             .rejected_concurrent =
+	                                     PROF_NOT_PROFILED_CONCURRENT};
 	int64_t upid;
 	int rc = add_row(c, &info, &e, &upid);
 	free(cmd);
 	return rc;
+}
+
+unsigned collector_add_unprofiled(struct collector *c, pid_t *pids, size_t max)
+{
+	for (size_t i = 0; i < c->nunprofiled; i++) {
+		const struct collector_unprofiled *u = &c->unprofiled[i];
+		uint64_t now = u->ts;
+		struct prof_process info = {
+		        .pid = u->pid,
+		        .name = u->comm,
+		        .cmdline = "",
+		        .sampling_interval = c->opts.interval,
+		        .unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp"
+		                                                      : "dwarf",
+		        .max_frames = c->opts.max_frames,
+		        .start_ts_ns = now,
+		        .how = u->how,
+		        .ppid = u->ppid > 0 ? u->ppid : 0,
+		        .session_id = c->opts.session_id,
+		        .rejected_concurrent = PROF_NOT_PROFILED_GAVE_UP,
+		};
+		struct prof_process_end e = {.end_ts_ns = now,
+		                             .exit_status = -1,
+		                             .rejected_concurrent =
+		                                     PROF_NOT_PROFILED_GAVE_UP};
+		int64_t upid;
+		add_row(c, &info, &e, &upid);
+		if (i < max)
+			pids[i] = u->pid;
+	}
+	unsigned n = (unsigned)c->nunprofiled + c->unprofiled_more;
+	c->nunprofiled = 0;
+	c->unprofiled_more = 0;
+	return n;
 }
 
 void collector_close(struct collector *c)

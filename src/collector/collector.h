@@ -47,7 +47,8 @@ struct memwatch {
 /* ... and at most shmem_size * TARGET_SHMEM_FACTOR bytes in all. */
 #define TARGET_SHMEM_FACTOR 8
 /* Connections whose hello we are still reading (embedded socket). */
-#define COLLECTOR_MAX_PENDING 64
+#define COLLECTOR_MAX_PENDING    64
+#define COLLECTOR_MAX_UNPROFILED 256
 /* A client that connected must finish its hello within this time. */
 #define COLLECTOR_HELLO_MS 2000
 /* Bytes of writes queued (trace events) past which the loop waits for
@@ -233,6 +234,19 @@ struct collector {
 	struct events_job *ev_fill, *ev_spare;
 	unsigned nspare;
 	unsigned region_errors; /* hellos refused: no region could be made */
+	/* Processes the session wanted that hung up before their answer
+	 * (they wait 100 ms unless record launched them, then run
+	 * unprofiled): a row each at the end (collector_add_unprofiled),
+	 * unless the pid was profiled after all (its next image); past
+	 * COLLECTOR_MAX_UNPROFILED, counted only. */
+	struct collector_unprofiled {
+		pid_t pid, ppid;
+		const char *how; /* a static string: "fork", "exec", ... */
+		char comm[16];   /* "" when it was gone */
+		uint64_t ts;     /* its hello read (CLOCK_BOOTTIME) */
+	} unprofiled[COLLECTOR_MAX_UNPROFILED];
+	size_t nunprofiled;
+	unsigned unprofiled_more;
 	/* Every write to the profile goes through wq (util/jobq.h), in order;
 	 * process rows are numbered here (prof_process.upid), so a row's
 	 * upid is known before the writer gets to it. */
@@ -255,6 +269,10 @@ struct target_info {
 	/* The hello's layout_version: 1 gets a v1 region (no trace), 2 and
 	 * above (and 0 here: "ours") a v2 one. */
 	uint32_t layout_version;
+	/* Set by the collector before the want callback: the process hung
+	 * up before its answer (it stopped waiting, or it is gone).  The
+	 * answer then only says whether it was one to follow. */
+	bool gone;
 };
 
 /*
@@ -454,6 +472,11 @@ int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
 /* A row for a process another session profiles (nothing recorded). */
 int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
                            const char *name, const char *note);
+/* A row for each process listed in c->unprofiled (nothing recorded: it
+ * stopped waiting for the collector), then the list emptied.  Returns how
+ * many there were (the listed and the more); the first max pids in
+ * pids. */
+unsigned collector_add_unprofiled(struct collector *c, pid_t *pids, size_t max);
 
 /* Closes the socket, every connection and mapping; frees the targets. */
 void collector_close(struct collector *c);

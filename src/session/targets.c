@@ -133,6 +133,19 @@ int session_reap_disconnected(struct session *s)
 
 /* ---- embedded: who is a target ---------------------------------- */
 
+/* pid's parent, from /proc; for a process that hung up before its answer
+ * (ti->gone: it may have exited since), the one its hello names when
+ * /proc no longer knows it.  The hello is trusted only there, where the
+ * answer makes no region, only a row saying it ran unprofiled. */
+static pid_t parent_of(pid_t pid, const struct hp_hello *h,
+                       const struct target_info *ti)
+{
+	pid_t ppid = proc_ppid(pid);
+	if (ppid <= 0 && ti->gone)
+		ppid = h->ppid;
+	return ppid;
+}
+
 /*
  * Who gets a region on the embedded socket: the launched command's first
  * image; with --follow-fork, a child whose parent (checked in /proc, not
@@ -170,7 +183,7 @@ uint32_t session_want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 		/* Its parent is (or was: it may be exiting) a target, or is
 		 * gone and the child was reparented to record, the child
 		 * subreaper: the grandchild of a double-fork daemon. */
-		pid_t ppid = proc_ppid(pid);
+		pid_t ppid = parent_of(pid, h, ti);
 		if (ppid <= 0 ||
 		    (ppid != getpid() && !collector_had_pid(&s->col, ppid)))
 			return HP_WELCOME_NOT_TARGET;
@@ -197,7 +210,7 @@ uint32_t session_want_embedded(void *ctx, pid_t pid, const struct hp_hello *h,
 		 * runs no atfork handler: its first image of its own is the
 		 * one it exec'd, which says hello from its constructor.
 		 * Followed as a fork when its parent is (or was) a target. */
-		pid_t ppid = proc_ppid(pid);
+		pid_t ppid = parent_of(pid, h, ti);
 		if (ppid > 0 && ppid != getpid() &&
 		    collector_had_pid(&s->col, ppid)) {
 			ti->ppid = ppid;
@@ -349,11 +362,29 @@ bool session_embedded_over(struct session *s)
 	return false;
 }
 
+/* At the end: the processes to follow that stopped waiting for the
+ * collector (a row each in the profile), in one line. */
+static void say_unprofiled(struct session *s)
+{
+	pid_t pids[PIDS_SAID + 1];
+	unsigned n = collector_add_unprofiled(&s->col, pids, PIDS_SAID + 1);
+	if (!n)
+		return;
+	struct pid_list l = {.s = ""};
+	for (unsigned i = 0; i < n; i++)
+		pid_list_add(&l, i <= PIDS_SAID ? pids[i] : 0);
+	hp_log(PFX "%u process%s to follow stopped waiting for the "
+	           "collector (busy or stopped for over 100 ms) and ran "
+	           "unprofiled (pid %s; a row each in the profile)\n",
+	       n, n == 1 ? "" : "es", l.s);
+}
+
 /* At the end: what the session did not follow, in one line each (the
- * report says it per process): execs into a new image, and processes that
- * started children. */
+ * report says it per process): execs into a new image, processes that
+ * started children, and processes to follow that did not wait. */
 void session_say_not_followed(struct session *s)
 {
+	say_unprofiled(s);
 	struct pid_list l = {.s = ""};
 	for (size_t i = 0; i < s->col.ntargets; i++) {
 		const struct target *t = s->col.targets[i];

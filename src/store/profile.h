@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "layout/layout_v2.h"
+#include "store/schema.h"
 
 struct profile; /* opaque writer handle */
 
@@ -167,8 +168,8 @@ struct prof_process {
 	const char *how;
 	int ppid;            /* 0 if unknown */
 	uint64_t session_id; /* daemon's session id; 0 for record -- CMD */
-	/* A second session's row for a process another session profiles:
-	 * nothing is recorded for it (it has no dumps). */
+	/* A row for a process with nothing recorded (it has no dumps), and
+	 * why (enum prof_not_profiled); 0 for a profiled process. */
 	int rejected_concurrent;
 	const char *note; /* why it was not profiled, or NULL */
 };

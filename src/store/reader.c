@@ -777,7 +777,7 @@ static int fill_process(struct rd_process *p, sqlite3_stmt *st)
 	p->max_frames = sqlite3_column_int64(st, 8);
 	p->shmem_size = sqlite3_column_int64(st, 9);
 	p->from_startup = sqlite3_column_int64(st, 10) != 0;
-	p->rejected_concurrent = sqlite3_column_int64(st, 11) != 0;
+	p->rejected_concurrent = (int)sqlite3_column_int64(st, 11);
 	p->disconnected = sqlite3_column_int64(st, 12) != 0;
 	p->has_exit = sqlite3_column_type(st, 13) != SQLITE_NULL;
 	p->exit_status = sqlite3_column_int64(st, 13);

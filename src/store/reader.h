@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/schema.h"
+
 /*
  * Open path read-only.  Prints why and returns NULL if it is missing, not
  * a SQLite database, or lacks the heapprof tables.  Close with
@@ -133,7 +135,8 @@ struct rd_process {
 	char *unwind; /* "dwarf", "fp"; never NULL ("" if unknown) */
 	int64_t max_frames, shmem_size;
 	int from_startup;
-	/* Another session profiled it: nothing was recorded (no dumps). */
+	/* Nothing was recorded for it (no dumps), and why (enum
+	 * prof_not_profiled in profile.h); 0: profiled. */
 	int rejected_concurrent;
 	int disconnected; /* went away before the session ended */
 	int has_exit;

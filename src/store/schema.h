@@ -12,6 +12,16 @@
  * its exact wall time. */
 #define PROFILE_META_CLOCK_OFFSET "realtime_minus_boottime_ns"
 
+/* heapprof_process.rejected_concurrent: why a process has a row and no
+ * profile.  0: it has one. */
+enum prof_not_profiled {
+	PROF_NOT_PROFILED_CONCURRENT = 1, /* another session profiles it */
+	/* The session wanted it (a child to follow, an image exec'd) but
+	 * it stopped waiting for the collector's answer (100 ms unless
+	 * record launched it) and ran unprofiled. */
+	PROF_NOT_PROFILED_GAVE_UP = 2,
+};
+
 /* SQL creating every table and index (several statements). */
 extern const char profile_schema_sql[];
 

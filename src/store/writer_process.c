@@ -61,7 +61,7 @@ static int insert_process(struct profile *p, const struct prof_process *info,
 		sqlite3_bind_int64(st, 4, info->max_frames);
 		sqlite3_bind_int64(st, 5, i64(info->shmem_size));
 		sqlite3_bind_int(st, 6, info->from_startup ? 1 : 0);
-		sqlite3_bind_int(st, 7, info->rejected_concurrent ? 1 : 0);
+		sqlite3_bind_int(st, 7, info->rejected_concurrent);
 		sqlite3_bind_text(st, 8, info->how ? info->how : "command", -1,
 		                  SQLITE_STATIC);
 		/* Unknown (0) is stored as NULL. */
@@ -144,7 +144,7 @@ int profile_end_process(struct profile *p, int64_t upid,
 		if (e->exit_status >= 0)
 			sqlite3_bind_int(st, 1, e->exit_status);
 		sqlite3_bind_int(st, 2, e->disconnected ? 1 : 0);
-		sqlite3_bind_int(st, 3, e->rejected_concurrent ? 1 : 0);
+		sqlite3_bind_int(st, 3, e->rejected_concurrent);
 		sqlite3_bind_int64(st, 4, upid);
 		rc = sqlite3_step(st);
 		rc = rc == SQLITE_DONE ? SQLITE_OK : rc;

@@ -204,6 +204,46 @@ fi
 assert_no_match "attach failed|cannot reach|unprofiled" "$(cat "$d/err")" \
 	"nothing on the program's stderr from its children"
 
+# The same with --follow-fork: the session wants the ten processes, which
+# each wait 100 ms for the stopped collector and then run unprofiled, as
+# bare.  Each is said at the end and has a row in the profile saying why
+# (before, they left no trace: a follow that silently did not happen).
+t_begin "spawner --follow-fork: the ten children that stopped waiting for a stopped collector run as bare, each said and a row of its own"
+d="$T_DIR/spawnerff"
+mkdir -p "$d"
+"$HP" record --follow-fork -o "$d/p.db" -- "$PROGS/hostile_spawner" "$d/ready" "$d/go" "$d/done" \
+	>"$d/out" 2>"$d/err" </dev/null &
+rec=$!
+if ! wait_file "$d/ready" 30; then
+	t_fail "the program did not start within 30 s"
+else
+	kill -STOP "$rec"
+	touch "$d/go"
+	wait_file "$d/done" 60 || t_fail "ten system() calls took over 60 s with the collector stopped"
+	kill -CONT "$rec"
+fi
+wait_pid_bounded 60 "$rec"
+assert_eq 0 "$WAIT_RC" "record's exit status (the program's)"
+assert_eq 10 "$(grep -c '^spawned ' "$d/out")" "the ten commands' output"
+assert_no_match "attach failed|cannot reach|unprofiled" "$(grep -v '^heapprof: ' "$d/err")" \
+	"nothing on the program's stderr from its children"
+assert_match "^heapprof: record: 10 processes to follow stopped waiting for the collector \(busy or stopped for over 100 ms\) and ran unprofiled \(pid [0-9]+( [0-9]+){7} \.\.\.; a row each in the profile\)$" \
+	"$(grep 'stopped waiting' "$d/err")" "record says so, with their pids"
+spid=$(sqlq "$d/p.db" "SELECT pid FROM process WHERE upid = 1;")
+assert_eq "10|10|10|0" "$(sqlq "$d/p.db" "SELECT count(*), sum(h.how = 'fork'), sum(h.ppid = $spid),
+	(SELECT count(*) FROM heapprof_dump d WHERE d.upid IN (SELECT upid FROM heapprof_process WHERE rejected_concurrent = 2))
+	FROM heapprof_process h WHERE rejected_concurrent = 2;")" \
+	"ten rows, each a child of the spawner's, with nothing recorded"
+said=$(grep 'stopped waiting' "$d/err" | sed 's/.*(pid \([0-9 ]*\) \.\.\..*/\1/')
+assert_eq "$said" "$(sqlq "$d/p.db" "SELECT pid FROM process p JOIN heapprof_process h USING(upid)
+	WHERE rejected_concurrent = 2 ORDER BY upid LIMIT 8;" | tr '\n' ' ' | sed 's/ $//')" \
+	"the pids said are the rows'"
+rep=$("$HP" report "$d/p.db" 2>&1)
+assert_match "^Profile of 11 processes: 1 profiled, 10 not profiled \(stopped waiting for the collector\)$" \
+	"$(head -n 1 <<<"$rep")" "the report's first line"
+assert_eq 10 "$(grep -c '^  not profiled: it stopped waiting for the collector' <<<"$rep")" \
+	"the report says why, for each"
+
 # A big profile (100000 stacks) dumped every 100 ms while the program
 # starts twenty processes one after the other (case 12, the collector's
 # side): before the fix the collector answered a hello only between two
