@@ -326,7 +326,20 @@ elif [ -s "$PAGE" ]; then
 	    WHERE e.kind = 'alloc' AND f.name = 'do_calloc') - p.start_ts) || ',' ||
 	  ((SELECT max(ts) FROM heapprof_event) + 1 - p.start_ts) FROM process p;")
 	assert_match '^[0-9]+,[0-9]+$' "$CALLOC_WIN" "do_calloc's window from the trace"
-	HP_FG_CHECKS=hide,inverted,focus,threads,sizes,drag,url HP_FG_FOCUS=main,recurse HP_FG_DRAG=0.3,0.7 \
+	# The window dragged: from just before the first allocation to halfway
+	# to the last, as fractions of the chart's time axis (the page's: from
+	# the start or the first event to the end or the last event + 1 ns).
+	# A fixed 0.3,0.7 missed every allocation under TSan, where known's
+	# burst fell outside it.
+	DRAG=$(hpsql "$KDB" "SELECT printf('%.4f,%.4f', max(0, fa - 0.01), min(1, max(fa + 0.02, (fa + fb) / 2)))
+	  FROM (SELECT (a0 - t0) * 1.0 / (t1 - t0) AS fa, (a1 - t0) * 1.0 / (t1 - t0) AS fb
+	  FROM (SELECT min(p.start_ts, (SELECT min(ts) FROM heapprof_event)) AS t0,
+	    max((SELECT max(ts) FROM heapprof_event) + 1, coalesce(p.end_ts, 0)) AS t1,
+	    (SELECT min(ts) FROM heapprof_event WHERE kind = 'alloc') AS a0,
+	    (SELECT max(ts) FROM heapprof_event WHERE kind = 'alloc') AS a1 FROM process p));")
+	assert_match '^[01]\.[0-9]{4},[01]\.[0-9]{4}$' "$DRAG" "a window around the allocations, from the trace"
+	t_note "the dragged window: $DRAG of the time axis"
+	HP_FG_CHECKS=hide,inverted,focus,threads,sizes,drag,url HP_FG_FOCUS=main,recurse HP_FG_DRAG=$DRAG \
 		HP_FG_FRAGMENT="view=alloc_objects&focus=do_calloc&inv=1&win=$CALLOC_WIN" \
 		browser "$PAGE" "$SHOT" known
 	assert_eq "" "$(grep '^error=' "$T_DIR/known.browser")" "no request, console error or exception"
