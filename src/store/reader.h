@@ -136,7 +136,7 @@ struct rd_process {
 	int64_t max_frames, shmem_size;
 	int from_startup;
 	/* Nothing was recorded for it (no dumps), and why (enum
-	 * prof_not_profiled in profile.h); 0: profiled. */
+	 * prof_not_profiled in store/schema.h); 0: profiled. */
 	int rejected_concurrent;
 	int disconnected; /* went away before the session ended */
 	int has_exit;
