@@ -1735,30 +1735,40 @@ int collector_end_row(struct collector *c, struct target *t, uint64_t end_ts,
 	return jobq_submit(&c->wq, end_run, free_job, NULL, j, 0, 0);
 }
 
+/* A row for a process with nothing recorded (no dumps), started and
+ * ended at ts: why is enum prof_not_profiled. */
+static int add_unrecorded_row(struct collector *c, pid_t pid, pid_t ppid,
+                              const char *how, const char *name,
+                              const char *cmdline, const char *note, int why,
+                              uint64_t ts)
+{
+	struct prof_process info = {
+	        .pid = pid,
+	        .name = name ? name : "",
+	        .cmdline = cmdline ? cmdline : "",
+	        .sampling_interval = c->opts.interval,
+	        .unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp" : "dwarf",
+	        .max_frames = c->opts.max_frames,
+	        .start_ts_ns = ts,
+	        .how = how,
+	        .ppid = ppid > 0 ? ppid : 0,
+	        .session_id = c->opts.session_id,
+	        .rejected_concurrent = why,
+	        .note = note,
+	};
+	struct prof_process_end e = {
+	        .end_ts_ns = ts, .exit_status = -1, .rejected_concurrent = why};
+	int64_t upid;
+	return add_row(c, &info, &e, &upid);
+}
+
 int collector_add_rejected(struct collector *c, pid_t pid, const char *how,
                            const char *name, const char *note)
 {
 	char *cmd = proc_cmdline(pid);
-	uint64_t now = boottime_ns();
-	struct prof_process info = {
-	        .pid = pid,
-	        .name = name ? name : "",
-	        .cmdline = cmd ? cmd : "",
-	        .sampling_interval = c->opts.interval,
-	        .unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp" : "dwarf",
-	        .max_frames = c->opts.max_frames,
-	        .start_ts_ns = now,
-	        .how = how,
-	        .session_id = c->opts.session_id,
-	        .rejected_concurrent = PROF_NOT_PROFILED_CONCURRENT,
-	        .note = note,
-	};
-	struct prof_process_end e = {.end_ts_ns = now,
-	                             .exit_status = -1,
-	                             .rejected_concurrent =
-	                                     PROF_NOT_PROFILED_CONCURRENT};
-	int64_t upid;
-	int rc = add_row(c, &info, &e, &upid);
+	int rc =
+	        add_unrecorded_row(c, pid, 0, how, name, cmd, note,
+	                           PROF_NOT_PROFILED_CONCURRENT, boottime_ns());
 	free(cmd);
 	return rc;
 }
@@ -1767,27 +1777,8 @@ unsigned collector_add_unprofiled(struct collector *c, pid_t *pids, size_t max)
 {
 	for (size_t i = 0; i < c->nunprofiled; i++) {
 		const struct collector_unprofiled *u = &c->unprofiled[i];
-		uint64_t now = u->ts;
-		struct prof_process info = {
-		        .pid = u->pid,
-		        .name = u->comm,
-		        .cmdline = "",
-		        .sampling_interval = c->opts.interval,
-		        .unwind = c->opts.unwind_mode == HP_UNWIND_FP ? "fp"
-		                                                      : "dwarf",
-		        .max_frames = c->opts.max_frames,
-		        .start_ts_ns = now,
-		        .how = u->how,
-		        .ppid = u->ppid > 0 ? u->ppid : 0,
-		        .session_id = c->opts.session_id,
-		        .rejected_concurrent = PROF_NOT_PROFILED_GAVE_UP,
-		};
-		struct prof_process_end e = {.end_ts_ns = now,
-		                             .exit_status = -1,
-		                             .rejected_concurrent =
-		                                     PROF_NOT_PROFILED_GAVE_UP};
-		int64_t upid;
-		add_row(c, &info, &e, &upid);
+		add_unrecorded_row(c, u->pid, u->ppid, u->how, u->comm, NULL,
+		                   NULL, PROF_NOT_PROFILED_GAVE_UP, u->ts);
 		if (i < max)
 			pids[i] = u->pid;
 	}

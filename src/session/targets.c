@@ -366,13 +366,14 @@ bool session_embedded_over(struct session *s)
  * collector (a row each in the profile), in one line. */
 static void say_unprofiled(struct session *s)
 {
-	pid_t pids[PIDS_SAID + 1];
-	unsigned n = collector_add_unprofiled(&s->col, pids, PIDS_SAID + 1);
+	pid_t pids[PIDS_SAID];
+	unsigned n = collector_add_unprofiled(&s->col, pids, PIDS_SAID);
 	if (!n)
 		return;
+	/* (pid_list_add says the first PIDS_SAID, then " ...".) */
 	struct pid_list l = {.s = ""};
 	for (unsigned i = 0; i < n; i++)
-		pid_list_add(&l, i <= PIDS_SAID ? pids[i] : 0);
+		pid_list_add(&l, i < PIDS_SAID ? pids[i] : 0);
 	hp_log(PFX "%u process%s to follow stopped waiting for the "
 	           "collector (busy or stopped for over 100 ms) and ran "
 	           "unprofiled (pid %s; a row each in the profile)\n",

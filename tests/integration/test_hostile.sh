@@ -180,53 +180,47 @@ wait_file() {
 # A stopped collector (record under SIGSTOP) while the program runs ten
 # commands with system(): before the fix each of them waited 10 s for the
 # collector's answer and said so on the program's stderr.
+# spawner_run TAG [RECORD OPTIONS]: hostile_spawner recorded, record
+# stopped (SIGSTOP) while the program runs its ten commands, then
+# continued; d its directory; checks the status and the ten outputs.
+spawner_run() {
+	d="$T_DIR/$1"
+	shift
+	mkdir -p "$d"
+	"$HP" record "$@" -o "$d/p.db" -- "$PROGS/hostile_spawner" "$d/ready" "$d/go" "$d/done" \
+		>"$d/out" 2>"$d/err" </dev/null &
+	local rec=$!
+	if ! wait_file "$d/ready" 30; then
+		t_fail "the program did not start within 30 s"
+	else
+		kill -STOP "$rec"
+		touch "$d/go"
+		wait_file "$d/done" 60 || t_fail "ten system() calls took over 60 s with the collector stopped"
+		kill -CONT "$rec"
+	fi
+	wait_pid_bounded 60 "$rec"
+	assert_eq 0 "$WAIT_RC" "record's exit status (the program's)"
+	assert_eq 10 "$(grep -c '^spawned ' "$d/out")" "the ten commands' output"
+	# (The client's own lines start "heapprof: " too: the whole file.)
+	assert_no_match "attach failed|cannot reach|running unprofiled" "$(cat "$d/err")" \
+		"nothing on the program's stderr from its children"
+}
+
 t_begin "spawner: a stopped collector stalls none of the processes the program starts"
-d="$T_DIR/spawner"
-mkdir -p "$d"
-"$HP" record -o "$d/p.db" -- "$PROGS/hostile_spawner" "$d/ready" "$d/go" "$d/done" \
-	>"$d/out" 2>"$d/err" </dev/null &
-rec=$!
-if ! wait_file "$d/ready" 30; then
-	t_fail "the program did not start within 30 s"
-else
-	kill -STOP "$rec"
-	touch "$d/go"
-	wait_file "$d/done" 60 || t_fail "ten system() calls took over 60 s with the collector stopped"
-	kill -CONT "$rec"
-fi
-wait_pid_bounded 60 "$rec"
-assert_eq 0 "$WAIT_RC" "record's exit status (the program's)"
-assert_eq 10 "$(grep -c '^spawned ' "$d/out")" "the ten commands' output"
+spawner_run spawner
 worst=$(cat "$d/done" 2>/dev/null)
 if t_is_num "${worst:-x}"; then
 	assert_le "$worst" 1000 "the longest system() in ms (bare: a few)"
 fi
-assert_no_match "attach failed|cannot reach|unprofiled" "$(cat "$d/err")" \
-	"nothing on the program's stderr from its children"
+assert_no_match "unprofiled" "$(cat "$d/err")" "nothing from record either: the children were not wanted"
+assert_eq 1 "$(sqlq "$d/p.db" "SELECT count(*) FROM process;")" "one row: the program's"
 
 # The same with --follow-fork: the session wants the ten processes, which
 # each wait 100 ms for the stopped collector and then run unprofiled, as
 # bare.  Each is said at the end and has a row in the profile saying why
 # (before, they left no trace: a follow that silently did not happen).
 t_begin "spawner --follow-fork: the ten children that stopped waiting for a stopped collector run as bare, each said and a row of its own"
-d="$T_DIR/spawnerff"
-mkdir -p "$d"
-"$HP" record --follow-fork -o "$d/p.db" -- "$PROGS/hostile_spawner" "$d/ready" "$d/go" "$d/done" \
-	>"$d/out" 2>"$d/err" </dev/null &
-rec=$!
-if ! wait_file "$d/ready" 30; then
-	t_fail "the program did not start within 30 s"
-else
-	kill -STOP "$rec"
-	touch "$d/go"
-	wait_file "$d/done" 60 || t_fail "ten system() calls took over 60 s with the collector stopped"
-	kill -CONT "$rec"
-fi
-wait_pid_bounded 60 "$rec"
-assert_eq 0 "$WAIT_RC" "record's exit status (the program's)"
-assert_eq 10 "$(grep -c '^spawned ' "$d/out")" "the ten commands' output"
-assert_no_match "attach failed|cannot reach|unprofiled" "$(grep -v '^heapprof: ' "$d/err")" \
-	"nothing on the program's stderr from its children"
+spawner_run spawnerff --follow-fork
 assert_match "^heapprof: record: 10 processes to follow stopped waiting for the collector \(busy or stopped for over 100 ms\) and ran unprofiled \(pid [0-9]+( [0-9]+){7} \.\.\.; a row each in the profile\)$" \
 	"$(grep 'stopped waiting' "$d/err")" "record says so, with their pids"
 spid=$(sqlq "$d/p.db" "SELECT pid FROM process WHERE upid = 1;")
