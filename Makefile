@@ -252,7 +252,10 @@ $(BUILD)/heapprof: $(CLI_OBJS)
 $(BUILD)/heapprofd: $(BUILD)/heapprof
 	$(Q)ln -sf heapprof $@
 
-$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h tests/unit/unwind_stub.h
+# (Some include the client's sources: test_client_recorder, test_sampler,
+# test_unwind_ctx.)
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJS) tests/unit/unit.h tests/unit/unwind_stub.h \
+  $(wildcard src/client/*.c src/client/*.h)
 	@mkdir -p $(dir $@)
 	$(call say,CC)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJS) $(CORE_LIBS)
 

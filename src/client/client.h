@@ -575,6 +575,8 @@ HP_HIDDEN void unwind_init(void);
  * known).  For a hook without a capture context; the capture measures
  * it itself. */
 HP_HIDDEN bool unwind_stack_room(uintptr_t *room);
+/* unwind_ctx.c, at attach (async-signal-safe): the pool of contexts. */
+HP_HIDDEN void unwind_ctx_init(void);
 /* A capture context for this thread's hook at guard level `level`, or
  * NULL when every one is busy (the capture then keeps the caller only).
  * Async-signal-safe. */

@@ -78,8 +78,10 @@ enum hp_counter {
 	HP_CTR_UNWIND_STOPPED,   /* unwinds that ended early: a read outside
 	                          * the proven stack, or a frame no rule
 	                          * describes (the stack keeps what it had) */
-	HP_CTR_STACK_UNBOUNDED,  /* samples on a stack heapprof cannot bound:
-	                          * recorded with their caller only */
+	HP_CTR_STACK_UNBOUNDED,  /* samples on a stack heapprof cannot bound,
+	                          * or whose thread found every capture
+	                          * context it may take busy: recorded with
+	                          * their caller only */
 	HP_CTR_STACK_LOW,        /* samples with less than 1 KiB of stack left:
 	                          * not recorded */
 	HP_CTR_NESTED,           /* samples recorded while a hook of their
