@@ -38,7 +38,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
