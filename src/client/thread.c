@@ -25,13 +25,14 @@
  * pthread key whose destructor gives the record back when the thread
  * exits (and marks the thread HP_THREAD_GONE: hooks that run later in
  * its exit, other keys' destructors and glibc's own cleanup, take no
- * record again).  pthread_setspecific allocates for keys from 32 up
- * (glibc keeps the first 32 in the thread descriptor): the key is made
- * at the first take, or in the constructor, whichever comes first, and a
- * key numbered 32 or more is not used.  Without a usable key, records
- * are not given back (counted as the pool running out once they are all
- * taken).  A fork child has one thread: every record but its own is free
- * again (a pthread_atfork child handler).
+ * record again), with any capture context a hook a longjmp left still
+ * held in its name (unwind_ctx.c).  pthread_setspecific allocates for keys from
+ * 32 up (glibc keeps the first 32 in the thread descriptor): the key is made at
+ * the first take, or in the constructor, whichever comes first, and a key
+ * numbered 32 or more is not used.  Without a usable key, records are not given
+ * back (counted as the pool running out once they are all taken).  A fork child
+ * has one thread: every record but its own is free again (a pthread_atfork
+ * child handler).
  *
  * Without a record.  A thread that finds the pool empty, or that gave its
  * record back, is profiled all the same: its countdown (bytes_left) and
@@ -213,6 +214,13 @@ static void thread_exit(void *v)
 	__atomic_store_n(&hp_tls.th, HP_THREAD_GONE, __ATOMIC_RELAXED);
 	/* A signal handler's hook from here on finds no record. */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* No hook of this thread is live under a key's destructor (one a
+	 * signal handler runs here ends before it returns): a capture
+	 * context still held in the thread's name is a hook's that a
+	 * longjmp out of a handler left, or a pthread_exit in one.  It goes
+	 * back before the thread pointer can be another thread's. */
+	unwind_ctx_drop(0);
+	unwind_ctx_drop(1);
 	if (th->gaps)
 		pool_put(&gap_pool, th->gaps - 1);
 	pool_put(&rec_pool, rec_index(th));

@@ -22,6 +22,7 @@
 #define THREAD_RECORDS    64u
 #define THREAD_GAP_BLOCKS 16u
 #include "../../src/client/thread.c"
+#include "unwind_stub.h"
 
 __thread struct client_tls hp_tls;
 

@@ -6,8 +6,8 @@
  * with thread churn until a thread's probes found all busy, and its
  * allocations were recorded with their caller only); all busy gives
  * NULL and holds nothing; unwind_ctx_drop gives back what a hook a
- * longjmp left still held; and threads that come and go, claiming at
- * two levels at once, leave every context free.
+ * longjmp left still held, and so does a thread's exit; and threads that come
+ * and go, claiming at two levels at once, leave every context free.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -107,6 +107,26 @@ static void test_drop(void)
 	CHECK_EQ_U64(busy_count(), 0);
 }
 
+/* A thread whose hooks a longjmp left (their contexts still held) ends:
+ * its record's destructor gives them back. */
+static void *left_main(void *arg)
+{
+	(void)arg;
+	CHECK(client_thread() != NULL);
+	CHECK(unwind_ctx_claim(0) != NULL);
+	CHECK(unwind_ctx_claim(1) != NULL);
+	return NULL;
+}
+
+static void test_exit_gives_back(void)
+{
+	pool_clear();
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, left_main, NULL) == 0);
+	pthread_join(th, NULL);
+	CHECK_EQ_U64(busy_count(), 0);
+}
+
 #define CHURN_THREADS 8
 #define CHURN_ROUNDS  400
 #define CHURN_CLAIMS  200
@@ -159,6 +179,7 @@ int main(void)
 	        {"own_after_spare", test_own_after_spare},
 	        {"all_busy", test_all_busy},
 	        {"drop", test_drop},
+	        {"exit_gives_back", test_exit_gives_back},
 	        {"churn", test_churn},
 	        {NULL, NULL},
 	};
