@@ -26,13 +26,13 @@
  * exits (and marks the thread HP_THREAD_GONE: hooks that run later in
  * its exit, other keys' destructors and glibc's own cleanup, take no
  * record again), with any capture context a hook a longjmp left still
- * held in its name (unwind_ctx.c).  pthread_setspecific allocates for keys from
- * 32 up (glibc keeps the first 32 in the thread descriptor): the key is made at
- * the first take, or in the constructor, whichever comes first, and a key
- * numbered 32 or more is not used.  Without a usable key, records are not given
- * back (counted as the pool running out once they are all taken).  A fork child
- * has one thread: every record but its own is free again (a pthread_atfork
- * child handler).
+ * held in its name (unwind_ctx.c).  pthread_setspecific allocates for
+ * keys from 32 up (glibc keeps the first 32 in the thread descriptor):
+ * the key is made at the first take, or in the constructor, whichever
+ * comes first, and a key numbered 32 or more is not used.  Without a
+ * usable key, records are not given back (counted as the pool running
+ * out once they are all taken).  A fork child has one thread: every
+ * record but its own is free again (a pthread_atfork child handler).
  *
  * Without a record.  A thread that finds the pool empty, or that gave its
  * record back, is profiled all the same: its countdown (bytes_left) and
